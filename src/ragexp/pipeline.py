@@ -1,0 +1,115 @@
+"""One experiment, from Python: chunk -> index -> retrieve -> rerank -> abstain -> metrics.
+
+No side effects beyond the embedding cache: tracking (MLflow) lives in ``tracking.py`` and the
+Hydra entry point in ``app.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from ragexp import metrics
+from ragexp.abstain import AbstainResult, AbstainSignal, evaluate_abstain
+from ragexp.cache import EmbeddingCache
+from ragexp.chunking import Chunker
+from ragexp.datasets import Dataset
+from ragexp.embedders import Embedder, EmbedderIdentity
+from ragexp.records import Chunk, Ranking, ordered
+from ragexp.rerankers import Reranker
+from ragexp.resources import Resources
+from ragexp.retrievers import Retriever
+
+log = logging.getLogger(__name__)
+LATENCY_SAMPLE = 200
+
+
+@dataclass
+class RunResult:
+    metrics: dict[str, float]
+    per_question: pd.DataFrame
+    abstain: AbstainResult | None
+    ranking: Ranking
+    chunks: list[Chunk]
+    identity: EmbedderIdentity | None
+    resources: Resources = field(repr=False)
+
+
+def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[], Embedder],
+                   make_retriever: Callable[[Resources], Retriever], reranker: Reranker,
+                   signal: AbstainSignal, *, cache: EmbeddingCache | None = None, k: int = 10,
+                   budget: float = 0.125, folds: int = 5, bm25_k1: float = 1.5,
+                   bm25_b: float = 0.75, progress: bool = True) -> RunResult:
+    queries = dataset.queries()
+    chunks = chunker.chunk(dataset.documents())
+    qrels = dataset.qrels(chunks)
+    log.info("%d documents -> %d chunks; %d questions", len(dataset.documents()), len(chunks),
+             len(queries))
+    res = Resources(chunks, make_embedder, cache or EmbeddingCache(), bm25_k1, bm25_b, progress)
+    retriever = make_retriever(res)
+    texts = {q.qid: q.text for q in queries}
+    depth = max(k, getattr(reranker, "top_n", 0) or 0)
+
+    start = time.perf_counter()
+    ranking = reranker.rerank(texts, retriever.search(texts, depth), res)
+    res.timings["time.search_all_s"] = time.perf_counter() - start
+    ranking = {q: {c: scores[c] for c in ordered(scores)[:k]} for q, scores in ranking.items()}
+    res.timings.update(_latency(retriever, reranker, texts, depth, res))
+
+    judged = ranking if dataset.level == "chunk" else metrics.collapse_to_documents(
+        ranking, {c.chunk_id: c.doc_id for c in chunks})
+    scores = metrics.per_query(judged, qrels)
+    results = metrics.aggregate(scores, queries)
+
+    confidence = signal.compute(texts, ranking, res)
+    abstain = None
+    if any(not q.answerable for q in queries) and any(q.answerable for q in queries):
+        abstain = evaluate_abstain(confidence, queries, signal.name, budget, folds)
+        results.update(abstain.metrics())
+    else:
+        log.warning("no abstain curve: the golden set needs answerable and unanswerable questions")
+
+    results.update({key: float(v) for key, v in res.timings.items()})
+    results.update({"cache.hits": float(res.cache.hits), "cache.misses": float(res.cache.misses),
+                    "index.chunks": float(len(chunks))})
+    table = _per_question(queries, judged, qrels, scores, confidence, abstain)
+    return RunResult(results, table, abstain, ranking, chunks,
+                     res.embedder.identity if res.embedder_used else None, res)
+
+
+def _latency(retriever, reranker, texts: dict[str, str], depth: int, res: Resources) -> dict:
+    """Per-query serving latency: each query alone, query embedding not cached."""
+    qids = list(texts)[:LATENCY_SAMPLE]
+    times = []
+    for qid in qids:
+        start = time.perf_counter()
+        reranker.rerank({qid: texts[qid]}, retriever.search({qid: texts[qid]}, depth,
+                                                            cached=False), res)
+        times.append((time.perf_counter() - start) * 1000)
+    if not times:
+        return {}
+    return {"time.query_p50_ms": float(np.percentile(times, 50)),
+            "time.query_p95_ms": float(np.percentile(times, 95))}
+
+
+def _per_question(queries, ranking, qrels, scores, confidence, abstain) -> pd.DataFrame:
+    rows = []
+    for q in queries:
+        ranked = ordered(ranking.get(q.qid, {}))
+        rel = qrels.get(q.qid, {})
+        s = confidence.get(q.qid)
+        rows.append({
+            "id": q.qid, "kind": q.kind,
+            "first_relevant_rank": metrics.first_relevant_rank(ranked, rel) if rel else None,
+            "reciprocal_rank": scores[q.qid]["mrr"] if q.qid in scores else None,
+            "ndcg_at_10": scores[q.qid]["ndcg_at_10"] if q.qid in scores else None,
+            "abstain_signal": s,
+            "refused": (s < abstain.threshold) if abstain is not None and s is not None else None,
+            "top_chunk": ranked[0] if ranked else None,
+        })
+    return pd.DataFrame(rows)

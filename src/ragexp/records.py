@@ -1,0 +1,64 @@
+"""Plain records passed between stages.
+
+A ranking between stages is the format every IR tool shares: ``{query_id: {item_id: score}}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+Ranking = dict[str, dict[str, float]]
+Qrels = dict[str, dict[str, int]]
+
+KINDS = ("identifier", "semantic", "procedural", "factual", "unanswerable")
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Span:
+    """Character range ``[start, end)`` of a document."""
+
+    doc_id: str
+    start: int
+    end: int
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A retrievable unit. ``spans`` are the source ranges its text came from, which is what lets
+    relevance be decided from evidence offsets rather than chunk ids."""
+
+    chunk_id: str
+    doc_id: str
+    text: str
+    heading: str = ""
+    spans: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Query:
+    qid: str
+    text: str
+    kind: str = "factual"
+    answer: str = ""
+    evidence: tuple[Span, ...] = field(default=())
+
+    @property
+    def answerable(self) -> bool:
+        return self.kind != "unanswerable"
+
+
+def ordered(scores: dict[str, float]) -> list[str]:
+    """Items best first. Tie rule (trec_eval's, so our metrics and trec_eval agree): equal
+    scores are ordered by item id, descending."""
+    by_id = sorted(scores, reverse=True)
+    return sorted(by_id, key=lambda i: -scores[i])  # stable: keeps id-descending among ties

@@ -1,0 +1,71 @@
+"""Shared, lazily built resources of one run: the embedder, the embedding cache, BM25.
+
+Stages receive this instead of building their own, so the model loads once (and only when a
+stage needs it) and BM25 is fitted once for the retriever, the abstain signal and ``explain``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ragexp.bm25 import BM25Index
+from ragexp.cache import EmbeddingCache
+from ragexp.embedders import Embedder
+from ragexp.records import Chunk
+
+
+@dataclass
+class Resources:
+    chunks: list[Chunk]
+    embedder_factory: Callable[[], Embedder]
+    cache: EmbeddingCache = field(default_factory=EmbeddingCache)
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
+    progress: bool = True
+    timings: dict[str, float] = field(default_factory=dict)
+    _embedder: Embedder | None = None
+    _bm25: BM25Index | None = None
+    _passages: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if not self.chunks:
+            raise ValueError("no chunks to index: the corpus produced nothing under this chunking")
+        self.position = {c.chunk_id: i for i, c in enumerate(self.chunks)}
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = self.embedder_factory()
+        return self._embedder
+
+    @property
+    def embedder_used(self) -> bool:
+        return self._embedder is not None
+
+    @property
+    def bm25(self) -> BM25Index:
+        if self._bm25 is None:
+            start = time.perf_counter()
+            self._bm25 = BM25Index(k1=self.bm25_k1, b=self.bm25_b).fit([c.text for c in self.chunks])
+            self._add_time("time.index_s", start)
+        return self._bm25
+
+    def passage_vectors(self) -> np.ndarray:
+        if self._passages is None:
+            start = time.perf_counter()
+            self._passages = self.cache.embed(self.embedder, [c.text for c in self.chunks],
+                                              "passage", progress=self.progress)
+            self._add_time("time.embed_s", start)
+        return self._passages
+
+    def query_vectors(self, texts: list[str], cached: bool = True) -> np.ndarray:
+        if not cached:
+            return self.embedder.embed(texts, "query")
+        return self.cache.embed(self.embedder, texts, "query", progress=False)
+
+    def _add_time(self, key: str, start: float) -> None:
+        self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - start

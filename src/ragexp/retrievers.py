@@ -1,0 +1,85 @@
+"""Retrievers: index chunks once, answer a batch of queries with a ``Ranking``.
+
+``dense`` (FAISS over the run's embedder), ``bm25`` (sparse Okapi BM25) and ``hybrid`` (RRF
+over whichever of the two are switched on; see ``fusion.py``). Hybrid is a hypothesis to
+measure, not a default: the ablation set runs each alone and fused.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+from ragexp.fusion import rrf
+from ragexp.index import FlatIPIndex
+from ragexp.records import Ranking
+from ragexp.resources import Resources
+
+
+class Retriever(Protocol):
+    name: str
+
+    def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking: ...
+
+
+class DenseRetriever:
+    name = "dense"
+
+    def __init__(self, resources: Resources, name: str = "dense"):
+        self.resources = resources
+        vectors = resources.passage_vectors()
+        start = time.perf_counter()
+        self.index = FlatIPIndex(vectors)
+        resources._add_time("time.index_s", start)
+
+    def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
+        qids = list(queries)
+        if not qids:
+            return {}
+        vectors = self.resources.query_vectors([queries[q] for q in qids], cached=cached)
+        scores, ids = self.index.search(vectors, k)
+        chunks = self.resources.chunks
+        return {q: {chunks[i].chunk_id: float(s) for s, i in zip(srow, irow) if i >= 0}
+                for q, srow, irow in zip(qids, scores, ids)}
+
+
+class BM25Retriever:
+    name = "bm25"
+
+    def __init__(self, resources: Resources, name: str = "bm25"):
+        self.resources = resources
+        self.index = resources.bm25
+
+    def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
+        qids = list(queries)
+        if not qids:
+            return {}
+        idx, scores = self.index.top_k([queries[q] for q in qids], k)
+        chunks = self.resources.chunks
+        return {q: {chunks[i].chunk_id: float(s) for i, s in zip(irow, srow) if s > 0}
+                for q, irow, srow in zip(qids, idx, scores)}
+
+
+class HybridRetriever:
+    """RRF over the enabled signals, each retrieving ``depth`` candidates."""
+
+    def __init__(self, resources: Resources, dense: bool = True, bm25: bool = True,
+                 rrf_k: float = 60.0, depth: int = 100, name: str = "hybrid"):
+        parts: list[Retriever] = []
+        if bm25:
+            parts.append(BM25Retriever(resources))
+        if dense:
+            parts.append(DenseRetriever(resources))
+        if not parts:
+            raise ValueError("retriever has every signal switched off (retriever.dense=false and "
+                             "retriever.bm25=false): nothing would be retrieved; enable at least "
+                             "one")
+        if depth < 1:
+            raise ValueError(f"retriever.depth must be >= 1, got {depth}")
+        self.parts, self.rrf_k, self.depth = parts, rrf_k, depth
+        self.name = name
+
+    def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
+        rankings = [p.search(queries, max(k, self.depth), cached) for p in self.parts]
+        fused = rrf(rankings, k=self.rrf_k, depth=self.depth)
+        return {q: dict(sorted(s.items(), key=lambda kv: -kv[1])[:k]) for q, s in fused.items()}

@@ -1,0 +1,177 @@
+"""Typed config schemas, registered in Hydra's ConfigStore.
+
+Every option file in ``conf/<group>/`` starts from one of these (``defaults: [<name>_schema]``),
+so a misspelt key or a wrong type fails at composition, before a sweep starts, not halfway
+through it. ``_target_`` names the class Hydra instantiates for that option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class HandbookDatasetConf:
+    _target_: str = "ragexp.datasets.HandbookDataset"
+    name: str = "handbook"
+    corpus_dir: str = "corpus"
+    golden_dir: str = "golden"
+
+
+@dataclass
+class BeirDatasetConf:
+    _target_: str = "ragexp.datasets.BeirDataset"
+    name: str = "beir"
+    path: str = MISSING
+    split: str = "test"
+
+
+@dataclass
+class MarkdownChunkingConf:
+    _target_: str = "ragexp.chunking.MarkdownChunker"
+    max_words: int = 120
+    overlap_words: int = 20
+    include_headings: bool = True
+
+
+@dataclass
+class WholeDocChunkingConf:
+    _target_: str = "ragexp.chunking.WholeDocumentChunker"
+    include_title: bool = True
+
+
+@dataclass
+class HashEmbedderConf:
+    _target_: str = "ragexp.embedders.HashEmbedder"
+    dim: int = 512
+
+
+@dataclass
+class FastEmbedConf:
+    _target_: str = "ragexp.embedders.FastEmbedEmbedder"
+    model: str = MISSING
+    model_path: Optional[str] = None
+    cache_dir: str = "${cache_dir}"
+    batch_size: int = 64
+    threads: Optional[int] = None
+
+
+@dataclass
+class DenseRetrieverConf:
+    _target_: str = "ragexp.retrievers.DenseRetriever"
+    name: str = "dense"
+
+
+@dataclass
+class BM25RetrieverConf:
+    _target_: str = "ragexp.retrievers.BM25Retriever"
+    name: str = "bm25"
+
+
+@dataclass
+class HybridRetrieverConf:
+    _target_: str = "ragexp.retrievers.HybridRetriever"
+    name: str = "hybrid"
+    dense: bool = True
+    bm25: bool = True
+    rrf_k: float = 60.0
+    depth: int = 100
+
+
+@dataclass
+class NoRerankerConf:
+    _target_: str = "ragexp.rerankers.NoReranker"
+    name: str = "none"
+    top_n: int = 0
+
+
+@dataclass
+class LexicalRerankerConf:
+    _target_: str = "ragexp.rerankers.LexicalReranker"
+    name: str = "lexical"
+    top_n: int = 20
+    proximity_weight: float = 0.2
+
+
+@dataclass
+class CrossEncoderRerankerConf:
+    _target_: str = "ragexp.rerankers.CrossEncoderReranker"
+    name: str = "cross_encoder"
+    model_path: Optional[str] = None
+    top_n: int = 20
+
+
+@dataclass
+class LexicalSignalConf:
+    _target_: str = "ragexp.abstain.LexicalSignal"
+    name: str = "lexical"
+    top_k: int = 5
+    alpha: float = 0.5
+
+
+@dataclass
+class DenseSignalConf:
+    _target_: str = "ragexp.abstain.DenseSignal"
+    name: str = "dense"
+    top_k: int = 5
+
+
+@dataclass
+class LexicalAbstainConf:
+    signal: LexicalSignalConf = field(default_factory=LexicalSignalConf)
+    budget: float = 0.125  # share of answerable questions we accept to refuse wrongly
+    folds: int = 5
+
+
+@dataclass
+class DenseAbstainConf:
+    signal: DenseSignalConf = field(default_factory=DenseSignalConf)
+    budget: float = 0.125
+    folds: int = 5
+
+
+@dataclass
+class BM25Conf:
+    k1: float = 1.5
+    b: float = 0.75
+
+
+@dataclass
+class Config:
+    dataset: Any = MISSING
+    chunking: Any = MISSING
+    embedder: Any = MISSING
+    retriever: Any = MISSING
+    reranker: Any = MISSING
+    abstain: Any = MISSING
+    bm25: BM25Conf = field(default_factory=BM25Conf)
+    experiment: str = "ragexp-${dataset.name}"
+    ablation: str = "custom"
+    k: int = 10
+    force: bool = False
+    progress: bool = True
+    cache_dir: str = ".cache/ragexp"
+
+
+SCHEMAS = {
+    "dataset": {"handbook": HandbookDatasetConf, "beir": BeirDatasetConf},
+    "chunking": {"markdown": MarkdownChunkingConf, "none": WholeDocChunkingConf},
+    "embedder": {"hash": HashEmbedderConf, "fastembed": FastEmbedConf},
+    "retriever": {"dense": DenseRetrieverConf, "bm25": BM25RetrieverConf,
+                  "hybrid": HybridRetrieverConf},
+    "reranker": {"none": NoRerankerConf, "lexical": LexicalRerankerConf,
+                 "cross_encoder": CrossEncoderRerankerConf},
+    "abstain": {"lexical": LexicalAbstainConf, "dense": DenseAbstainConf},
+}
+
+
+def register() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=Config)
+    for group, options in SCHEMAS.items():
+        for name, node in options.items():
+            cs.store(group=group, name=f"{name}_schema", node=node)
