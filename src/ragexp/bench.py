@@ -29,7 +29,7 @@ import resource  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
+from collections import namedtuple  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import faiss  # noqa: E402
@@ -48,36 +48,34 @@ START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 SEED = 13
 
 
-@dataclass
-class Row:
-    name: str
-    ours: str
-    ref: str
-    ratio: str
-    target: str
-    ok: bool | None  # None: informational, no target
+# One table row; ok is None for an informational row without a target.
+Row = namedtuple("Row", "name ours ref ratio target ok")
+
+
+def compare(name: str, ours: float, ref: float, unit: str, target: float | None) -> Row:
+    """A row for two throughputs (higher is better); ``target`` is the minimum ours/ref."""
+    digits = 1 if min(ours, ref) < 100 else 0
+    r = ours / ref
+    return Row(name, f"{ours:.{digits}f} {unit}", f"{ref:.{digits}f} {unit}", f"{r:.2f}",
+               "-" if target is None else f">= {target:g}", None if target is None else r >= target)
+
+
+def blas_libs() -> dict[str, dict]:
+    """BLAS libraries loaded (numpy's and faiss's own OpenBLAS) by owner, via threadpoolctl."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return {}
+    return {next((o for o in ("numpy", "faiss", "scipy") if o in i["filepath"]), i["prefix"]): i
+            for i in threadpool_info() if i["user_api"] == "blas"}
 
 
 def machine_facts() -> str:
-    """Cores and BLAS threads explain most differences between machines' ratios."""
-    cores = f"{os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable)"
-    try:
-        from threadpoolctl import threadpool_info
-        blas = ", ".join(f"{'numpy' if 'numpy' in i['filepath'] else 'faiss' if 'faiss' in i['filepath'] else '?'}"
-                         f" {i['internal_api']} {i.get('architecture', '')} x{i['num_threads']}"
-                         for i in threadpool_info() if i["user_api"] == "blas")
-    except ImportError:
-        blas = "threadpoolctl not installed"
-    return f"Machine: {cores}; BLAS: {blas}; faiss {faiss.__version__}"
-
-
-def blas_arch(lib: str) -> str:
-    try:
-        from threadpoolctl import threadpool_info
-        return next((i.get("architecture", "?") for i in threadpool_info()
-                     if i["user_api"] == "blas" and lib in i["filepath"]), "?")
-    except ImportError:
-        return "?"
+    """Cores, BLAS kernels and threads explain most differences between machines' ratios."""
+    blas = ", ".join(f"{o} {i['internal_api']} {i.get('architecture', '?')} x{i['num_threads']}"
+                     for o, i in blas_libs().items()) or "threadpoolctl not installed"
+    return (f"Machine: {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable); "
+            f"BLAS: {blas}; faiss {faiss.__version__}")
 
 
 def best_of(fns: dict, repeats: int) -> dict[str, float]:
@@ -101,9 +99,7 @@ def passages(docs, n: int) -> list[str]:
     for words, overlap, headings in [(120, 20, True), (80, 10, True), (200, 30, True),
                                      (60, 0, False), (150, 25, False), (40, 0, True)]:
         texts.update(c.text for c in MarkdownChunker(words, overlap, headings).chunk(docs))
-    pool = sorted(texts)
-    random.Random(SEED).shuffle(pool)
-    return pool[:n]
+    return random.Random(SEED).sample(sorted(texts), min(n, len(texts)))
 
 
 def bench_embed(emb: FastEmbedEmbedder, texts: list[str], warm: list[str], tmp: Path) -> Row:
@@ -123,35 +119,30 @@ def bench_embed(emb: FastEmbedEmbedder, texts: list[str], warm: list[str], tmp: 
             runs[name](block)
             t[name] += time.perf_counter() - t0
     assert cache.misses == len(texts) and cache.hits == 0, "embedding texts were not all misses"
-    ours, ref = len(texts) / t["ours"], len(texts) / t["ref"]
-    return Row(f"passage embedding, {len(texts)} passages (EmbeddingCache.embed vs fastembed "
-               f"TextEmbedding.embed, batch {bs})", f"{ours:.1f} texts/s", f"{ref:.1f} texts/s",
-               f"{ours / ref:.2f}", ">= 0.9", ours / ref >= 0.9)
+    return compare(f"passage embedding, {len(texts)} passages: EmbeddingCache.embed (empty "
+                   f"cache) vs fastembed TextEmbedding.embed, batch {bs}", len(texts) / t["ours"],
+                   len(texts) / t["ref"], "texts/s", 0.9)
 
 
 def bench_dense(n_queries: int, n_vectors: int = 10_000, dim: int = 384) -> tuple[Row, str]:
     """Our batched search vs faiss left at its defaults (per-query scan for nq*d < 128,000)."""
     rng = np.random.default_rng(SEED)
-    x = rng.standard_normal((n_vectors, dim), dtype=np.float32)
-    q = rng.standard_normal((n_queries, dim), dtype=np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
-    ours = FlatIPIndex(x)
-    ref = faiss.IndexFlatIP(dim)
+    x, q = (rng.standard_normal((n, dim), dtype=np.float32) for n in (n_vectors, n_queries))
+    x, q = (a / np.linalg.norm(a, axis=1, keepdims=True) for a in (x, q))
+    ours, ref = FlatIPIndex(x), faiss.IndexFlatIP(dim)
     ref.add(x)
-    t = best_of({"ours": lambda: ours.search(q, 10), "scan": lambda: ours.search(q, 10, blas=False),
-                 "ref": lambda: ref.search(q, 10)}, repeats=9)
+    t = best_of({"ours": lambda: ours.search(q, 10), "ref": lambda: ref.search(q, 10),
+                 "scan": lambda: ours.search(q, 10, blas=False)}, repeats=25)
     same = float((ours.search(q, 10)[1] == ref.search(q, 10)[1]).mean())
     qps = {k: n_queries / v for k, v in t.items()}
-    row = Row(f"dense search, {n_queries} queries x {n_vectors:,} x {dim}-d (FlatIPIndex.search "
-              f"vs faiss.IndexFlatIP.search, defaults)", f"{qps['ours']:.0f} q/s",
-              f"{qps['ref']:.0f} q/s", f"{qps['ours'] / qps['ref']:.2f}", ">= 0.8",
-              qps["ours"] / qps["ref"] >= 0.8)
+    arch = blas_libs().get("faiss", {}).get("architecture")
+    row = compare(f"dense search, {n_queries} queries x {n_vectors:,} x {dim}-d: FlatIPIndex.search"
+                  f" vs faiss.IndexFlatIP.search (defaults)", qps["ours"], qps["ref"], "q/s", 0.8)
     note = (f"dense: BLAS path (threshold lowered) {qps['ours']:.0f} q/s vs per-query scan "
             f"(blas=False) {qps['scan']:.0f} q/s = {qps['ours'] / qps['scan']:.2f}x; nq*d = "
             f"{n_queries * dim:,} vs faiss default threshold "
             f"{faiss.cvar.distance_compute_blas_threshold:,}; faiss's OpenBLAS kernel: "
-            f"{blas_arch('faiss')}; top-10 ids agree on {same:.1%}")
+            f"{arch or '?'}; top-10 ids agree on {same:.1%}")
     return row, note
 
 
@@ -166,9 +157,8 @@ def bench_bm25(docs, queries: list[str], n_docs: int = 6_000) -> list[Row]:
     rng, corpus = random.Random(SEED), {}
     while len(corpus) < n_docs:
         corpus.setdefault(" ".join(rng.sample(pool, rng.randint(2, 6))), None)
-    texts = list(corpus)
-    tokens = [tokenize(t) for t in texts]
-    ours = BM25Index().fit(texts)
+    tokens = [tokenize(t) for t in corpus]
+    ours = BM25Index().fit(list(corpus))
     okapi = rank_bm25.BM25Okapi(tokens, k1=1.5, b=0.75, epsilon=0.25)
     fast = bm25s.BM25(k1=1.5, b=0.75)
     fast.index(tokens, show_progress=False)
@@ -183,21 +173,18 @@ def bench_bm25(docs, queries: list[str], n_docs: int = 6_000) -> list[Row]:
                                                 show_progress=False)}, repeats=3)
     top1 = float((ours.top_k(queries, k)[0][:, 0] == reference()[:, 0]).mean())
     qps = {name: len(queries) / v for name, v in t.items()}
-    shape = f"{len(queries)} queries x {n_docs:,} docs"
-    return [Row(f"BM25, {shape} (BM25Index.top_k vs rank_bm25 get_scores + argsort; top-1 agree "
-                f"{top1:.0%})", f"{qps['ours']:.0f} q/s", f"{qps['ref']:.1f} q/s",
-                f"{qps['ours'] / qps['ref']:.1f}x", ">= 20x", qps["ours"] / qps["ref"] >= 20),
-            Row(f"BM25, {shape} (BM25Index.top_k vs bm25s retrieve, info)",
-                f"{qps['ours']:.0f} q/s", f"{qps['bm25s']:.0f} q/s",
-                f"{qps['ours'] / qps['bm25s']:.2f}x", "-", None)]
+    shape = f"BM25, {len(queries)} queries x {n_docs:,} docs: BM25Index.top_k vs"
+    return [compare(f"{shape} rank_bm25 get_scores + argsort (top-1 agree {top1:.0%})",
+                    qps["ours"], qps["ref"], "q/s", 20),
+            compare(f"{shape} bm25s retrieve (information)", qps["ours"], qps["bm25s"], "q/s",
+                    None)]
 
 
 def bench_rerun(emb: FastEmbedEmbedder, chunks, tmp: Path) -> Row:
-    """Two runs' Resources over one cache root; a wrapper counts texts actually sent to the model."""
+    """Two runs' Resources over one cache root; a wrapper counts texts really sent to the model."""
 
-    class Counting:
-        def __init__(self):
-            self.identity, self.texts = emb.identity, 0
+    class Counting:  # the embedder as Resources sees it
+        identity, texts = emb.identity, 0
 
         def embed(self, texts, mode):
             self.texts += len(texts)
@@ -210,73 +197,71 @@ def bench_rerun(emb: FastEmbedEmbedder, chunks, tmp: Path) -> Row:
         seen.append((cache.misses, counter.texts, vectors))
     (m1, e1, v1), (m2, e2, v2) = seen
     return Row(f"second run, same embedder + chunking ({len(chunks)} handbook chunks): passages "
-               f"embedded", f"run 2: {m2} misses, {e2} embedded", f"run 1: {m1} misses, "
-               f"{e1} embedded", f"{m2}/{m1}", "run 2 = 0",
+               "embedded", f"run 2: {m2} misses, {e2} embedded",
+               f"run 1: {m1} misses, {e1} embedded", f"{m2}/{m1}", "run 2 = 0",
                m2 == 0 and e2 == 0 and np.array_equal(v1, v2))
 
 
 def render(rows: list[Row]) -> str:
-    lines = ["| benchmark | ragexp | reference | ratio | target | pass |", "|---|---|---|---|---|---|"]
+    lines = ["| benchmark | ragexp | reference | ratio | target | pass |", "|---" * 6 + "|"]
     for r in rows:
         verdict = "-" if r.ok is None else ("yes" if r.ok else "**FAIL**")
         lines.append(f"| {r.name} | {r.ours} | {r.ref} | {r.ratio} | {r.target} | {verdict} |")
     return "\n".join(lines)
 
 
-def splice(text: str, block: str) -> str | None:
-    """``text`` with everything between the markers replaced by ``block``; None without them."""
+def write_readme(path: Path, block: str | None) -> bool:
+    """Replace only what lies between the markers (bytes outside them, line endings included,
+    stay as they were); ``block=None`` just checks. False, with a message, if there is no block."""
+    try:
+        with path.open(encoding="utf-8", newline="") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        text = ""
     i = text.find(START)
     j = text.find(END, i + len(START)) if i >= 0 else -1
     if i < 0 or j < 0:
-        return None
-    nl = "\r\n" if "\r\n" in text else "\n"
-    return text[:i + len(START)] + nl + block.replace("\n", nl) + nl + text[j:]
+        print(f"error: {path} has no {START} ... {END} block; nothing written", file=sys.stderr)
+        return False
+    if block is not None:
+        nl = "\r\n" if "\r\n" in text else "\n"
+        with path.open("w", encoding="utf-8", newline="") as fh:
+            fh.write(text[:i + len(START)] + nl + block.replace("\n", nl) + nl + text[j:])
+        print(f"\nwrote the bench block of {path}")
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ragexp.bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ragexp.bench",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--readme", help="replace the bench block of this markdown file")
     parser.add_argument("--corpus", default="corpus")
-    parser.add_argument("--golden", default="golden")
+    parser.add_argument("--golden", default="golden", help="its questions are the queries")
     parser.add_argument("--passages", type=int, default=512, help="texts for the embedding row")
     args = parser.parse_args(argv)
-    if args.readme and splice(Path(args.readme).read_text(encoding="utf-8"), "") is None:
-        print(f"error: {args.readme} has no {START} ... {END} block; nothing written",
-              file=sys.stderr)
-        return 2
+    if args.readme and write_readme(Path(args.readme), None) is False:
+        return 2  # checked first, so a missing block costs no benchmark time
     docs = load_corpus(args.corpus)
     questions = [q.text for q in load_golden(args.golden, docs)]
     header = machine_facts()
     print(header, flush=True)
-    rows, notes = [], []
-    with tempfile.TemporaryDirectory(prefix="ragexp-bench-") as tmp:
-        tmp = Path(tmp)
-        emb = FastEmbedEmbedder("minilm-int8", cache_dir=str(tmp / "models"))
-        rows.append(bench_embed(emb, passages(docs.values(), args.passages), questions[:16], tmp))
+    with tempfile.TemporaryDirectory(prefix="ragexp-bench-") as tmp:  # caches, model links
+        emb = FastEmbedEmbedder("minilm-int8", cache_dir=f"{tmp}/models")
+        texts = passages(docs.values(), args.passages)
+        rows = [bench_embed(emb, texts, questions[:16], Path(tmp))]
         dense, note = bench_dense(len(questions))
-        rows.append(dense)
-        notes.append(note)
-        rows.extend(bench_bm25(docs.values(), questions))
-        rows.append(bench_rerun(emb, MarkdownChunker().chunk(docs.values()), tmp))
+        rows += [dense, *bench_bm25(docs.values(), questions),
+                 bench_rerun(emb, MarkdownChunker().chunk(docs.values()), Path(tmp))]
+    notes = [note]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     notes.append(f"peak memory (RSS, whole bench): {peak:.0f} MiB")
     table = render(rows)
     print("\n" + table + "\n\n" + "\n".join(f"- {n}" for n in notes))
     failed = [r.name for r in rows if r.ok is False]
-    if args.readme:
-        path = Path(args.readme)
-        with path.open(encoding="utf-8", newline="") as fh:
-            text = fh.read()
-        block = (f"Measured with `make bench` on {datetime.date.today().isoformat()}. {header}."
-                 f"\n\n{table}\n\n" + "\n".join(f"- {n}" for n in notes))
-        new = splice(text, block)
-        if new is None:
-            print(f"error: the bench markers disappeared from {path}; nothing written",
-                  file=sys.stderr)
-            return 2
-        with path.open("w", encoding="utf-8", newline="") as fh:
-            fh.write(new)
-        print(f"\nwrote the bench block of {path}")
+    if args.readme and not write_readme(Path(args.readme), (
+            f"Measured with `make bench` on {datetime.date.today().isoformat()}. {header}.\n\n"
+            f"{table}\n\n" + "\n".join(f"- {n}" for n in notes))):
+        return 2
     for name in failed:
         print(f"FAIL: {name}", file=sys.stderr)
     return 1 if failed else 0

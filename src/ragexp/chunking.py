@@ -163,6 +163,7 @@ class MarkdownChunker:
     max_words: int = 120
     overlap_words: int = 20
     include_headings: bool = True
+    name: str = "markdown"
 
     def __post_init__(self) -> None:
         if self.max_words < 10:
@@ -190,6 +191,7 @@ class WholeDocumentChunker:
     """One chunk per document, title prepended: for corpora that are already passages."""
 
     include_title: bool = True
+    name: str = "none"
 
     def chunk(self, docs: Iterable[Document]) -> list[Chunk]:
         return [

@@ -64,6 +64,7 @@ class HashEmbedder:
     """Signed feature hashing: term t adds ``sign(t) * (1 + log tf)`` at ``crc32(t) mod dim``."""
 
     dim: int = 512
+    name: str = "hash"
     identity: EmbedderIdentity = field(init=False)
 
     def __post_init__(self) -> None:
@@ -163,6 +164,7 @@ class FastEmbedEmbedder:
     cache_dir: str = ".cache/ragexp"
     batch_size: int = 64
     threads: int | None = None
+    name: str = ""
     identity: EmbedderIdentity = field(init=False)
 
     def __post_init__(self) -> None:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ragexp import metrics
 from ragexp.abstain import AbstainResult, AbstainSignal, evaluate_abstain
+from ragexp.answer import answer, answer_metrics
 from ragexp.cache import EmbeddingCache
 from ragexp.chunking import Chunker
 from ragexp.datasets import Dataset
@@ -74,10 +75,19 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
     else:
         log.warning("no abstain curve: the golden set needs answerable and unanswerable questions")
 
+    threshold = abstain.threshold if abstain is not None else float("-inf")
+    answers = {q.qid: answer(q.text, [chunks[res.position[c]] for c in ordered(ranking[q.qid])],
+                             confidence[q.qid], threshold, res.bm25) for q in queries}
+    doc_of = {c.chunk_id: c.doc_id for c in chunks}
+    relevant = {q: {c for c in doc_of if (rel.get(c, 0) if dataset.level == "chunk"
+                                         else rel.get(doc_of[c], 0)) > 0}
+                for q, rel in qrels.items()}
+    results.update(answer_metrics(answers, {q.qid: q.answerable for q in queries}, relevant))
+
     results.update({key: float(v) for key, v in res.timings.items()})
     results.update({"cache.hits": float(res.cache.hits), "cache.misses": float(res.cache.misses),
                     "index.chunks": float(len(chunks))})
-    table = _per_question(queries, judged, qrels, scores, confidence, abstain)
+    table = _per_question(queries, judged, qrels, scores, confidence, abstain, answers)
     return RunResult(results, table, abstain, ranking, chunks,
                      res.embedder.identity if res.embedder_used else None, res)
 
@@ -97,7 +107,7 @@ def _latency(retriever, reranker, texts: dict[str, str], depth: int, res: Resour
             "time.query_p95_ms": float(np.percentile(times, 95))}
 
 
-def _per_question(queries, ranking, qrels, scores, confidence, abstain) -> pd.DataFrame:
+def _per_question(queries, ranking, qrels, scores, confidence, abstain, answers) -> pd.DataFrame:
     rows = []
     for q in queries:
         ranked = ordered(ranking.get(q.qid, {}))
@@ -110,6 +120,8 @@ def _per_question(queries, ranking, qrels, scores, confidence, abstain) -> pd.Da
             "ndcg_at_10": scores[q.qid]["ndcg_at_10"] if q.qid in scores else None,
             "abstain_signal": s,
             "refused": (s < abstain.threshold) if abstain is not None and s is not None else None,
-            "top_chunk": ranked[0] if ranked else None,
+            "top_item": ranked[0] if ranked else None,
+            "answered": not answers[q.qid].refused,
+            "answer": answers[q.qid].text,
         })
     return pd.DataFrame(rows)

@@ -33,6 +33,7 @@ class BeirDatasetConf:
 @dataclass
 class MarkdownChunkingConf:
     _target_: str = "ragexp.chunking.MarkdownChunker"
+    name: str = "markdown"
     max_words: int = 120
     overlap_words: int = 20
     include_headings: bool = True
@@ -41,18 +42,21 @@ class MarkdownChunkingConf:
 @dataclass
 class WholeDocChunkingConf:
     _target_: str = "ragexp.chunking.WholeDocumentChunker"
+    name: str = "none"
     include_title: bool = True
 
 
 @dataclass
 class HashEmbedderConf:
     _target_: str = "ragexp.embedders.HashEmbedder"
+    name: str = "hash"
     dim: int = 512
 
 
 @dataclass
 class FastEmbedConf:
     _target_: str = "ragexp.embedders.FastEmbedEmbedder"
+    name: str = MISSING
     model: str = MISSING
     model_path: Optional[str] = None
     cache_dir: str = "${cache_dir}"

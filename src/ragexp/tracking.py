@@ -42,6 +42,7 @@ def tracking_uri() -> str:
 
 def client():
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     import mlflow
     from mlflow.tracking import MlflowClient
 

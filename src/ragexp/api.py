@@ -1,0 +1,78 @@
+"""HTTP API over a serving ``Engine`` (FastAPI). Every response names the run serving it (in the
+body as ``run_id`` and in the ``X-Ragexp-Run`` header); bad input gets a 4xx with a message."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from ragexp.serving import Engine, hit_dict
+
+MAX_QUESTION = 2000
+MAX_K = 50
+
+
+class AnswerRequest(BaseModel):
+    question: str
+
+
+class BadInput(Exception):
+    def __init__(self, status: int, message: str):
+        self.status, self.message = status, message
+
+
+def _question(text: str, field: str) -> str:
+    if not text or not text.strip():
+        raise BadInput(400, f"{field} must not be empty")
+    if len(text) > MAX_QUESTION:
+        raise BadInput(413, f"{field} is {len(text)} characters; the limit is {MAX_QUESTION}")
+    return text.strip()
+
+
+def create_app(engine: Engine) -> FastAPI:
+    app = FastAPI(title="ragexp", description=f"serving run {engine.run_id}")
+
+    def reply(status: int, body: dict) -> JSONResponse:
+        return JSONResponse({"run_id": engine.run_id, **body}, status_code=status,
+                            headers={"X-Ragexp-Run": engine.run_id})
+
+    @app.exception_handler(BadInput)
+    async def bad_input(_: Request, exc: BadInput):
+        return reply(exc.status, {"error": exc.message})
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError):
+        msgs = [f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}"
+                for e in exc.errors()]
+        return reply(422, {"error": "; ".join(msgs)})
+
+    @app.get("/health")
+    def health():
+        return reply(200, {"status": "ok", "chunks": len(engine.resources.chunks),
+                           "threshold": engine.threshold})
+
+    @app.get("/search")
+    def search(q: str = Query(""), k: int = Query(5)):
+        question = _question(q, "q")
+        if not 1 <= k <= MAX_K:
+            raise BadInput(400, f"k must be between 1 and {MAX_K}, got {k}")
+        return reply(200, {"query": question,
+                           "hits": [hit_dict(h) for h in engine.search(question, k)]})
+
+    @app.post("/answer")
+    def answer(body: AnswerRequest):
+        ans = engine.answer(_question(body.question, "question"))
+        return reply(200, asdict(ans))
+
+    @app.get("/explain")
+    def explain(q: str = Query(""), chunk_id: str = Query("")):
+        question = _question(q, "q")
+        if chunk_id not in engine.chunk_ids:
+            raise BadInput(404, f"unknown chunk_id {chunk_id!r}; ids come from /search")
+        return reply(200, {"query": question, **engine.explain(question, chunk_id)})
+
+    return app

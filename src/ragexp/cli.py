@@ -1,0 +1,140 @@
+"""``ragexp``: compare runs, promote one, and serve it (``python -m ragexp`` runs experiments)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+
+def _engine(args):
+    from ragexp.serving import Engine, champion_run_id
+
+    return Engine.from_run(args.run or champion_run_id(args.model))
+
+
+def cmd_compare(args) -> int:
+    from ragexp import compare
+
+    df = compare.runs_frame(args.experiment, parent=args.parent, run_ids=args.runs)
+    if args.baseline and args.baseline not in set(df["run_id"]):
+        df = compare.pd.concat([compare.runs_frame(args.experiment, run_ids=[args.baseline]),
+                                df], ignore_index=True)
+    tab = compare.table(df, per_kind=tuple(args.per_kind))
+    if args.baseline:
+        tab = compare.with_baseline(df, tab, args.baseline)
+    print(compare.render(tab, args.format))
+    if args.baseline and args.format == "markdown":
+        print(f"\n{compare.NOTE}")
+    return 0
+
+
+def cmd_promote(args) -> int:
+    from ragexp.promote import PromotionRefused, promote
+
+    try:
+        _, message = promote(args.run_id, args.model, gate=args.gate)
+    except PromotionRefused as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 1
+    print(message)
+    return 0
+
+
+def cmd_search(args) -> int:
+    engine = _engine(args)
+    for hit in engine.search(args.query, args.k):
+        print(f"{hit.rank:>2}. {hit.score:.4f}  {hit.chunk_id}  ({hit.heading})")
+        if args.show_text:
+            print("    " + " ".join(hit.text.split())[:300])
+    print(f"(run {engine.run_id})")
+    return 0
+
+
+def cmd_ask(args) -> int:
+    engine = _engine(args)
+    ans = engine.answer(args.question)
+    if args.json:
+        from dataclasses import asdict
+
+        print(json.dumps({**asdict(ans), "run_id": engine.run_id}, indent=2))
+        return 0
+    print(ans.text)
+    if not ans.refused:
+        print("\nSources:")
+        for src in ans.sources:
+            print(f"  [{src.n}] {src.doc_id} — {src.heading}")
+    print(f"\n(run {engine.run_id}; confidence {ans.signal:.3f}, refusal threshold "
+          f"{ans.threshold:.3f})")
+    return 0
+
+
+def cmd_serve(args) -> int:
+    import uvicorn
+
+    from ragexp.api import create_app
+
+    uvicorn.run(create_app(_engine(args)), host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    from ragexp.serving import MODEL_NAME
+
+    p = argparse.ArgumentParser(prog="ragexp", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    c = sub.add_parser("compare", help="table of runs; paired tests with --baseline")
+    c.add_argument("--experiment", default="ragexp-handbook")
+    c.add_argument("--parent", help="only the child runs of this sweep (parent run id)")
+    c.add_argument("--runs", nargs="+", help="exactly these run ids")
+    c.add_argument("--baseline", help="run id to test every run against")
+    c.add_argument("--format", choices=("markdown", "csv"), default="markdown")
+    c.add_argument("--per-kind", nargs="*", default=["mrr"], metavar="METRIC",
+                   help="metrics to break down per question kind (default: mrr)")
+    c.set_defaults(fn=cmd_compare)
+
+    pr = sub.add_parser("promote", help="make a run's config the serving default (champion)")
+    pr.add_argument("run_id")
+    pr.add_argument("--gate", action="store_true",
+                    help="refuse unless at least as good as the champion (MRR, per kind)")
+    pr.add_argument("--model", default=MODEL_NAME)
+    pr.set_defaults(fn=cmd_promote)
+
+    for name, fn, help_ in (("search", cmd_search, "ranked chunks for a query"),
+                            ("ask", cmd_ask, "an extractive, cited answer or a refusal"),
+                            ("serve", cmd_serve, "HTTP API on loopback")):
+        s = sub.add_parser(name, help=help_)
+        if name == "search":
+            s.add_argument("query")
+            s.add_argument("-k", type=int, default=5)
+            s.add_argument("--show-text", action="store_true")
+        elif name == "ask":
+            s.add_argument("question")
+            s.add_argument("--json", action="store_true")
+        else:
+            s.add_argument("--host", default="127.0.0.1")
+            s.add_argument("--port", type=int, default=8000)
+        s.add_argument("--run", help="serve this run instead of the champion")
+        s.add_argument("--model", default=MODEL_NAME)
+        s.set_defaults(fn=fn)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = parser().parse_args(argv)
+    from ragexp.serving import ServingError
+
+    try:
+        return args.fn(args)
+    except ServingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
