@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast check-golden run sweep tables bench ui screenshot clean
+.PHONY: help install test test-fast check-golden run sweep tables walkthrough bench ui screenshot clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -34,14 +34,21 @@ run: ## one experiment on the defaults
 sweep: ## the full named ablation set as one multirun (one parent MLflow run)
 	$(BIN)/python -m ragexp -m '+ablation=glob(*)'
 
-tables: ## regenerate the README's result tables from the MLflow store
+tables: ## regenerate the README's golden-set counts and result tables (MLflow store)
+	$(BIN)/python -m ragexp.golden check --readme README.md
 	$(BIN)/python -m ragexp.report --readme README.md
+
+walkthrough: ## run compare -> promote -> search/ask/serve and record it in the README
+	$(BIN)/python -m ragexp.walkthrough --readme README.md
 
 bench: ## benchmarks: prints one table of ratios measured side by side
 	$(BIN)/python -m ragexp.bench --readme README.md
 
 ui: ## MLflow UI on the local store (http://127.0.0.1:5000)
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --default-artifact-root mlruns/artifacts --host 127.0.0.1 --port 5000
+
+screenshot: ## screenshot of the MLflow UI comparing the ablation runs (headless Chromium)
+	$(BIN)/python -m ragexp.screenshot docs/mlflow-ui.png
 
 clean: ## remove caches and Hydra output folders (keeps mlruns/)
 	rm -rf .cache outputs multirun .pytest_cache

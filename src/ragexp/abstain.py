@@ -161,8 +161,10 @@ def evaluate_abstain(signal: dict[str, float], queries: list[Query], name: str,
         raise ValueError(f"abstain.budget must be in [0, 1), got {budget}")
     qs = [q for q in queries if q.qid in signal]
     labels = [q.answerable for q in qs]
-    if all(labels) or not any(labels):
-        raise ValueError("the abstain curve needs both answerable and unanswerable questions")
+    if labels.count(True) < 2 or labels.count(False) < 2:
+        raise ValueError(f"the abstain curve and its cross-validation need at least 2 answerable "
+                         f"and 2 unanswerable questions; got {labels.count(True)} and "
+                         f"{labels.count(False)}")
     scores = [signal[q.qid] for q in qs]
     split = lambda idx: ([scores[i] for i in idx if labels[i]],  # noqa: E731
                          [scores[i] for i in idx if not labels[i]])

@@ -79,11 +79,11 @@ class BM25Index:
         """(indices, scores), each (n_queries, k'), best first; ties by lower document index."""
         scores = self.score(queries)
         k = min(k, self.n_docs)
-        part = np.argpartition(-scores, k - 1, axis=1)[:, :k] if k < self.n_docs \
-            else np.tile(np.arange(self.n_docs), (len(queries), 1))
-        part_scores = np.take_along_axis(scores, part, axis=1)
-        order = np.lexsort((part, -part_scores), axis=1)
-        idx = np.take_along_axis(part, order, axis=1)
+        kth = -np.partition(-scores, k - 1, axis=1)[:, k - 1]  # k-th best score per query
+        idx = np.empty((len(queries), k), dtype=np.int64)
+        for row, (s, cut) in enumerate(zip(scores, kth)):
+            cand = np.flatnonzero(s >= cut)  # everything that can make the cut, ties included
+            idx[row] = cand[np.lexsort((cand, -s[cand]))[:k]]
         return idx, np.take_along_axis(scores, idx, axis=1)
 
     def term_idf(self, term: str) -> float:

@@ -18,7 +18,7 @@ from typing import Iterable, Protocol
 from ragexp.records import Chunk, Document
 from ragexp.text import normalize_ws
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)(?:\s+#+)?\s*$")  # a closing #-run needs a space
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*0-9])")
@@ -140,8 +140,11 @@ def _windows(units: list[Unit], max_words: int, overlap_words: int) -> list[list
         windows.append(units[i:j])
         if j >= len(units):
             break
+        # Step back over whole units for the overlap, but never so far that the next unit
+        # no longer fits beside them (that window would be carried text only).
         k, carried = j, 0
-        while k - 1 > i and carried + units[k - 1].words <= overlap_words:
+        while (k - 1 > i and carried + units[k - 1].words <= overlap_words
+               and carried + units[k - 1].words + units[j].words <= max_words):
             k -= 1
             carried += units[k].words
         i = k

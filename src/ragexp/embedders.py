@@ -139,14 +139,22 @@ def _packaged_minilm_folder(cache_dir: Path) -> Path:
             raise EmbedderError(f"packaged MiniLM file missing: {f}; reinstall with `make install`")
     folder = cache_dir / "models" / "minilm-int8"
     folder.mkdir(parents=True, exist_ok=True)
+    # Several sweep workers may assemble the folder at once: every file is created under a
+    # private name and moved into place with os.replace (atomic), and only when it differs.
     for name, src in (("model.onnx", onnx), ("tokenizer.json", tokenizer)):
         link = folder / name
-        if link.is_symlink() and link.resolve() != src.resolve():
-            link.unlink()
-        if not link.exists():
-            link.symlink_to(src)
+        if not (link.is_symlink() and link.resolve() == src.resolve()):
+            tmp = folder / f".{name}.{os.getpid()}"
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(src)
+            os.replace(tmp, link)
     # model_max_length 256: what sentence-transformers uses for this model.
-    (folder / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 256}))
+    config = json.dumps({"model_max_length": 256})
+    target = folder / "tokenizer_config.json"
+    if not target.is_file() or target.read_text() != config:
+        tmp = folder / f".tokenizer_config.json.{os.getpid()}"
+        tmp.write_text(config)
+        os.replace(tmp, target)
     return folder
 
 
@@ -193,7 +201,9 @@ class FastEmbedEmbedder:
                 raise EmbedderError(f"embedder.model_path={folder} lacks {', '.join(missing)}")
         elif self.spec.packaged:
             folder = _packaged_minilm_folder(Path(self.cache_dir))
-        name = f"ragexp/{self.model}" if folder else self.spec.name
+        # fastembed keeps custom models in a per-process registry keyed by name, so the name
+        # carries the model file: two folders with different file names must not collide.
+        name = f"ragexp/{self.model}@{self.spec.model_file}" if folder else self.spec.name
         try:
             if folder:
                 known = {d["model"] for d in TextEmbedding.list_supported_models()}
@@ -219,8 +229,8 @@ class FastEmbedEmbedder:
         loaded_name = getattr(inner, "model_name", None)
         model_dir = Path(getattr(inner, "_model_dir", "") or "")
         model_file = model_dir / self.spec.model_file
-        expected = f"ragexp/{self.model}" if (self.model_path or self.spec.packaged) \
-            else self.spec.name
+        expected = f"ragexp/{self.model}@{self.spec.model_file}" \
+            if (self.model_path or self.spec.packaged) else self.spec.name
         if loaded_name != expected:
             raise EmbedderError(f"asked for {expected!r} but fastembed loaded {loaded_name!r}")
         if self.model_path and model_dir.resolve() != Path(self.model_path).expanduser().resolve():

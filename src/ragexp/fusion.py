@@ -6,8 +6,8 @@ Reciprocal rank fusion (Cormack, Clarke & Buettcher, SIGIR 2009)::
 
 ``k`` damps the weight of top ranks: at k=60 (the paper's value) rank 1 and rank 2 differ by
 about 1.6%, so agreement between retrievers dominates; at k=0 the score is plain reciprocal
-rank and a single first place (1.0) outweighs second places in both lists (0.5 + 0.5 = 1.0 ties
-it, third places lose). Each input ranking is cut to its best ``depth`` items first.
+rank, so one first place (1.0) ties second places in two lists (0.5 + 0.5) and beats third
+places in two (0.67). Each input ranking is cut to its best ``depth`` items first.
 """
 
 from __future__ import annotations

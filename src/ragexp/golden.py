@@ -197,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     check = sub.add_parser("check", help="validate and print counts per kind")
     check.add_argument("--corpus", default="corpus")
     check.add_argument("--golden", nargs="+", default=["golden"])
+    check.add_argument("--readme", help="also write the counts into this file's golden block")
     args = parser.parse_args(argv)
     try:
         docs = load_corpus(args.corpus)
@@ -205,16 +206,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     counts = kind_counts(queries)
-    print(f"{len(docs)} documents, {len(queries)} questions")
-    print("| kind | questions |\n|---|---|")
-    for kind, n in counts.items():
-        print(f"| {kind} | {n} |")
-    print(f"| total | {len(queries)} |")
+    lines = [f"{len(docs)} documents, {len(queries)} questions", "",
+             "| kind | questions |", "|---|---|",
+             *(f"| {kind} | {n} |" for kind, n in counts.items()), f"| total | {len(queries)} |"]
+    print("\n".join(lines))
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     if problems:
         print(f"{len(problems)} problem(s) found", file=sys.stderr)
         return 1
+    if args.readme:
+        from ragexp.readme import replace_block
+
+        replace_block(args.readme, "golden", "Printed by `make check-golden`:\n\n"
+                      + "\n".join(lines))
     return 0
 
 

@@ -9,7 +9,6 @@ ablation against ``default``. The README block between the markers is replaced; 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from pathlib import Path
@@ -17,9 +16,9 @@ from pathlib import Path
 import pandas as pd
 
 from ragexp import compare
+from ragexp.readme import replace_block
 from ragexp.records import KINDS
 
-START, END = "<!-- results:start -->", "<!-- results:end -->"
 ABLATIONS = Path(__file__).resolve().parents[2] / "conf" / "ablation"
 
 
@@ -77,14 +76,6 @@ def build(experiment: str) -> str:
     return "\n".join(parts)
 
 
-def replace_block(path: Path, content: str, start: str = START, end: str = END) -> None:
-    text = path.read_text()
-    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
-    if not pattern.search(text):
-        raise SystemExit(f"{path}: markers {start} ... {end} not found; nothing written")
-    path.write_text(pattern.sub(lambda _: f"{start}\n{content}\n{end}", text))
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ragexp.report", description=__doc__)
     p.add_argument("--experiment", default="ragexp-handbook")
@@ -93,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     content = build(args.experiment)
     print(content)
     if args.readme:
-        replace_block(args.readme, content)
+        replace_block(args.readme, "results", content)
         print(f"\nwrote {args.readme}", file=sys.stderr)
     return 0
 

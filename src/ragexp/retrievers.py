@@ -12,7 +12,7 @@ from typing import Protocol
 
 from ragexp.fusion import rrf
 from ragexp.index import FlatIPIndex
-from ragexp.records import Ranking
+from ragexp.records import Ranking, ordered
 from ragexp.resources import Resources
 
 
@@ -82,4 +82,4 @@ class HybridRetriever:
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
         rankings = [p.search(queries, max(k, self.depth), cached) for p in self.parts]
         fused = rrf(rankings, k=self.rrf_k, depth=self.depth)
-        return {q: dict(sorted(s.items(), key=lambda kv: -kv[1])[:k]) for q, s in fused.items()}
+        return {q: {i: s[i] for i in ordered(s)[:k]} for q, s in fused.items()}

@@ -56,9 +56,10 @@ def ensure_experiment(name: str) -> str:
     exp = c.get_experiment_by_name(name)
     if exp is not None:
         return exp.experiment_id
-    location = None
-    if tracking_uri().startswith("sqlite:///") and "MLFLOW_TRACKING_URI" not in os.environ:
-        location = Path("mlruns/artifacts").resolve().as_uri()
+    location = None  # a server or other store decides for itself
+    uri = tracking_uri()
+    if uri.startswith("sqlite:///"):  # artifacts beside the database, never in the cwd
+        location = (Path(uri[len("sqlite:///"):]).parent / "artifacts").resolve().as_uri()
     try:
         return c.create_experiment(name, artifact_location=location)
     except Exception:  # created meanwhile by another process

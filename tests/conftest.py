@@ -1,0 +1,68 @@
+"""Shared fixtures: the shipped corpus and golden set, loaded once per session, and small helpers
+for writing throwaway corpora. Everything runs offline."""
+
+from __future__ import annotations
+
+import os
+
+# Before anything imports fastembed / huggingface_hub / mlflow.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from ragexp.chunking import MarkdownChunker  # noqa: E402
+from ragexp.golden import load_corpus, load_golden  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "corpus"
+GOLDEN = ROOT / "golden"
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def docs():
+    """``{doc_id: Document}`` of the shipped corpus."""
+    return load_corpus(CORPUS)
+
+
+@pytest.fixture(scope="session")
+def golden(docs):
+    """The validated shipped golden set."""
+    return load_golden(GOLDEN, docs)
+
+
+@pytest.fixture(scope="session")
+def chunks(docs):
+    """The corpus at the default chunking."""
+    return MarkdownChunker().chunk(docs.values())
+
+
+@pytest.fixture(scope="session")
+def minilm(tmp_path_factory):
+    """The packaged MiniLM embedder, assembled in a private cache folder."""
+    from ragexp.embedders import FastEmbedEmbedder
+
+    return FastEmbedEmbedder("minilm-int8", cache_dir=str(tmp_path_factory.mktemp("fe-cache")))
+
+
+def write_tree(base: Path, files: dict[str, str]) -> Path:
+    """Write ``{relative path: text}`` under ``base``; return ``base``."""
+    for rel, text in files.items():
+        path = base / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return base
+
+
+def jsonl(records: list) -> str:
+    """One JSON value per line (strings are written verbatim, for deliberately broken lines)."""
+    return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)

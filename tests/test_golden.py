@@ -1,0 +1,201 @@
+"""The golden-set validator: passes on the shipped data, and names file:line for every kind of
+problem on tiny hand-written corpora."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+from conftest import CORPUS, GOLDEN, ROOT, jsonl, write_tree
+
+from ragexp.golden import GoldenError, check_golden, find_quote, load_corpus, load_golden, main
+
+MINIMUM = {"identifier": 15, "semantic": 20, "procedural": 15, "factual": 25, "unanswerable": 15}
+
+
+def _ws(text: str) -> str:
+    return " ".join(text.split())
+
+
+# ---------------------------------------------------------------- the shipped golden set
+
+def test_check_cli_passes_on_shipped_data_and_prints_counts():
+    proc = subprocess.run([sys.executable, "-m", "ragexp.golden", "check"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    printed = dict(re.findall(r"^\| (\w+) \| (\d+) \|$", proc.stdout, flags=re.M))
+    # Expected counts read straight from the files, not through ragexp.
+    expected = Counter(json.loads(line)["kind"] for f in sorted(GOLDEN.glob("*.jsonl"))
+                       for line in f.read_text().splitlines() if line.strip())
+    for kind, minimum in MINIMUM.items():
+        assert int(printed[kind]) == expected[kind]
+        assert expected[kind] >= minimum, f"{kind}: {expected[kind]} < {minimum}"
+    assert int(printed["total"]) == sum(expected.values())
+
+
+def test_shipped_evidence_resolves_to_the_quoted_text(docs, golden):
+    raw = {json.loads(line)["id"]: json.loads(line) for f in sorted(GOLDEN.glob("*.jsonl"))
+           for line in f.read_text().splitlines() if line.strip()}
+    assert len(golden) == len(raw)
+    for q in golden:
+        quotes = [ev["quote"] for ev in raw[q.qid].get("evidence") or []]
+        assert len(q.evidence) == len(quotes)
+        for span, quote in zip(q.evidence, quotes):
+            assert _ws(docs[span.doc_id].text[span.start:span.end]) == _ws(quote)
+
+
+# ---------------------------------------------------------------- tiny hand-made fixtures
+
+GUIDE = """# Guide
+
+## Leases
+
+A worker holds a lease for thirty seconds and
+renews it with a heartbeat before it expires.
+
+The word banana appears here. The word banana appears here.
+"""
+
+GOOD = {"id": "t-01", "kind": "factual", "question": "How long is a lease held?",
+        "answer": "Thirty seconds.",
+        "evidence": [{"doc": "guide.md",
+                      "quote": "holds a lease for thirty seconds and renews it"}]}
+
+
+def _setup(tmp_path, lines, extra_files=None):
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE})
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl(lines), **(extra_files or {})})
+    return corpus, golden
+
+
+def _assert_reported(capsys, corpus, golden, file, line, fragment):
+    """check_golden, load_golden and the CLI all report the problem at file:line."""
+    docs = load_corpus(corpus)
+    _, problems = check_golden(golden, docs)
+    where = f"{golden / file}:{line}:"
+    hits = [p for p in problems if str(p).startswith(where) and fragment in p.message]
+    assert hits, f"no problem at {where} mentioning {fragment!r}: {[str(p) for p in problems]}"
+    with pytest.raises(GoldenError) as err:
+        load_golden(golden, docs)
+    assert where in str(err.value)
+    rc = main(["check", "--corpus", str(corpus), "--golden", str(golden)])
+    assert rc != 0
+    assert where in capsys.readouterr().err
+
+
+def test_good_fixture_is_clean(tmp_path):
+    corpus, golden = _setup(tmp_path, [GOOD, {"id": "t-02", "kind": "unanswerable",
+                                               "question": "Who founded the company?"}])
+    queries = load_golden(golden, load_corpus(corpus))
+    assert [q.qid for q in queries] == ["t-01", "t-02"]
+    assert not queries[1].answerable and queries[1].evidence == ()
+
+
+def test_duplicate_id(tmp_path, capsys):
+    corpus, golden = _setup(tmp_path, [GOOD, {**GOOD, "question": "Again?"}])
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2, "duplicate id 't-01'")
+    _, problems = check_golden(golden, load_corpus(corpus))
+    assert f"first at {golden / 'g.jsonl'}:1" in problems[0].message
+
+
+def test_duplicate_id_across_files(tmp_path, capsys):
+    corpus, golden = _setup(tmp_path, [GOOD], {"h.jsonl": jsonl([GOOD])})
+    _assert_reported(capsys, corpus, golden, "h.jsonl", 1, "duplicate id")
+
+
+def test_unknown_kind(tmp_path, capsys):
+    corpus, golden = _setup(tmp_path, [GOOD, {**GOOD, "id": "t-02", "kind": "trivia"}])
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2, "unknown kind 'trivia'")
+
+
+def test_quote_not_found(tmp_path, capsys):
+    bad = {**GOOD, "id": "t-02",
+           "evidence": [{"doc": "guide.md", "quote": "holds a lease for sixty seconds"}]}
+    corpus, golden = _setup(tmp_path, [GOOD, bad])
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2, "quote not found")
+
+
+def test_quote_ambiguous(tmp_path, capsys):
+    bad = {**GOOD, "id": "t-02",
+           "evidence": [{"doc": "guide.md", "quote": "The word banana appears here."}]}
+    corpus, golden = _setup(tmp_path, [GOOD, bad])
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2, "found 2 times")
+
+
+def test_unanswerable_with_evidence(tmp_path, capsys):
+    corpus, golden = _setup(tmp_path, [GOOD, {**GOOD, "id": "t-02", "kind": "unanswerable"}])
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
+                     "unanswerable question has evidence")
+
+
+@pytest.mark.parametrize("evidence", [[], None])
+def test_answerable_without_evidence(tmp_path, capsys, evidence):
+    bad = {**GOOD, "id": "t-02", "evidence": evidence}
+    corpus, golden = _setup(tmp_path, [GOOD, bad])
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2, "has no evidence")
+
+
+def test_missing_document(tmp_path, capsys):
+    bad = {**GOOD, "id": "t-02", "evidence": [{"doc": "nope.md", "quote": "anything"}]}
+    corpus, golden = _setup(tmp_path, [GOOD, bad])
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
+                     "document not found in corpus: nope.md")
+
+
+def test_invalid_json(tmp_path, capsys):
+    corpus, golden = _setup(tmp_path, [GOOD, '{"id": "t-02", "kind": ', GOOD | {"id": "t-03"}])
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2, "invalid JSON")
+    # The validator keeps going: the line after the broken one is still read.
+    queries, _ = check_golden(golden, load_corpus(corpus))
+    assert [q.qid for q in queries] == ["t-01", "t-03"]
+
+
+def test_semantic_question_sharing_words_with_its_evidence(tmp_path, capsys):
+    # worker, hold(s) and lease are in both question and quote.
+    bad = {"id": "t-02", "kind": "semantic", "question": "How long does a worker hold a lease?",
+           "answer": "Thirty seconds.",
+           "evidence": [{"doc": "guide.md", "quote": "A worker holds a lease for thirty seconds"}]}
+    corpus, golden = _setup(tmp_path, [GOOD, bad])
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2, "shares 3 content words")
+
+
+def test_semantic_question_sharing_one_word_is_allowed(tmp_path):
+    ok = {"id": "t-02", "kind": "semantic", "question": "What keeps the heartbeat going?",
+          "answer": "Renewal.",
+          "evidence": [{"doc": "guide.md",
+                        "quote": "renews it with a heartbeat before it expires"}]}
+    corpus, golden = _setup(tmp_path, [GOOD, ok])
+    assert [q.qid for q in load_golden(golden, load_corpus(corpus))] == ["t-01", "t-02"]
+
+
+def test_quote_across_a_hard_wrap_maps_to_raw_offsets(tmp_path):
+    corpus, golden = _setup(tmp_path, [GOOD])
+    docs = load_corpus(corpus)
+    (query,) = load_golden(golden, docs)
+    (span,) = query.evidence
+    text = docs["guide.md"].text
+    # Offsets computed by hand from the raw file.
+    assert span.start == text.index("holds a lease")
+    assert span.end == text.index("renews it") + len("renews it")
+    assert "\n" in text[span.start:span.end]
+    assert _ws(text[span.start:span.end]) == GOOD["evidence"][0]["quote"]
+
+
+def test_find_quote_collapses_whitespace_in_the_quote_too(tmp_path):
+    docs = load_corpus(write_tree(tmp_path / "corpus", {"guide.md": GUIDE}))
+    spans = find_quote(docs["guide.md"], "  thirty   seconds\n and  ")
+    assert len(spans) == 1
+    assert docs["guide.md"].text[spans[0].start:spans[0].end] == "thirty seconds and"
+
+
+def test_missing_folders_are_reported(tmp_path, capsys):
+    rc = main(["check", "--corpus", str(tmp_path / "nope"), "--golden", str(GOLDEN)])
+    assert rc == 2
+    assert "corpus folder not found" in capsys.readouterr().err
+    rc = main(["check", "--corpus", str(CORPUS), "--golden", str(tmp_path / "nope")])
+    assert rc == 2
+    assert "golden set not found" in capsys.readouterr().err

@@ -1,0 +1,196 @@
+"""Exact dense index, the three retrievers on the real corpus (hash embeddings), rerankers."""
+
+from __future__ import annotations
+
+import faiss
+import numpy as np
+import pytest
+
+from ragexp.cache import EmbeddingCache
+from ragexp.embedders import HashEmbedder
+from ragexp.index import FlatIPIndex
+from ragexp.records import Chunk, ordered
+from ragexp.rerankers import CrossEncoderReranker, LexicalReranker, NoReranker, shortest_window
+from ragexp.resources import Resources
+from ragexp.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
+
+
+def _unit(rng, n, d):
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+# ---------------------------------------------------------------- FlatIPIndex
+
+@pytest.fixture(scope="module")
+def vectors():
+    rng = np.random.default_rng(0)
+    return _unit(rng, 1500, 48), _unit(rng, 40, 48)
+
+
+@pytest.mark.parametrize("blas", [True, False])
+def test_flat_index_matches_brute_force(vectors, blas):
+    base, queries = vectors
+    scores, ids = FlatIPIndex(base).search(queries, 10, blas=blas)
+    full = queries @ base.T
+    expected = np.argsort(-full, axis=1, kind="stable")[:, :10]
+    np.testing.assert_array_equal(ids, expected)
+    np.testing.assert_allclose(scores, np.take_along_axis(full, expected, axis=1), atol=1e-5)
+
+
+def test_blas_and_scan_paths_agree_and_restore_the_threshold(vectors):
+    base, queries = vectors
+    index = FlatIPIndex(base)
+    before = faiss.cvar.distance_compute_blas_threshold
+    s1, i1 = index.search(queries, 25, blas=True)
+    assert faiss.cvar.distance_compute_blas_threshold == before
+    s2, i2 = index.search(queries, 25, blas=False)
+    np.testing.assert_array_equal(i1, i2)
+    np.testing.assert_allclose(s1, s2, atol=1e-5)
+    single = np.vstack([index.search(q[None], 25, blas=True)[1] for q in queries])
+    np.testing.assert_array_equal(single, i1)
+
+
+def test_k_larger_than_the_index(vectors):
+    base, queries = vectors
+    scores, ids = FlatIPIndex(base[:5]).search(queries[:3], 10)
+    assert ids.shape == (3, 5)
+    assert sorted(ids[0].tolist()) == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("bad", [
+    np.ones((4, 8), dtype=np.float32),  # norm sqrt(8)
+    np.zeros((0, 8), dtype=np.float32),
+    np.ones(8, dtype=np.float32) / np.sqrt(8),  # 1-D
+])
+def test_flat_index_rejects_bad_input(bad):
+    with pytest.raises(ValueError):
+        FlatIPIndex(bad)
+
+
+# ---------------------------------------------------------------- retrievers on the corpus
+
+@pytest.fixture(scope="module")
+def resources(chunks, tmp_path_factory):
+    return Resources(chunks, lambda: HashEmbedder(), progress=False,
+                     cache=EmbeddingCache(str(tmp_path_factory.mktemp("emb"))))
+
+
+@pytest.fixture(scope="module")
+def queries(golden):
+    return {q.qid: q.text for q in golden}
+
+
+def test_dense_retriever_is_brute_force_cosine(resources, queries, chunks):
+    out = DenseRetriever(resources).search(queries, 10)
+    assert set(out) == set(queries)
+    emb = HashEmbedder()
+    passages = emb.embed([c.text for c in chunks])
+    for qid, text in queries.items():
+        assert len(out[qid]) == 10
+        full = passages @ emb.embed([text])[0]
+        tenth = np.sort(full)[::-1][9]
+        for cid, score in out[qid].items():
+            i = resources.position[cid]
+            assert score == pytest.approx(full[i], abs=1e-5)
+            assert full[i] >= tenth - 1e-5
+        assert sum(full > tenth + 1e-5) <= 10
+
+
+def test_bm25_retriever_returns_the_positive_top_k(resources, queries):
+    out = BM25Retriever(resources).search(queries, 10)
+    scores = resources.bm25.score(list(queries.values()))
+    for row, qid in enumerate(queries):
+        positive = int((scores[row] > 0).sum())
+        assert len(out[qid]) == min(10, positive)
+        assert all(s > 0 for s in out[qid].values())
+        expected = np.sort(scores[row])[::-1][:len(out[qid])]
+        np.testing.assert_allclose(sorted(out[qid].values(), reverse=True), expected)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"dense": False}, {"bm25": False}, {"rrf_k": 0}])
+def test_hybrid_retriever_returns_k(resources, queries, kwargs):
+    out = HybridRetriever(resources, depth=30, **kwargs).search(queries, 10)
+    assert set(out) == set(queries)
+    positive = (resources.bm25.score(list(queries.values())) > 0).sum(axis=1)
+    for qid, n_positive in zip(queries, positive):
+        # BM25 alone only returns chunks that share a term with the query.
+        assert len(out[qid]) == (10 if kwargs.get("dense", True) else min(10, n_positive))
+        assert all(cid in resources.position for cid in out[qid])
+
+
+def test_retrievers_handle_no_queries(resources):
+    assert DenseRetriever(resources).search({}, 10) == {}
+    assert BM25Retriever(resources).search({}, 10) == {}
+
+
+def test_empty_chunk_list_is_refused():
+    with pytest.raises(ValueError, match="no chunks"):
+        Resources([], lambda: HashEmbedder())
+
+
+# ---------------------------------------------------------------- rerankers
+
+@pytest.mark.parametrize("positions,expected", [
+    ({}, 0),
+    ({"a": [5]}, 0),
+    ({"a": [0, 10], "b": [3, 12]}, 2),  # 10..12
+    ({"a": [0, 20], "b": [10], "c": [25, 12]}, 10),  # 10..20
+    ({"a": [3], "b": [7], "c": [4]}, 4),
+    ({"a": [0, 1, 2, 50], "b": [49]}, 1),
+])
+def test_shortest_window(positions, expected):
+    assert shortest_window(positions) == expected
+
+
+@pytest.fixture()
+def small(tmp_path):
+    texts = ["gamma delta", "alpha beta together", "alpha something something something beta",
+             "filler one", "filler two", "alpha beta", "filler three", "filler four"]
+    chunks = [Chunk(f"c{i}", "d", t) for i, t in enumerate(texts)]
+    res = Resources(chunks, lambda: HashEmbedder(), EmbeddingCache(str(tmp_path)), progress=False)
+    # First-stage order c0, c1, ..., c7.
+    return res, {"q": {f"c{i}": float(8 - i) for i in range(8)}}
+
+
+def test_lexical_reranker_reorders_only_the_head(small):
+    res, ranking = small
+    out = LexicalReranker(top_n=3).rerank({"q": "alpha beta"}, ranking, res)
+    # Head: c1 (both terms adjacent) > c2 (both, 4 apart) > c0 (none). The tail keeps its
+    # order although c5 would score best of all.
+    assert ordered(out["q"]) == ["c1", "c2", "c0", "c3", "c4", "c5", "c6", "c7"]
+
+
+def test_lexical_score_by_hand(small):
+    res, _ = small
+    rr = LexicalReranker(top_n=3, proximity_weight=0.2)
+    assert rr.score("alpha beta", "alpha beta together", res.bm25) == pytest.approx(1 + 0.2 * 1)
+    assert rr.score("alpha beta", "alpha x x x beta", res.bm25) == pytest.approx(1 + 0.2 * 2 / 5)
+    idf_a, idf_b = res.bm25.term_idf("alpha"), res.bm25.term_idf("gamma")
+    assert rr.score("alpha gamma", "only alpha here", res.bm25) == pytest.approx(
+        idf_a / (idf_a + idf_b))
+    assert rr.score("the of", "alpha", res.bm25) == 0.0
+
+
+def test_lexical_reranker_keeps_first_stage_order_among_ties(small):
+    res, ranking = small
+    out = LexicalReranker(top_n=8).rerank({"q": "zzz"}, ranking, res)  # nothing matches
+    assert ordered(out["q"]) == ordered(ranking["q"])
+
+
+def test_lexical_reranker_rejects_top_n_below_one():
+    with pytest.raises(ValueError, match="top_n"):
+        LexicalReranker(top_n=0)
+
+
+def test_no_reranker_is_identity(small):
+    res, ranking = small
+    assert NoReranker().rerank({"q": "x"}, ranking, res) is ranking
+
+
+def test_cross_encoder_needs_a_model_path(tmp_path):
+    with pytest.raises(ValueError, match="needs reranker.model_path=DIR") as err:
+        CrossEncoderReranker()
+    assert "reranker=lexical" in str(err.value)
+    with pytest.raises(ValueError, match="has no model.onnx"):
+        CrossEncoderReranker(model_path=str(tmp_path))

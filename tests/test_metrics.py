@@ -1,0 +1,161 @@
+"""Ranking metrics: differential against ir_measures (trec_eval via pytrec_eval) on randomised
+runs with many ties, plus hand cases for aggregation and document collapsing."""
+
+from __future__ import annotations
+
+import math
+
+import ir_measures
+import numpy as np
+import pytest
+from ir_measures import RR, R, Qrel, ScoredDoc, Success, nDCG
+
+from ragexp.metrics import (MEASURES, aggregate, collapse_to_documents, first_relevant_rank,
+                            per_query)
+from ragexp.records import Query, ordered
+
+# Our key -> the trec_eval measure it must equal (RR@10 is handled apart: see below).
+REFERENCE = {**{f"hit_at_{k}": Success @ k for k in (1, 3, 5, 10)},
+             **{f"recall_at_{k}": R @ k for k in (1, 3, 5, 10)},
+             "ndcg_at_10": nDCG @ 10}
+
+
+def _random_case(seed: int, n_queries: int = 60):
+    """Runs and graded qrels; scores drawn from a few values so ties are everywhere."""
+    rng = np.random.default_rng(seed)
+    ranking, qrels = {}, {}
+    for q in range(n_queries):
+        qid = f"q{q}"
+        n_docs = int(rng.integers(30, 201))
+        # Unpadded ids, so string order ("doc10" < "doc9") matters for tie breaking.
+        docs = [f"doc{j}" for j in range(n_docs)]
+        if q % 3 == 0:
+            scores = rng.normal(size=n_docs)
+        else:
+            scores = rng.integers(0, 1 + int(rng.integers(1, 6)), size=n_docs).astype(float)
+        ranking[qid] = {d: float(s) for d, s in zip(docs, scores)}
+        judged = list(rng.choice(docs, size=int(rng.integers(1, 25)), replace=False))
+        judged += [f"unretrieved{j}" for j in range(int(rng.integers(0, 3)))]
+        if q % 10 == 7:
+            grades = [0] * len(judged)  # judged, nothing relevant
+        else:
+            grades = rng.integers(0, 4, size=len(judged)).tolist()
+        qrels[qid] = {d: int(g) for d, g in zip(judged, grades)}
+    return ranking, qrels
+
+
+def _reference(ranking, qrels, measures):
+    """``{qid: {measure: value}}`` from trec_eval through ir_measures' pytrec_eval provider."""
+    qrel_rows = [Qrel(q, d, g) for q, rel in qrels.items() for d, g in rel.items()]
+    run_rows = [ScoredDoc(q, d, s) for q, scores in ranking.items() for d, s in scores.items()]
+    out: dict = {}
+    for m in ir_measures.pytrec_eval.iter_calc(measures, qrel_rows, run_rows):
+        out.setdefault(m.query_id, {})[m.measure] = m.value
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_per_query_equals_trec_eval(seed):
+    ranking, qrels = _random_case(seed)
+    judged = {q for q, rel in qrels.items() if any(g > 0 for g in rel.values())}
+    assert 50 <= len(judged) < len(qrels)  # some all-zero queries are in the mix
+    ours = per_query(ranking, qrels)
+    ref = _reference(ranking, qrels, [*REFERENCE.values(), RR])
+    for qid in judged:  # trec_eval has nothing to say about queries with no relevant item
+        assert set(ours[qid]) == {*REFERENCE, "mrr"}
+        for key, measure in REFERENCE.items():
+            assert ours[qid][key] == pytest.approx(ref[qid][measure], abs=1e-6), (qid, key)
+        # pytrec_eval has no RR@k; RR@10 is RR when the first hit is in the top 10.
+        rr = ref[qid][RR]
+        assert ours[qid]["mrr"] == pytest.approx(rr if rr >= 0.1 - 1e-12 else 0.0, abs=1e-6)
+    # The comparison is not vacuous: the metrics vary across queries.
+    assert len({round(ours[q]["ndcg_at_10"], 6) for q in judged}) > 20
+    assert {ours[q]["hit_at_1"] for q in judged} == {0.0, 1.0}
+
+
+def test_measure_names_and_keys():
+    assert [(m.name, m.key) for m in MEASURES] == [
+        ("Success@1", "hit_at_1"), ("Success@3", "hit_at_3"), ("Success@5", "hit_at_5"),
+        ("Success@10", "hit_at_10"), ("R@1", "recall_at_1"), ("R@3", "recall_at_3"),
+        ("R@5", "recall_at_5"), ("R@10", "recall_at_10"), ("RR@10", "mrr"),
+        ("nDCG@10", "ndcg_at_10")]
+    for m in MEASURES:
+        assert str(ir_measures.parse_measure(m.name)) == m.name
+
+
+def test_mrr_equals_ir_measures_rr_at_10_without_ties():
+    # ir_measures computes RR@10 with its msmarco provider, which breaks ties by id ascending
+    # (trec_eval: descending); without ties the two must agree exactly.
+    rng = np.random.default_rng(7)
+    ranking, qrels = {}, {}
+    for q in range(60):
+        docs = [f"d{j}" for j in range(int(rng.integers(30, 200)))]
+        ranking[f"q{q}"] = dict(zip(docs, rng.permutation(len(docs)).astype(float)))
+        qrels[f"q{q}"] = {d: 1 for d in rng.choice(docs, size=3, replace=False)}
+    ours = per_query(ranking, qrels)
+    run = [ScoredDoc(q, d, s) for q, sc in ranking.items() for d, s in sc.items()]
+    qrel_rows = [Qrel(q, d, g) for q, rel in qrels.items() for d, g in rel.items()]
+    ref = {m.query_id: m.value for m in ir_measures.iter_calc([RR @ 10], qrel_rows, run)}
+    assert {q: ours[q]["mrr"] for q in ranking} == pytest.approx(ref, abs=1e-9)
+    assert len(set(ref.values())) > 3
+
+
+def test_hand_computed_values():
+    # ranked: c, b, a (ties broken by id descending, as trec_eval)
+    ranking = {"q": {"a": 1.0, "b": 1.0, "c": 1.0, "d": 0.5}}
+    assert ordered(ranking["q"]) == ["c", "b", "a", "d"]
+    rel = {"a": 1, "d": 3, "x": 2}
+    scores = per_query(ranking, {"q": rel})["q"]
+    assert scores["mrr"] == pytest.approx(1 / 3)
+    assert scores["hit_at_1"] == 0.0 and scores["hit_at_3"] == 1.0
+    assert scores["recall_at_3"] == pytest.approx(1 / 3)
+    assert scores["recall_at_5"] == pytest.approx(2 / 3)
+    dcg = 1 / math.log2(4) + 3 / math.log2(5)
+    idcg = 3 / math.log2(2) + 2 / math.log2(3) + 1 / math.log2(4)
+    assert scores["ndcg_at_10"] == pytest.approx(dcg / idcg)
+    assert first_relevant_rank(ordered(ranking["q"]), rel) == 3
+    assert first_relevant_rank(["c", "b"], rel) is None
+
+
+def test_missing_ranking_scores_zero():
+    scores = per_query({}, {"q": {"a": 1}})
+    assert scores == {"q": {m.key: 0.0 for m in MEASURES}}
+
+
+def test_aggregate_overall_and_per_kind():
+    ranking = {"q1": {"a": 2, "b": 1}, "q2": {"a": 2, "b": 1}, "q3": {"a": 2, "b": 1},
+               "q4": {"a": 2, "b": 1}}
+    qrels = {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"z": 1}, "q4": {"a": 1}}
+    queries = [Query("q1", "", "identifier"), Query("q2", "", "identifier"),
+               Query("q3", "", "semantic"), Query("q5", "", "unanswerable")]
+    out = aggregate(per_query(ranking, qrels), queries)
+    # q4 is not among the queries: it counts as factual.
+    assert out["mrr"] == pytest.approx((1 + 0.5 + 0 + 1) / 4)
+    assert out["mrr.identifier"] == pytest.approx(0.75)
+    assert out["mrr.semantic"] == 0.0
+    assert out["mrr.factual"] == 1.0
+    assert out["hit_at_1.identifier"] == 0.5
+    assert "mrr.procedural" not in out and "mrr.unanswerable" not in out
+    kinds = {k.split(".", 1)[1] for k in out if "." in k}
+    assert kinds == {"identifier", "semantic", "factual"}
+    assert len(out) == len(MEASURES) * 4
+
+
+def test_collapse_to_documents_keeps_rank_order():
+    ranking = {"q": {"d1#0": 0.9, "d2#0": 0.8, "d1#1": 0.95, "d3#0": 0.8, "d2#1": 0.1},
+               "empty": {}}
+    doc_of = {c: c.split("#")[0] for c in ranking["q"]}
+    out = collapse_to_documents(ranking, doc_of)
+    # d1 (0.95), then the 0.8 tie broken by id descending: d3#0 before d2#0.
+    assert ordered(out["q"]) == ["d1", "d3", "d2"]
+    assert out["q"] == {"d1": 3.0, "d3": 2.0, "d2": 1.0}
+    assert out["empty"] == {}
+
+
+def test_collapse_scores_cannot_reorder_documents():
+    # Chunk scores tie across documents: the collapsed ranking must still keep rank order,
+    # whatever the document ids are.
+    ranking = {"q": {"z#0": 1.0, "a#0": 1.0, "m#0": 0.5}}
+    doc_of = {"z#0": "a", "a#0": "z", "m#0": "b"}
+    out = collapse_to_documents(ranking, doc_of)
+    assert ordered(out["q"]) == ["a", "z", "b"]  # z#0 ranks first, and it is document "a"

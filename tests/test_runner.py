@@ -1,0 +1,138 @@
+"""The runner end to end: a real Hydra multirun into a temporary MLflow store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def run_ragexp(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlflow.db'}",
+           "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
+    env.pop("RAGEXP_PARENT_RUN_ID", None)
+    return subprocess.run([sys.executable, "-m", "ragexp", *args, f"cache_dir={tmp / 'cache'}",
+                           "progress=false"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def runs(tmp: Path) -> pd.DataFrame:
+    mlflow.set_tracking_uri(f"sqlite:///{tmp / 'mlflow.db'}")
+    return mlflow.search_runs(experiment_names=["ragexp-handbook"])
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sweep")
+    proc = run_ragexp(tmp, "-m", "embedder=hash", "retriever=dense,bm25",
+                      "reranker=none,cross_encoder", f"hydra.sweep.dir={tmp / 'multirun'}")
+    return tmp, proc
+
+
+def test_sweep_makes_one_parent_and_a_child_per_job(sweep):
+    tmp, proc = sweep
+    df = runs(tmp)
+    parents = df[df["tags.ragexp.role"] == "sweep"]
+    assert len(parents) == 1
+    children = df[df["tags.mlflow.parentRunId"] == parents["run_id"].iloc[0]]
+    assert len(children) == 4
+    assert sorted(children["status"]) == ["FAILED", "FAILED", "FINISHED", "FINISHED"]
+    assert parents["status"].iloc[0] == "FAILED"  # not every job finished
+
+
+def test_failed_jobs_are_recorded_and_reported(sweep):
+    tmp, proc = sweep
+    assert proc.returncode == 1
+    df = runs(tmp)
+    failed = df[df["status"] == "FAILED"].dropna(subset=["tags.ragexp.config_hash"])
+    assert len(failed) == 2
+    assert failed["tags.ragexp.error"].str.contains("reranker.model_path").all()
+    assert "2 failed, 2 finished" in proc.stdout
+    failed_lines = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("FAILED")]
+    assert len(failed_lines) == 2
+    assert all("reranker=cross_encoder" in ln and "reranker.model_path" in ln
+               for ln in failed_lines)
+
+
+def test_finished_runs_have_params_metrics_tags_artifacts(sweep):
+    tmp, _ = sweep
+    df = runs(tmp)
+    done = df[df["status"] == "FINISHED"].dropna(subset=["tags.ragexp.config_hash"])
+    assert set(done["params.retriever.name"]) == {"dense", "bm25"}
+    row = done[done["params.retriever.name"] == "dense"].iloc[0]
+    bm25_only = done[done["params.retriever.name"] == "bm25"].iloc[0]
+    assert bm25_only["tags.embedder.backend"].startswith("none")  # nothing embedded
+    for p in ("retriever.name", "embedder.name", "embedder.dim", "chunking.max_words",
+              "chunking.include_headings", "reranker.name", "abstain.budget", "dataset.name"):
+        assert f"params.{p}" in df.columns, p
+    kinds = ("identifier", "semantic", "procedural", "factual")
+    expected = [f"{m}_at_{k}" for m in ("hit", "recall") for k in (1, 3, 5, 10)]
+    expected += ["mrr", "ndcg_at_10"]
+    expected += [f"{m}.{kind}" for m in expected for kind in kinds]
+    expected += ["abstain.auc", "abstain.threshold", "abstain.refused_unanswerable",
+                 "abstain.refused_answerable", "abstain.cv.refused_unanswerable",
+                 "abstain.cv.refused_answerable", "time.index_s", "time.query_p50_ms",
+                 "time.query_p95_ms", "cache.hits", "cache.misses",
+                 "answer.rate_answerable", "answer.refused_unanswerable"]
+    for m in expected:
+        assert pd.notna(row[f"metrics.{m}"]), m
+    assert row["tags.embedder.backend"] == "hash"
+    assert len(row["tags.data.fingerprint"]) == 16
+    assert row["tags.version.faiss-cpu"]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}")
+    names = {a.path for a in client.list_artifacts(row["run_id"])}
+    assert {"config.yaml", "per_question.csv", "abstain_curve.json",
+            "abstain_curve.png"} <= names
+    pq = pd.read_csv(client.download_artifacts(row["run_id"], "per_question.csv"))
+    for col in ("id", "kind", "first_relevant_rank", "reciprocal_rank", "ndcg_at_10",
+                "abstain_signal", "refused"):
+        assert col in pq.columns
+    answerable = pq[pq["kind"] != "unanswerable"]
+    assert answerable["reciprocal_rank"].mean() == pytest.approx(row["metrics.mrr"])
+    refused_una = pq[pq["kind"] == "unanswerable"]["refused"].astype(bool).mean()
+    assert refused_una == pytest.approx(row["metrics.abstain.refused_unanswerable"])
+
+
+def test_rerun_skips_finished_configs_unless_forced(sweep, tmp_path):
+    tmp, _ = sweep
+    before = len(runs(tmp))
+    again = run_ragexp(tmp, "-m", "embedder=hash", "retriever=dense,bm25", "reranker=none",
+                       f"hydra.sweep.dir={tmp_path / 'again'}")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "2 skipped" in again.stdout
+    df = runs(tmp)
+    assert len(df) == before + 1  # only the new (empty) parent
+    forced = run_ragexp(tmp, "embedder=hash", "retriever=bm25", "reranker=none", "force=true",
+                        f"hydra.run.dir={tmp_path / 'forced'}")
+    assert forced.returncode == 0, forced.stderr[-2000:]
+    assert len(runs(tmp)) == before + 2
+
+
+def test_joblib_launcher_with_two_workers_loses_no_run(tmp_path):
+    proc = run_ragexp(tmp_path, "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+                      "embedder=hash", "retriever=dense,bm25,hybrid", "reranker=none",
+                      f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df = runs(tmp_path)
+    parent = df[df["tags.ragexp.role"] == "sweep"]["run_id"].iloc[0]
+    children = df[df["tags.mlflow.parentRunId"] == parent]
+    assert sorted(children["params.retriever.name"]) == ["bm25", "dense", "hybrid"]
+    assert (children["status"] == "FINISHED").all()
+
+
+def test_single_run_failure_exits_nonzero_and_marks_run_failed(tmp_path):
+    proc = run_ragexp(tmp_path, "embedder=hash", "retriever=hybrid", "retriever.dense=false",
+                      "retriever.bm25=false", f"hydra.run.dir={tmp_path / 'out'}")
+    assert proc.returncode != 0
+    df = runs(tmp_path)
+    assert list(df["status"]) == ["FAILED"]
+    assert "every signal switched off" in df["tags.ragexp.error"].iloc[0]

@@ -1,0 +1,237 @@
+"""Compare, promote and serve, on real runs logged into a temporary MLflow store."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import threading
+import time
+
+import httpx
+import numpy as np
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+
+from ragexp import compare, schema, tracking
+from ragexp.answer import REFUSAL, Source, verify_citations
+from ragexp.app import CONF_DIR, run_logged
+from ragexp.promote import PromotionRefused, promote
+from ragexp.serving import Engine, ServingError, champion_run_id
+
+schema.register()
+HASH = ["embedder=hash", "embedder.dim=256"]
+
+
+def logged(tmp, *overrides):
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=[*HASH, f"cache_dir={tmp / 'cache'}", "progress=false",
+                                           *overrides])
+    return run_logged(cfg)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("store")
+    old = os.environ.get("MLFLOW_TRACKING_URI")
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp / 'mlflow.db'}"
+    ids = {
+        "bm25": logged(tmp, "retriever=bm25", "reranker=none", "+ablation=bm25")["run_id"],
+        "dense": logged(tmp, "retriever=dense", "reranker=none")["run_id"],
+        "small": logged(tmp, "retriever=dense", "reranker=none", "chunking.max_words=40",
+                        "chunking.overlap_words=0")["run_id"],
+    }
+    with pytest.raises(Exception):
+        logged(tmp, "reranker=cross_encoder")
+    failed = tracking.client().search_runs(
+        [tracking.ensure_experiment("ragexp-handbook")], "attributes.status = 'FAILED'")
+    ids["failed"] = failed[0].info.run_id
+    yield tmp, ids
+    if old is None:
+        os.environ.pop("MLFLOW_TRACKING_URI")
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = old
+
+
+def test_compare_table_shows_differing_keys_and_metrics(store):
+    _, ids = store
+    df = compare.runs_frame("ragexp-handbook")
+    assert set(df["run_id"]) == {ids["bm25"], ids["dense"], ids["small"]}
+    tab = compare.table(df)
+    assert "retriever.name" in tab.columns and "chunking.max_words" in tab.columns
+    assert "embedder.name" not in tab.columns  # same in every run
+    assert {"mrr", "ndcg_at_10", "mrr.identifier", "abstain.refused_unanswerable",
+            "abstain.cv.refused_answerable"} <= set(tab.columns)
+    md = compare.render(tab)
+    assert md.count("\n") == len(tab) + 1 and ids["bm25"][:8] in md
+    csv = pd.read_csv(__import__("io").StringIO(compare.render(tab, "csv")))
+    assert list(csv.columns) == list(tab.columns)
+
+
+def test_paired_test_matches_independent_computation(store):
+    _, ids = store
+    tests, worse = compare.against_baseline(ids["dense"], ids["bm25"])
+    run, base = compare.per_question(ids["dense"]), compare.per_question(ids["bm25"])
+    m = run.merge(base, on="id", suffixes=("", "_b"))
+    m = m[m["kind"] != "unanswerable"]
+    d = (m["reciprocal_rank"] - m["reciprocal_rank_b"]).to_numpy()
+    assert tests[0].metric == "mrr" and tests[0].n == len(d)
+    assert tests[0].mean_diff == pytest.approx(d.mean())
+    assert tests[0].ci_low <= d.mean() <= tests[0].ci_high
+    for kind, g in m.groupby("kind"):
+        diff = (g["reciprocal_rank"] - g["reciprocal_rank_b"]).mean()
+        assert (diff < 0) == any(w.startswith(kind) for w in worse)
+
+
+def test_paired_randomisation_p_value_is_exact_on_small_samples():
+    rng = np.random.default_rng(3)
+    run, base = rng.random(12), rng.random(12)
+    d = run - base
+    flips = np.array(list(itertools.product((1, -1), repeat=len(d))))
+    null = (flips * d).mean(axis=1)
+    exact = np.mean(np.abs(null) >= abs(d.mean()) - 1e-12)
+    assert compare.paired_test(run, base, "mrr").p_value == pytest.approx(exact)
+
+
+def test_paired_test_of_a_run_against_itself():
+    x = np.array([0.5, 1.0, 0.0, 0.25])
+    t = compare.paired_test(x, x, "mrr")
+    assert (t.mean_diff, t.p_value) == (0.0, 1.0)
+
+
+def test_promote_refuses_failed_unknown_and_metricless_runs(store):
+    _, ids = store
+    with pytest.raises(PromotionRefused, match="FAILED"):
+        promote(ids["failed"])
+    with pytest.raises(PromotionRefused, match="no run"):
+        promote("0" * 32)
+    c = tracking.client()
+    bare = c.create_run(tracking.ensure_experiment("ragexp-handbook")).info.run_id
+    c.set_terminated(bare, "FINISHED")
+    with pytest.raises(PromotionRefused, match="lacks metrics"):
+        promote(bare)
+    running = c.create_run(tracking.ensure_experiment("ragexp-handbook")).info.run_id
+    with pytest.raises(PromotionRefused, match="RUNNING"):
+        promote(running)
+
+
+def test_promote_moves_champion_and_keeps_versions_and_gate(store):
+    _, ids = store
+    c = tracking.client()
+    metric = {k: c.get_run(ids[k]).data.metrics["mrr"] for k in ("bm25", "dense", "small")}
+    worst = min(metric, key=metric.get)
+    best = max(metric, key=metric.get)
+    v1, _ = promote(ids[worst])
+    assert champion_run_id() == ids[worst]
+    v2, msg = promote(ids[best], gate=True)  # better: the gate lets it through
+    assert champion_run_id() == ids[best] and int(v2) == int(v1) + 1
+    assert f"was version {v1}" in msg
+    assert c.get_model_version(compare_name(), v1).run_id == ids[worst]  # kept
+    with pytest.raises(PromotionRefused, match="below the champion"):
+        promote(ids[worst], gate=True)
+    assert champion_run_id() == ids[best]
+
+
+def compare_name():
+    from ragexp.serving import MODEL_NAME
+
+    return MODEL_NAME
+
+
+@pytest.fixture(scope="module")
+def engine(store):
+    _, ids = store
+    return Engine.from_run(ids["bm25"])
+
+
+def test_engine_search_answer_and_refusal(engine):
+    hits = engine.search("What does BD-2110 mean?", 3)
+    assert len(hits) == 3 and [h.rank for h in hits] == [1, 2, 3]
+    assert any("BD-2110" in h.text for h in hits)
+    ans = engine.answer("What does BD-2110 mean?")
+    assert not ans.refused
+    cited = ans.cited_chunks
+    assert cited and set(cited) <= {s.chunk_id for s in ans.sources}
+    strict = Engine.__new__(Engine)
+    strict.__dict__.update(engine.__dict__)
+    strict.threshold = float("inf")
+    assert strict.answer("What does BD-2110 mean?").text == REFUSAL
+
+
+def test_citations_that_do_not_check_out_are_dropped(chunks):
+    a, b = chunks[0], chunks[1]
+    sentence = " ".join(a.text.split("\n")[1].split()[:8])
+    sources = [Source(1, a.chunk_id, a.doc_id, a.heading), Source(2, b.chunk_id, b.doc_id,
+                                                                     b.heading)]
+    lookup = {a.chunk_id: a, b.chunk_id: b}
+    kept, dropped = verify_citations([f"{sentence} [1]", f"{sentence} [2]", f"{sentence} [7]",
+                                      "Made-up claim. [1]", sentence], sources, lookup)
+    assert kept == [f"{sentence} [1]"] and dropped == 4
+
+
+def test_champion_missing_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'empty.db'}")
+    with pytest.raises(ServingError, match="promote a run first"):
+        champion_run_id()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_http_api_through_real_uvicorn(engine):
+    import uvicorn
+
+    from ragexp.api import create_app
+
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(engine), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            if server.started:
+                break
+            time.sleep(0.05)
+        with httpx.Client(base_url=base, timeout=30) as http:
+            r = http.get("/health")
+            assert r.status_code == 200 and r.json()["run_id"] == engine.run_id
+            assert r.headers["X-Ragexp-Run"] == engine.run_id
+            r = http.get("/search", params={"q": "ledger disk full", "k": 4})
+            hits = r.json()["hits"]
+            assert r.status_code == 200 and len(hits) == 4
+            r = http.post("/answer", json={"question": "What does BD-2110 mean?"})
+            assert r.status_code == 200 and r.json()["run_id"] == engine.run_id
+            assert "refused" in r.json() and r.json()["sources"]
+            r = http.get("/explain", params={"q": "ledger disk full",
+                                             "chunk_id": hits[0]["chunk_id"]})
+            body = r.json()
+            assert r.status_code == 200
+            assert sum(t["contribution"] for t in body["terms"]) == pytest.approx(body["score"])
+            assert body["score"] > 0
+            bad = [http.get("/search", params={"q": "x", "k": 0}),
+                   http.get("/search", params={"q": "x", "k": 51}),
+                   http.get("/search", params={"q": "  "}),
+                   http.get("/search", params={"q": "x" * 2001}),
+                   http.post("/answer", json={"question": ""}),
+                   http.post("/answer", json={"question": "y" * 2001}),
+                   http.post("/answer", json={"q": "wrong field"}),
+                   http.post("/answer", content=b"{not json", headers={
+                       "content-type": "application/json"}),
+                   http.get("/explain", params={"q": "x", "chunk_id": "nope#0"}),
+                   http.get("/search", params={"q": "x", "k": "many"})]
+            for resp in bad:
+                assert 400 <= resp.status_code < 500, resp.text
+                assert resp.json()["error"] and resp.json()["run_id"] == engine.run_id
+            assert bad[0].status_code == 400 and "k must be between" in bad[0].json()["error"]
+            assert bad[3].status_code == 413 and "2000" in bad[3].json()["error"]
+            assert bad[8].status_code == 404 and "nope#0" in bad[8].json()["error"]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
