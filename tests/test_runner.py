@@ -86,7 +86,7 @@ def test_finished_runs_have_params_metrics_tags_artifacts(sweep):
     for m in expected:
         assert pd.notna(row[f"metrics.{m}"]), m
     assert row["tags.embedder.backend"] == "hash"
-    assert len(row["tags.data.fingerprint"]) == 16
+    assert len(row["tags.corpus_hash"]) == 16 and len(row["tags.golden_hash"]) == 16
     assert row["tags.version.faiss-cpu"]
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}")
     names = {a.path for a in client.list_artifacts(row["run_id"])}
@@ -136,3 +136,18 @@ def test_single_run_failure_exits_nonzero_and_marks_run_failed(tmp_path):
     df = runs(tmp_path)
     assert list(df["status"]) == ["FAILED"]
     assert "every signal switched off" in df["tags.ragexp.error"].iloc[0]
+
+
+def test_golden_set_that_does_not_match_the_corpus_fails_the_run(tmp_path):
+    golden = tmp_path / "golden"
+    golden.mkdir()
+    (golden / "q.jsonl").write_text(
+        '{"id": "x-1", "kind": "factual", "question": "Where is the ledger?", "answer": "disk", '
+        '"evidence": [{"doc": "overview.md", "quote": "this sentence is not in the handbook"}]}\n')
+    proc = run_ragexp(tmp_path, "embedder=hash", f"dataset.golden_dir={golden}",
+                      f"hydra.run.dir={tmp_path / 'out'}")
+    assert proc.returncode != 0
+    df = runs(tmp_path)
+    assert list(df["status"]) == ["FAILED"]
+    error = df["tags.ragexp.error"].iloc[0]
+    assert "GoldenError" in error and "q.jsonl:1" in error and "quote not found" in error

@@ -235,3 +235,42 @@ def test_http_api_through_real_uvicorn(engine):
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def test_cli_compare_promote_search_ask(store, capsys):
+    from ragexp import cli
+
+    _, ids = store
+    assert cli.main(["compare", "--baseline", ids["bm25"]]) == 0
+    out = capsys.readouterr().out
+    assert "Δmrr [95% CI]" in out and "baseline" in out and "randomisation" in out
+    assert cli.main(["compare", "--format", "csv", "--runs", ids["bm25"], ids["dense"]]) == 0
+    csv = pd.read_csv(__import__("io").StringIO(capsys.readouterr().out))
+    assert list(csv["run"]) == [ids["bm25"][:8], ids["dense"][:8]]
+    assert cli.main(["promote", ids["failed"]]) == 1
+    assert "refused" in capsys.readouterr().err
+    assert cli.main(["search", "ledger disk full", "-k", "2", "--run", ids["bm25"]]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].lstrip().startswith("1.") and lines[1].lstrip().startswith("2.")
+    assert cli.main(["ask", "What does BD-2110 mean?", "--run", ids["bm25"], "--json"]) == 0
+    body = __import__("json").loads(capsys.readouterr().out)
+    assert body["run_id"] == ids["bm25"] and {"text", "refused", "sources"} <= set(body)
+
+
+def test_report_tables_and_readme_blocks(store, tmp_path):
+    from ragexp import report
+    from ragexp.readme import MissingMarkers, replace_block
+
+    content = report.build("ragexp-handbook")  # the bm25 run is tagged ablation=bm25
+    assert "| bm25 | BM25 alone." in content
+    assert "MRR identifier" in content and "CV unanswerable refused" in content
+    readme = tmp_path / "README.md"
+    readme.write_text("before\n<!-- results:start -->\nSTALE-BLOCK\n<!-- results:end -->\nafter\n")
+    replace_block(readme, "results", content)
+    text = readme.read_text()
+    assert text.startswith("before\n") and text.endswith("after\n") and "STALE-BLOCK" not in text
+    plain = tmp_path / "plain.md"
+    plain.write_text("no markers\n")
+    with pytest.raises(MissingMarkers):
+        replace_block(plain, "results", "x")
+    assert plain.read_text() == "no markers\n"

@@ -23,9 +23,8 @@ log = logging.getLogger("ragexp")
 schema.register()
 
 
-def build_and_run(cfg: DictConfig) -> RunResult:
+def build_and_run(cfg: DictConfig, dataset) -> RunResult:
     """Instantiate every stage from the composed config and run the experiment."""
-    dataset = instantiate(cfg.dataset)
     return run_experiment(
         dataset=dataset,
         chunker=instantiate(cfg.chunking),
@@ -77,13 +76,19 @@ def log_artifacts(run_id: str, cfg: DictConfig, result: RunResult) -> None:
 def run_logged(cfg: DictConfig) -> dict:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     exp_id = tracking.ensure_experiment(resolved["experiment"])
-    chash = tracking.config_hash(resolved)
+    dataset, data, early = None, {}, None
+    try:  # loading validates the golden set against the corpus; a failure fails the run below
+        dataset = instantiate(cfg.dataset)
+        data = dataset.fingerprint()
+    except Exception as exc:
+        early = exc
+    chash = tracking.config_hash(resolved, data)
     try:
         output_dir = HydraConfig.get().runtime.output_dir
         overrides = " ".join(HydraConfig.get().overrides.task)
     except ValueError:  # called outside Hydra (tests, notebooks)
         output_dir, overrides = tempfile.mkdtemp(), ""
-    if not cfg.force:
+    if not cfg.force and early is None:
         done = tracking.find_finished(exp_id, chash)
         if done:
             log.warning("skipping: identical config already finished on the same data as run %s "
@@ -103,13 +108,14 @@ def run_logged(cfg: DictConfig) -> dict:
     tracking.log_batch(run_id, params=tracking.flatten(resolved))
     log.info("MLflow run %s (experiment %s)", run_id, resolved["experiment"])
     try:
-        result = build_and_run(cfg)
+        if early is not None:
+            raise early
+        result = build_and_run(cfg, dataset)
         ident = result.identity
         tags = {"embedder.backend": ident.backend if ident else "none (no stage used it)",
                 "embedder.model": ident.model if ident else "",
                 "embedder.model_file": ident.model_file if ident else "",
-                "embedder.model_sha256": ident.model_sha256 if ident else "",
-                "data.fingerprint": tracking.data_fingerprint(resolved["dataset"])}
+                "embedder.model_sha256": ident.model_sha256 if ident else "", **data}
         tracking.log_batch(run_id, metrics=result.metrics, tags=tags)
         log_artifacts(run_id, cfg, result)
     except BaseException as exc:

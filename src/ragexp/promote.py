@@ -52,7 +52,9 @@ def current_champion(name: str = MODEL_NAME):
 def gate_check(run, champion_run) -> list[str]:
     """Reasons to refuse; empty when the run may replace the champion."""
     reasons = []
-    if run.data.tags.get("data.fingerprint") != champion_run.data.tags.get("data.fingerprint"):
+    same = [run.data.tags.get(k) == champion_run.data.tags.get(k)
+            for k in ("corpus_hash", "golden_hash")]
+    if not all(same):
         return [f"run and champion {champion_run.info.run_id[:8]} were evaluated on different "
                 f"data; the gate cannot compare them"]
     mrr, champ = run.data.metrics["mrr"], champion_run.data.metrics["mrr"]

@@ -80,28 +80,10 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _hash_path(path: Path, h) -> None:
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for f in files:
-        h.update(f.as_posix().encode())
-        h.update(hashlib.sha256(f.read_bytes()).digest())
-
-
-def data_fingerprint(dataset_cfg: dict) -> str:
-    """Hash of every file under the dataset's path-valued settings (corpus, golden, BEIR dir)."""
-    h = hashlib.sha256()
-    for key, value in sorted(dataset_cfg.items()):
-        if isinstance(value, str) and value and Path(value).exists():
-            h.update(key.encode())
-            _hash_path(Path(value), h)
-    return h.hexdigest()[:16]
-
-
-def config_hash(resolved: dict) -> str:
-    """Identity of what a run measures: resolved config (minus volatile keys) + data."""
+def config_hash(resolved: dict, data: dict[str, str]) -> str:
+    """Identity of what a run measures: resolved config (minus volatile keys) + data hashes."""
     measured = {k: v for k, v in resolved.items() if k not in VOLATILE_KEYS}
-    payload = json.dumps(measured, sort_keys=True, default=str) + data_fingerprint(
-        resolved.get("dataset", {}))
+    payload = json.dumps([measured, data], sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
