@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import socket
 import threading
 import time
 
@@ -17,6 +16,7 @@ from hydra import compose, initialize_config_dir
 from ragexp import compare, schema, tracking
 from ragexp.answer import REFUSAL, Source, verify_citations
 from ragexp.app import CONF_DIR, run_logged
+from ragexp.background import free_port
 from ragexp.promote import PromotionRefused, promote
 from ragexp.serving import Engine, ServingError, champion_run_id
 
@@ -176,19 +176,13 @@ def test_champion_missing_is_a_clear_error(tmp_path, monkeypatch):
         champion_run_id()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_http_api_through_real_uvicorn(engine):
     import uvicorn
 
     from ragexp.api import create_app
 
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(engine), host="127.0.0.1", port=port,
                                            log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

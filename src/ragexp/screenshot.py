@@ -9,18 +9,14 @@ for the single-page app to render with Chromium's virtual-time budget.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 from ragexp import tracking
+from ragexp.background import background_server
 from ragexp.report import ablation_runs
 
 
@@ -37,24 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     browser = chromium()
     df = ablation_runs("ragexp-handbook")
     exp_id = tracking.ensure_experiment("ragexp-handbook")
-    uri = tracking.tracking_uri()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host",
-         "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True,
-        env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"})
-    try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            raise SystemExit("mlflow ui did not start within 60 s")
+    mlflow_ui = lambda port: [sys.executable, "-m", "mlflow", "ui",  # noqa: E731
+                              "--backend-store-uri", tracking.tracking_uri(),
+                              "--host", "127.0.0.1", "--port", str(port)]
+    with background_server(mlflow_ui, env={"MLFLOW_DISABLE_TELEMETRY": "true"}) as port:
         query = urllib.parse.urlencode({"runs": json.dumps(list(df["run_id"])),
                                         "experiments": json.dumps([exp_id])})
         url = f"http://127.0.0.1:{port}/#/compare-runs?{query}"
@@ -62,9 +44,6 @@ def main(argv: list[str] | None = None) -> int:
                         "--hide-scrollbars", "--window-size=1600,1200",
                         "--virtual-time-budget=20000", f"--screenshot={out}", url],
                        check=True, capture_output=True, timeout=180)
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
     print(f"wrote {out} ({len(df)} runs compared)")
     return 0
 

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
+from ragexp.background import background_server
 from ragexp.readme import replace_block
 from ragexp.report import ablation_runs
 
@@ -51,22 +48,11 @@ def http(port: int, path: str, body: dict | None = None) -> str:
             + json.dumps(payload, indent=1)[:1500])
 
 
-def serve_and_query(port: int) -> list[str]:
-    proc = subprocess.Popen([*RAGEXP, "serve", "--port", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        for _ in range(240):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.5)
+def serve_and_query() -> list[str]:
+    with background_server(lambda port: [*RAGEXP, "serve", "--port", str(port)]) as port:
         return [http(port, "/health"),
                 http(port, "/answer", {"question": "How long are dead-lettered jobs kept?"}),
                 http(port, "/search?q=snapshot&k=0")]
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
 
 
 def build(experiment: str) -> str:
@@ -74,9 +60,6 @@ def build(experiment: str) -> str:
     ids = dict(zip(df["tags.ragexp.ablation"], df["run_id"]))
     best = df.sort_values("metrics.mrr", ascending=False)["tags.ragexp.ablation"].iloc[0]
     picks = [n for n in dict.fromkeys(["default", "hybrid", "bm25", best]) if n in ids]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     steps = [
         sh("compare", "--experiment", experiment, "--runs", *[ids[n] for n in picks],
            "--baseline", ids["default"]),
@@ -84,7 +67,7 @@ def build(experiment: str) -> str:
         sh("search", "restore a single queue from a snapshot", "-k", "3"),
         sh("ask", "What does BD-2110 mean?"),
         sh("ask", "Is there a Helm chart for deploying Brindle on Kubernetes?"),
-        *serve_and_query(port),
+        *serve_and_query(),
     ]
     return "\n".join(["```text", "\n\n".join(steps), "```"])
 
