@@ -33,15 +33,16 @@ class Reranker(Protocol):
 
 
 def _apply(ranking: Ranking, top_n: int, rescore) -> Ranking:
-    """Rescore the head of each query's ranking; place the tail after it, order kept."""
+    """Rescore the head of each query's ranking with the reranker's scores; the tail follows
+    in its original order, with scores stepping down by 1 below the lowest head score."""
     out: Ranking = {}
     for qid, scores in ranking.items():
         items = ordered(scores)
         head, tail = items[:top_n], items[top_n:]
-        new = rescore(qid, head)
-        ranked = sorted(head, key=lambda i: -new[i])
-        n = len(items)
-        out[qid] = {item: float(n - pos) for pos, item in enumerate(ranked + tail)}
+        new = {item: float(v) for item, v in rescore(qid, head).items()}
+        floor = min(new.values(), default=0.0)
+        new.update({item: floor - pos for pos, item in enumerate(tail, start=1)})
+        out[qid] = new
     return out
 
 
