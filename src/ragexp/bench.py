@@ -258,18 +258,17 @@ def main(argv: list[str] | None = None) -> int:
         dense, note = bench_dense(len(questions))
         rows += [dense, *bench_bm25(docs.values(), questions),
                  bench_rerun(emb, MarkdownChunker().chunk(docs.values()), Path(tmp))]
-    notes = [note]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    notes.append(f"peak memory (RSS, whole bench): {peak:.0f} MiB")
+    notes = [note, f"peak memory (RSS, whole bench): {peak:.0f} MiB"]
     table = render(rows)
     print("\n" + table + "\n\n" + "\n".join(f"- {n}" for n in notes))
     failed = [r.name for r in rows if r.ok is False]
+    for name in failed:
+        print(f"FAIL: {name}", file=sys.stderr)
     if args.readme and not write_readme(Path(args.readme), (
             f"Measured with `make bench` on {datetime.date.today().isoformat()}. {header}.\n\n"
             f"{table}\n\n" + "\n".join(f"- {n}" for n in notes))):
         return 2
-    for name in failed:
-        print(f"FAIL: {name}", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -79,7 +79,9 @@ class EmbeddingCache:
                 out[i] = vec
         self.hits += len(texts) - sum(len(v) for v in todo.values())
         self.misses += sum(len(v) for v in todo.values())
-        pending = list(todo)
+        # Embed in length order: a batch is padded to its longest text, so mixing short and
+        # long texts wastes most of the model's work (measured: about 2x on the handbook).
+        pending = sorted(todo, key=len)
         bar = tqdm(total=len(pending), desc=f"embed {mode}s", unit="text",
                    disable=not progress or len(pending) < batch_size, leave=False)
         for start in range(0, len(pending), batch_size):

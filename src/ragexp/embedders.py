@@ -170,7 +170,7 @@ class FastEmbedEmbedder:
     model: str = "minilm-int8"
     model_path: str | None = None
     cache_dir: str = ".cache/ragexp"
-    batch_size: int = 64
+    batch_size: int = 32  # bigger batches of long texts grow onnxruntime's arena to GBs
     threads: int | None = None
     name: str = ""
     identity: EmbedderIdentity = field(init=False)

@@ -46,11 +46,10 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
                    signal: AbstainSignal, *, cache: EmbeddingCache | None = None, k: int = 10,
                    budget: float = 0.125, folds: int = 5, bm25_k1: float = 1.5,
                    bm25_b: float = 0.75, progress: bool = True) -> RunResult:
-    queries = dataset.queries()
-    chunks = chunker.chunk(dataset.documents())
+    queries, docs = dataset.queries(), dataset.documents()
+    chunks = chunker.chunk(docs)
     qrels = dataset.qrels(chunks)
-    log.info("%d documents -> %d chunks; %d questions", len(dataset.documents()), len(chunks),
-             len(queries))
+    log.info("%d documents -> %d chunks; %d questions", len(docs), len(chunks), len(queries))
     res = Resources(chunks, make_embedder, cache or EmbeddingCache(), bm25_k1, bm25_b, progress)
     retriever = make_retriever(res)
     texts = {q.qid: q.text for q in queries}
@@ -78,9 +77,11 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
     threshold = abstain.threshold if abstain is not None else float("-inf")
     answers = {q.qid: answer(q.text, [chunks[res.position[c]] for c in ordered(ranking[q.qid])],
                              confidence[q.qid], threshold, res.bm25) for q in queries}
-    doc_of = {c.chunk_id: c.doc_id for c in chunks}
-    relevant = {q: {c for c in doc_of if (rel.get(c, 0) if dataset.level == "chunk"
-                                         else rel.get(doc_of[c], 0)) > 0}
+    chunks_of: dict[str, list[str]] = {}
+    for c in chunks:
+        chunks_of.setdefault(c.doc_id if dataset.level == "doc" else c.chunk_id, []).append(
+            c.chunk_id)
+    relevant = {q: {c for item, grade in rel.items() if grade > 0 for c in chunks_of.get(item, [])}
                 for q, rel in qrels.items()}
     results.update(answer_metrics(answers, {q.qid: q.answerable for q in queries}, relevant))
 

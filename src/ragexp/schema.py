@@ -60,7 +60,7 @@ class FastEmbedConf:
     model: str = MISSING
     model_path: Optional[str] = None
     cache_dir: str = "${cache_dir}"
-    batch_size: int = 64
+    batch_size: int = 32
     threads: Optional[int] = None
 
 
