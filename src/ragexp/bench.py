@@ -41,10 +41,10 @@ from ragexp.chunking import MarkdownChunker  # noqa: E402
 from ragexp.embedders import FastEmbedEmbedder  # noqa: E402
 from ragexp.golden import load_corpus, load_golden  # noqa: E402
 from ragexp.index import FlatIPIndex  # noqa: E402
+from ragexp.readme import MissingMarkers, check_block, replace_block  # noqa: E402
 from ragexp.resources import Resources  # noqa: E402
 from ragexp.text import normalize_ws, split_sentences, tokenize  # noqa: E402
 
-START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 SEED = 13
 
 
@@ -216,27 +216,6 @@ def render(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def write_readme(path: Path, block: str | None) -> bool:
-    """Replace only what lies between the markers (bytes outside them, line endings included,
-    stay as they were); ``block=None`` just checks. False, with a message, if there is no block."""
-    try:
-        with path.open(encoding="utf-8", newline="") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        text = ""
-    i = text.find(START)
-    j = text.find(END, i + len(START)) if i >= 0 else -1
-    if i < 0 or j < 0:
-        print(f"error: {path} has no {START} ... {END} block; nothing written", file=sys.stderr)
-        return False
-    if block is not None:
-        nl = "\r\n" if "\r\n" in text else "\n"
-        with path.open("w", encoding="utf-8", newline="") as fh:
-            fh.write(text[:i + len(START)] + nl + block.replace("\n", nl) + nl + text[j:])
-        print(f"\nwrote the bench block of {path}")
-    return True
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ragexp.bench",
                                      description=__doc__.split("\n")[0])
@@ -245,8 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--golden", default="golden", help="its questions are the queries")
     parser.add_argument("--passages", type=int, default=512, help="texts for the embedding row")
     args = parser.parse_args(argv)
-    if args.readme and write_readme(Path(args.readme), None) is False:
-        return 2  # checked first, so a missing block costs no benchmark time
+    if args.readme:
+        try:
+            check_block(args.readme, "bench")
+        except MissingMarkers as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     docs = load_corpus(args.corpus)
     questions = [q.text for q in load_golden(args.golden, docs)]
     header = machine_facts()
@@ -265,10 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     failed = [r.name for r in rows if r.ok is False]
     for name in failed:
         print(f"FAIL: {name}", file=sys.stderr)
-    if args.readme and not write_readme(Path(args.readme), (
-            f"Measured with `make bench` on {datetime.date.today().isoformat()}. {header}.\n\n"
-            f"{table}\n\n" + "\n".join(f"- {n}" for n in notes))):
-        return 2
+    if args.readme:
+        replace_block(args.readme, "bench", f"Measured with `make bench` on "
+                      f"{datetime.date.today().isoformat()}. {header}.\n\n{table}\n\n"
+                      + "\n".join(f"- {n}" for n in notes))
+        print(f"\nwrote the bench block of {args.readme}")
     return 1 if failed else 0
 
 

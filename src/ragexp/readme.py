@@ -11,12 +11,24 @@ class MissingMarkers(RuntimeError):
     pass
 
 
+def _pattern(name: str) -> tuple[re.Pattern, str, str]:
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    return re.compile(re.escape(start) + r".*?" + re.escape(end), re.S), start, end
+
+
+def check_block(path: str | Path, name: str) -> None:
+    """Raise :class:`MissingMarkers` unless ``path`` has the ``name`` block (check before
+    measuring, so a missing block costs no measurement time)."""
+    pattern, start, end = _pattern(name)
+    path = Path(path)
+    if not path.is_file() or not pattern.search(path.read_text(encoding="utf-8")):
+        raise MissingMarkers(f"{path}: markers {start} ... {end} not found; nothing written")
+
+
 def replace_block(path: str | Path, name: str, content: str) -> None:
     """Replace the ``name`` block of ``path``; raises (writing nothing) when markers are absent."""
+    check_block(path, name)
+    pattern, start, end = _pattern(name)
     path = Path(path)
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
     text = path.read_text(encoding="utf-8")
-    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
-    if not pattern.search(text):
-        raise MissingMarkers(f"{path}: markers {start} ... {end} not found; nothing written")
     path.write_text(pattern.sub(lambda _: f"{start}\n{content}\n{end}", text), encoding="utf-8")
