@@ -156,7 +156,9 @@ def test_engine_search_answer_and_refusal(engine):
     strict = Engine.__new__(Engine)
     strict.__dict__.update(engine.__dict__)
     strict.threshold = float("inf")
-    assert strict.answer("What does BD-2110 mean?").text == REFUSAL
+    refused = strict.answer("What does BD-2110 mean?")
+    assert refused.text == REFUSAL and refused.refused
+    assert "threshold" in refused.reason and refused.signal == ans.signal
 
 
 def test_citations_that_do_not_check_out_are_dropped(chunks):

@@ -41,6 +41,7 @@ class Answer:
     sentences: list[str] = field(default_factory=list)
     sources: list[Source] = field(default_factory=list)
     dropped: int = 0  # sentences whose citation did not check out
+    reason: str = ""  # why it refused
 
     @property
     def cited_chunks(self) -> list[str]:
@@ -75,7 +76,9 @@ def answer(question: str, retrieved: list[Chunk], signal: float, threshold: floa
     top = retrieved[:n_chunks]
     sources = [Source(i, c.chunk_id, c.doc_id, c.heading) for i, c in enumerate(top, start=1)]
     if signal < threshold or not top:
-        return Answer(question, REFUSAL, True, signal, threshold, sources=sources)
+        return Answer(question, REFUSAL, True, signal, threshold, sources=sources,
+                      reason="confidence below the run's refusal threshold" if top
+                      else "nothing retrieved")
     q_terms = set(tokenize(question))
     total = sum(bm25.term_idf(t) for t in q_terms) or 1.0
     candidates = []
@@ -90,7 +93,8 @@ def answer(question: str, retrieved: list[Chunk], signal: float, threshold: floa
     kept, dropped = verify_citations(picked, sources, {c.chunk_id: c for c in top})
     if not kept:
         return Answer(question, REFUSAL, True, signal, threshold, sources=sources,
-                      dropped=dropped)
+                      dropped=dropped, reason="no retrieved sentence covers enough of the "
+                      "question, or none kept a valid citation")
     return Answer(question, " ".join(kept), False, signal, threshold, kept, sources, dropped)
 
 

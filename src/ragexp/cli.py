@@ -61,7 +61,7 @@ def cmd_ask(args) -> int:
 
         print(json.dumps({**asdict(ans), "run_id": engine.run_id}, indent=2))
         return 0
-    print(ans.text)
+    print(ans.text + (f" ({ans.reason})" if ans.refused else ""))
     if not ans.refused:
         print("\nSources:")
         for src in ans.sources:
