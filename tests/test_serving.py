@@ -248,6 +248,12 @@ def test_cli_compare_promote_search_ask(store, capsys):
     assert cli.main(["search", "ledger disk full", "-k", "2", "--run", ids["bm25"]]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].lstrip().startswith("1.") and lines[1].lstrip().startswith("2.")
+    assert cli.main(["search", "   ", "--run", ids["bm25"]]) == 2
+    assert "query must not be empty" in capsys.readouterr().err
+    assert cli.main(["search", "ledger", "-k", "0", "--run", ids["bm25"]]) == 2
+    assert "k must be between 1 and 50" in capsys.readouterr().err
+    assert cli.main(["ask", "q" * 2001, "--run", ids["bm25"]]) == 2
+    assert "limit is 2000" in capsys.readouterr().err
     assert cli.main(["ask", "What does BD-2110 mean?", "--run", ids["bm25"], "--json"]) == 0
     body = __import__("json").loads(capsys.readouterr().out)
     assert body["run_id"] == ids["bm25"] and {"text", "refused", "sources"} <= set(body)

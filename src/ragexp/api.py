@@ -10,27 +10,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from ragexp.serving import Engine, hit_dict
-
-MAX_QUESTION = 2000
-MAX_K = 50
+from ragexp.serving import BadQuestion, Engine, check_k, check_question, hit_dict
 
 
 class AnswerRequest(BaseModel):
     question: str
-
-
-class BadInput(Exception):
-    def __init__(self, status: int, message: str):
-        self.status, self.message = status, message
-
-
-def _question(text: str, field: str) -> str:
-    if not text or not text.strip():
-        raise BadInput(400, f"{field} must not be empty")
-    if len(text) > MAX_QUESTION:
-        raise BadInput(413, f"{field} is {len(text)} characters; the limit is {MAX_QUESTION}")
-    return text.strip()
 
 
 def create_app(engine: Engine) -> FastAPI:
@@ -40,9 +24,9 @@ def create_app(engine: Engine) -> FastAPI:
         return JSONResponse({"run_id": engine.run_id, **body}, status_code=status,
                             headers={"X-Ragexp-Run": engine.run_id})
 
-    @app.exception_handler(BadInput)
-    async def bad_input(_: Request, exc: BadInput):
-        return reply(exc.status, {"error": exc.message})
+    @app.exception_handler(BadQuestion)
+    async def bad_input(_: Request, exc: BadQuestion):
+        return reply(exc.status, {"error": str(exc)})
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError):
@@ -57,22 +41,20 @@ def create_app(engine: Engine) -> FastAPI:
 
     @app.get("/search")
     def search(q: str = Query(""), k: int = Query(5)):
-        question = _question(q, "q")
-        if not 1 <= k <= MAX_K:
-            raise BadInput(400, f"k must be between 1 and {MAX_K}, got {k}")
+        question = check_question(q, "q")
         return reply(200, {"query": question,
-                           "hits": [hit_dict(h) for h in engine.search(question, k)]})
+                           "hits": [hit_dict(h) for h in engine.search(question, check_k(k))]})
 
     @app.post("/answer")
     def answer(body: AnswerRequest):
-        ans = engine.answer(_question(body.question, "question"))
+        ans = engine.answer(check_question(body.question, "question"))
         return reply(200, asdict(ans))
 
     @app.get("/explain")
     def explain(q: str = Query(""), chunk_id: str = Query("")):
-        question = _question(q, "q")
+        question = check_question(q, "q")
         if chunk_id not in engine.chunk_ids:
-            raise BadInput(404, f"unknown chunk_id {chunk_id!r}; ids come from /search")
+            raise BadQuestion(f"unknown chunk_id {chunk_id!r}; ids come from /search", 404)
         return reply(200, {"query": question, **engine.explain(question, chunk_id)})
 
     return app

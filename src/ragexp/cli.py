@@ -44,8 +44,11 @@ def cmd_promote(args) -> int:
 
 
 def cmd_search(args) -> int:
+    from ragexp.serving import check_k, check_question
+
+    query, k = check_question(args.query, "query"), check_k(args.k)
     engine = _engine(args)
-    for hit in engine.search(args.query, args.k):
+    for hit in engine.search(query, k):
         print(f"{hit.rank:>2}. {hit.score:.4f}  {hit.chunk_id}  ({hit.heading})")
         if args.show_text:
             print("    " + " ".join(hit.text.split())[:300])
@@ -54,8 +57,11 @@ def cmd_search(args) -> int:
 
 
 def cmd_ask(args) -> int:
+    from ragexp.serving import check_question
+
+    question = check_question(args.question)
     engine = _engine(args)
-    ans = engine.answer(args.question)
+    ans = engine.answer(question)
     if args.json:
         from dataclasses import asdict
 
@@ -127,11 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parser().parse_args(argv)
-    from ragexp.serving import ServingError
+    from ragexp.serving import BadQuestion, ServingError
 
     try:
         return args.fn(args)
-    except ServingError as exc:
+    except (ServingError, BadQuestion) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

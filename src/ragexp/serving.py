@@ -23,10 +23,34 @@ from ragexp.resources import Resources
 log = logging.getLogger(__name__)
 MODEL_NAME = "ragexp-serving"
 ALIAS = "champion"
+MAX_QUESTION = 2000
+MAX_K = 50
 
 
 class ServingError(RuntimeError):
     pass
+
+
+class BadQuestion(ValueError):
+    """A question or parameter the engine will not take; ``status`` is the HTTP code for it."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+def check_question(text: str, field: str = "question") -> str:
+    if not text or not text.strip():
+        raise BadQuestion(f"{field} must not be empty")
+    if len(text) > MAX_QUESTION:
+        raise BadQuestion(f"{field} is {len(text)} characters; the limit is {MAX_QUESTION}", 413)
+    return text.strip()
+
+
+def check_k(k: int) -> int:
+    if not 1 <= k <= MAX_K:
+        raise BadQuestion(f"k must be between 1 and {MAX_K}, got {k}")
+    return k
 
 
 @dataclass
