@@ -86,8 +86,8 @@ def run_logged(cfg: DictConfig) -> dict:
     try:
         output_dir = HydraConfig.get().runtime.output_dir
         overrides = " ".join(HydraConfig.get().overrides.task)
-    except ValueError:  # called outside Hydra (tests, notebooks)
-        output_dir, overrides = tempfile.mkdtemp(), ""
+    except ValueError:  # called outside Hydra (tests, notebooks): no job folder, no status
+        output_dir, overrides = None, ""
     if not cfg.force and early is None:
         done = tracking.find_finished(exp_id, chash)
         if done:

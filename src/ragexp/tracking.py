@@ -132,8 +132,10 @@ def log_batch(run_id: str, metrics: dict[str, float] | None = None,
         m, p, t = m[1000:], p[100:], t[100:]
 
 
-def write_status(output_dir: str | Path, **status: Any) -> None:
-    Path(output_dir, STATUS_FILE).write_text(json.dumps(status, indent=2, default=str))
+def write_status(output_dir: str | Path | None, **status: Any) -> None:
+    """The job's outcome, for the sweep summary; nothing to do outside a Hydra job."""
+    if output_dir is not None:
+        Path(output_dir, STATUS_FILE).write_text(json.dumps(status, indent=2, default=str))
 
 
 class SweepCallback(Callback):
