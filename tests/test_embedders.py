@@ -239,3 +239,28 @@ def test_packaged_folder_can_be_assembled_by_concurrent_processes(tmp_path):
         found.append(errors.get())
     assert [p.exitcode for p in procs] == [0] * 6
     assert not found, found[:3]
+
+
+def test_a_model_file_that_is_not_the_pinned_one_fails_the_run(tmp_path, monkeypatch):
+    from ragexp import embedders
+
+    spec = embedders.MODELS["minilm-int8"]
+    monkeypatch.setitem(embedders.MODELS, "minilm-int8",
+                        embedders.ModelSpec(**{**spec.__dict__, "sha256": "0" * 64}))
+    with pytest.raises(embedders.EmbedderError, match="expected 000000000000"):
+        embedders.FastEmbedEmbedder("minilm-int8", cache_dir=str(tmp_path))
+
+
+def test_a_model_other_than_the_one_asked_for_fails_the_run(tmp_path, monkeypatch):
+    from ragexp import embedders
+
+    real_load = embedders.FastEmbedEmbedder._load
+
+    def load_then_swap(self):
+        model = real_load(self)
+        monkeypatch.setattr(model.model, "model_name", "someone/else")
+        return model
+
+    monkeypatch.setattr(embedders.FastEmbedEmbedder, "_load", load_then_swap)
+    with pytest.raises(embedders.EmbedderError, match="loaded 'someone/else'"):
+        embedders.FastEmbedEmbedder("minilm-int8", cache_dir=str(tmp_path))
