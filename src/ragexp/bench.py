@@ -153,7 +153,7 @@ def bench_dense(n_queries: int, n_vectors: int = 10_000, dim: int = 384) -> tupl
 
 
 def bench_bm25(docs, queries: list[str], n_docs: int = 20_000) -> list[Row]:
-    """A 6,000-document corpus made of handbook sentences (2-6 per pseudo-document, fixed seed),
+    """A 20,000-document corpus made of handbook sentences (2-6 per pseudo-document, fixed seed),
     so term statistics are the handbook's; every library gets the same ragexp tokens."""
     import bm25s
     import rank_bm25

@@ -79,11 +79,17 @@ class BM25Index:
         """(indices, scores), each (n_queries, k'), best first; ties by lower document index."""
         scores = self.score(queries)
         k = min(k, self.n_docs)
-        kth = -np.partition(-scores, k - 1, axis=1)[:, k - 1]  # k-th best score per query
-        idx = np.empty((len(queries), k), dtype=np.int64)
-        for row, (s, cut) in enumerate(zip(scores, kth)):
-            cand = np.flatnonzero(s >= cut)  # everything that can make the cut, ties included
-            idx[row] = cand[np.lexsort((cand, -s[cand]))[:k]]
+        idx = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        kth = np.take_along_axis(scores, idx, axis=1).min(axis=1)
+        # argpartition picks arbitrarily among scores tied at the cut; where that happens,
+        # take everything above the cut plus the lowest-index documents at it.
+        for row in np.flatnonzero((scores >= kth[:, None]).sum(axis=1) > k):
+            s, cut = scores[row], kth[row]
+            above = np.flatnonzero(s > cut)
+            idx[row] = np.concatenate([above, np.flatnonzero(s == cut)[: k - len(above)]])
+        top = np.take_along_axis(scores, idx, axis=1)
+        order = np.lexsort((idx, -top), axis=1)
+        idx = np.take_along_axis(idx, order, axis=1)
         return idx, np.take_along_axis(scores, idx, axis=1)
 
     def term_idf(self, term: str) -> float:

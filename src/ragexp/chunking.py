@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol
 
 from ragexp.records import Chunk, Document
-from ragexp.text import normalize_ws
+from ragexp.text import SENTENCE_BREAK, normalize_ws
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)(?:\s+#+)?\s*$")  # a closing #-run needs a space
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*0-9])")
 
 
 class Chunker(Protocol):
@@ -50,7 +49,7 @@ def _sentences(raw: str, base: int) -> list[Unit]:
     """Unwrap a paragraph and split it into sentences, mapped back to raw offsets."""
     norm, offsets = normalize_ws(raw)
     units, start = [], 0
-    bounds = [m.start() for m in _SENTENCE_BREAK.finditer(norm)] + [len(norm)]
+    bounds = [m.start() for m in SENTENCE_BREAK.finditer(norm)] + [len(norm)]
     for end in bounds:
         piece = norm[start:end].strip()
         if piece:

@@ -63,12 +63,13 @@ def content_words(text: str) -> set[str]:
     return words
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*0-9])")
+# A sentence ends at . ! or ? followed by space and something that can start a sentence.
+SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*0-9])")
 
 
 def split_sentences(text: str) -> list[str]:
     """Split prose into sentences at terminal punctuation followed by a capital-like start."""
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    return [s.strip() for s in SENTENCE_BREAK.split(text) if s.strip()]
 
 
 def normalize_ws(text: str) -> tuple[str, list[int]]:
