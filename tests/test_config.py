@@ -128,6 +128,9 @@ EXPECTED = {
     "chunks_small": {"chunking.max_words": 60},
     "chunks_large": {"chunking.max_words": 250},
     "abstain_dense": {"abstain.signal.name": "dense"},
+    "hybrid_no_reranker": {"retriever.name": "hybrid", "reranker.name": "none"},
+    "hybrid_no_reranker_large": {"retriever.name": "hybrid", "reranker.name": "none",
+                                 "chunking.max_words": 250, "chunking.overlap_words": 40},
 }
 
 
