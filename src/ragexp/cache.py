@@ -62,7 +62,7 @@ class EmbeddingCache:
             raise
 
     def embed(self, embedder: Embedder, texts: list[str], mode: str,
-              batch_size: int = 256, progress: bool = True) -> np.ndarray:
+              batch_size: int = 64, progress: bool = True) -> np.ndarray:
         """Vectors for ``texts``, embedding only the ones not cached (in batches, with progress)."""
         ident = embedder.identity
         out = np.zeros((len(texts), ident.dim), dtype=np.float32)
@@ -83,7 +83,7 @@ class EmbeddingCache:
         # long texts wastes most of the model's work (measured: about 2x on the handbook).
         pending = sorted(todo, key=len)
         bar = tqdm(total=len(pending), desc=f"embed {mode}s", unit="text",
-                   disable=not progress or len(pending) < batch_size, leave=False)
+                   disable=not progress or not pending, leave=False)
         for start in range(0, len(pending), batch_size):
             batch = pending[start:start + batch_size]
             vectors = embedder.embed(batch, mode)
