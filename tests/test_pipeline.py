@@ -156,3 +156,23 @@ def test_cache_counts_and_a_warm_rerun(hybrid_run, dataset, cache_dir, golden):
     for key in MEASURE_KEYS:
         assert again.metrics[key] == hybrid_run.metrics[key]
     assert again.ranking == hybrid_run.ranking
+
+
+def test_answer_settings_trade_answers_for_refusals(dataset, cache_dir, bm25_run):
+    """A stricter answer.min_overlap can only refuse more: the answer rate falls (or holds)
+    and refusals of unanswerable questions rise (or hold); the default run sits between."""
+    from ragexp.answer import Answerer
+
+    def run(min_overlap):
+        return run_experiment(dataset, MarkdownChunker(), lambda: HashEmbedder(), BM25Retriever,
+                              LexicalReranker(top_n=20), LexicalSignal(),
+                              answerer=Answerer(min_overlap=min_overlap),
+                              cache=EmbeddingCache(cache_dir), progress=False).metrics
+
+    loose, strict = run(0.1), run(0.6)
+    default = bm25_run.metrics  # min_overlap 0.3
+    for key, sign in (("answer.rate_answerable", -1), ("answer.refused_unanswerable", 1)):
+        assert sign * (strict[key] - default[key]) >= 0 and sign * (default[key] - loose[key]) >= 0
+    assert strict["answer.rate_answerable"] < loose["answer.rate_answerable"]
+    with pytest.raises(ValueError, match="min_overlap"):
+        Answerer(min_overlap=1.5)

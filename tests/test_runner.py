@@ -72,7 +72,8 @@ def test_finished_runs_have_params_metrics_tags_artifacts(sweep):
     bm25_only = done[done["params.retriever.name"] == "bm25"].iloc[0]
     assert bm25_only["tags.embedder.backend"].startswith("none")  # nothing embedded
     for p in ("retriever.name", "embedder.name", "embedder.dim", "chunking.max_words",
-              "chunking.include_headings", "reranker.name", "abstain.budget", "dataset.name"):
+              "chunking.include_headings", "reranker.name", "abstain.budget", "dataset.name",
+              "answer.min_overlap"):
         assert f"params.{p}" in df.columns, p
     kinds = ("identifier", "semantic", "procedural", "factual")
     expected = [f"{m}_at_{k}" for m in ("hit", "recall") for k in (1, 3, 5, 10)]

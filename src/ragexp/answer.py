@@ -98,6 +98,27 @@ def answer(question: str, retrieved: list[Chunk], signal: float, threshold: floa
     return Answer(question, " ".join(kept), False, signal, threshold, kept, sources, dropped)
 
 
+@dataclass(frozen=True)
+class Answerer:
+    """The answer step's settings, as config (``answer.*``): they trade answer rate against
+    refusals and citation precision, so they are swept like any other stage."""
+
+    n_chunks: int = 3
+    max_sentences: int = 2
+    min_overlap: float = 0.3
+
+    def __post_init__(self) -> None:
+        if self.n_chunks < 1 or self.max_sentences < 1:
+            raise ValueError("answer.n_chunks and answer.max_sentences must be >= 1")
+        if not 0 <= self.min_overlap <= 1:
+            raise ValueError(f"answer.min_overlap must be in [0, 1], got {self.min_overlap}")
+
+    def __call__(self, question: str, retrieved: list[Chunk], signal: float, threshold: float,
+                 bm25: BM25Index) -> Answer:
+        return answer(question, retrieved, signal, threshold, bm25, self.n_chunks,
+                      self.max_sentences, self.min_overlap)
+
+
 def answer_metrics(answers: dict[str, Answer], answerable: dict[str, bool],
                    relevant: dict[str, set[str]]) -> dict[str, float]:
     """answer rate on answerable questions, refusals of unanswerable ones, and the share of

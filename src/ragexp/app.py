@@ -32,6 +32,7 @@ def build_and_run(cfg: DictConfig, dataset) -> RunResult:
         make_retriever=lambda res: instantiate(cfg.retriever, _partial_=True)(resources=res),
         reranker=instantiate(cfg.reranker),
         signal=instantiate(cfg.abstain.signal),
+        answerer=instantiate(cfg.answer),
         cache=EmbeddingCache(root=str(Path(cfg.cache_dir) / "embeddings")),
         k=cfg.k, budget=cfg.abstain.budget, folds=cfg.abstain.folds,
         bm25_k1=cfg.bm25.k1, bm25_b=cfg.bm25.b, progress=cfg.progress)

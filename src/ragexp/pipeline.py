@@ -16,7 +16,7 @@ import pandas as pd
 
 from ragexp import metrics
 from ragexp.abstain import AbstainResult, AbstainSignal, evaluate_abstain
-from ragexp.answer import answer, answer_metrics
+from ragexp.answer import Answerer, answer_metrics
 from ragexp.cache import EmbeddingCache
 from ragexp.chunking import Chunker
 from ragexp.datasets import Dataset
@@ -43,7 +43,8 @@ class RunResult:
 
 def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[], Embedder],
                    make_retriever: Callable[[Resources], Retriever], reranker: Reranker,
-                   signal: AbstainSignal, *, cache: EmbeddingCache | None = None, k: int = 10,
+                   signal: AbstainSignal, *, answerer: Answerer | None = None,
+                   cache: EmbeddingCache | None = None, k: int = 10,
                    budget: float = 0.125, folds: int = 5, bm25_k1: float = 1.5,
                    bm25_b: float = 0.75, progress: bool = True) -> RunResult:
     queries, docs = dataset.queries(), dataset.documents()
@@ -75,8 +76,9 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
         log.warning("no abstain curve: the golden set needs answerable and unanswerable questions")
 
     threshold = abstain.threshold if abstain is not None else float("-inf")
-    answers = {q.qid: answer(q.text, [chunks[res.position[c]] for c in ordered(ranking[q.qid])],
-                             confidence[q.qid], threshold, res.bm25) for q in queries}
+    answerer = answerer or Answerer()
+    answers = {q.qid: answerer(q.text, [chunks[res.position[c]] for c in ordered(ranking[q.qid])],
+                               confidence[q.qid], threshold, res.bm25) for q in queries}
     chunks_of: dict[str, list[str]] = {}
     for c in chunks:
         chunks_of.setdefault(c.doc_id if dataset.level == "doc" else c.chunk_id, []).append(

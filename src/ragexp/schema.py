@@ -145,6 +145,14 @@ class BM25Conf:
 
 
 @dataclass
+class AnswerConf:
+    _target_: str = "ragexp.answer.Answerer"
+    n_chunks: int = 3
+    max_sentences: int = 2
+    min_overlap: float = 0.3
+
+
+@dataclass
 class Config:
     dataset: Any = MISSING
     chunking: Any = MISSING
@@ -153,6 +161,7 @@ class Config:
     reranker: Any = MISSING
     abstain: Any = MISSING
     bm25: BM25Conf = field(default_factory=BM25Conf)
+    answer: AnswerConf = field(default_factory=AnswerConf)
     experiment: str = "ragexp-${dataset.name}"
     ablation: str = "custom"
     k: int = 10

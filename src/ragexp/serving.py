@@ -15,7 +15,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp import tracking
-from ragexp.answer import Answer, answer
+from ragexp.answer import Answer
 from ragexp.cache import EmbeddingCache
 from ragexp.records import ordered
 from ragexp.resources import Resources
@@ -74,6 +74,7 @@ class Engine:
         self.retriever = instantiate(cfg.retriever, _partial_=True)(resources=self.resources)
         self.reranker = instantiate(cfg.reranker)
         self.signal = instantiate(cfg.abstain.signal)
+        self.answerer = instantiate(cfg.answer)
         self.depth = max(cfg.k, getattr(self.reranker, "top_n", 0) or 0)
         self.resources.bm25  # fit now, not on the first request
         log.info("engine for run %s: %d chunks, cache hits %d misses %d", run_id, len(chunks),
@@ -98,8 +99,8 @@ class Engine:
         top = {cid: scores[cid] for cid in ordered(scores)[: self.cfg.k]}
         signal = self.signal.compute({"q": question}, {"q": top}, self.resources)["q"]
         chunks, pos = self.resources.chunks, self.resources.position
-        return answer(question, [chunks[pos[c]] for c in ordered(top)], signal, self.threshold,
-                      self.resources.bm25)
+        return self.answerer(question, [chunks[pos[c]] for c in ordered(top)], signal,
+                             self.threshold, self.resources.bm25)
 
     def explain(self, question: str, chunk_id: str) -> dict:
         pos = self.resources.position.get(chunk_id)
