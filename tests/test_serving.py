@@ -148,6 +148,9 @@ def engine(store):
 def test_engine_search_answer_and_refusal(engine):
     hits = engine.search("What does BD-2110 mean?", 3)
     assert len(hits) == 3 and [h.rank for h in hits] == [1, 2, 3]
+    deep = engine.search("ledger disk full", 30)  # deeper than the run's k=10: still 30 hits
+    assert len(deep) == 30 and [h.chunk_id for h in deep[:3]] == [
+        h.chunk_id for h in engine.search("ledger disk full", 3)]
     assert any("BD-2110" in h.text for h in hits)
     ans = engine.answer("What does BD-2110 mean?")
     assert not ans.refused

@@ -56,17 +56,12 @@ class LexicalSignal:
         best = bm25.score(list(queries.values())).max(axis=1)
         out = {}
         for (qid, text), top in zip(queries.items(), best):
-            terms = set(tokenize(text))
-            idf = {t: bm25.term_idf(t) for t in terms}
-            total = sum(idf.values())
-            if not terms or total <= 0:
-                out[qid] = 0.0
-                continue
+            q_terms = tokenize(text)
             seen: set[str] = set()
             for cid in ordered(ranking.get(qid, {}))[: self.top_k]:
-                seen.update(tokenize(resources.chunks[resources.position[cid]].text))
-            coverage = sum(v for t, v in idf.items() if t in seen) / total
-            bound = sum(bm25.idf[bm25.vocab[t]] for t in tokenize(text) if t in bm25.vocab)
+                seen.update(resources.terms[resources.position[cid]])
+            coverage = bm25.coverage(set(q_terms), seen)
+            bound = sum(bm25.idf[bm25.vocab[t]] for t in q_terms if t in bm25.vocab)
             bm25_norm = float(top) / (bound * (bm25.k1 + 1)) if bound > 0 else 0.0
             out[qid] = self.alpha * coverage + (1 - self.alpha) * bm25_norm
         return out

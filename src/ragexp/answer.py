@@ -80,13 +80,11 @@ def answer(question: str, retrieved: list[Chunk], signal: float, threshold: floa
                       reason="confidence below the run's refusal threshold" if top
                       else "nothing retrieved")
     q_terms = set(tokenize(question))
-    total = sum(bm25.term_idf(t) for t in q_terms) or 1.0
     candidates = []
     for src, chunk in zip(sources, top):
         for rank, line in enumerate(_body(chunk).split("\n")):
             for sentence in split_sentences(line):
-                terms = set(tokenize(sentence)) & q_terms
-                score = sum(bm25.term_idf(t) for t in terms) / total
+                score = bm25.coverage(q_terms, set(tokenize(sentence)))
                 if score >= min_overlap and len(sentence.split()) >= 3:
                     candidates.append((score, -src.n, -rank, f"{sentence} [{src.n}]"))
     picked = [c[3] for c in sorted(candidates, reverse=True)[:max_sentences]]

@@ -53,7 +53,7 @@ def create_app(engine: Engine) -> FastAPI:
     @app.get("/explain")
     def explain(q: str = Query(""), chunk_id: str = Query("")):
         question = check_question(q, "q")
-        if chunk_id not in engine.chunk_ids:
+        if not engine.has_chunk(chunk_id):
             raise BadQuestion(f"unknown chunk_id {chunk_id!r}; ids come from /search", 404)
         return reply(200, {"query": question, **engine.explain(question, chunk_id)})
 

@@ -29,13 +29,16 @@ class BM25Index:
     vocab: dict[str, int] = field(default_factory=dict, repr=False)
 
     def fit(self, texts: list[str]) -> "BM25Index":
-        if not texts:
+        return self.fit_terms([tokenize(t) for t in texts])
+
+    def fit_terms(self, docs: list[list[str]]) -> "BM25Index":
+        """Fit on documents already analysed with ``text.tokenize``."""
+        if not docs:
             raise ValueError("BM25 needs at least one document")
         rows, cols, vals = [], [], []
-        doc_len = np.zeros(len(texts), dtype=np.float64)
-        for d, text in enumerate(texts):
+        doc_len = np.zeros(len(docs), dtype=np.float64)
+        for d, terms in enumerate(docs):
             counts: dict[int, int] = {}
-            terms = tokenize(text)
             doc_len[d] = len(terms)
             for t in terms:
                 tid = self.vocab.setdefault(t, len(self.vocab))
@@ -43,7 +46,7 @@ class BM25Index:
             rows.extend([d] * len(counts))
             cols.extend(counts)
             vals.extend(counts.values())
-        n_docs, n_terms = len(texts), len(self.vocab)
+        n_docs, n_terms = len(docs), len(self.vocab)
         tf = sparse.csr_matrix((np.asarray(vals, dtype=np.float64), (rows, cols)),
                                shape=(n_docs, n_terms))
         df = np.bincount(cols, minlength=n_terms).astype(np.float64)
@@ -96,6 +99,16 @@ class BM25Index:
         """idf of an analysed term; a term the corpus never saw counts as the rarest."""
         tid = self.vocab.get(term)
         return float(self.idf[tid]) if tid is not None else float(self.idf.max())
+
+    def coverage(self, query_terms: set[str], found) -> float:
+        """idf-weighted share of the query's terms that ``found`` holds (0 for no terms)::
+
+            sum_{t in Q, t in F} idf(t) / sum_{t in Q} idf(t)
+        """
+        total = sum(self.term_idf(t) for t in query_terms)
+        if total <= 0:
+            return 0.0
+        return sum(self.term_idf(t) for t in query_terms if t in found) / total
 
     def explain(self, query: str, doc_index: int) -> list[tuple[str, float]]:
         """Each analysed query term's contribution to one document's score (sums to it)."""

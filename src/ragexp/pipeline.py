@@ -41,6 +41,15 @@ class RunResult:
     resources: Resources = field(repr=False)
 
 
+def rank(retriever: Retriever, reranker: Reranker, resources: Resources,
+         queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
+    """Retrieve deep enough for the reranker's head, rerank, keep the best ``k`` per query.
+    The one ranking path shared by evaluation, latency measurement and serving."""
+    depth = max(k, getattr(reranker, "top_n", 0) or 0)
+    ranking = reranker.rerank(queries, retriever.search(queries, depth, cached), resources)
+    return {q: {c: scores[c] for c in ordered(scores)[:k]} for q, scores in ranking.items()}
+
+
 def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[], Embedder],
                    make_retriever: Callable[[Resources], Retriever], reranker: Reranker,
                    signal: AbstainSignal, *, answerer: Answerer | None = None,
@@ -54,13 +63,11 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
     res = Resources(chunks, make_embedder, cache or EmbeddingCache(), bm25_k1, bm25_b, progress)
     retriever = make_retriever(res)
     texts = {q.qid: q.text for q in queries}
-    depth = max(k, getattr(reranker, "top_n", 0) or 0)
 
     start = time.perf_counter()
-    ranking = reranker.rerank(texts, retriever.search(texts, depth), res)
+    ranking = rank(retriever, reranker, res, texts, k)
     res.timings["time.search_all_s"] = time.perf_counter() - start
-    ranking = {q: {c: scores[c] for c in ordered(scores)[:k]} for q, scores in ranking.items()}
-    res.timings.update(_latency(retriever, reranker, texts, depth, res))
+    res.timings.update(_latency(retriever, reranker, texts, k, res))
 
     judged = ranking if dataset.level == "chunk" else metrics.collapse_to_documents(
         ranking, {c.chunk_id: c.doc_id for c in chunks})
@@ -95,14 +102,13 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
                      res.embedder.identity if res.embedder_used else None, res)
 
 
-def _latency(retriever, reranker, texts: dict[str, str], depth: int, res: Resources) -> dict:
+def _latency(retriever, reranker, texts: dict[str, str], k: int, res: Resources) -> dict:
     """Per-query serving latency: each query alone, query embedding not cached."""
     qids = list(texts)[:LATENCY_SAMPLE]
     times = []
     for qid in qids:
         start = time.perf_counter()
-        reranker.rerank({qid: texts[qid]}, retriever.search({qid: texts[qid]}, depth,
-                                                            cached=False), res)
+        rank(retriever, reranker, res, {qid: texts[qid]}, k, cached=False)
         times.append((time.perf_counter() - start) * 1000)
     if not times:
         return {}

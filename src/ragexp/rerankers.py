@@ -81,23 +81,26 @@ class LexicalReranker:
         self.top_n, self.weight = top_n, proximity_weight
 
     def score(self, query: str, text: str, bm25) -> float:
-        q_terms = set(tokenize(query))
+        return self.score_terms(set(tokenize(query)), tokenize(text), bm25)
+
+    def score_terms(self, q_terms: set[str], chunk_terms: list[str], bm25) -> float:
+        """``score`` on analysed terms: the query's as a set, the chunk's in order."""
         if not q_terms:
             return 0.0
         positions: dict[str, list[int]] = {}
-        for pos, term in enumerate(tokenize(text)):
+        for pos, term in enumerate(chunk_terms):
             if term in q_terms:
                 positions.setdefault(term, []).append(pos)
-        total = sum(bm25.term_idf(t) for t in q_terms) or 1.0
-        coverage = sum(bm25.term_idf(t) for t in positions) / total
+        coverage = bm25.coverage(q_terms, positions)
         proximity = len(positions) / (1 + shortest_window(positions)) if len(positions) > 1 else 0
         return coverage + self.weight * proximity
 
     def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
-        chunks, pos, bm25 = resources.chunks, resources.position, resources.bm25
+        terms, pos, bm25 = resources.terms, resources.position, resources.bm25
 
         def rescore(qid: str, head: list[str]) -> dict[str, float]:
-            return {cid: self.score(queries[qid], chunks[pos[cid]].text, bm25)
+            q_terms = set(tokenize(queries[qid]))
+            return {cid: self.score_terms(q_terms, terms[pos[cid]], bm25)
                     + 1e-3 / (60 + rank) for rank, cid in enumerate(head, start=1)}
 
         return _apply(ranking, self.top_n, rescore)

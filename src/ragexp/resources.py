@@ -16,6 +16,7 @@ from ragexp.bm25 import BM25Index
 from ragexp.cache import EmbeddingCache
 from ragexp.embedders import Embedder
 from ragexp.records import Chunk
+from ragexp.text import tokenize
 
 
 @dataclass
@@ -28,6 +29,7 @@ class Resources:
     progress: bool = True
     timings: dict[str, float] = field(default_factory=dict)
     _embedder: Embedder | None = None
+    _terms: list[list[str]] | None = None
     _bm25: BM25Index | None = None
     _passages: np.ndarray | None = None
 
@@ -47,11 +49,19 @@ class Resources:
         return self._embedder is not None
 
     @property
+    def terms(self) -> list[list[str]]:
+        """Each chunk's analysed terms (``text.tokenize``), computed once for BM25, the lexical
+        reranker and the lexical abstain signal."""
+        if self._terms is None:
+            self._terms = [tokenize(c.text) for c in self.chunks]
+        return self._terms
+
+    @property
     def bm25(self) -> BM25Index:
         if self._bm25 is None:
             start = time.perf_counter()
-            self._bm25 = BM25Index(k1=self.bm25_k1, b=self.bm25_b).fit([c.text for c in self.chunks])
-            self._add_time("time.index_s", start)
+            self._bm25 = BM25Index(k1=self.bm25_k1, b=self.bm25_b).fit_terms(self.terms)
+            self.add_time("time.index_s", start)
         return self._bm25
 
     def passage_vectors(self) -> np.ndarray:
@@ -59,7 +69,7 @@ class Resources:
             start = time.perf_counter()
             self._passages = self.cache.embed(self.embedder, [c.text for c in self.chunks],
                                               "passage", progress=self.progress)
-            self._add_time("time.embed_s", start)
+            self.add_time("time.embed_s", start)
         return self._passages
 
     def query_vectors(self, texts: list[str], cached: bool = True) -> np.ndarray:
@@ -67,5 +77,5 @@ class Resources:
             return self.embedder.embed(texts, "query")
         return self.cache.embed(self.embedder, texts, "query", progress=False)
 
-    def _add_time(self, key: str, start: float) -> None:
+    def add_time(self, key: str, start: float) -> None:
         self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - start

@@ -30,7 +30,7 @@ class DenseRetriever:
         vectors = resources.passage_vectors()
         start = time.perf_counter()
         self.index = FlatIPIndex(vectors)
-        resources._add_time("time.index_s", start)
+        resources.add_time("time.index_s", start)
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
         qids = list(queries)

@@ -18,6 +18,7 @@ from ragexp import tracking
 from ragexp.answer import Answer
 from ragexp.cache import EmbeddingCache
 from ragexp.records import ordered
+from ragexp.pipeline import rank
 from ragexp.resources import Resources
 
 log = logging.getLogger(__name__)
@@ -75,28 +76,24 @@ class Engine:
         self.reranker = instantiate(cfg.reranker)
         self.signal = instantiate(cfg.abstain.signal)
         self.answerer = instantiate(cfg.answer)
-        self.depth = max(cfg.k, getattr(self.reranker, "top_n", 0) or 0)
         self.resources.bm25  # fit now, not on the first request
         log.info("engine for run %s: %d chunks, cache hits %d misses %d", run_id, len(chunks),
                  cache.hits, cache.misses)
 
-    @property
-    def chunk_ids(self) -> set[str]:
-        return set(self.resources.position)
+    def has_chunk(self, chunk_id: str) -> bool:
+        return chunk_id in self.resources.position
 
-    def _rank(self, question: str) -> dict[str, float]:
-        q = {"q": question}
-        return self.reranker.rerank(q, self.retriever.search(q, self.depth), self.resources)["q"]
+    def _rank(self, question: str, k: int) -> dict[str, float]:
+        return rank(self.retriever, self.reranker, self.resources, {"q": question}, k)["q"]
 
     def search(self, question: str, k: int = 5) -> list[Hit]:
-        scores = self._rank(question)
+        scores = self._rank(question, k)
         chunks, pos = self.resources.chunks, self.resources.position
         return [Hit(i, cid, chunks[pos[cid]].doc_id, chunks[pos[cid]].heading, scores[cid],
-                    chunks[pos[cid]].text) for i, cid in enumerate(ordered(scores)[:k], start=1)]
+                    chunks[pos[cid]].text) for i, cid in enumerate(ordered(scores), start=1)]
 
     def answer(self, question: str) -> Answer:
-        scores = self._rank(question)
-        top = {cid: scores[cid] for cid in ordered(scores)[: self.cfg.k]}
+        top = self._rank(question, self.cfg.k)
         signal = self.signal.compute({"q": question}, {"q": top}, self.resources)["q"]
         chunks, pos = self.resources.chunks, self.resources.position
         return self.answerer(question, [chunks[pos[c]] for c in ordered(top)], signal,
