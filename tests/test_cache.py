@@ -1,16 +1,22 @@
-"""The on-disk embedding cache: hits and misses, keys, concurrent writers, corrupt files."""
+"""The packed embedding cache: hits and misses, keys, torn shards, concurrent workers that never
+embed the same text twice, claims of dead workers, the old per-file layout, unwritable roots."""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import multiprocessing as mp
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ragexp.cache import EmbeddingCache, cache_key
+from ragexp.cache import EmbeddingCache, _digests, cache_key, model_folder
 from ragexp.embedders import EmbedderIdentity, HashEmbedder
+from ragexp.packstore import PackedStore
 
 TEXTS = [f"text number {i} about leases and brokers" for i in range(40)]
 
@@ -21,6 +27,7 @@ class Counting:
 
     inner: HashEmbedder = field(default_factory=lambda: HashEmbedder(dim=32))
     seen: list = field(default_factory=list)
+    delay: float = 0.0
 
     @property
     def identity(self):
@@ -28,6 +35,7 @@ class Counting:
 
     def embed(self, texts, mode="passage"):
         self.seen.extend(texts)
+        time.sleep(self.delay)
         return self.inner.embed(texts, mode)
 
 
@@ -41,8 +49,8 @@ class Renamed(Counting):
         return EmbedderIdentity(i.backend, i.model, i.model_file, "other-sha", i.dim)
 
 
-def _files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file())
+def _shards(root: Path) -> list[Path]:
+    return sorted(root.rglob("packed/*.f32"))
 
 
 def test_second_embed_hits_and_returns_identical_vectors(tmp_path):
@@ -53,11 +61,14 @@ def test_second_embed_hits_and_returns_identical_vectors(tmp_path):
     np.testing.assert_array_equal(first, emb.inner.embed(TEXTS))
     emb.seen.clear()
     again = EmbeddingCache(str(tmp_path))
-    second = again.embed(emb, TEXTS, "passage", progress=False)
+    second = again.embed(emb, TEXTS[::-1], "passage", progress=False)
     assert (again.hits, again.misses) == (len(TEXTS), 0)
     assert emb.seen == []
-    np.testing.assert_array_equal(first, second)
-    assert len(_files(tmp_path)) == len(TEXTS)
+    np.testing.assert_array_equal(first[::-1], second)
+    # Packed: one shard (vectors + keys) per writing cache, raw bytes plus 32 bytes a key.
+    (shard,) = _shards(tmp_path)
+    assert shard.stat().st_size == len(TEXTS) * 32 * 4
+    assert shard.with_suffix(".keys").stat().st_size == len(TEXTS) * 32
 
 
 def test_duplicates_and_partial_hits(tmp_path):
@@ -69,6 +80,15 @@ def test_duplicates_and_partial_hits(tmp_path):
     assert sorted(emb.seen) == sorted(TEXTS[10:15])  # each new text embedded once
     assert (cache.hits, cache.misses) == (0 + 5, 10 + 8)  # running totals over both calls
     np.testing.assert_array_equal(out, emb.inner.embed(texts))
+
+
+def test_key_is_sha256_of_identity_mode_and_text():
+    ident = HashEmbedder(dim=32).identity
+    import hashlib
+    expected = hashlib.sha256(f"{ident.key}\0norm=True\0mode=query\0héllo\0".encode()).hexdigest()
+    assert cache_key(ident, "query", "héllo") == expected
+    assert [d.hex() for d in _digests(ident, "query", ["héllo", "x"])] == [
+        expected, cache_key(ident, "query", "x")]
 
 
 def test_mode_and_identity_are_part_of_the_key(tmp_path):
@@ -95,53 +115,159 @@ def test_disabled_cache_writes_nothing(tmp_path):
     out = cache.embed(emb, TEXTS, "passage", progress=False)
     np.testing.assert_array_equal(out, emb.inner.embed(TEXTS))
     assert (cache.hits, cache.misses) == (0, len(TEXTS))
-    assert _files(tmp_path) == []
+    assert list(tmp_path.rglob("*")) == []
 
 
-@pytest.mark.parametrize("damage", ["truncate", "extend", "empty"])
-def test_corrupt_file_is_a_miss_and_is_rewritten(tmp_path, damage):
+@pytest.mark.parametrize("damage", ["f32_half_row", "keys_partial", "f32_short_rows"])
+def test_torn_shard_tail_is_a_miss_and_is_recomputed(tmp_path, damage):
     emb = Counting()
     EmbeddingCache(str(tmp_path)).embed(emb, TEXTS[:5], "passage", progress=False)
-    victim = _files(tmp_path)[0]
-    data = victim.read_bytes()
-    assert len(data) == 32 * 4
-    victim.write_bytes({"truncate": data[:50], "extend": data + b"\0" * 4, "empty": b""}[damage])
+    (f32,) = _shards(tmp_path)
+    keys = f32.with_suffix(".keys")
+    if damage == "f32_half_row":  # the last vector half written: its key is not trusted
+        f32.write_bytes(f32.read_bytes()[: 4 * 128 + 64])
+    elif damage == "keys_partial":  # the last key half written
+        keys.write_bytes(keys.read_bytes()[: 4 * 32 + 20])
+    else:  # vectors of two keys lost
+        f32.write_bytes(f32.read_bytes()[: 3 * 128])
+    lost = 2 if damage == "f32_short_rows" else 1
     emb.seen.clear()
     cache = EmbeddingCache(str(tmp_path))
     out = cache.embed(emb, TEXTS[:5], "passage", progress=False)
-    assert (cache.hits, cache.misses) == (4, 1)
-    assert len(emb.seen) == 1
-    assert victim.read_bytes() == data
+    assert (cache.hits, cache.misses) == (5 - lost, lost)
+    assert len(emb.seen) == lost
     np.testing.assert_array_equal(out, emb.inner.embed(TEXTS[:5]))
+    third = EmbeddingCache(str(tmp_path))
+    third.embed(emb, TEXTS[:5], "passage", progress=False)
+    assert third.misses == 0  # the recomputed vectors went to a new shard
 
 
-def _writer(root: str, barrier, rounds: int) -> None:
-    emb = HashEmbedder(dim=32)
-    vecs = emb.embed(TEXTS)
+def test_first_word_collisions_resolve_to_the_right_row(tmp_path):
+    store = PackedStore(tmp_path, dim=4)
+    keys = np.array([[7, 1, 1, 1], [7, 2, 2, 2], [7, 3, 3, 3], [5, 0, 0, 0]], dtype="<u8")
+    vecs = np.arange(16, dtype=np.float32).reshape(4, 4)
+    store.append(keys, vecs)
+    store.refresh()
+    probe = np.array([[7, 3, 3, 3], [7, 9, 9, 9], [5, 0, 0, 0], [7, 1, 1, 1], [8, 0, 0, 0]],
+                     dtype="<u8")
+    shard, row = store.find(probe)
+    assert row.tolist() == [2, -1, 3, 0, -1]
+    out = np.full((5, 4), -1, dtype=np.float32)
+    store.gather(shard, row, out)
+    np.testing.assert_array_equal(out[[0, 2, 3]], vecs[[2, 3, 0]])
+    assert (out[[1, 4]] == -1).all()
+
+
+def _worker(root: str, texts: list[str], barrier, log_path: str) -> None:
+    emb = Counting(delay=0.05)
     barrier.wait()
-    for _ in range(rounds):
-        # The public path on a cold cache: every process misses and writes every entry ...
-        EmbeddingCache(root).embed(emb, TEXTS, "passage", progress=False)
-        # ... and the raw writer, hammering the same files.
-        cache = EmbeddingCache(root)
-        for text, vec in zip(TEXTS, vecs):
-            cache._write(cache._path(emb.identity, cache_key(emb.identity, "passage", text)), vec)
+    out = EmbeddingCache(root).embed(emb, texts, "passage", batch_size=8, progress=False)
+    ok = bool(np.array_equal(out, HashEmbedder(dim=32).embed(texts)))
+    Path(log_path).write_text(json.dumps({"seen": emb.seen, "ok": ok}))
 
 
-def test_concurrent_writers_leave_whole_files(tmp_path):
+def test_parallel_workers_never_embed_the_same_text_twice(tmp_path):
+    texts = [f"passage {i} on queues" for i in range(200)]
+    overlapping = [texts, texts, texts[50:] + texts[:50], texts[::-1]]
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(4)
-    procs = [ctx.Process(target=_writer, args=(str(tmp_path), barrier, 5)) for _ in range(4)]
+    logs = [tmp_path / f"log{i}.json" for i in range(4)]
+    procs = [ctx.Process(target=_worker, args=(str(tmp_path / "c"), t, barrier, str(lg)))
+             for t, lg in zip(overlapping, logs)]
     for p in procs:
         p.start()
     for p in procs:
         p.join(timeout=120)
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
-    files = _files(tmp_path)
-    assert not [f for f in files if f.suffix == ".tmp"]
-    assert len(files) == len(TEXTS)
-    assert all(f.stat().st_size == 32 * 4 for f in files)
-    emb, cache = Counting(), EmbeddingCache(str(tmp_path))
-    out = cache.embed(emb, TEXTS, "passage", progress=False)
-    assert cache.misses == 0 and emb.seen == []
-    np.testing.assert_array_equal(out, HashEmbedder(dim=32).embed(TEXTS))
+    results = [json.loads(lg.read_text()) for lg in logs]
+    assert all(r["ok"] for r in results)
+    seen = [t for r in results for t in r["seen"]]
+    assert sorted(seen) == sorted(texts)  # every text embedded exactly once over all workers
+    assert sum(bool(r["seen"]) for r in results) >= 2  # and the work was shared
+    assert not list((tmp_path / "c").rglob("*.claim"))
+
+
+def _hold_claim(cache_root: Path, digests: list[bytes]):
+    folder = model_folder(cache_root, HashEmbedder(dim=32).identity) / "claims"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "999-foreign.claim"
+    fh = path.open("wb")
+    fcntl.flock(fh, fcntl.LOCK_EX)
+    fh.write(b"".join(digests))
+    fh.flush()
+    return path, fh
+
+
+@pytest.mark.parametrize("owner_writes", [True, False])
+def test_a_claimed_text_is_waited_for_then_read_or_taken_over(tmp_path, owner_writes):
+    emb = Counting()
+    ident = emb.identity
+    digests = _digests(ident, "passage", TEXTS[:4])
+    path, fh = _hold_claim(tmp_path, digests)
+
+    def owner():
+        time.sleep(0.5)
+        if owner_writes:  # finishes its batch: vectors in the store, then the claim dropped
+            EmbeddingCache(str(tmp_path)).store(ident).append(
+                np.frombuffer(b"".join(digests), dtype="<u8").reshape(-1, 4),
+                emb.inner.embed(TEXTS[:4]))
+        path.unlink()
+        fh.close()  # (a dying owner just closes: its lock goes with it)
+
+    thread = threading.Thread(target=owner)
+    thread.start()
+    cache = EmbeddingCache(str(tmp_path))
+    out = cache.embed(emb, TEXTS[:10], "passage", progress=False)
+    thread.join()
+    np.testing.assert_array_equal(out, emb.inner.embed(TEXTS[:10]))
+    if owner_writes:
+        assert sorted(emb.seen) == sorted(TEXTS[4:10])
+        assert (cache.hits, cache.misses) == (4, 6)
+    else:
+        assert sorted(emb.seen) == sorted(TEXTS[:10])
+
+
+def test_stale_claim_of_a_dead_worker_is_removed(tmp_path):
+    emb = Counting()
+    digests = _digests(emb.identity, "passage", TEXTS[:3])
+    path, fh = _hold_claim(tmp_path, digests)
+    fcntl.flock(fh, fcntl.LOCK_UN)  # nobody holds it any more: its owner is gone
+    cache = EmbeddingCache(str(tmp_path))
+    cache.embed(emb, TEXTS[:3], "passage", progress=False)
+    fh.close()
+    assert sorted(emb.seen) == sorted(TEXTS[:3]) and not path.exists()
+
+
+def test_old_per_file_cache_is_migrated_on_read(tmp_path, caplog):
+    emb = Counting()
+    ident = emb.identity
+    old = model_folder(tmp_path, ident)
+    marked = emb.inner.embed(TEXTS[:6]) * -1  # distinguishable from a fresh computation
+    for i, text in enumerate(TEXTS[:6]):
+        key = cache_key(ident, "passage", text)
+        (old / key[:2]).mkdir(parents=True, exist_ok=True)
+        (old / key[:2] / f"{key}.f32").write_bytes(marked[i].tobytes() if i else b"torn")
+    cache = EmbeddingCache(str(tmp_path))
+    out = cache.embed(emb, TEXTS[:8], "passage", progress=False)
+    np.testing.assert_array_equal(out[1:6], marked[1:6])
+    np.testing.assert_array_equal(out[[0, 6, 7]], emb.inner.embed([TEXTS[i] for i in (0, 6, 7)]))
+    assert (cache.migrated, cache.hits, cache.misses) == (5, 5, 3)
+    assert "migrated 5 vectors" in caplog.text
+    for f in old.glob("??/*.f32"):
+        f.unlink()
+    again = EmbeddingCache(str(tmp_path))
+    np.testing.assert_array_equal(again.embed(emb, TEXTS[:8], "passage", progress=False), out)
+    assert again.misses == 0
+
+
+def test_unwritable_cache_computes_with_one_warning(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    emb, cache = Counting(), EmbeddingCache(str(blocker / "cache"))
+    with pytest.warns(RuntimeWarning, match=r"cannot be written") as record:
+        out = cache.embed(emb, TEXTS, "passage", batch_size=8, progress=False)
+        cache.embed(emb, TEXTS, "passage", batch_size=8, progress=False)
+    assert len([w for w in record if "cannot be written" in str(w.message)]) == 1
+    assert str(blocker / "cache") in str(record[0].message)
+    np.testing.assert_array_equal(out, emb.inner.embed(TEXTS))
+    assert cache.misses == 2 * len(TEXTS)

@@ -8,7 +8,9 @@ verdict is on their ratio (both throughputs are printed so a slow machine is vis
    hashing, cache reads and atomic writes are the overhead) vs fastembed's own ``embed``;
 2. dense search of a batch of queries, ``FlatIPIndex.search`` vs a default ``faiss.IndexFlatIP``;
 3. BM25 for all queries at once vs ``rank_bm25`` (and, for information, ``bm25s``);
-4. a second run with the same embedder and chunking must embed nothing.
+4. a second run with the same embedder and chunking must embed nothing;
+5. the packed embedding cache at 100,000 passages: reading every cached vector against
+   ``np.load`` of the same matrix, and its disk use against the raw vectors (``bench_cache.py``).
 
 ``python -m ragexp.bench [--readme README.md]``; exits 1 if a target fails, 2 if the README lacks
 its ``<!-- bench:start -->`` / ``<!-- bench:end -->`` markers (then nothing is written).
@@ -36,6 +38,7 @@ import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ragexp.bm25 import BM25Index  # noqa: E402
+from ragexp.bench_cache import cache_rows  # noqa: E402
 from ragexp.cache import EmbeddingCache  # noqa: E402
 from ragexp.chunking import MarkdownChunker  # noqa: E402
 from ragexp.embedders import FastEmbedEmbedder  # noqa: E402
@@ -223,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", default="corpus")
     parser.add_argument("--golden", default="golden", help="its questions are the queries")
     parser.add_argument("--passages", type=int, default=512, help="texts for the embedding row")
+    parser.add_argument("--cache-passages", type=int, default=100_000,
+                        help="vectors in the packed-cache read/disk rows")
     args = parser.parse_args(argv)
     if args.readme:
         try:
@@ -241,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         dense, note = bench_dense(len(questions))
         rows += [dense, *bench_bm25(docs.values(), questions),
                  bench_rerun(emb, MarkdownChunker().chunk(docs.values()), Path(tmp))]
+    rows += cache_rows(args.cache_passages)[0]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     notes = [note, f"peak memory (RSS, whole bench): {peak:.0f} MiB"]
     table = render(rows)

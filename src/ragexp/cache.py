@@ -1,95 +1,292 @@
-"""Content-addressed, on-disk embedding cache shared by runs and processes.
+"""Content-addressed, on-disk embedding cache shared by runs, processes and sweep workers.
 
 Key = sha256 over (embedder identity key, normalisation, mode, text): the identity key holds the
-model name and the model file's sha256, so a changed model never reads stale vectors. Each
-vector is one file ``<root>/<model>/<ab>/<key>.f32`` written to a temporary name and moved into
-place with ``os.replace`` (atomic on POSIX), so two processes writing the same entry at once
-both leave a whole file and a reader never sees half of one.
+model name, the model file's sha256 and the dimension, so a changed model never reads stale
+vectors. Vectors are packed (``packstore.py``): ``<root>/<model>/packed/`` holds append-only
+shards of float32 rows with a 32-byte key per row, so reading N cached vectors is one gather
+over memory-mapped files, and disk use is the raw vectors plus 32 bytes a vector.
+
+Workers of one sweep never embed the same text twice. Before embedding a batch, a worker claims
+its keys under the model folder's lock (``filelock``): a claim is a file of keys that its owner
+holds an exclusive ``flock`` on while it embeds. Another worker leaves claimed keys out of its
+own batches, and once its own work is done waits for those claims (a shared ``flock`` on the
+claim file returns when the owner finishes or dies) and reads the vectors from the store; keys a
+dead owner never wrote are claimed again. A claim whose lock nobody holds is stale and removed.
+
+An old per-file cache (``<root>/<model>/<ab>/<key>.f32``, ragexp before the packed store) is
+migrated on read: a key missing from the packed store is looked up there and, when whole,
+copied into the store instead of being embedded again. The old files are left in place and a
+one-line notice says they can be deleted.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import logging
 import os
-import tempfile
+import uuid
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock
 from tqdm.auto import tqdm
 
 from ragexp.embedders import Embedder, EmbedderIdentity
+from ragexp.packstore import PackedStore
+
+log = logging.getLogger(__name__)
 
 
 def cache_key(identity: EmbedderIdentity, mode: str, text: str, normalized: bool = True) -> str:
-    h = hashlib.sha256()
-    for part in (identity.key, f"norm={normalized}", f"mode={mode}", text):
-        h.update(part.encode("utf-8"))
-        h.update(b"\0")
-    return h.hexdigest()
+    """Hex sha256 of ``identity.key \\0 norm=... \\0 mode=... \\0 text \\0``."""
+    return _digests(identity, mode, [text], normalized)[0].hex()
+
+
+def _digests(identity: EmbedderIdentity, mode: str, texts: list[str],
+             normalized: bool = True) -> list[bytes]:
+    prefix = hashlib.sha256()
+    for part in (identity.key, f"norm={normalized}", f"mode={mode}"):
+        prefix.update(part.encode("utf-8") + b"\0")
+    out = []
+    for text in texts:
+        h = prefix.copy()
+        h.update(text.encode("utf-8") + b"\0")
+        out.append(h.digest())
+    return out
+
+
+def model_folder(root: str | Path, identity: EmbedderIdentity) -> Path:
+    return Path(root) / hashlib.sha256(identity.key.encode()).hexdigest()[:16]
 
 
 @dataclass
 class EmbeddingCache:
+    """``embed`` returns (len(texts), dim) float32 vectors, embedding only uncached texts.
+
+    ``hits`` counts texts served from the cache (including ones another worker embedded while
+    this one waited), ``misses`` texts this cache computed (repeats within a call included).
+    A cache that cannot be written (read-only or full disk) warns once, naming the path, and
+    goes on computing.
+    """
+
     root: str = ".cache/ragexp/embeddings"
     enabled: bool = True
+    batch_size: int = 64
     hits: int = 0
     misses: int = 0
-    _dir_made: set = field(default_factory=set, repr=False)
+    migrated: int = 0
+    _stores: dict = field(default_factory=dict, repr=False)
+    _unwritable: str | None = field(default=None, repr=False)
 
-    def _path(self, identity: EmbedderIdentity, key: str) -> Path:
-        model_dir = hashlib.sha256(identity.key.encode()).hexdigest()[:16]
-        return Path(self.root) / model_dir / key[:2] / f"{key}.f32"
-
-    def _read(self, path: Path, dim: int) -> np.ndarray | None:
-        try:
-            vec = np.fromfile(path, dtype=np.float32)
-        except (FileNotFoundError, OSError):
-            return None
-        return vec if vec.shape == (dim,) else None  # a foreign/corrupt file is a miss
-
-    def _write(self, path: Path, vec: np.ndarray) -> None:
-        if path.parent not in self._dir_made:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._dir_made.add(path.parent)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(np.ascontiguousarray(vec, dtype=np.float32).tobytes())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+    def store(self, identity: EmbedderIdentity) -> PackedStore:
+        key = identity.key
+        if key not in self._stores:
+            self._stores[key] = PackedStore(model_folder(self.root, identity) / "packed",
+                                            identity.dim)
+        return self._stores[key]
 
     def embed(self, embedder: Embedder, texts: list[str], mode: str,
-              batch_size: int = 64, progress: bool = True) -> np.ndarray:
-        """Vectors for ``texts``, embedding only the ones not cached (in batches, with progress)."""
+              batch_size: int | None = None, progress: bool = True) -> np.ndarray:
+        """Vectors for ``texts``; see the class docstring for what is counted and shared."""
         ident = embedder.identity
         out = np.zeros((len(texts), ident.dim), dtype=np.float32)
+        if not texts:
+            return out
         if not self.enabled:
             self.misses += len(texts)
-            return embedder.embed(list(texts), mode) if texts else out
-        paths = [self._path(ident, cache_key(ident, mode, t)) for t in texts]
-        todo: dict[str, list[int]] = {}
-        for i, path in enumerate(paths):
-            vec = self._read(path, ident.dim)
-            if vec is None:
-                todo.setdefault(texts[i], []).append(i)
-            else:
-                out[i] = vec
+            return embedder.embed(list(texts), mode)
+        digests = _digests(ident, mode, texts)
+        store = self.store(ident)
+        store.refresh()
+        todo = self._read(store, digests, out)
+        if todo:
+            todo = self._migrate(ident, store, digests, todo, out)
         self.hits += len(texts) - sum(len(v) for v in todo.values())
-        self.misses += sum(len(v) for v in todo.values())
+        if todo:
+            self._fill(embedder, mode, texts, digests, todo, out,
+                       batch_size or self.batch_size, progress)
+        return out
+
+    def _read(self, store: PackedStore, digests: list[bytes], out: np.ndarray) -> dict:
+        """Fill ``out`` from the store; return {digest: [positions]} of the keys not found."""
+        keys = np.frombuffer(b"".join(digests), dtype="<u8").reshape(-1, 4)
+        shard, row = store.find(keys)
+        store.gather(shard, row, out)
+        todo: dict[bytes, list[int]] = {}
+        for i in np.flatnonzero(shard < 0):
+            todo.setdefault(digests[i], []).append(int(i))
+        return todo
+
+    # -- migration from the per-file layout -------------------------------------------------
+    def _migrate(self, ident, store, digests, todo: dict, out: np.ndarray) -> dict:
+        folder = model_folder(self.root, ident)
+        if not folder.is_dir() or not any(p.name != "packed" and len(p.name) == 2
+                                          for p in folder.iterdir() if p.is_dir()):
+            return todo
+        found_keys, found_vecs = [], []
+        for digest in list(todo):
+            hexkey = digest.hex()
+            try:
+                vec = np.fromfile(folder / hexkey[:2] / f"{hexkey}.f32", dtype=np.float32)
+            except OSError:
+                continue
+            if vec.shape != (ident.dim,):
+                continue  # a torn or foreign file is a miss, as it always was
+            out[todo.pop(digest)] = vec
+            found_keys.append(digest)
+            found_vecs.append(vec)
+        if found_keys:
+            self.migrated += len(found_keys)
+            self._append(store, found_keys, np.stack(found_vecs))
+            log.warning("embedding cache: migrated %d vectors from the old per-file cache under "
+                        "%s into %s; the per-file folders (%s/??/) can be deleted",
+                        len(found_keys), folder, store.folder, folder)
+        return todo
+
+    # -- computing what is missing ----------------------------------------------------------
+    def _fill(self, embedder, mode, texts, digests, todo: dict, out, batch_size, progress):
+        store = self.store(embedder.identity)
+        text_of = {d: texts[pos[0]] for d, pos in todo.items()}
         # Embed in length order: a batch is padded to its longest text, so mixing short and
         # long texts wastes most of the model's work (measured: about 2x on the handbook).
-        pending = sorted(todo, key=len)
-        bar = tqdm(total=len(pending), desc=f"embed {mode}s", unit="text",
-                   disable=not progress or not pending, leave=False)
-        for start in range(0, len(pending), batch_size):
-            batch = pending[start:start + batch_size]
-            vectors = embedder.embed(batch, mode)
-            for text, vec in zip(batch, vectors):
-                self._write(paths[todo[text][0]], vec)
-                out[todo[text]] = vec
-            bar.update(len(batch))
+        pending = sorted(todo, key=lambda d: len(text_of[d]))
+        bar = tqdm(total=len(pending), desc=f"embed {mode}s", unit="text", miniters=64,
+                   disable=not progress, leave=False)
+        claims = _Claims(store.folder.parent) if self._writable(store) else None
+        while pending:
+            if claims is None:
+                batch, busy = pending[:batch_size], None
+            else:
+                with claims.lock:
+                    # Claims first, store second: an owner appends before it drops its claim,
+                    # so a claim seen gone here has its vectors visible to the refresh below.
+                    live = claims.live()
+                    store.refresh()
+                    self._collect(store, pending, todo, out, bar)
+                    pending = [d for d in pending if d in todo]
+                    batch, busy = claims.take(pending, batch_size, live)
+            if batch:
+                try:
+                    vectors = embedder.embed([text_of[d] for d in batch], mode)
+                    self._append(store, batch, vectors)
+                finally:
+                    if claims is not None:
+                        claims.release()
+                if self._unwritable:
+                    claims = None
+                for d, vec in zip(batch, vectors):
+                    positions = todo.pop(d)
+                    out[positions] = vec
+                    self.misses += len(positions)
+                bar.update(len(batch))
+            elif busy is not None:
+                _Claims.wait(busy)  # another worker embeds these: wait, then read them
+            pending = [d for d in pending if d in todo]
         bar.close()
-        return out
+
+    def _collect(self, store, pending, todo, out, bar) -> None:
+        """Move pending keys that reached the store (another worker wrote them) into ``out``."""
+        if not pending:
+            return
+        keys = np.frombuffer(b"".join(pending), dtype="<u8").reshape(-1, 4)
+        shard, row = store.find(keys)
+        found = np.flatnonzero(shard >= 0)
+        if not len(found):
+            return
+        vecs = np.zeros((len(pending), store.dim), dtype=np.float32)
+        store.gather(shard, row, vecs)
+        for i in found:
+            positions = todo.pop(pending[i])
+            out[positions] = vecs[i]
+            self.hits += len(positions)
+        bar.update(len(found))
+
+    def _writable(self, store: PackedStore) -> bool:
+        if self._unwritable is None:
+            try:
+                store.folder.mkdir(parents=True, exist_ok=True)
+                (store.folder.parent / "claims").mkdir(exist_ok=True)
+                probe = store.folder / f".probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+                probe.write_bytes(b"")
+                probe.unlink()
+            except OSError as exc:
+                self._cannot_write(store, exc)
+        return not self._unwritable
+
+    def _append(self, store: PackedStore, digests: list[bytes], vectors: np.ndarray) -> None:
+        if self._unwritable:
+            return
+        try:
+            keys = np.frombuffer(b"".join(digests), dtype="<u8").reshape(-1, 4)
+            store.append(keys, vectors)
+        except OSError as exc:
+            self._cannot_write(store, exc)
+
+    def _cannot_write(self, store: PackedStore, exc: OSError) -> None:
+        self._unwritable = f"embedding cache {store.folder} cannot be written ({exc}); " \
+            "vectors are computed without being cached"
+        warnings.warn(self._unwritable, RuntimeWarning, stacklevel=4)
+        log.warning(self._unwritable)
+
+
+class _Claims:
+    """Claim files under ``<model folder>/claims``: see the module docstring."""
+
+    def __init__(self, model_dir: Path):
+        self.dir = model_dir / "claims"
+        self.lock = FileLock(str(model_dir / "claims.lock"))
+        self._mine: tuple[Path, object] | None = None
+
+    def live(self) -> dict[Path, set[bytes]]:
+        """Claims whose owner is alive (holds its lock); stale ones are removed. Call under
+        ``self.lock``, so no claim is between creation and locking."""
+        live = {}
+        for path in self.dir.glob("*.claim"):
+            try:
+                with path.open("rb") as fh:
+                    try:
+                        fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        blob = fh.read()
+                        live[path] = {blob[i:i + 32] for i in range(0, len(blob) - 31, 32)}
+                        continue
+                path.unlink(missing_ok=True)  # its owner died before finishing
+            except FileNotFoundError:
+                continue
+        return live
+
+    def take(self, pending: list[bytes], n: int,
+             live: dict[Path, set[bytes]]) -> tuple[list[bytes], Path | None]:
+        """Claim up to ``n`` pending keys no ``live`` claim holds; also return one claim that
+        holds some of the others (to wait for), or None. Call under ``self.lock``."""
+        taken = set().union(*live.values()) if live else set()
+        batch = [d for d in pending if d not in taken][:n]
+        busy = next((p for p, keys in live.items() if keys & set(pending)), None)
+        if batch:
+            path = self.dir / f"{os.getpid()}-{uuid.uuid4().hex}.claim"
+            fh = path.open("wb")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            fh.write(b"".join(batch))
+            fh.flush()
+            self._mine = (path, fh)
+        return batch, busy
+
+    def release(self) -> None:
+        """Drop this worker's claim (after its vectors are in the store)."""
+        if self._mine is not None:
+            path, fh = self._mine
+            path.unlink(missing_ok=True)
+            fh.close()
+            self._mine = None
+
+    @staticmethod
+    def wait(path: Path) -> None:
+        """Block until the claim's owner releases it (finished or died)."""
+        try:
+            with path.open("rb") as fh:
+                fcntl.flock(fh, fcntl.LOCK_SH)
+        except FileNotFoundError:
+            pass
