@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from ragexp import schema, tracking
 from ragexp.cache import EmbeddingCache
 from ragexp.pipeline import RunResult, run_experiment
+from ragexp.stagestore import StageStore
 
 log = logging.getLogger("ragexp")
 schema.register()
@@ -35,7 +36,8 @@ def build_and_run(cfg: DictConfig, dataset) -> RunResult:
         answerer=instantiate(cfg.answer),
         cache=EmbeddingCache(root=str(Path(cfg.cache_dir) / "embeddings")),
         k=cfg.k, budget=cfg.abstain.budget, folds=cfg.abstain.folds,
-        bm25_k1=cfg.bm25.k1, bm25_b=cfg.bm25.b, progress=cfg.progress)
+        bm25_k1=cfg.bm25.k1, bm25_b=cfg.bm25.b, progress=cfg.progress,
+        stages=StageStore(root=str(Path(cfg.cache_dir) / "stages"), enabled=cfg.reuse_stages))
 
 
 def plot_curve(result: RunResult, path: Path) -> None:

@@ -23,7 +23,7 @@ from ragexp.records import KINDS
 MAIN = ("mrr", "ndcg_at_10", "hit_at_1", "hit_at_10", "recall_at_10")
 REFUSAL = ("abstain.refused_unanswerable", "abstain.refused_answerable",
            "abstain.cv.refused_unanswerable", "abstain.cv.refused_answerable")
-HIDDEN_PARAMS = {"progress", "force", "experiment", "cache_dir", "ablation"}
+HIDDEN_PARAMS = {"progress", "force", "experiment", "cache_dir", "ablation", "reuse_stages"}
 N_RESAMPLES = 10_000
 ALPHA = 0.05
 

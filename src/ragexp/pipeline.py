@@ -25,6 +25,7 @@ from ragexp.records import Chunk, Ranking, ordered
 from ragexp.rerankers import Reranker
 from ragexp.resources import Resources
 from ragexp.retrievers import Retriever
+from ragexp.stagestore import StageStore, stage_key
 
 log = logging.getLogger(__name__)
 LATENCY_SAMPLE = 200
@@ -55,12 +56,23 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
                    signal: AbstainSignal, *, answerer: Answerer | None = None,
                    cache: EmbeddingCache | None = None, k: int = 10,
                    budget: float = 0.125, folds: int = 5, bm25_k1: float = 1.5,
-                   bm25_b: float = 0.75, progress: bool = True) -> RunResult:
+                   bm25_b: float = 0.75, progress: bool = True,
+                   stages: StageStore | None = None) -> RunResult:
+    """``stages`` reuses chunks, tokens, BM25 and vectors built by earlier jobs (see
+    ``stagestore.py``); None builds everything."""
+    stages = stages or StageStore(enabled=False)
     queries, docs = dataset.queries(), dataset.documents()
-    chunks = chunker.chunk(docs)
+    chunks_key = stage_key("chunks", dataset.fingerprint() if stages.enabled else "",
+                           type(dataset).__qualname__, getattr(dataset, "level", ""),
+                           f"{type(chunker).__module__}.{chunker!r}")
+    start = time.perf_counter()
+    chunks = stages.get("chunks", chunks_key, lambda: chunker.chunk(docs))
+    chunk_s = time.perf_counter() - start
     qrels = dataset.qrels(chunks)
     log.info("%d documents -> %d chunks; %d questions", len(docs), len(chunks), len(queries))
-    res = Resources(chunks, make_embedder, cache or EmbeddingCache(), bm25_k1, bm25_b, progress)
+    res = Resources(chunks, make_embedder, cache or EmbeddingCache(), bm25_k1, bm25_b, progress,
+                    stages=stages, chunks_key=chunks_key)
+    res.timings["time.chunk_s"] = chunk_s
     retriever = make_retriever(res)
     texts = {q.qid: q.text for q in queries}
 
@@ -97,6 +109,9 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
     results.update({key: float(v) for key, v in res.timings.items()})
     results.update({"cache.hits": float(res.cache.hits), "cache.misses": float(res.cache.misses),
                     "index.chunks": float(len(chunks))})
+    if stages.enabled:
+        results.update(stages.counts())
+        log.info("stages: %s", ", ".join(f"{k} {v}" for k, v in stages.events.items()))
     table = _per_question(queries, judged, qrels, scores, confidence, abstain, answers)
     return RunResult(results, table, abstain, ranking, chunks,
                      res.embedder.identity if res.embedder_used else None, res)

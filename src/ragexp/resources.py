@@ -15,8 +15,10 @@ import numpy as np
 from ragexp.bm25 import BM25Index
 from ragexp.cache import EmbeddingCache
 from ragexp.embedders import Embedder
+from ragexp.index import FlatIPIndex
 from ragexp.records import Chunk
-from ragexp.text import tokenize
+from ragexp.stagestore import StageStore, stage_key
+from ragexp.tokens import TokenMatrix
 
 
 @dataclass
@@ -28,8 +30,10 @@ class Resources:
     bm25_b: float = 0.75
     progress: bool = True
     timings: dict[str, float] = field(default_factory=dict)
+    stages: StageStore = field(default_factory=lambda: StageStore(enabled=False))
+    chunks_key: str = ""  # stage key of ``chunks``: what tokens, BM25 and vectors derive from
     _embedder: Embedder | None = None
-    _terms: list[list[str]] | None = None
+    _terms: TokenMatrix | None = None
     _bm25: BM25Index | None = None
     _passages: np.ndarray | None = None
 
@@ -49,28 +53,46 @@ class Resources:
         return self._embedder is not None
 
     @property
-    def terms(self) -> list[list[str]]:
+    def terms(self) -> TokenMatrix:
         """Each chunk's analysed terms (``text.tokenize``), computed once for BM25, the lexical
         reranker and the lexical abstain signal."""
         if self._terms is None:
-            self._terms = [tokenize(c.text) for c in self.chunks]
+            self._terms = self.stages.get(
+                "tokens", stage_key("tokens", self.chunks_key),
+                lambda: TokenMatrix.build(c.text for c in self.chunks))
         return self._terms
 
     @property
     def bm25(self) -> BM25Index:
         if self._bm25 is None:
             start = time.perf_counter()
-            self._bm25 = BM25Index(k1=self.bm25_k1, b=self.bm25_b).fit_terms(self.terms)
+            key = stage_key("bm25", self.chunks_key, self.bm25_k1, self.bm25_b)
+            self._bm25 = self.stages.get(
+                "bm25", key, lambda: BM25Index(k1=self.bm25_k1, b=self.bm25_b).fit_terms(self.terms))
             self.add_time("time.index_s", start)
         return self._bm25
 
     def passage_vectors(self) -> np.ndarray:
         if self._passages is None:
             start = time.perf_counter()
-            self._passages = self.cache.embed(self.embedder, [c.text for c in self.chunks],
-                                              "passage", progress=self.progress)
+            self._passages = self.stages.get(
+                "vectors", self._vectors_key(),
+                lambda: self.cache.embed(self.embedder, [c.text for c in self.chunks], "passage",
+                                         progress=self.progress))
             self.add_time("time.embed_s", start)
         return self._passages
+
+    def dense_index(self) -> FlatIPIndex:
+        """FAISS flat index over the passage vectors (kept in memory between jobs)."""
+        vectors = self.passage_vectors()
+        start = time.perf_counter()
+        index = self.stages.get("dense_index", self._vectors_key(),
+                                lambda: FlatIPIndex(vectors), disk=False)
+        self.add_time("time.index_s", start)
+        return index
+
+    def _vectors_key(self) -> str:
+        return stage_key("vectors", self.chunks_key, self.embedder.identity.key)
 
     def query_vectors(self, texts: list[str], cached: bool = True) -> np.ndarray:
         if not cached:

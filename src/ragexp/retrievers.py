@@ -7,11 +7,9 @@ measure, not a default: the ablation set runs each alone and fused.
 
 from __future__ import annotations
 
-import time
 from typing import Protocol
 
 from ragexp.fusion import rrf
-from ragexp.index import FlatIPIndex
 from ragexp.records import Ranking, ordered
 from ragexp.resources import Resources
 
@@ -27,10 +25,7 @@ class DenseRetriever:
 
     def __init__(self, resources: Resources, name: str = "dense"):
         self.resources = resources
-        vectors = resources.passage_vectors()
-        start = time.perf_counter()
-        self.index = FlatIPIndex(vectors)
-        resources.add_time("time.index_s", start)
+        self.index = resources.dense_index()
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
         qids = list(queries)

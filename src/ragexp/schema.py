@@ -168,6 +168,7 @@ class Config:
     force: bool = False
     progress: bool = True
     cache_dir: str = ".cache/ragexp"
+    reuse_stages: bool = True  # chunks/tokens/BM25/vectors from earlier jobs (stagestore.py)
 
 
 SCHEMAS = {

@@ -1,0 +1,195 @@
+"""Stage reuse across jobs: what a query-time change reuses, what a chunking or BM25 change
+rebuilds, identical results with and without the store, disk reuse across processes, one build
+when two processes miss at once, and stale or unreadable stage files."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import CORPUS, GOLDEN
+
+import ragexp.stagestore as stagestore
+from ragexp.abstain import LexicalSignal
+from ragexp.cache import EmbeddingCache
+from ragexp.chunking import MarkdownChunker
+from ragexp.datasets import HandbookDataset
+from ragexp.embedders import HashEmbedder
+from ragexp.pipeline import run_experiment
+from ragexp.rerankers import LexicalReranker, NoReranker
+from ragexp.retrievers import HybridRetriever
+from ragexp.stagestore import StageStore, forget_memory, stage_key
+from ragexp.tokens import TokenMatrix
+
+VOLATILE = ("time.", "stage", "cache.")
+
+
+@dataclass(frozen=True)
+class CountingChunker(MarkdownChunker):
+    calls: list = field(default_factory=list, compare=False, hash=False, repr=False)
+
+    def chunk(self, docs):
+        self.calls.append(1)
+        return super().chunk(docs)
+
+
+@dataclass
+class CountingEmbedder(HashEmbedder):
+    texts: list = field(default_factory=list, repr=False)
+
+    def embed(self, texts, mode="passage"):
+        if mode == "passage":
+            self.texts.extend(texts)
+        return super().embed(texts, mode)
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    return HandbookDataset(str(CORPUS), str(GOLDEN))
+
+
+@pytest.fixture(autouse=True)
+def fresh_memory():
+    forget_memory()
+    yield
+    forget_memory()
+
+
+def _run(dataset, tmp_path, store, chunker=None, reranker=None, rrf_k=60.0, budget=0.125,
+         k1=1.5, embedder=None):
+    embedder = embedder or CountingEmbedder(dim=64)
+    return run_experiment(
+        dataset, chunker or CountingChunker(), lambda: embedder,
+        lambda res: HybridRetriever(res, rrf_k=rrf_k, depth=50),
+        reranker or LexicalReranker(top_n=20), LexicalSignal(),
+        cache=EmbeddingCache(str(tmp_path / "emb")), budget=budget, bm25_k1=k1,
+        progress=False, stages=store)
+
+
+def _measured(metrics):
+    return {k: v for k, v in metrics.items() if not k.startswith(VOLATILE)}
+
+
+QUERY_TIME = [("memory", dict(reranker=NoReranker())), ("disk", dict(rrf_k=20.0)),
+              ("disk", dict(budget=0.25))]
+
+
+@pytest.mark.parametrize(("where", "change"), QUERY_TIME, ids=["reranker", "rrf_k", "budget"])
+def test_query_time_change_rebuilds_nothing(dataset, tmp_path, change, where):
+    root = str(tmp_path / "stages")
+    first = _run(dataset, tmp_path, StageStore(root))
+    assert first.metrics["stages.built"] == 5 and first.metrics["stages.reused"] == 0
+    if where == "disk":
+        forget_memory()  # as a new process would: nothing in memory, everything on disk
+    chunker, emb = CountingChunker(), CountingEmbedder(dim=64)
+    store = StageStore(root)
+    second = _run(dataset, tmp_path, store, chunker=chunker, embedder=emb, **change)
+    assert chunker.calls == [] and emb.texts == []  # nothing chunked, no passage embedded
+    expected = {"chunks": where, "tokens": where, "bm25": where, "vectors": where,
+                "dense_index": "memory" if where == "memory" else "built"}
+    assert store.events == expected
+    assert second.metrics["stages.built"] == (1 if where == "disk" else 0)
+    # ... and the run measures exactly what a run without the store measures
+    forget_memory()
+    alone = _run(dataset, tmp_path, StageStore(enabled=False), **change)
+    assert _measured(second.metrics) == _measured(alone.metrics)
+    pd.testing.assert_frame_equal(second.per_question, alone.per_question)
+
+
+def test_changes_rebuild_what_they_determine(dataset, tmp_path):
+    root = str(tmp_path / "stages")
+    _run(dataset, tmp_path, StageStore(root))
+    store = StageStore(root)
+    _run(dataset, tmp_path, store, k1=1.2)  # BM25 parameters: only BM25
+    assert store.events == {"chunks": "memory", "tokens": "memory", "bm25": "built",
+                            "vectors": "memory", "dense_index": "memory"}
+    store = StageStore(root)
+    emb = CountingEmbedder(dim=64)
+    chunker = CountingChunker(max_words=80)
+    _run(dataset, tmp_path, store, chunker=chunker, embedder=emb, k1=1.2)
+    assert set(store.events.values()) == {"built"} and chunker.calls == [1]
+    # the embedding cache below the stages still serves texts both chunkings share
+    old = {c.text for c in MarkdownChunker().chunk(dataset.documents())}
+    new = {c.text for c in MarkdownChunker(max_words=80).chunk(dataset.documents())}
+    assert sorted(emb.texts) == sorted(new - old) and new & old
+
+
+def test_results_identical_with_and_without_the_store(dataset, tmp_path):
+    runs = {}
+    for label, store in [("off", StageStore(enabled=False)), ("cold", StageStore(str(tmp_path))),
+                         ("warm", StageStore(str(tmp_path)))]:
+        runs[label] = _run(dataset, tmp_path, store)
+    for label in ("cold", "warm"):
+        assert _measured(runs[label].metrics) == _measured(runs["off"].metrics)
+        pd.testing.assert_frame_equal(runs[label].per_question, runs["off"].per_question)
+        assert runs[label].ranking == runs["off"].ranking
+
+
+def test_key_holds_the_code_fingerprint(monkeypatch):
+    before = stage_key("chunks", {"corpus_hash": "x"})
+    stagestore.code_fingerprint.cache_clear()
+    monkeypatch.setattr(stagestore, "code_fingerprint", lambda: "edited-code")
+    assert stage_key("chunks", {"corpus_hash": "x"}) != before
+    assert stage_key("chunks", {"corpus_hash": "y"}) != stage_key("chunks", {"corpus_hash": "x"})
+
+
+def _build_once(root: str, barrier, log: str) -> None:
+    def build():
+        with open(log, "a") as fh:
+            fh.write("built\n")
+        import time
+        time.sleep(0.5)
+        return np.arange(12.0).reshape(3, 4)
+
+    barrier.wait()
+    value = StageStore(root).get("vectors", "k1", build)
+    assert np.array_equal(value, np.arange(12.0).reshape(3, 4))
+
+
+def test_two_processes_missing_the_same_stage_build_it_once(tmp_path):
+    ctx = mp.get_context("spawn")
+    barrier, log = ctx.Barrier(3), tmp_path / "log"
+    procs = [ctx.Process(target=_build_once, args=(str(tmp_path / "s"), barrier, str(log)))
+             for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    assert log.read_text() == "built\n"
+    assert not list((tmp_path / "s").rglob("*.tmp"))
+
+
+def test_unreadable_stage_file_is_rebuilt(tmp_path):
+    store = StageStore(str(tmp_path))
+    store.get("bm25", "k", lambda: {"a": 1})
+    (tmp_path / "bm25" / "k.pkl").write_bytes(b"\x80\x05truncated")
+    forget_memory()
+    again = StageStore(str(tmp_path))
+    assert again.get("bm25", "k", lambda: {"a": 2}) == {"a": 2}
+    assert again.events == {"bm25": "built"}
+
+
+def test_unwritable_store_builds_with_one_warning(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    store = StageStore(str(blocker / "stages"))
+    with pytest.warns(RuntimeWarning, match="cannot be written") as record:
+        assert store.get("chunks", "a", lambda: [1]) == [1]
+        assert store.get("tokens", "b", lambda: [2]) == [2]
+    assert len(record) == 1 and str(blocker / "stages") in str(record[0].message)
+
+
+def test_token_matrix_reads_back_each_chunks_terms():
+    texts = ["Leases expire after 30 s", "", "the broker, the broker!", "BD-2110 ünïcode"]
+    from ragexp.text import tokenize
+    tm = TokenMatrix.build(texts)
+    assert len(tm) == 4 and [tm[i] for i in range(4)] == [tokenize(t) for t in texts]
+    assert tm[-1] == tokenize(texts[-1]) and tm[1:3] == [tokenize(t) for t in texts[1:3]]
+    assert tm.ids.dtype == np.int32 and len(set(tm.vocab)) == len(tm.vocab)
+    with pytest.raises(IndexError):
+        tm[4]
