@@ -17,7 +17,7 @@ import ragexp.stagestore as stagestore
 from ragexp.abstain import LexicalSignal
 from ragexp.cache import EmbeddingCache
 from ragexp.chunking import MarkdownChunker
-from ragexp.datasets import HandbookDataset
+from ragexp.datasets import MarkdownDataset
 from ragexp.embedders import HashEmbedder
 from ragexp.pipeline import run_experiment
 from ragexp.rerankers import LexicalReranker, NoReranker
@@ -49,7 +49,7 @@ class CountingEmbedder(HashEmbedder):
 
 @pytest.fixture(scope="module")
 def dataset():
-    return HandbookDataset(str(CORPUS), str(GOLDEN))
+    return MarkdownDataset(str(CORPUS), str(GOLDEN))
 
 
 @pytest.fixture(autouse=True)
