@@ -119,6 +119,13 @@ def test_hybrid_retriever_returns_k(resources, queries, kwargs):
         assert all(cid in resources.position for cid in out[qid])
 
 
+def test_bm25_retriever_in_query_blocks_equals_one_block(resources, queries):
+    whole = BM25Retriever(resources).search(queries, 10)
+    blocked = BM25Retriever(resources)
+    blocked.block = 3  # 108 queries in 36 blocks
+    assert blocked.search(queries, 10) == whole
+
+
 def test_retrievers_handle_no_queries(resources):
     assert DenseRetriever(resources).search({}, 10) == {}
     assert BM25Retriever(resources).search({}, 10) == {}

@@ -69,7 +69,7 @@ def log_artifacts(run_id: str, cfg: DictConfig, result: RunResult) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-        result.per_question.to_csv(out / "per_question.csv", index=False)
+        tracking.log_per_question(run_id, result.per_question, out)
         if result.abstain is not None:
             (out / "abstain_curve.json").write_text(json.dumps(result.abstain.to_json(), indent=1))
             plot_curve(result, out / "abstain_curve.png")

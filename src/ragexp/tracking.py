@@ -66,6 +66,15 @@ def ensure_experiment(name: str) -> str:
         return c.get_experiment_by_name(name).experiment_id
 
 
+def log_per_question(run_id: str, table, folder: Path) -> None:
+    """The per-question table, twice: ``per_question.csv`` written into ``folder`` (the caller
+    uploads it with the run's other artifacts) and an MLflow table ``per_question.json``
+    (``log_table``: browsable in the UI's artifact view, read back with ``mlflow.load_table``).
+    One artifact each, whatever the number of questions."""
+    table.to_csv(folder / "per_question.csv", index=False)
+    client().log_table(run_id, data=table, artifact_file="per_question.json")
+
+
 def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
     """Nested config -> ``{"retriever.name": "dense", ...}``, without ``_target_`` keys."""
     out: dict[str, Any] = {}

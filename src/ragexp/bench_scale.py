@@ -1,0 +1,327 @@
+"""``make bench-scale``: time and peak memory of every stage on synthetic BEIR folders of growing
+size, the growth exponent between sizes, and what a sweep of 8 query-time variants costs.
+
+Per size (a child process each, so peak memory is that size's alone), on a folder from
+``synth.py`` with the hash embedder (``--dim``), passages kept whole (``chunking=none``):
+
+1. each stage alone, as the pipeline runs it: load (BEIR reader), chunk, tokenize, BM25 build,
+   embed (empty embedding cache), dense index, search (hybrid RRF + lexical reranker, all
+   queries in one batch), metrics, logging (MLflow: metrics, ``per_question.csv`` and the same
+   table through ``log_table``), with the peak RSS of the process while it ran (sampled);
+2. one run through the Hydra entry point (``app.run_logged``: everything a job does, logging
+   included) on empty caches, then the 8-variant sweep (reranker x ``rrf_k`` x abstain budget)
+   on empty caches with stage reuse, both timed; the ratio is sweep / one run.
+
+3. logging at 100,000 questions: one run (dense retrieval, no reranker) over the 100,000-passage
+   folder with 100,000 queries, timing the per-question logging (``tracking.log_per_question``:
+   one CSV artifact and one MLflow table) inside it, as a share of the run.
+
+The growth exponent of a stage between sizes n1 < n2 is ``log(t2 / t1) / log(n2 / n1)`` (1 =
+linear). Peak memory is compared with the vectors plus the BM25 sparse matrices.
+
+``python -m ragexp.bench_scale [--sizes 10000,100000,1000000] [--readme README.md]``; exits 1 if
+a target fails, 2 if the README lacks its ``bench-scale`` markers.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.update(HF_HUB_OFFLINE="1", MLFLOW_DISABLE_TELEMETRY="true",
+                  TOKENIZERS_PARALLELISM="false")
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+STAGES = ["load", "chunk", "tokenize", "bm25", "embed", "dense_index", "search", "metrics",
+          "logging"]
+VARIANTS = [[f"reranker={r}", f"retriever.rrf_k={k}", f"abstain.budget={b}"]
+            for r in ("none", "lexical") for k in (20, 60) for b in (0.1, 0.2)]
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class PeakRSS:
+    """Samples this process's RSS every 5 ms on a thread; ``window()`` gives a block's peak."""
+
+    def __init__(self):
+        self.peak, self._stop = rss_bytes(), False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop:
+            self.peak = max(self.peak, rss_bytes())
+            time.sleep(0.005)
+
+    @contextmanager
+    def window(self, out: dict, name: str):
+        self.peak = rss_bytes()
+        start = time.perf_counter()
+        yield
+        out[name] = {"s": time.perf_counter() - start, "peak": max(self.peak, rss_bytes())}
+
+    def stop(self):
+        self._stop = True
+
+
+def sparse_bytes(obj) -> int:
+    """Bytes of every scipy sparse matrix held directly by ``obj`` (the BM25 index)."""
+    from scipy import sparse
+
+    total = 0
+    for value in vars(obj).values():
+        if sparse.issparse(value):
+            total += sum(getattr(value, a).nbytes for a in ("data", "indices", "indptr")
+                         if hasattr(value, a))
+    return total
+
+
+def one_size(n: int, queries: int, dim: int, work: Path) -> dict:
+    """Measure one size in this process; returns the JSON-able record."""
+    from ragexp import metrics, synth
+    from ragexp.cache import EmbeddingCache
+    from ragexp.chunking import WholeDocumentChunker
+    from ragexp.datasets import BeirDataset
+    from ragexp.embedders import HashEmbedder
+    from ragexp.pipeline import rank
+    from ragexp.rerankers import LexicalReranker
+    from ragexp.resources import Resources
+    from ragexp.retrievers import HybridRetriever
+
+    data = work / f"synth-{n}-{queries}"
+    if not (data / "qrels" / "test.tsv").is_file():
+        synth.generate(data, n, queries)
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{work / f'mlflow-{n}.db'}"
+    from ragexp import tracking
+    tracking.ensure_experiment("bench-scale-logging")  # creating the database is not logging
+    sampler, st = PeakRSS(), {}
+    base = rss_bytes()
+    with sampler.window(st, "load"):
+        ds = BeirDataset(str(data))
+        docs, qs = ds.documents(), ds.queries()
+    with sampler.window(st, "chunk"):
+        chunks = WholeDocumentChunker().chunk(docs)
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        res = Resources(chunks, lambda: HashEmbedder(dim=dim), EmbeddingCache(f"{tmp}/emb"),
+                        progress=False)
+        with sampler.window(st, "tokenize"):
+            res.terms
+        with sampler.window(st, "bm25"):
+            bm25 = res.bm25
+        with sampler.window(st, "embed"):
+            vectors = res.passage_vectors()
+        with sampler.window(st, "dense_index"):
+            res.dense_index()
+        texts = {q.qid: q.text for q in qs}
+        with sampler.window(st, "search"):
+            ranking = rank(HybridRetriever(res), LexicalReranker(), res, texts, 10)
+        with sampler.window(st, "metrics"):
+            judged = metrics.collapse_to_documents(ranking, {c.chunk_id: c.doc_id for c in chunks})
+            scores = metrics.per_query(judged, ds.qrels(chunks))
+            overall = metrics.aggregate(scores, qs)
+        table = _table(qs, scores)
+        with sampler.window(st, "logging"):
+            _log(table, overall)
+    need = vectors.nbytes + sparse_bytes(bm25)
+    del res, vectors, bm25, ranking, judged, chunks, docs
+    record = {"n": n, "queries": len(qs), "dim": dim, "stages": st, "base": base,
+              "peak": max(v["peak"] for v in st.values()), "vectors_bm25": need}
+    sampler.stop()
+    record.update(_sweep(data, dim, work))
+    return record
+
+
+def _table(qs, scores):
+    import pandas as pd
+
+    return pd.DataFrame([{"id": q.qid, "kind": q.kind, **scores.get(q.qid, {})} for q in qs])
+
+
+def _log(table, overall: dict) -> None:
+    """What a run logs for its per-question table (``app.log_artifacts``): metrics, one CSV
+    artifact and one MLflow table."""
+    from ragexp import tracking
+
+    c = tracking.client()
+    run_id = c.create_run(tracking.ensure_experiment("bench-scale-logging")).info.run_id
+    with tempfile.TemporaryDirectory() as tmp:
+        tracking.log_batch(run_id, metrics={k: float(v) for k, v in overall.items()})
+        tracking.log_per_question(run_id, table, Path(tmp))
+        c.log_artifacts(run_id, tmp)
+    c.set_terminated(run_id, "FINISHED")
+
+
+def _job(data: Path, dim: int, cache: Path, overrides: list[str]) -> float:
+    """One job through the Hydra entry point (``app.run_logged``); its wall time."""
+    from hydra import compose
+
+    from ragexp.app import run_logged
+
+    cfg = compose("config", overrides=[
+        "dataset=beir", f"dataset.path={data}", "chunking=none", "embedder=hash",
+        f"embedder.dim={dim}", "retriever=hybrid", f"cache_dir={cache}", "progress=false",
+        "force=true", f"experiment=bench-scale-{data.name}", *overrides])
+    start = time.perf_counter()
+    out = run_logged(cfg)
+    assert out["status"] == "FINISHED", out
+    return time.perf_counter() - start
+
+
+def _sweep(data: Path, dim: int, work: Path) -> dict:
+    """One run, then 8 query-time variants, on empty caches (the sweep with stage reuse)."""
+    from hydra import initialize_config_dir
+
+    from ragexp.app import CONF_DIR
+    from ragexp.stagestore import forget_memory
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"), \
+            tempfile.TemporaryDirectory(dir=work) as tmp:
+        forget_memory()
+        one = _job(data, dim, Path(tmp) / "one", VARIANTS[-1])
+        forget_memory()
+        each = [_job(data, dim, Path(tmp) / "sweep", v) for v in VARIANTS]
+        forget_memory()
+    return {"one_run_s": one, "sweep_s": sum(each), "sweep_each_s": each}
+
+
+def logging_share(n: int, queries: int, dim: int, work: Path) -> dict:
+    """A ``queries``-question run; the time its per-question logging took, inside it."""
+    from hydra import initialize_config_dir
+
+    from ragexp import synth, tracking
+    from ragexp.app import CONF_DIR
+
+    data = work / f"synth-{n}-{queries}"
+    if not (data / "qrels" / "test.tsv").is_file():
+        synth.generate(data, n, queries)
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{work / f'mlflow-log-{n}.db'}"
+    tracking.ensure_experiment(f"bench-scale-{data.name}")
+    spent, inner = [], tracking.log_per_question
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        inner(*args, **kwargs)
+        spent.append(time.perf_counter() - start)
+
+    tracking.log_per_question = timed
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"), \
+            tempfile.TemporaryDirectory(dir=work) as tmp:
+        run = _job(data, dim, Path(tmp), ["retriever=dense", "reranker=none"])
+    return {"n": n, "queries": queries, "run_s": run, "log_s": sum(spent)}
+
+
+def render(records: list[dict], logged: dict | None = None) -> tuple[str, list[str]]:
+    """The markdown table, notes and the failed targets."""
+    mib = 1 << 20
+    sizes = [r["n"] for r in records]
+    head = "| stage | " + " | ".join(f"{n:,} passages" for n in sizes) + " | growth exponent |"
+    lines = [head, "|---" * (len(sizes) + 2) + "|"]
+    for stage in STAGES:
+        cells = [f"{r['stages'][stage]['s']:.2f} s, {r['stages'][stage]['peak'] / mib:,.0f} MiB"
+                 for r in records]
+        exps = [math.log(b["stages"][stage]["s"] / a["stages"][stage]["s"]) /
+                math.log(b["n"] / a["n"]) for a, b in zip(records, records[1:])
+                if a["stages"][stage]["s"] > 0.005]
+        lines.append(f"| {stage} | " + " | ".join(cells) + " | "
+                     + (", ".join(f"{e:.2f}" for e in exps) or "-") + " |")
+    failed, notes = [], []
+    for r in records:
+        ratio = r["sweep_s"] / r["one_run_s"]
+        peak_over = (r["peak"] - r["base"]) / r["vectors_bm25"]
+        notes.append(
+            f"{r['n']:,} passages, {r['queries']:,} queries, hash embedder {r['dim']}-d: one run "
+            f"(`python -m ragexp`, logging included) {r['one_run_s']:.1f} s; 8-variant sweep "
+            f"{r['sweep_s']:.1f} s = {ratio:.2f}x one run (target <= 2 at 1,000,000); peak RSS "
+            f"{r['peak'] / mib:,.0f} MiB, {(r['peak'] - r['base']) / mib:,.0f} MiB above the "
+            f"interpreter = {peak_over:.2f}x vectors + BM25 matrix "
+            f"({r['vectors_bm25'] / mib:,.0f} MiB; target <= 2 at 1,000,000)")
+        if r["n"] >= 1_000_000 and ratio > 2:
+            failed.append(f"sweep ratio at {r['n']:,}: {ratio:.2f}")
+        if r["n"] >= 1_000_000 and peak_over > 2:
+            failed.append(f"peak memory at {r['n']:,}: {peak_over:.2f}x")
+    if logged:
+        share = logged["log_s"] / logged["run_s"]
+        notes.append(f"a {logged['queries']:,}-question run ({logged['n']:,} passages, dense, "
+                     f"no reranker) took {logged['run_s']:.1f} s; logging its per-question table "
+                     f"(one CSV artifact + one MLflow table) took {logged['log_s']:.1f} s = "
+                     f"{share:.1%} of it (target < 10%)")
+        if share >= 0.10:
+            failed.append(f"per-question logging share: {share:.1%}")
+    return "\n".join(lines), notes + [f"FAIL: {f}" for f in failed]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ragexp.bench_scale",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--queries", type=int, default=1000, help="queries per size")
+    parser.add_argument("--log-questions", type=int, default=100_000,
+                        help="questions of the logging run (0: skip it)")
+    parser.add_argument("--dim", type=int, default=256)
+    parser.add_argument("--work", default=".cache/ragexp/bench-scale",
+                        help="synthetic folders (kept for reuse) and throwaway stores")
+    parser.add_argument("--readme")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--one-queries", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--log-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    work = Path(args.work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    if args.one:
+        measure = logging_share if args.log_only else one_size
+        print(json.dumps(measure(args.one, args.one_queries, args.dim, work)))
+        return 0
+    if args.readme:
+        from ragexp.readme import MissingMarkers, check_block
+        try:
+            check_block(args.readme, "bench-scale")
+        except MissingMarkers as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    sizes = [int(s) for s in args.sizes.split(",")]
+    jobs = [(n, min(args.queries, n), False) for n in sizes]
+    if args.log_questions:
+        n = max([s for s in sizes if s >= args.log_questions] or [args.log_questions])
+        jobs.append((n, args.log_questions, True))
+    records, logged = [], None
+    for n, q, log_only in jobs:
+        what = "a logging run" if log_only else "stages and sweep"
+        print(f"measuring {n:,} passages, {q:,} queries: {what} ...", file=sys.stderr, flush=True)
+        out = subprocess.run([sys.executable, "-m", "ragexp.bench_scale", "--one", str(n),
+                              "--one-queries", str(q), "--dim", str(args.dim),
+                              "--work", str(work)] + (["--log-only"] if log_only else []),
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            print(out.stderr[-3000:], file=sys.stderr)
+            return 1
+        record = json.loads(out.stdout.strip().splitlines()[-1])
+        if log_only:
+            logged = record
+        else:
+            records.append(record)
+    table, notes = render(records, logged)
+    text = table + "\n\n" + "\n".join(f"- {n}" for n in notes)
+    print(text)
+    if args.readme:
+        from ragexp.bench import machine_facts
+        from ragexp.readme import replace_block
+        replace_block(args.readme, "bench-scale", f"Measured with `make bench-scale` on "
+                      f"{datetime.date.today().isoformat()}. {machine_facts()}.\n\n{text}")
+    return 1 if any(n.startswith("FAIL") for n in notes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

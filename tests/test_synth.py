@@ -1,0 +1,110 @@
+"""The synthetic BEIR generator (Zipf law, known relevant documents, readable by the BEIR
+reader), the per-question table logged as an MLflow table, and the scale bench's arithmetic and
+code path at a tiny size."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ragexp import bench_scale, synth
+from ragexp.datasets import BeirDataset
+from ragexp.text import tokenize
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return synth.generate(tmp_path_factory.mktemp("synth"), 3000, 200, seed=5)
+
+
+def _rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_word_frequencies_follow_the_zipf_law(folder):
+    counts = Counter(w for r in _rows(folder / "corpus.jsonl") for w in r["text"].split())
+    freq = np.array(sorted(counts.values(), reverse=True)[:200], dtype=float)
+    slope = np.polyfit(np.log(np.arange(1, 201)), np.log(freq), 1)[0]
+    assert slope == pytest.approx(-1.1, abs=0.15)
+    words = synth.vocabulary(5000)
+    assert len(set(words)) == 5000
+    terms = [tokenize(w) for w in words]
+    assert all(len(t) == 1 for t in terms) and len({t[0] for t in terms}) == 5000
+
+
+def test_each_query_is_written_from_its_relevant_passage(folder):
+    docs = {r["_id"]: set(r["text"].split()) for r in _rows(folder / "corpus.jsonl")}
+    queries = {r["_id"]: r["text"].split() for r in _rows(folder / "queries.jsonl")}
+    qrels = [line.split("\t") for line in (folder / "qrels/test.tsv").read_text().splitlines()[1:]]
+    assert len(docs) == 3000 and len(queries) == 200 and len(qrels) == 200
+    assert len({d for _, d, _ in qrels}) == 200
+    for qid, did, grade in qrels:
+        assert grade == "1"
+        held = [w for w in queries[qid] if w in docs[did]]
+        assert len(held) >= 3  # its rarest words come from the relevant passage
+    ds = BeirDataset(str(folder))
+    assert len(ds.documents()) == 3000 and len(ds.queries()) == 200
+
+
+def test_same_seed_same_bytes_and_bad_sizes_fail(tmp_path, folder):
+    again = synth.generate(tmp_path / "again", 3000, 200, seed=5)
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+        assert (again / name).read_bytes() == (folder / name).read_bytes()
+    with pytest.raises(ValueError, match="queries <= passages"):
+        synth.generate(tmp_path / "bad", 10, 11)
+    assert synth.main([str(tmp_path / "bad2"), "--passages", "0"]) == 2
+
+
+def test_per_question_table_is_one_csv_and_one_mlflow_table(tmp_path, monkeypatch):
+    import mlflow
+
+    from ragexp import tracking
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
+    table = pd.DataFrame({"id": [f"q{i}" for i in range(500)], "kind": ["factual"] * 500,
+                          "reciprocal_rank": np.linspace(0, 1, 500)})
+    c = tracking.client()
+    exp_id = tracking.ensure_experiment("t")
+    run_id = c.create_run(exp_id).info.run_id
+    out = tmp_path / "out"
+    out.mkdir()
+    tracking.log_per_question(run_id, table, out)
+    pd.testing.assert_frame_equal(pd.read_csv(out / "per_question.csv"), table)
+    mlflow.set_experiment(experiment_id=exp_id)  # load_table searches the active experiment
+    back = mlflow.load_table("per_question.json", run_ids=[run_id])
+    pd.testing.assert_frame_equal(back, table)
+
+
+def test_growth_exponent_and_targets():
+    def record(n, t, sweep, peak, need):
+        stages = {s: {"s": t, "peak": peak} for s in bench_scale.STAGES}
+        stages["logging"] = {"s": 0.01 * t, "peak": peak}
+        return {"n": n, "queries": 10, "dim": 8, "stages": stages, "base": 0, "peak": peak,
+                "vectors_bm25": need, "one_run_s": 10 * t, "sweep_s": sweep * 10 * t}
+
+    records = [record(1000, 1.0, 1.5, 10, 10), record(10_000, 10.0, 1.5, 10, 10),
+               record(1_000_000, 400.0, 2.5, 30, 10)]
+    table, notes = bench_scale.render(records, {"n": 10, "queries": 10, "run_s": 10.0,
+                                                "log_s": 1.2})
+    assert "| tokenize | 1.00 s" in table and "| 1.00, 0.80 |" in table
+    assert [n for n in notes if n.startswith("FAIL")] == [
+        "FAIL: sweep ratio at 1,000,000: 2.50", "FAIL: peak memory at 1,000,000: 3.00x",
+        "FAIL: per-question logging share: 12.0%"]
+    assert not [n for n in bench_scale.render(records[:2], {"n": 10, "queries": 10,
+                                                            "run_s": 10.0, "log_s": 0.9})[1]
+                if n.startswith("FAIL")]
+
+
+@pytest.mark.slow
+def test_bench_code_path_at_a_tiny_size(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench_scale, "VARIANTS", bench_scale.VARIANTS[:2])
+    monkeypatch.chdir(tmp_path)
+    record = bench_scale.one_size(300, 30, 16, tmp_path)
+    assert set(record["stages"]) == set(bench_scale.STAGES)
+    assert all(v["s"] > 0 and v["peak"] > 0 for v in record["stages"].values())
+    assert len(record["sweep_each_s"]) == 2 and record["one_run_s"] > 0
+    assert record["vectors_bm25"] >= 300 * 16 * 4
