@@ -21,7 +21,7 @@ from ragexp.cache import EmbeddingCache
 from ragexp.chunking import Chunker
 from ragexp.datasets import Dataset
 from ragexp.embedders import Embedder, EmbedderIdentity
-from ragexp.records import Chunk, Ranking, ordered
+from ragexp.records import Chunk, Qrels, Ranking, ordered
 from ragexp.rerankers import Reranker
 from ragexp.resources import Resources
 from ragexp.retrievers import Retriever
@@ -39,6 +39,8 @@ class RunResult:
     chunks: list[Chunk]
     identity: EmbedderIdentity | None
     resources: Resources = field(repr=False)
+    judged: Ranking = field(default_factory=dict, repr=False)  # at the scoring unit
+    qrels: Qrels = field(default_factory=dict, repr=False)  # at the scoring unit
 
 
 def rank(retriever: Retriever, reranker: Reranker, resources: Resources,
@@ -99,7 +101,7 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
                     "index.chunks": float(len(chunks))})
     table = _per_question(queries, judged, qrels, scores, confidence, abstain, answers)
     return RunResult(results, table, abstain, ranking, chunks,
-                     res.embedder.identity if res.embedder_used else None, res)
+                     res.embedder.identity if res.embedder_used else None, res, judged, qrels)
 
 
 def _latency(retriever, reranker, texts: dict[str, str], k: int, res: Resources) -> dict:
