@@ -268,7 +268,7 @@ def test_report_tables_and_readme_blocks(store, tmp_path):
 
     content = report.build("ragexp-handbook")  # the bm25 run is tagged ablation=bm25
     assert "| bm25 | BM25 alone." in content
-    assert "MRR identifier" in content and "CV unanswerable refused" in content
+    assert "RR@10 identifier" in content and "CV unanswerable refused" in content
     readme = tmp_path / "README.md"
     readme.write_text("before\n<!-- results:start -->\nSTALE-BLOCK\n<!-- results:end -->\nafter\n")
     replace_block(readme, "results", content)
