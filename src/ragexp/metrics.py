@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ragexp.measures import DEFAULT, Measure
-from ragexp.records import KINDS, Qrels, Query, Ranking, ordered
+from ragexp.records import Qrels, Query, Ranking, ordered
 
 
 def first_relevant_rank(ranked: list[str], rel: dict[str, int]) -> int | None:
@@ -38,10 +38,8 @@ def aggregate(scores: dict[str, dict[str, float]], queries: Iterable[Query]) -> 
     out: dict[str, float] = {}
     groups: dict[str | None, list[str]] = {None: list(scores)}
     for qid in scores:
-        groups.setdefault(kind_of.get(qid, "factual"), []).append(qid)
+        groups.setdefault(kind_of.get(qid, "general"), []).append(qid)
     for kind, qids in groups.items():
-        if kind is not None and kind not in KINDS or not qids:
-            continue
         suffix = "" if kind is None else f".{kind}"
         for key in scores[qids[0]]:
             out[key + suffix] = sum(scores[q][key] for q in qids) / len(qids)

@@ -17,11 +17,11 @@ from ragexp.measures import DEFAULT_NAMES
 
 
 @dataclass
-class HandbookDatasetConf:
-    _target_: str = "ragexp.datasets.HandbookDataset"
-    name: str = "handbook"
-    corpus_dir: str = "corpus"
-    golden_dir: str = "golden"
+class MarkdownDatasetConf:
+    _target_: str = "ragexp.datasets.MarkdownDataset"
+    name: str = "markdown"
+    corpus_dir: str = MISSING
+    questions: str = MISSING
 
 
 @dataclass
@@ -174,7 +174,7 @@ class Config:
 
 
 SCHEMAS = {
-    "dataset": {"handbook": HandbookDatasetConf, "beir": BeirDatasetConf},
+    "dataset": {"markdown": MarkdownDatasetConf, "beir": BeirDatasetConf},
     "chunking": {"markdown": MarkdownChunkingConf, "none": WholeDocChunkingConf},
     "embedder": {"hash": HashEmbedderConf, "fastembed": FastEmbedConf},
     "retriever": {"dense": DenseRetrieverConf, "bm25": BM25RetrieverConf,
