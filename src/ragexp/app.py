@@ -15,7 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp import provenance, schema, tracking
+from ragexp import measures, provenance, schema, tracking
 from ragexp.cache import EmbeddingCache
 from ragexp.pipeline import RunResult, run_experiment
 
@@ -26,6 +26,7 @@ schema.register()
 def build_and_run(cfg: DictConfig, dataset) -> RunResult:
     """Instantiate every stage from the composed config and run the experiment."""
     return run_experiment(
+        measures=measures.resolve(cfg.measures, cfg.k),
         dataset=dataset,
         chunker=instantiate(cfg.chunking),
         make_embedder=lambda: instantiate(cfg.embedder),
@@ -83,6 +84,7 @@ def dataset_source(resolved: dict) -> str:
 
 
 def run_logged(cfg: DictConfig) -> dict:
+    measures.resolve(cfg.measures, cfg.k)  # refuse a bad measure list or depth before any run
     resolved = OmegaConf.to_container(cfg, resolve=True)
     exp_id = tracking.ensure_experiment(resolved["experiment"])
     dataset, data, early = None, {}, None
@@ -143,8 +145,8 @@ def run_logged(cfg: DictConfig) -> dict:
     c.set_terminated(run_id, "FINISHED")
     tracking.write_status(output_dir, status="FINISHED", run_id=run_id, overrides=overrides)
     m = result.metrics
-    summary = "  ".join(f"{k}={m[k]:.3f}" for k in ("mrr", "ndcg_at_10", "hit_at_10",
-                                                     "abstain.auc") if k in m)
+    keys = [ms.key for ms in measures.parse_all(cfg.measures)]
+    summary = "  ".join(f"{k}={m[k]:.3f}" for k in (*keys, "abstain.auc") if k in m)
     print(f"run {run_id} [{cfg.ablation}] {summary}")
     return {"status": "FINISHED", "run_id": run_id, **m}
 
