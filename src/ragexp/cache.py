@@ -27,6 +27,7 @@ import logging
 import os
 import uuid
 import warnings
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from ragexp.embedders import Embedder, EmbedderIdentity
 from ragexp.packstore import PackedStore
 
 log = logging.getLogger(__name__)
+CLAIM_BATCHES = 16  # batches per claim: fewer rounds of locking on big pending sets
 
 
 def cache_key(identity: EmbedderIdentity, mode: str, text: str, normalized: bool = True) -> str:
@@ -148,47 +150,69 @@ class EmbeddingCache:
 
     # -- computing what is missing ----------------------------------------------------------
     def _fill(self, embedder, mode, texts, digests, todo: dict, out, batch_size, progress):
+        """Embed the keys of ``todo`` that no other worker is embedding, a claim of up to
+        ``CLAIM_BATCHES`` batches at a time; then wait for and read the others'. Each round
+        looks at a window of the queue only, so a round costs the same at any queue length."""
         store = self.store(embedder.identity)
         text_of = {d: texts[pos[0]] for d, pos in todo.items()}
         # Embed in length order: a batch is padded to its longest text, so mixing short and
         # long texts wastes most of the model's work (measured: about 2x on the handbook).
-        pending = sorted(todo, key=lambda d: len(text_of[d]))
-        bar = tqdm(total=len(pending), desc=f"embed {mode}s", unit="text", miniters=64,
+        queue = deque(sorted(todo, key=lambda d: len(text_of[d])))
+        deferred: list[bytes] = []  # keys another worker had claimed when last looked at
+        unit = batch_size * CLAIM_BATCHES
+        bar = tqdm(total=len(queue), desc=f"embed {mode}s", unit="text", miniters=64,
                    disable=not progress, leave=False)
         claims = _Claims(store.folder.parent) if self._writable(store) else None
-        while pending:
+        while queue or deferred:
+            if not queue:
+                queue.extend(deferred)
+                deferred = []
+            window = [queue.popleft() for _ in range(min(len(queue), 4 * unit))]
+            busy = None
             if claims is None:
-                batch, busy = pending[:batch_size], None
+                take = window[:unit]
+                queue.extendleft(reversed(window[unit:]))
             else:
                 with claims.lock:
                     # Claims first, store second: an owner appends before it drops its claim,
                     # so a claim seen gone here has its vectors visible to the refresh below.
                     live = claims.live()
                     store.refresh()
-                    self._collect(store, pending, todo, out, bar)
-                    pending = [d for d in pending if d in todo]
-                    batch, busy = claims.take(pending, batch_size, live)
-            if batch:
+                    self._collect(store, window, todo, out, bar)
+                    held = set().union(*live.values()) if live else set()
+                    free = [d for d in window if d in todo and d not in held]
+                    take = free[:unit]
+                    claims.claim(take)
+                queue.extendleft(reversed(free[unit:]))
+                others = [d for d in window if d in todo and d in held]
+                deferred.extend(others)
+                busy = next((p for p, keys in live.items() if others and others[0] in keys),
+                            None)
+            if take:
                 try:
-                    vectors = embedder.embed([text_of[d] for d in batch], mode)
-                    self._append(store, batch, vectors)
+                    for start in range(0, len(take), batch_size):
+                        batch = take[start:start + batch_size]
+                        vectors = embedder.embed([text_of[d] for d in batch], mode)
+                        self._append(store, batch, vectors)
+                        out[[todo[d][0] for d in batch]] = vectors
+                        for d, vec in zip(batch, vectors):
+                            positions = todo.pop(d)
+                            if len(positions) > 1:  # the same text more than once
+                                out[positions[1:]] = vec
+                            self.misses += len(positions)
+                        bar.update(len(batch))
                 finally:
                     if claims is not None:
                         claims.release()
                 if self._unwritable:
                     claims = None
-                for d, vec in zip(batch, vectors):
-                    positions = todo.pop(d)
-                    out[positions] = vec
-                    self.misses += len(positions)
-                bar.update(len(batch))
-            elif busy is not None:
-                _Claims.wait(busy)  # another worker embeds these: wait, then read them
-            pending = [d for d in pending if d in todo]
+            elif busy is not None and not queue:
+                _Claims.wait(busy)  # only others' keys are left: wait for one claim, then read
         bar.close()
 
     def _collect(self, store, pending, todo, out, bar) -> None:
         """Move pending keys that reached the store (another worker wrote them) into ``out``."""
+        pending = [d for d in pending if d in todo]
         if not pending:
             return
         keys = np.frombuffer(b"".join(pending), dtype="<u8").reshape(-1, 4)
@@ -258,21 +282,16 @@ class _Claims:
                 continue
         return live
 
-    def take(self, pending: list[bytes], n: int,
-             live: dict[Path, set[bytes]]) -> tuple[list[bytes], Path | None]:
-        """Claim up to ``n`` pending keys no ``live`` claim holds; also return one claim that
-        holds some of the others (to wait for), or None. Call under ``self.lock``."""
-        taken = set().union(*live.values()) if live else set()
-        batch = [d for d in pending if d not in taken][:n]
-        busy = next((p for p, keys in live.items() if keys & set(pending)), None)
-        if batch:
-            path = self.dir / f"{os.getpid()}-{uuid.uuid4().hex}.claim"
-            fh = path.open("wb")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            fh.write(b"".join(batch))
-            fh.flush()
-            self._mine = (path, fh)
-        return batch, busy
+    def claim(self, keys: list[bytes]) -> None:
+        """Claim ``keys`` (none if empty) for this worker. Call under ``self.lock``."""
+        if not keys:
+            return
+        path = self.dir / f"{os.getpid()}-{uuid.uuid4().hex}.claim"
+        fh = path.open("wb")
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.write(b"".join(keys))
+        fh.flush()
+        self._mine = (path, fh)
 
     def release(self) -> None:
         """Drop this worker's claim (after its vectors are in the store)."""

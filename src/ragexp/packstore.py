@@ -28,12 +28,12 @@ KEY_BYTES = 32
 @dataclass
 class _Shard:
     path: Path  # without suffix
-    keys: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), dtype="<u8"))
-    read_bytes: int = 0
+    index: int  # position in PackedStore._names
+    rows: int = 0  # valid rows read so far
 
 
 class PackedStore:
-    """Shards under ``folder``; ``get`` returns the stored rows of keys, ``append`` adds rows.
+    """Shards under ``folder``; ``find``/``gather`` read stored rows by key, ``append`` adds rows.
 
     Raises ``OSError`` from ``append`` when the folder cannot be written (read-only, full);
     the caller decides whether that is fatal.
@@ -43,63 +43,69 @@ class PackedStore:
         self.folder, self.dim = Path(folder), int(dim)
         self.row_bytes = 4 * self.dim
         self._shards: dict[str, _Shard] = {}
+        self._names: list[str] = []
         self._own: tuple[Path, object, object] | None = None  # (stem, f32 file, keys file)
-        self._lookup: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # The index: every key sorted by its first 8 bytes, with its shard and row.
+        self._keys = np.zeros((0, 4), dtype="<u8")
+        self._shard_of = np.zeros(0, dtype=np.int64)
+        self._row_of = np.zeros(0, dtype=np.int64)
 
     # -- reading --------------------------------------------------------------------------
     def refresh(self) -> None:
-        """Read the keys appended since the last refresh (by any process)."""
-        changed = False
+        """Read the keys appended since the last refresh (by any process) into the index:
+        cost proportional to the new keys plus one merge (a copy) of the index."""
+        parts = []
         for path in sorted(self.folder.glob("*.keys")) if self.folder.is_dir() else ():
             stem = path.with_suffix("")
-            shard = self._shards.setdefault(stem.name, _Shard(stem))
+            shard = self._shards.get(stem.name)
+            if shard is None:
+                shard = self._shards[stem.name] = _Shard(stem, len(self._names))
+                self._names.append(stem.name)
             try:
                 valid = min(path.stat().st_size // KEY_BYTES,
                             stem.with_suffix(".f32").stat().st_size // self.row_bytes)
             except FileNotFoundError:
                 continue
-            if valid * KEY_BYTES <= shard.read_bytes:
+            if valid <= shard.rows:
                 continue
             with path.open("rb") as fh:
-                fh.seek(shard.read_bytes)
-                blob = fh.read(valid * KEY_BYTES - shard.read_bytes)
-            new = np.frombuffer(blob, dtype="<u8").reshape(-1, 4)
-            shard.keys = np.concatenate([shard.keys, new]) if len(shard.keys) else new
-            shard.read_bytes += len(blob)
-            changed = True
-        if changed or self._lookup is None:
-            self._build_lookup()
+                fh.seek(shard.rows * KEY_BYTES)
+                blob = fh.read((valid - shard.rows) * KEY_BYTES)
+            parts.append((np.frombuffer(blob, dtype="<u8").reshape(-1, 4),
+                          np.full(valid - shard.rows, shard.index, dtype=np.int64),
+                          np.arange(shard.rows, valid, dtype=np.int64)))
+            shard.rows = valid
+        if parts:
+            self._merge(*(np.concatenate(x) for x in zip(*parts)))
 
-    def _build_lookup(self) -> None:
-        names = list(self._shards)
-        keys = [self._shards[n].keys for n in names]
-        all_keys = np.concatenate(keys) if keys else np.zeros((0, 4), dtype="<u8")
-        shard_of = np.repeat(np.arange(len(names)), [len(k) for k in keys])
-        row_of = np.concatenate([np.arange(len(k)) for k in keys]) if keys else np.zeros(0, int)
-        order = np.argsort(all_keys[:, 0], kind="stable")
-        self._names = names
-        self._lookup = (all_keys[order], shard_of[order], row_of[order])
+    def _merge(self, keys: np.ndarray, shard_of: np.ndarray, row_of: np.ndarray) -> None:
+        order = np.argsort(keys[:, 0], kind="stable")
+        keys, shard_of, row_of = keys[order], shard_of[order], row_of[order]
+        if not len(self._keys):
+            self._keys, self._shard_of, self._row_of = keys, shard_of, row_of
+            return
+        at = np.searchsorted(self._keys[:, 0], keys[:, 0], side="right")
+        self._keys = np.insert(self._keys, at, keys, axis=0)
+        self._shard_of = np.insert(self._shard_of, at, shard_of)
+        self._row_of = np.insert(self._row_of, at, row_of)
 
     def __len__(self) -> int:
-        return sum(len(s.keys) for s in self._shards.values())
+        return len(self._keys)
 
     def find(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(shard index, row) for each key of ``keys`` ((n, 4) uint64); -1 where absent.
         Rare first-word collisions are resolved by scanning the equal run."""
-        if self._lookup is None:
-            self.refresh()
-        sorted_keys, shard_of, row_of = self._lookup
+        sorted_keys, shard_of, row_of = self._keys, self._shard_of, self._row_of
         shard = np.full(len(keys), -1, dtype=np.int64)
         row = np.full(len(keys), -1, dtype=np.int64)
         if not len(sorted_keys) or not len(keys):
             return shard, row
         first = sorted_keys[:, 0]
-        pos = np.searchsorted(first, keys[:, 0])
-        pos_c = np.minimum(pos, len(first) - 1)
-        exact = (sorted_keys[pos_c] == keys).all(axis=1)
-        shard[exact], row[exact] = shard_of[pos_c[exact]], row_of[pos_c[exact]]
-        for i in np.flatnonzero(~exact & (first[pos_c] == keys[:, 0])):
-            j = pos_c[i]
+        pos = np.minimum(np.searchsorted(first, keys[:, 0]), len(first) - 1)
+        exact = (sorted_keys[pos] == keys).all(axis=1)
+        shard[exact], row[exact] = shard_of[pos[exact]], row_of[pos[exact]]
+        for i in np.flatnonzero(~exact & (first[pos] == keys[:, 0])):
+            j = pos[i]
             while j < len(first) and first[j] == keys[i, 0]:
                 if (sorted_keys[j] == keys[i]).all():
                     shard[i], row[i] = shard_of[j], row_of[j]
@@ -112,7 +118,7 @@ class PackedStore:
         for s in np.unique(shard[shard >= 0]):
             meta = self._shards[self._names[s]]
             mm = np.memmap(meta.path.with_suffix(".f32"), dtype=np.float32, mode="r",
-                           shape=(len(meta.keys), self.dim))
+                           shape=(meta.rows, self.dim))
             if len(self._shards) == 1 and (shard >= 0).all():
                 np.take(mm, row, axis=0, out=out)  # every key in this shard: no scatter
             else:
