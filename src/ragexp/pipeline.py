@@ -23,7 +23,7 @@ from ragexp.chunking import Chunker
 from ragexp.datasets import Dataset
 from ragexp.docrank import rank_documents
 from ragexp.embedders import Embedder, EmbedderIdentity
-from ragexp.records import Chunk, Ranking, ordered
+from ragexp.records import Chunk, Qrels, Ranking, ordered
 from ragexp.rerankers import Reranker
 from ragexp.resources import Resources
 from ragexp.retrievers import Retriever
@@ -41,6 +41,8 @@ class RunResult:
     chunks: list[Chunk]
     identity: EmbedderIdentity | None
     resources: Resources = field(repr=False)
+    judged: Ranking = field(default_factory=dict, repr=False)  # at the scoring unit
+    qrels: Qrels = field(default_factory=dict, repr=False)  # at the scoring unit
 
 
 def rank(retriever: Retriever, reranker: Reranker, resources: Resources,
@@ -115,7 +117,7 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
     table = _per_question(queries, judged, qrels, scores, confidence, abstain, answers,
                           measures)
     return RunResult(results, table, abstain, ranking, chunks,
-                     res.embedder.identity if res.embedder_used else None, res)
+                     res.embedder.identity if res.embedder_used else None, res, judged, qrels)
 
 
 def _latency(rank_judged: Callable, texts: dict[str, str]) -> dict:
