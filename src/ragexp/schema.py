@@ -96,6 +96,14 @@ class HybridRetrieverConf:
 
 
 @dataclass
+class TrecRunRetrieverConf:
+    _target_: str = "ragexp.external.TrecRunRetriever"
+    name: str = "trec_run"
+    path: str = MISSING  # a TREC run file written by another system
+    unit: str = "${dataset.unit}"  # its item ids are ids of the scoring unit
+
+
+@dataclass
 class NoRerankerConf:
     _target_: str = "ragexp.rerankers.NoReranker"
     name: str = "none"
@@ -185,7 +193,7 @@ SCHEMAS = {
     "chunking": {"markdown": MarkdownChunkingConf, "none": WholeDocChunkingConf},
     "embedder": {"hash": HashEmbedderConf, "fastembed": FastEmbedConf},
     "retriever": {"dense": DenseRetrieverConf, "bm25": BM25RetrieverConf,
-                  "hybrid": HybridRetrieverConf},
+                  "hybrid": HybridRetrieverConf, "trec_run": TrecRunRetrieverConf},
     "reranker": {"none": NoRerankerConf, "lexical": LexicalRerankerConf,
                  "cross_encoder": CrossEncoderRerankerConf},
     "abstain": {"lexical": LexicalAbstainConf, "dense": DenseAbstainConf},
