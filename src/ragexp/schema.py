@@ -71,6 +71,10 @@ class FastEmbedConf:
     cache_dir: str = "${cache_dir}"
     batch_size: int = 32
     threads: Optional[int] = None
+    dim: Optional[int] = None  # a model outside ragexp's catalogue: output dimension
+    pooling: Optional[str] = None  # a local folder outside the catalogue: MEAN or CLS
+    query_prefix: str = ""
+    passage_prefix: str = ""
 
 
 @dataclass
