@@ -37,6 +37,7 @@ from pathlib import Path  # noqa: E402
 import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 
+from ragexp import examples  # noqa: E402
 from ragexp.bm25 import BM25Index  # noqa: E402
 from ragexp.bench_cache import cache_rows  # noqa: E402
 from ragexp.cache import EmbeddingCache  # noqa: E402
@@ -223,8 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ragexp.bench",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--readme", help="replace the bench block of this markdown file")
-    parser.add_argument("--corpus", default="corpus")
-    parser.add_argument("--golden", default="golden", help="its questions are the queries")
+    parser.add_argument("--corpus", default=examples.path("handbook/corpus"))
+    parser.add_argument("--golden", default=examples.path("handbook/golden"),
+                        help="its questions are the queries")
     parser.add_argument("--passages", type=int, default=512, help="texts for the embedding row")
     parser.add_argument("--cache-passages", type=int, default=100_000,
                         help="vectors in the packed-cache read/disk rows")
