@@ -39,8 +39,10 @@ def background_server(command: Callable[[int], list[str]], health: str = "/healt
                 time.sleep(0.5)
         yield port
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
         try:
+            os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=30)
+        except ProcessLookupError:  # the group is gone already (the server exited early)
+            pass
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -67,8 +67,8 @@ class Resources:
         if self._bm25 is None:
             start = time.perf_counter()
             key = stage_key("bm25", self.chunks_key, self.bm25_k1, self.bm25_b)
-            self._bm25 = self.stages.get(
-                "bm25", key, lambda: BM25Index(k1=self.bm25_k1, b=self.bm25_b).fit_terms(self.terms))
+            self._bm25 = self.stages.get("bm25", key, lambda: BM25Index(
+                k1=self.bm25_k1, b=self.bm25_b).fit_terms(self.terms))
             self.add_time("time.index_s", start)
         return self._bm25
 

@@ -4,9 +4,9 @@ Passages are bags of pseudo-words drawn from a Zipf law (the word of frequency r
 with probability proportional to ``1 / r**s``, s = 1.1 by default, as word frequencies in
 English text roughly are; Zipf 1949), so term statistics (a few very common words, a long tail
 of rare ones) stress BM25 and the tokenizer as real text does. Words are built from syllables
-so that ``text.tokenize`` keeps each as one distinct term. Each query is written from one passage: a few
-of its rarer words (the ones that identify it) plus common words drawn from the same law, and
-that passage is its one relevant document in ``qrels/test.tsv`` (grade 1).
+so that ``text.tokenize`` keeps each as one distinct term. Each query is written from one
+passage: a few of its rarer words (the ones that identify it) plus common words drawn from the
+same law, and that passage is its one relevant document in ``qrels/test.tsv`` (grade 1).
 
 ``python -m ragexp.synth OUT --passages 100000 [--queries 1000] [--seed 13]``
 """
