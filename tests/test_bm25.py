@@ -132,7 +132,7 @@ def test_query_term_in_two_of_four_documents_retrieves_both(tmp_path, method):
                             cache=EmbeddingCache(str(tmp_path / "emb")), progress=False,
                             bm25_method=method)
     assert set(result.ranking["q1"]) == {"d0", "d2"}
-    assert result.metrics["recall_at_10"] == 1.0 and result.metrics["mrr"] == 1.0
+    assert result.metrics["r_at_10"] == 1.0 and result.metrics["rr_at_10"] == 1.0
     qrels = [ir_measures.Qrel("q1", "d0", 1), ir_measures.Qrel("q1", "d2", 1)]
     run = [ir_measures.ScoredDoc("q1", d, s) for d, s in result.ranking["q1"].items()]
     ref = ir_measures.calc_aggregate([ir_measures.R @ 10, ir_measures.RR @ 10], qrels, run)

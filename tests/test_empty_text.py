@@ -49,7 +49,7 @@ def _run(tmp_path, dataset, retriever, chunker=WholeDocumentChunker(), signal=De
                          ids=["whole", "markdown"])
 def test_empty_and_stopword_documents_do_not_fail_a_hash_run(tmp_path, retriever, chunker):
     result = _run(tmp_path, _beir(tmp_path), retriever, chunker)
-    assert result.metrics["mrr"] == 1.0 and result.metrics["ndcg_at_10"] == 1.0
+    assert result.metrics["rr_at_10"] == 1.0 and result.metrics["ndcg_at_10"] == 1.0
     # The right values, from ir_measures on the run's own ranking.
     qrels = [ir_measures.Qrel(q, d, 1) for q, d in QRELS]
     run = [ir_measures.ScoredDoc(q, c.split("#")[0], s)
@@ -73,7 +73,7 @@ def test_a_question_without_terms_retrieves_nothing_and_is_counted(tmp_path, ret
                   signal=LexicalSignal(), reranker=LexicalReranker(top_n=3))
     assert result.ranking["q3"] == {}
     assert result.metrics["data.queries_without_terms"] == 1
-    assert result.metrics["mrr"] == pytest.approx(2 / 3)
+    assert result.metrics["rr_at_10"] == pytest.approx(2 / 3)
     table = result.per_question.set_index("id")
     assert not table.loc["q3", "answered"]
     assert "1 questions have no terms" in caplog.text and "q3" in caplog.text

@@ -157,8 +157,8 @@ def test_multilingual_questions_find_their_document_at_rank_1(multilingual, tmp_
     table = result.per_question.set_index("id")
     for qid, (_, doc) in QUESTIONS.items():
         assert table.loc[qid, "top_item"] == doc
-        assert table.loc[qid, "reciprocal_rank"] == 1.0
-    assert result.metrics["mrr"] == 1.0
+        assert table.loc[qid, "rr_at_10"] == 1.0
+    assert result.metrics["rr_at_10"] == 1.0
     assert result.metrics["data.queries_without_terms"] == 0
 
 
