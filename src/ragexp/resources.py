@@ -29,6 +29,8 @@ class Resources:
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
     progress: bool = True
+    bm25_method: str = "lucene"
+    bm25_delta: float = 0.5
     timings: dict[str, float] = field(default_factory=dict)
     stages: StageStore = field(default_factory=lambda: StageStore(enabled=False))
     chunks_key: str = ""  # stage key of ``chunks``: what tokens, BM25 and vectors derive from
@@ -66,9 +68,10 @@ class Resources:
     def bm25(self) -> BM25Index:
         if self._bm25 is None:
             start = time.perf_counter()
-            key = stage_key("bm25", self.chunks_key, self.bm25_k1, self.bm25_b)
+            key = stage_key("bm25", self.chunks_key, self.bm25_k1, self.bm25_b, self.bm25_method,
+                            self.bm25_delta)
             self._bm25 = self.stages.get("bm25", key, lambda: BM25Index(
-                k1=self.bm25_k1, b=self.bm25_b).fit_terms(self.terms))
+                self.bm25_k1, self.bm25_b, self.bm25_method, self.bm25_delta).fit_terms(self.terms))
             self.add_time("time.index_s", start)
         return self._bm25
 
