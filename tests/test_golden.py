@@ -143,7 +143,7 @@ def test_missing_document(tmp_path, capsys):
     bad = {**GOOD, "id": "t-02", "evidence": [{"doc": "nope.md", "quote": "anything"}]}
     corpus, golden = _setup(tmp_path, [GOOD, bad])
     _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
-                     "document not found in corpus: nope.md")
+                     "document not found in corpus: 'nope.md'")
 
 
 def test_invalid_json(tmp_path, capsys):

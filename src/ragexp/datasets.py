@@ -9,16 +9,17 @@ Two shapes, one interface:
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from ragexp.beir import (BeirFormatError, read_corpus, read_qrels, read_queries,
+                         warn_unknown_queries)
 from ragexp.golden import golden_files, load_corpus, load_golden
 from ragexp.records import KINDS, Chunk, Document, Qrels, Query
+from ragexp.readers import shown
 from ragexp.relevance import span_qrels
 
 log = logging.getLogger(__name__)
@@ -77,33 +78,6 @@ class HandbookDataset:
                 "golden_hash": _hash_files(golden_files(groot), groot)}
 
 
-class BeirFormatError(ValueError):
-    pass
-
-
-def _read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict]:
-    if not path.is_file():
-        raise BeirFormatError(f"{path}: file not found (a BEIR folder needs corpus.jsonl, "
-                              f"queries.jsonl and qrels/<split>.tsv)")
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise BeirFormatError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise BeirFormatError(f"{path}:{lineno}: expected a JSON object")
-            missing = [k for k in required if k not in row]
-            if missing:
-                raise BeirFormatError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
-            row["_id"] = str(row["_id"])
-            rows.append(row)
-    return rows
-
-
 @dataclass
 class BeirDataset:
     path: str = ""
@@ -117,47 +91,25 @@ class BeirDataset:
     def __post_init__(self) -> None:
         root = Path(self.path)
         if not self.path or not root.is_dir():
-            raise BeirFormatError(f"dataset.path={self.path!r} is not a folder; pass "
-                                  f"dataset.path=DIR pointing at a BEIR-format dataset")
-        corpus = _read_jsonl(root / "corpus.jsonl", ("_id", "text"))
-        self._docs = [Document(r["_id"], str(r.get("title") or ""), str(r["text"]))
-                      for r in corpus]
-        doc_ids = {d.doc_id for d in self._docs}
-        self._qrels = self._read_qrels(root / "qrels" / f"{self.split}.tsv", doc_ids)
-        queries = _read_jsonl(root / "queries.jsonl", ("_id", "text"))
-        unjudged = [r["_id"] for r in queries if r["_id"] not in self._qrels]
+            raise BeirFormatError(f"dataset.path={shown(self.path)}", None, "is not a folder; "
+                                  "pass dataset.path=DIR pointing at a BEIR-format dataset")
+        self._docs = read_corpus(root / "corpus.jsonl")
+        qrels_path = root / "qrels" / f"{self.split}.tsv"
+        judged = read_qrels(qrels_path, {d.doc_id for d in self._docs})
+        self._qrels = {q: {d: g for d, g in rel.items() if g > 0} for q, rel in judged.items()}
+        self._qrels = {q: rel for q, rel in self._qrels.items() if rel}
+        queries = read_queries(root / "queries.jsonl")
+        warn_unknown_queries(judged, {qid for qid, _, _ in queries}, qrels_path)
+        unjudged = [qid for qid, _, _ in queries if qid not in self._qrels]
         if unjudged:
             log.warning("%d of %d queries have no judgements in split %r and are skipped: %s",
-                        len(unjudged), len(queries), self.split, ", ".join(unjudged[:5]))
-        self._queries = [
-            Query(r["_id"], str(r["text"]), _kind(r)) for r in queries if r["_id"] in self._qrels
-        ]
+                        len(unjudged), len(queries), self.split,
+                        ", ".join(shown(q) for q in unjudged[:5]))
+        self._queries = [Query(qid, text, _kind(meta)) for qid, text, meta in queries
+                         if qid in self._qrels]
         if not self._queries:
-            raise BeirFormatError(f"{root}: no query has judgements in qrels/{self.split}.tsv")
-
-    @staticmethod
-    def _read_qrels(path: Path, doc_ids: set[str]) -> Qrels:
-        if not path.is_file():
-            raise BeirFormatError(f"{path}: qrels file not found (check dataset.split)")
-        qrels: Qrels = {}
-        with path.open(encoding="utf-8", newline="") as fh:
-            for lineno, row in enumerate(csv.reader(fh, delimiter="\t"), start=1):
-                if not row or (lineno == 1 and row[0] == "query-id"):
-                    continue
-                if len(row) != 3:
-                    raise BeirFormatError(f"{path}:{lineno}: expected 3 tab-separated columns "
-                                          f"(query-id, corpus-id, score), got {len(row)}")
-                qid, did, score = row
-                try:
-                    grade = int(score)
-                except ValueError:
-                    raise BeirFormatError(f"{path}:{lineno}: score {score!r} is not an integer")
-                if did not in doc_ids:
-                    raise BeirFormatError(f"{path}:{lineno}: corpus-id {did!r} is not in "
-                                          f"corpus.jsonl")
-                if grade > 0:
-                    qrels.setdefault(qid, {})[did] = grade
-        return qrels
+            raise BeirFormatError(qrels_path, None, "no query of queries.jsonl has a relevant "
+                                  "judgement here (no query has judgements)")
 
     def documents(self) -> list[Document]:
         return list(self._docs)
@@ -175,6 +127,6 @@ class BeirDataset:
                                             root / "qrels" / f"{self.split}.tsv"], root)}
 
 
-def _kind(row: dict) -> str:
-    kind = (row.get("metadata") or {}).get("kind", "factual")
+def _kind(metadata: dict) -> str:
+    kind = metadata.get("kind", "factual")
     return kind if kind in KINDS else "factual"

@@ -16,12 +16,12 @@ problem.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragexp.readers import DataError, InputError, lines, parse_json, read_text, shown
 from ragexp.records import KINDS, Document, Query, Span
 from ragexp.text import content_words, normalize_ws
 
@@ -38,7 +38,7 @@ class Problem:
         return f"{self.file}:{self.line}: {self.message}"
 
 
-class GoldenError(ValueError):
+class GoldenError(DataError):
     """The golden set does not match the corpus or is malformed."""
 
     def __init__(self, problems: list[Problem]):
@@ -49,13 +49,17 @@ class GoldenError(ValueError):
 
 
 def load_corpus(corpus_dir: str | Path) -> dict[str, Document]:
-    """Every ``*.md`` under ``corpus_dir``, keyed by its path relative to it (posix)."""
+    """Every ``*.md`` under ``corpus_dir``, keyed by its path relative to it (posix), read as
+    ``readers.read_text`` reads (UTF-8, byte-order mark dropped, line ends made ``\n``).
+
+    Raises ``FileNotFoundError`` for a missing or empty folder and ``readers.InputError``
+    (file, line, byte offset) for a file that is not UTF-8 text."""
     root = Path(corpus_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"corpus folder not found: {root}")
     docs: dict[str, Document] = {}
     for path in sorted(root.rglob("*.md")):
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
         doc_id = path.relative_to(root).as_posix()
         title = next((ln[2:].strip() for ln in text.splitlines() if ln.startswith("# ")), doc_id)
         docs[doc_id] = Document(doc_id=doc_id, title=title, text=text)
@@ -104,47 +108,48 @@ def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document]
         bad("expected a JSON object")
         return None
     qid, kind, text = rec.get("id"), rec.get("kind"), rec.get("question")
-    if not isinstance(qid, str) or not qid:
-        bad("missing or non-string 'id'")
+    if not isinstance(qid, str) or not qid.strip():
+        bad(f"'id' must be a non-empty string, got {shown(qid)}")
         return None
+    name = qid if len(qid) <= 60 and qid.isprintable() else shown(qid)
     if not isinstance(text, str) or not text.strip():
-        bad(f"{qid}: missing or empty 'question'")
+        bad(f"{name}: missing or empty 'question'")
     if kind not in KINDS:
-        bad(f"{qid}: unknown kind {kind!r} (expected one of {', '.join(KINDS)})")
+        bad(f"{name}: unknown kind {kind!r} (expected one of {', '.join(KINDS)})")
         return None
     evidence = rec.get("evidence") or []
     if not isinstance(evidence, list):
-        bad(f"{qid}: 'evidence' must be a list")
+        bad(f"{name}: 'evidence' must be a list")
         return None
     if kind == "unanswerable" and evidence:
-        bad(f"{qid}: unanswerable question has evidence")
+        bad(f"{name}: unanswerable question has evidence")
     if kind != "unanswerable" and not evidence:
-        bad(f"{qid}: answerable question ({kind}) has no evidence")
+        bad(f"{name}: answerable question ({kind}) has no evidence")
     if kind != "unanswerable" and not str(rec.get("answer", "")).strip():
-        bad(f"{qid}: answerable question has no reference answer")
+        bad(f"{name}: answerable question has no reference answer")
     spans: list[Span] = []
     for ev in evidence:
         if not isinstance(ev, dict) or not isinstance(ev.get("doc"), str) \
                 or not isinstance(ev.get("quote"), str):
-            bad(f"{qid}: each evidence item needs string 'doc' and 'quote'")
+            bad(f"{name}: each evidence item needs string 'doc' and 'quote'")
             continue
         doc = docs.get(ev["doc"])
         if doc is None:
-            bad(f"{qid}: document not found in corpus: {ev['doc']}")
+            bad(f"{name}: document not found in corpus: {shown(ev['doc'])}")
             continue
         found = find_quote(doc, ev["quote"])
         if not found:
-            bad(f"{qid}: quote not found in {ev['doc']}: {ev['quote'][:60]!r}")
+            bad(f"{name}: quote not found in {shown(ev['doc'])}: {shown(ev['quote'])}")
         elif len(found) > 1:
-            bad(f"{qid}: quote is ambiguous, found {len(found)} times in {ev['doc']}: "
-                f"{ev['quote'][:60]!r}")
+            bad(f"{name}: quote is ambiguous, found {len(found)} times in {shown(ev['doc'])}: "
+                f"{shown(ev['quote'])}")
         else:
             spans.append(found[0])
     if kind == "semantic" and isinstance(text, str):
         quotes = " ".join(ev.get("quote", "") for ev in evidence if isinstance(ev, dict))
         shared = content_words(text) & content_words(quotes)
         if len(shared) > MAX_SEMANTIC_OVERLAP:
-            bad(f"{qid}: semantic question shares {len(shared)} content words with its evidence "
+            bad(f"{name}: semantic question shares {len(shared)} content words with its evidence "
                 f"(max {MAX_SEMANTIC_OVERLAP}): {', '.join(sorted(shared))}")
     return Query(qid=qid, text=text or "", kind=kind, answer=str(rec.get("answer", "")),
                  evidence=tuple(spans))
@@ -156,13 +161,16 @@ def check_golden(golden, docs: dict[str, Document]) -> tuple[list[Query], list[P
     queries: list[Query] = []
     first_seen: dict[str, tuple[str, int]] = {}
     for path in golden_files(golden):
-        for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not raw.strip():
-                continue
+        try:
+            numbered = list(lines(path))
+        except InputError as exc:
+            problems.append(Problem(exc.file, exc.line or 0, exc.message))
+            continue
+        for lineno, raw in numbered:
             try:
-                rec = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                problems.append(Problem(str(path), lineno, f"invalid JSON: {exc.msg}"))
+                rec = parse_json(raw, path, lineno)
+            except InputError as exc:
+                problems.append(Problem(exc.file, exc.line or 0, exc.message))
                 continue
             query = _check_record(rec, (str(path), lineno), docs, problems)
             if query is None:
@@ -170,7 +178,7 @@ def check_golden(golden, docs: dict[str, Document]) -> tuple[list[Query], list[P
             if query.qid in first_seen:
                 f, ln = first_seen[query.qid]
                 problems.append(Problem(str(path), lineno,
-                                        f"duplicate id {query.qid!r} (first at {f}:{ln})"))
+                                        f"duplicate id {shown(query.qid)} (first at {f}:{ln})"))
                 continue
             first_seen[query.qid] = (str(path), lineno)
             queries.append(query)
@@ -202,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         docs = load_corpus(args.corpus)
         queries, problems = check_golden(args.golden, docs)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     counts = kind_counts(queries)
