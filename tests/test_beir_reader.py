@@ -140,7 +140,7 @@ def test_json_integer_ids_match_qrels_strings_and_queries_keep_metadata(tmp_path
                                     {"_id": "007", "text": "g", "metadata": "not an object"}])
     write_tree(root, {"qrels/test.tsv": "7\t1\t1\n007\t01\t1\n"})
     ds = BeirDataset(path=str(root))
-    assert [(q.qid, q.kind) for q in ds.queries()] == [("7", "semantic"), ("007", "factual")]
+    assert [(q.qid, q.kind) for q in ds.queries()] == [("7", "semantic"), ("007", "general")]
     assert ds.qrels([]) == {"7": {"1": 1}, "007": {"01": 1}}
 
 

@@ -51,6 +51,14 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def label(value: object, limit: int = SHOWN_CHARS) -> str:
+    """A name for a message: a short printable string as it is (``guide.md``), anything else
+    through :func:`shown`."""
+    if isinstance(value, str) and value and len(value) <= limit and value.isprintable():
+        return value
+    return shown(value, limit)
+
+
 def decode(data: bytes, path: str | Path) -> str:
     """UTF-8 bytes -> text with ``\\n`` line ends and no byte-order mark.
 
