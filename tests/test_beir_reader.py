@@ -22,6 +22,7 @@ from ragexp.chunking import WholeDocumentChunker
 from ragexp.datasets import BeirDataset
 from ragexp.embedders import HashEmbedder
 from ragexp.pipeline import run_experiment
+from ragexp.readers import shown
 from ragexp.rerankers import NoReranker
 from ragexp.retrievers import BM25Retriever
 
@@ -106,7 +107,7 @@ def test_every_duplicate_id_is_named_with_all_its_lines(tmp_path_factory, ids, d
     message = str(err.value)
     assert f"{len(dups)} duplicate _id(s)" in message
     for i, nums in list(dups.items())[:20]:
-        assert f"{i!r} at lines {', '.join(map(str, nums))}" in message
+        assert f"{shown(i)} at lines {', '.join(map(str, nums))}" in message
 
 
 # ---------------------------------------------------------------- what is accepted
