@@ -71,9 +71,9 @@ def test_duplicate_ids_are_refused_naming_every_line(tmp_path):
                               f"1, 3: each record needs its own id")
 
 
-def test_the_same_data_with_distinct_ids_scores_mrr_one(tmp_path):
+def test_the_same_data_with_distinct_ids_scores_rr_one(tmp_path):
     """The right value of the example: with d3/q3 under their own ids, BM25 puts each query's
-    only matching document first (by hand: no other document shares a term), so MRR@10 = 1."""
+    only matching document first (by hand: no other document shares a term), so RR@10 = 1 for each."""
     docs = DOCS[:2] + [DOCS[2] | {"_id": "d3"}]
     queries = QUERIES[:2] + [QUERIES[2] | {"_id": "q3"}]
     root = write_tree(tmp_path / "beir", {"corpus.jsonl": jsonl(docs),
@@ -84,7 +84,7 @@ def test_the_same_data_with_distinct_ids_scores_mrr_one(tmp_path):
                             LexicalSignal(), cache=EmbeddingCache(str(tmp_path / "c")),
                             progress=False)
     assert list(result.per_question["id"]) == ["q1", "q2", "q3"]
-    assert result.metrics["mrr"] == 1.0
+    assert result.metrics["rr_at_10"] == 1.0
     assert len(result.chunks) == 3
 
 

@@ -23,7 +23,7 @@ BASE = {"1": 0.5, "01": 0.0, "007": 0.5}
 def _table(values: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame({"id": list(values), "kind": ["factual"] * len(values),
                          "first_relevant_rank": [1] * len(values),
-                         "reciprocal_rank": list(values.values()),
+                         "rr_at_10": list(values.values()),
                          "ndcg_at_10": list(values.values()),
                          "top_item": ["0042"] * len(values), "answer": ["NA"] * len(values)})
 
@@ -58,13 +58,13 @@ def test_paired_test_pairs_1_01_007_with_themselves(mlflow_store):
     run_id, base_id = mlflow_store(_table(RUN)), mlflow_store(_table(BASE))
     tests, _ = compare.against_baseline(run_id, base_id)
     d = np.array([RUN[q] - BASE[q] for q in RUN])  # independent: one pair per question
-    assert (tests[0].metric, tests[0].n) == ("mrr", 3)
+    assert (tests[0].metric, tests[0].n) == ("rr_at_10", 3)
     assert tests[0].mean_diff == pytest.approx(d.mean()) == pytest.approx(1 / 3)
     # What reading ids as numbers did: 1 and 01 both became 1, merged as a cross product.
     wrong = pd.read_csv(io.StringIO(_table(RUN).to_csv(index=False))).merge(
         pd.read_csv(io.StringIO(_table(BASE).to_csv(index=False))), on="id")
     assert len(wrong) == 5
-    assert (wrong["reciprocal_rank_x"] - wrong["reciprocal_rank_y"]).mean() == pytest.approx(0.4)
+    assert (wrong["rr_at_10_x"] - wrong["rr_at_10_y"]).mean() == pytest.approx(0.4)
     back = compare.per_question(run_id)
     assert list(back["id"]) == ["1", "01", "007"]
     assert list(back["top_item"]) == ["0042"] * 3 and list(back["answer"]) == ["NA"] * 3
@@ -91,13 +91,13 @@ ODD_IDS = st.sampled_from(["1", "01", "007", "1.0", "1e3", "NA", "N/A", "nan", "
        crlf=st.booleans())
 def test_csv_ids_round_trip_exactly(tmp_path_factory, ids, values, crlf):
     table = pd.DataFrame({"id": ids, "kind": ["factual"] * len(ids),
-                          "reciprocal_rank": values[:len(ids)]})
+                          "rr_at_10": values[:len(ids)]})
     path = tmp_path_factory.mktemp("t") / "per_question.csv"
     table.to_csv(path, index=False, lineterminator="\r\n" if crlf else "\n")
     back = read_csv(path, compare.TEXT_COLUMNS)
     assert list(back["id"]) == ids
-    assert back["reciprocal_rank"].dtype == float
-    np.testing.assert_array_equal(back["reciprocal_rank"].to_numpy(),
+    assert back["rr_at_10"].dtype == float
+    np.testing.assert_array_equal(back["rr_at_10"].to_numpy(),
                                   np.array([np.nan if v is None else v for v in values[:len(ids)]]))
 
 

@@ -101,21 +101,15 @@ class BeirDataset:
                                   "pass dataset.path=DIR pointing at a BEIR-format dataset")
         self._docs = read_corpus(root / "corpus.jsonl")
         qrels_path = root / "qrels" / f"{self.split}.tsv"
-        judged = read_qrels(qrels_path, {d.doc_id for d in self._docs})
-        self._qrels = {q: {d: g for d, g in rel.items() if g > 0} for q, rel in judged.items()}
-        self._qrels = {q: rel for q, rel in self._qrels.items() if rel}
+        self._qrels = read_qrels(qrels_path, {d.doc_id for d in self._docs})
         queries = read_queries(root / "queries.jsonl")
-        warn_unknown_queries(judged, {qid for qid, _, _ in queries}, qrels_path)
-        unjudged = [qid for qid, _, _ in queries if qid not in self._qrels]
-        if unjudged:
-            log.warning("%d of %d queries have no judgements in split %r and are skipped: %s",
-                        len(unjudged), len(queries), self.split,
-                        ", ".join(shown(q) for q in unjudged[:5]))
+        warn_unknown_queries(self._qrels, {qid for qid, _, _ in queries}, qrels_path)
+        _report_judgements([qid for qid, _, _ in queries], self._qrels, self.split)
         self._queries = [Query(qid, text, _kind(meta)) for qid, text, meta in queries
                          if qid in self._qrels]
         if not self._queries:
-            raise BeirFormatError(qrels_path, None, "no query of queries.jsonl has a relevant "
-                                  "judgement here (no query has judgements)")
+            raise BeirFormatError(qrels_path, None, "no query of queries.jsonl has judgements "
+                                  "here (no query has judgements)")
 
     def documents(self) -> list[Document]:
         return list(self._docs)
@@ -131,6 +125,21 @@ class BeirDataset:
         return {"corpus_hash": _hash_files([root / "corpus.jsonl"], root),
                 "golden_hash": _hash_files([root / "queries.jsonl",
                                             root / "qrels" / f"{self.split}.tsv"], root)}
+
+
+def _report_judgements(query_ids: list[str], qrels: Qrels, split: str) -> None:
+    """Say which queries are averaged (trec_eval's rule): one with no judgements at all is left
+    out; one judged with nothing relevant (every grade 0) counts, with 0 on every measure."""
+    unjudged = [q for q in query_ids if q not in qrels]
+    if unjudged:
+        log.warning("%d of %d queries have no judgements in split %r and are left out of every "
+                    "mean: %s", len(unjudged), len(query_ids), split,
+                    ", ".join(shown(q) for q in unjudged[:5]))
+    nothing = [q for q in query_ids if q in qrels and not any(g > 0 for g in qrels[q].values())]
+    if nothing:
+        log.warning("%d of %d queries are judged but have no relevant document (every grade "
+                    "0) in split %r; they count in every mean with 0 (trec_eval's rule): %s",
+                    len(nothing), len(query_ids), split, ", ".join(shown(q) for q in nothing[:5]))
 
 
 def _kind(metadata: dict) -> str:
