@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import subprocess
 import sys
 
@@ -238,3 +239,16 @@ def test_golden_problem_echoes_are_capped_and_escaped(tmp_path):
     _, problems = check_golden(tmp_path / "golden", load_corpus(corpus))
     for p in problems:
         assert len(p.message) < 300 and "\x1b" not in p.message
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_by_name(tmp_path):
+    # Linux file names are bytes; a Latin-1 name decodes to lone surrogates, which no CSV,
+    # TREC file or MLflow tag could hold later.
+    corpus = write_tree(tmp_path / "corpus", {"good.md": "# Good\n"})
+    fd = os.open(os.fsencode(corpus) + b"/caf\xe9.md", os.O_WRONLY | os.O_CREAT)
+    os.write(fd, b"# Cafe\n")
+    os.close(fd)
+    with pytest.raises(InputError) as err:
+        load_corpus(corpus)
+    assert "caf\\udce9.md" in str(err.value) and "file name is not UTF-8" in str(err.value)
+    str(err.value).encode("utf-8")  # the message itself is printable anywhere

@@ -66,14 +66,17 @@ def load_corpus(corpus_dir: str | Path) -> dict[str, Document]:
     ``readers.read_text`` reads (UTF-8, byte-order mark dropped, line ends made ``\n``).
 
     Raises ``FileNotFoundError`` for a missing or empty folder and ``readers.InputError``
-    (file, line, byte offset) for a file that is not UTF-8 text."""
+    (file, line, byte offset) for a file that is not UTF-8 text or whose name is not UTF-8."""
     root = Path(corpus_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"corpus folder not found: {root}")
     docs: dict[str, Document] = {}
     for path in sorted(root.rglob("*.md")):
-        text = readers.read_text(path)
         doc_id = path.relative_to(root).as_posix()
+        if readers.has_surrogate(doc_id) >= 0:  # bytes of the name that are not UTF-8
+            raise readers.InputError(shown(str(path), 200), None, "the file name is not UTF-8; "
+                                     "rename the file (its name is the document id)")
+        text = readers.read_text(path)
         title = next((ln[2:].strip() for ln in text.splitlines() if ln.startswith("# ")), doc_id)
         docs[doc_id] = Document(doc_id=doc_id, title=title, text=text)
     if not docs:
