@@ -5,7 +5,7 @@ Format: ``golden/*.jsonl``, one question per line::
     {"id": "a-01", "kind": "factual", "question": "...", "answer": "...",
      "evidence": [{"doc": "concepts/scheduling.md", "quote": "verbatim text"}]}
 
-``kind`` is any name (default ``general``); ``unanswerable`` marks a question the corpus does not
+Blank lines and lines starting with ``//`` (comments) are skipped. ``kind`` is any name (default ``general``); ``unanswerable`` marks a question the corpus does not
 answer (no evidence). Evidence comes at three levels, mixable in one file:
 
 - ``{"doc": PATH, "quote": TEXT}``: matched with whitespace runs collapsed (so it may span
@@ -30,7 +30,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragexp import readers
+from ragexp import examples, readers
 from ragexp.readers import label, shown
 from ragexp.records import UNANSWERABLE, Document, Query, Span
 from ragexp.sections import find_section, outline
@@ -230,6 +230,8 @@ def check_golden(golden, docs: dict[str, Document]) -> tuple[list[Query], list[P
             problems.append(Problem(exc.file, exc.line or 0, exc.message))
             continue
         for lineno, raw in numbered:
+            if raw.lstrip().startswith("//"):  # a comment line
+                continue
             try:
                 rec = readers.parse_json(raw, path, lineno)
             except readers.InputError as exc:
@@ -267,8 +269,10 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Validate a golden set against its corpus.")
     sub = parser.add_subparsers(dest="cmd", required=True)
     check = sub.add_parser("check", help="validate and print counts per kind")
-    check.add_argument("--corpus", default="corpus")
-    check.add_argument("--golden", nargs="+", default=["golden"])
+    check.add_argument("--corpus", default=examples.path("handbook/corpus"),
+                       help="markdown folder (default: the shipped Brindle handbook)")
+    check.add_argument("--golden", nargs="+", default=[examples.path("handbook/golden")],
+                       help="question files or folders (default: the handbook's golden set)")
     check.add_argument("--readme", help="also write the counts into this file's golden block")
     args = parser.parse_args(argv)
     try:
