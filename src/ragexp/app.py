@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import tempfile
 import traceback
 from pathlib import Path
@@ -18,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from ragexp import measures, provenance, schema, tracking
 from ragexp.cache import EmbeddingCache
 from ragexp.pipeline import RunResult, run_experiment
+from ragexp.readers import DataError
 
 log = logging.getLogger("ragexp")
 schema.register()
@@ -164,7 +166,15 @@ def main(cfg: DictConfig) -> dict | None:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     try:
         return run_logged(cfg)
-    except Exception:
+    except Exception as exc:
+        root = exc
+        while root.__cause__ is not None:
+            root = root.__cause__
+        if isinstance(root, DataError):  # the message names file and line: no traceback
+            log.error("%s", root)
+            if not os.environ.get(tracking.PARENT_ENV):
+                sys.exit(2)
+            return None
         if os.environ.get(tracking.PARENT_ENV):
             log.exception("job failed; the sweep goes on and reports it at the end")
             return None

@@ -152,11 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parser().parse_args(argv)
+    from ragexp.readers import DataError
     from ragexp.serving import BadQuestion, ServingError
 
     try:
         return args.fn(args)
-    except (ServingError, BadQuestion) as exc:
+    except (ServingError, BadQuestion, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
