@@ -23,7 +23,7 @@ from ragexp.records import KINDS
 MAIN = ("mrr", "ndcg_at_10", "hit_at_1", "hit_at_10", "recall_at_10")
 REFUSAL = ("abstain.refused_unanswerable", "abstain.refused_answerable",
            "abstain.cv.refused_unanswerable", "abstain.cv.refused_answerable")
-HIDDEN_PARAMS = {"progress", "force", "experiment", "cache_dir", "ablation"}
+HIDDEN_PARAMS = {"progress", "force", "experiment", "cache_dir", "ablation", "verbose"}
 N_RESAMPLES = 10_000
 ALPHA = 0.05
 
@@ -81,7 +81,10 @@ def table(df: pd.DataFrame, per_kind: tuple[str, ...] = ("mrr",)) -> pd.DataFram
 
 
 def per_question(run_id: str) -> pd.DataFrame:
-    path = tracking.client().download_artifacts(run_id, "per_question.csv")
+    try:
+        path = tracking.artifact_path(run_id, "per_question.csv")
+    except tracking.RunNotFound as exc:  # a FAILED run, say: why it has no table
+        raise SystemExit(f"error: {exc}") from None
     return pd.read_csv(path)
 
 

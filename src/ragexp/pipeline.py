@@ -45,7 +45,7 @@ def rank(retriever: Retriever, reranker: Reranker, resources: Resources,
          queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
     """Retrieve deep enough for the reranker's head, rerank, keep the best ``k`` per query.
     The one ranking path shared by evaluation, latency measurement and serving."""
-    depth = max(k, getattr(reranker, "top_n", 0) or 0)
+    depth = max(k, reranker.top_n)
     ranking = reranker.rerank(queries, retriever.search(queries, depth, cached), resources)
     return {q: {c: scores[c] for c in ordered(scores)[:k]} for q, scores in ranking.items()}
 
