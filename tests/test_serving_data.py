@@ -41,7 +41,7 @@ def store(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp / 'mlflow.db'}")
     mp.chdir(work)
-    rel = ["dataset.corpus_dir=data/corpus", "dataset.golden_dir=data/golden", "cache_dir=cache"]
+    rel = ["dataset.corpus_dir=data/corpus", "dataset.questions=data/golden", "cache_dir=cache"]
     ids = {"dense": run_logged(config(*rel))["run_id"]}
     with pytest.raises(Exception):
         run_logged(config(*rel, "reranker=cross_encoder"))
@@ -86,9 +86,9 @@ def test_changed_corpus_is_refused_naming_both_hashes(store):
     extra = work / "data" / "corpus" / "zz-added.md"
     extra.write_text("# Added later\n\nA document the run never saw.\n")
     try:
-        from ragexp.datasets import HandbookDataset
+        from ragexp.datasets import MarkdownDataset
 
-        now = HandbookDataset(str(work / "data" / "corpus"),
+        now = MarkdownDataset(str(work / "data" / "corpus"),
                               str(work / "data" / "golden")).fingerprint()["corpus_hash"]
         assert now != recorded
         with pytest.raises(ServingError) as err:
@@ -140,7 +140,7 @@ def test_unwritable_cache_degrades_in_serving_and_names_the_path_in_runs(store, 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the cache folder should be\n")
     cfg = config(f"cache_dir={blocker / 'cache'}", f"dataset.corpus_dir={ROOT / 'corpus'}",
-                 f"dataset.golden_dir={ROOT / 'golden'}")
+                 f"dataset.questions={ROOT / 'golden'}")
     with caplog.at_level(logging.WARNING):
         engine = Engine(cfg, threshold=0.0, run_id="local")
         http = TestClient(create_app(engine))

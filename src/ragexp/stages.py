@@ -30,7 +30,7 @@ from ragexp.resources import Resources
 from ragexp.retrievers import Retriever
 
 # Config keys holding a file-system location (relative ones are relative to the run's cwd).
-PATH_KEYS = ("dataset.corpus_dir", "dataset.golden_dir", "dataset.path", "cache_dir",
+PATH_KEYS = ("dataset.corpus_dir", "dataset.questions", "dataset.path", "cache_dir",
              "embedder.cache_dir", "embedder.model_path", "reranker.model_path")
 LOCATION_TAG = "ragexp.path."
 
