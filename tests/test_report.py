@@ -49,14 +49,15 @@ def test_runner_and_report_agree_on_the_ablation_hash(store):
 
 def test_rows_show_only_runs_with_the_ablations_exact_config(store):
     _, true_bm25, fake_hybrid, tuned_bm25 = store
-    assert tuned_bm25["mrr"] != pytest.approx(true_bm25["mrr"])  # the plant would show
+    assert tuned_bm25["rr_at_10"] != pytest.approx(true_bm25["rr_at_10"])  # the plant would show
     df = report.ablation_runs("ragexp-handbook")
     assert list(df["run_id"]) == [true_bm25["run_id"]]
     assert "hybrid" in df.attrs["missing"] and "bm25" not in df.attrs["missing"]
     content = report.build("ragexp-handbook")
     rows = [ln for ln in content.splitlines() if ln.startswith("| bm25 | BM25 alone.")]
-    assert len(rows) == 1 and f"| {true_bm25['mrr']:.3f} |" in rows[0]
+    assert len(rows) == 1 and f"| {true_bm25['rr_at_10']:.3f} |" in rows[0]
     assert not any(ln.startswith("| hybrid |") for ln in content.splitlines())
+    assert "RR@10 identifier" in content and "CV unanswerable refused" in content
     assert re.search(r"no run with this exact config; run `make sweep`: .*\bhybrid\b", content)
 
 

@@ -15,7 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp import failures, schema, stages, tracking
+from ragexp import failures, measures, provenance, schema, stages, tracking
 from ragexp.pipeline import RunResult, run_experiment
 
 log = logging.getLogger("ragexp")
@@ -25,7 +25,9 @@ schema.register()
 def build_and_run(cfg: DictConfig, dataset) -> RunResult:
     """Build every stage from the composed config (``stages.build``) and run the experiment."""
     return run_experiment(
-        dataset=dataset, **stages.build(cfg).as_kwargs(), k=cfg.k, budget=cfg.abstain.budget, folds=cfg.abstain.folds,
+        measures=measures.resolve(cfg.measures, cfg.k),
+        dataset=dataset, **stages.build(cfg).as_kwargs(), k=cfg.k, budget=cfg.abstain.budget,
+        folds=cfg.abstain.folds,
         bm25_k1=cfg.bm25.k1, bm25_b=cfg.bm25.b, progress=cfg.progress)
 
 
@@ -59,13 +61,22 @@ def log_artifacts(run_id: str, cfg: DictConfig, result: RunResult) -> None:
         out = Path(tmp)
         (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
         result.per_question.to_csv(out / "per_question.csv", index=False)
+        provenance.trec_files(out, result.judged, result.qrels, tag=cfg.ablation)
         if result.abstain is not None:
             (out / "abstain_curve.json").write_text(json.dumps(result.abstain.to_json(), indent=1))
             plot_curve(result, out / "abstain_curve.png")
         c.log_artifacts(run_id, str(out))
 
 
+def dataset_source(resolved: dict) -> str:
+    """Where the evaluation data lives, as absolute paths (for the run's dataset input)."""
+    ds = resolved["dataset"]
+    paths = [ds[k] for k in ("path", "corpus_dir", "questions") if isinstance(ds.get(k), str)]
+    return " ".join(str(Path(p).resolve()) for p in paths)
+
+
 def run_logged(cfg: DictConfig) -> dict:
+    measures.resolve(cfg.measures, cfg.k)  # refuse a bad measure list or depth before any run
     resolved = OmegaConf.to_container(cfg, resolve=True)
     exp_id = tracking.ensure_experiment(resolved["experiment"])
     dataset, data, early = None, {}, None
@@ -90,7 +101,7 @@ def run_logged(cfg: DictConfig) -> dict:
     parent = os.environ.get(tracking.PARENT_ENV)
     tags = {"ragexp.config_hash": chash, "ragexp.ablation": cfg.ablation,
             "ragexp.overrides": overrides, "git.commit": tracking.git_commit(),
-            **tracking.versions()}
+            **tracking.versions(), **provenance.stage_tags(resolved)}
     tags.update(stages.locations(cfg))  # serving finds the data wherever it is started
     if parent:
         tags["mlflow.parentRunId"] = parent
@@ -103,6 +114,8 @@ def run_logged(cfg: DictConfig) -> dict:
     try:
         if early is not None:
             raise early
+        c.log_inputs(run_id, [provenance.dataset_input(
+            str(cfg.dataset.name), data, dataset.queries(), source=dataset_source(resolved))])
         result = build_and_run(cfg, dataset)
         ident = result.identity
         tags = {"embedder.backend": ident.backend if ident else "none (no stage used it)",
@@ -122,8 +135,8 @@ def run_logged(cfg: DictConfig) -> dict:
     c.set_terminated(run_id, "FINISHED")
     tracking.write_status(output_dir, status="FINISHED", run_id=run_id, overrides=overrides)
     m = result.metrics
-    summary = "  ".join(f"{k}={m[k]:.3f}" for k in ("mrr", "ndcg_at_10", "hit_at_10",
-                                                     "abstain.auc") if k in m)
+    keys = [ms.key for ms in measures.parse_all(cfg.measures)]
+    summary = "  ".join(f"{k}={m[k]:.3f}" for k in (*keys, "abstain.auc") if k in m)
     print(f"run {run_id} [{cfg.ablation}] {summary}")
     return {"status": "FINISHED", "run_id": run_id, **m}
 

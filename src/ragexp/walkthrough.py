@@ -52,7 +52,7 @@ def serve_and_query() -> list[str]:
 def build(experiment: str) -> str:
     df = ablation_runs(experiment)
     ids = {n: r[:8] for n, r in zip(df["tags.ragexp.ablation"], df["run_id"])}  # prefixes
-    best = df.sort_values("metrics.mrr", ascending=False)["tags.ragexp.ablation"].iloc[0]
+    best = df.sort_values("metrics.rr_at_10", ascending=False)["tags.ragexp.ablation"].iloc[0]
     picks = [n for n in dict.fromkeys(["default", "hybrid", "bm25", best]) if n in ids]
     q = shlex.quote
     steps = [
