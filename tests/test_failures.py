@@ -93,18 +93,16 @@ def _sweep(tmp: Path, *extra: str, offline_env: dict) -> subprocess.CompletedPro
 @pytest.mark.slow
 def test_sweep_hash_bge_offline(tmp_path):
     """The issue's literal sweep, offline (no HF_HUB_OFFLINE, the hub unreachable)."""
-    start = time.monotonic()
     proc = _sweep(tmp_path, "-m", "retriever=dense,hybrid", "embedder=hash,bge",
                   f"hydra.sweep.dir={tmp_path / 'multirun'}",
                   offline_env={"HF_ENDPOINT": f"http://127.0.0.1:{free_port()}"})
-    elapsed = time.monotonic() - start
     assert proc.returncode == 1
     out = proc.stdout + proc.stderr
     assert "2 failed, 2 finished" in proc.stdout
     failed = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("FAILED")]
     assert len(failed) == 2 and all("embedder=bge" in ln and HINT in ln for ln in failed)
     assert "Traceback" not in out  # tracebacks are in error.txt and the job logs
-    assert elapsed < 120  # was 4 x 39 s of retries before the first result
+    assert "retries left" not in out  # fastembed's download retries never ran
     logs = list((tmp_path / "multirun").glob("*/*.log"))
     assert any("Traceback (most recent call last)" in p.read_text() for p in logs)
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -112,6 +110,8 @@ def test_sweep_hash_bge_offline(tmp_path):
     jobs = df.dropna(subset=["tags.ragexp.config_hash"])
     bge = jobs[jobs["params.embedder.name"] == "bge"]
     assert sorted(bge["status"]) == ["FAILED", "FAILED"]
+    # One attempt: fastembed's retries alone sleep 3 + 9 + 27 = 39 s, whatever the load.
+    assert ((bge["end_time"] - bge["start_time"]).dt.total_seconds() < 39).all()
     assert bge["tags.ragexp.error"].str.contains(HINT, regex=False).all()
     assert bge["tags.ragexp.error"].str.startswith("EmbedderError").all()
     assert sorted(jobs[jobs["params.embedder.name"] == "hash"]["status"]) == ["FINISHED"] * 2
