@@ -22,7 +22,7 @@ import pandas as pd
 from ragexp import compare
 from ragexp.readme import replace_block
 
-ABLATIONS = Path(__file__).resolve().parents[2] / "conf" / "ablation"
+ABLATIONS = Path(__file__).resolve().parent / "conf" / "ablation"
 
 
 MISSING = "no run with this exact config; run `make sweep`"
