@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from hydra import compose, initialize_config_dir
 
-from ragexp import cli, schema, tracking
+from ragexp import cli, examples, schema, tracking
 from ragexp.api import create_app
 from ragexp.app import CONF_DIR, run_logged
 from ragexp.cache import CacheWriteError, EmbeddingCache
@@ -22,7 +22,7 @@ from ragexp.resources import Resources
 from ragexp.serving import Engine, ServingError
 
 schema.register()
-ROOT = Path(__file__).resolve().parents[1]
+CORPUS, GOLDEN = Path(examples.path("handbook/corpus")), Path(examples.path("handbook/golden"))
 BASE = ["embedder=hash", "embedder.dim=64", "retriever=dense", "reranker=none", "progress=false"]
 
 
@@ -36,8 +36,8 @@ def store(tmp_path_factory):
     """Runs started in ``work/`` with relative data and cache paths, on a copy of the data."""
     tmp = tmp_path_factory.mktemp("serving-data")
     work = tmp / "work"
-    shutil.copytree(ROOT / "corpus", work / "data" / "corpus")
-    shutil.copytree(ROOT / "golden", work / "data" / "golden")
+    shutil.copytree(CORPUS, work / "data" / "corpus")
+    shutil.copytree(GOLDEN, work / "data" / "golden")
     mp = pytest.MonkeyPatch()
     mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp / 'mlflow.db'}")
     mp.chdir(work)
@@ -139,8 +139,8 @@ def test_unwritable_cache_degrades_in_serving_and_names_the_path_in_runs(store, 
                                                                          caplog):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the cache folder should be\n")
-    cfg = config(f"cache_dir={blocker / 'cache'}", f"dataset.corpus_dir={ROOT / 'corpus'}",
-                 f"dataset.questions={ROOT / 'golden'}")
+    cfg = config(f"cache_dir={blocker / 'cache'}", f"dataset.corpus_dir={CORPUS}",
+                 f"dataset.questions={GOLDEN}")
     with caplog.at_level(logging.WARNING):
         engine = Engine(cfg, threshold=0.0, run_id="local")
         http = TestClient(create_app(engine))
