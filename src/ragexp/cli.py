@@ -126,6 +126,10 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--run", help="serve this run instead of the champion")
         s.add_argument("--model", default=MODEL_NAME)
         s.set_defaults(fn=fn)
+
+    from ragexp.housekeeping import add_parser as add_runs
+
+    add_runs(sub)
     return p
 
 
@@ -134,10 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parser().parse_args(argv)
     from ragexp.serving import BadQuestion, ServingError
+    from ragexp.tracking import TrackingError
 
     try:
         return args.fn(args)
-    except (ServingError, BadQuestion) as exc:
+    except (ServingError, BadQuestion, TrackingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
