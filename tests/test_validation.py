@@ -134,16 +134,22 @@ def test_cross_field_rules_plug_in(monkeypatch):
     monkeypatch.setattr(validation, "_RULES", list(validation._RULES))
 
     @validation.cross_field_rule
-    def k_covers_rerank_head(cfg):
-        return [f"k={cfg.k} is below reranker.top_n={cfg.reranker.top_n}"] \
-            if cfg.k < cfg.reranker.top_n else []
+    def k_covers_ten_rerank_heads(cfg):
+        return [f"k={cfg.k} is below 10 x reranker.top_n={cfg.reranker.top_n}"] \
+            if cfg.k < 10 * cfg.reranker.top_n else []
 
-    validation.validate(cfg_with("k=20"))
-    with pytest.raises(validation.ConfigRangeError, match="k=10 is below reranker.top_n=20"):
-        validation.validate(cfg_with())
+    validation.validate(cfg_with("k=200"))
+    with pytest.raises(validation.ConfigRangeError, match="k=100 is below 10 x reranker.top_n=20"):
+        validation.validate(cfg_with("k=100"))
     with pytest.raises(validation.ConfigRangeError,
                        match=r"overlap_words=30 is out of range: must be < chunking\.max_words"):
-        validation.validate(cfg_with("k=20", "chunking.max_words=30", "chunking.overlap_words=30"))
+        validation.validate(cfg_with("k=200", "chunking.max_words=30",
+                                     "chunking.overlap_words=30"))
+
+
+def test_measure_depth_is_a_cross_field_rule():
+    with pytest.raises(validation.ConfigRangeError, match="k=5 is below the deepest measure"):
+        validation.validate(cfg_with("k=5"))
 
 
 def test_describe_reads_as_an_interval():

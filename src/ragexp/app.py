@@ -16,7 +16,7 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp import lifecycle, schema, tracking, validation
+from ragexp import lifecycle, measures, provenance, schema, tracking, validation
 from ragexp.cache import EmbeddingCache
 from ragexp.pipeline import RunResult, run_experiment
 from ragexp.sweep import SKIP_LINK
@@ -28,6 +28,7 @@ schema.register()
 def build_and_run(cfg: DictConfig, dataset) -> RunResult:
     """Instantiate every stage from the composed config and run the experiment."""
     return run_experiment(
+        measures=measures.resolve(cfg.measures, cfg.k),
         dataset=dataset,
         chunker=instantiate(cfg.chunking),
         make_embedder=lambda: instantiate(cfg.embedder),
@@ -68,9 +69,17 @@ def write_artifacts(out: Path, cfg: DictConfig, result: RunResult) -> None:
     """The run's artifact files, written into ``out``."""
     (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     result.per_question.to_csv(out / "per_question.csv", index=False)
+    provenance.trec_files(out, result.judged, result.qrels, tag=cfg.ablation)
     if result.abstain is not None:
         (out / "abstain_curve.json").write_text(json.dumps(result.abstain.to_json(), indent=1))
         plot_curve(result, out / "abstain_curve.png")
+
+
+def dataset_source(resolved: dict) -> str:
+    """Where the evaluation data lives, as absolute paths (for the run's dataset input)."""
+    ds = resolved["dataset"]
+    paths = [ds[k] for k in ("path", "corpus_dir", "questions") if isinstance(ds.get(k), str)]
+    return " ".join(str(Path(p).resolve()) for p in paths)
 
 
 @dataclass
@@ -139,7 +148,8 @@ def run_logged(cfg: DictConfig) -> dict:
         return {"status": "SKIPPED", "run_id": done}
     tags = {"ragexp.config_hash": job.config_hash, "ragexp.ablation": cfg.ablation,
             "ragexp.overrides": job.overrides, "ragexp.code": tracking.code_identity(),
-            "git.commit": tracking.git_commit(), **tracking.versions()}
+            "git.commit": tracking.git_commit(), **tracking.versions(),
+            **provenance.stage_tags(job.resolved)}
     if job.parent:
         tags["mlflow.parentRunId"] = job.parent
     with tracking.tracked_run(job.experiment_id, tags=tags,
@@ -149,6 +159,9 @@ def run_logged(cfg: DictConfig) -> dict:
         log.info("MLflow run %s (experiment %s)", run.run_id, job.resolved["experiment"])
         if job.load_error is not None:
             raise job.load_error
+        tracking.client().log_inputs(run.run_id, [provenance.dataset_input(
+            str(cfg.dataset.name), job.data, job.dataset.queries(),
+            source=dataset_source(job.resolved))])
         result = build_and_run(cfg, job.dataset)
         ident = result.identity
         tags = {"embedder.backend": ident.backend if ident else "none (no stage used it)",
@@ -157,8 +170,8 @@ def run_logged(cfg: DictConfig) -> dict:
                 "embedder.model_sha256": ident.model_sha256 if ident else "", **job.data}
         run.log(result.metrics, tags, lambda out: write_artifacts(out, cfg, result))
     m = result.metrics
-    summary = "  ".join(f"{k}={m[k]:.3f}" for k in ("mrr", "ndcg_at_10", "hit_at_10",
-                                                     "abstain.auc") if k in m)
+    keys = [ms.key for ms in measures.parse_all(cfg.measures)]
+    summary = "  ".join(f"{k}={m[k]:.3f}" for k in (*keys, "abstain.auc") if k in m)
     print(f"run {run.run_id} [{cfg.ablation}] {summary}")
     return {"status": "FINISHED", "run_id": run.run_id, **m}
 

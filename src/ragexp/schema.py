@@ -14,13 +14,15 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from ragexp.measures import DEFAULT_NAMES
+
 
 @dataclass
-class HandbookDatasetConf:
-    _target_: str = "ragexp.datasets.HandbookDataset"
-    name: str = "handbook"
-    corpus_dir: str = "corpus"
-    golden_dir: str = "golden"
+class MarkdownDatasetConf:
+    _target_: str = "ragexp.datasets.MarkdownDataset"
+    name: str = "markdown"
+    corpus_dir: str = MISSING
+    questions: str = MISSING
 
 
 @dataclass
@@ -166,14 +168,16 @@ class Config:
     answer: AnswerConf = field(default_factory=AnswerConf)
     experiment: str = "ragexp-${dataset.name}"
     ablation: str = "custom"
-    k: int = field(default=10, metadata={"ge": 1})
+    # ranking depth; at least the deepest cutoff in measures (validation's cross-field rule)
+    k: int = field(default=100, metadata={"ge": 1})
+    measures: list[str] = field(default_factory=lambda: list(DEFAULT_NAMES))  # ir_measures names
     force: bool = False
     progress: bool = True
     cache_dir: str = ".cache/ragexp"
 
 
 SCHEMAS = {
-    "dataset": {"handbook": HandbookDatasetConf, "beir": BeirDatasetConf},
+    "dataset": {"markdown": MarkdownDatasetConf, "beir": BeirDatasetConf},
     "chunking": {"markdown": MarkdownChunkingConf, "none": WholeDocChunkingConf},
     "embedder": {"hash": HashEmbedderConf, "fastembed": FastEmbedConf},
     "retriever": {"dense": DenseRetrieverConf, "bm25": BM25RetrieverConf,

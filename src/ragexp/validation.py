@@ -103,3 +103,18 @@ def overlap_below_window(cfg: DictConfig) -> list[str]:
         return [f"chunking.overlap_words={ch.overlap_words} is out of range: must be < "
                 f"chunking.max_words ({ch.max_words})"]
     return []
+
+
+@cross_field_rule
+def depth_covers_measures(cfg: DictConfig) -> list[str]:
+    """Every measure name parses and ``k`` reaches the deepest measure cutoff
+    (``measures.resolve``)."""
+    if "measures" not in cfg or "k" not in cfg:
+        return []
+    from ragexp import measures
+
+    try:
+        measures.resolve(cfg.measures, cfg.k)
+    except ValueError as exc:
+        return [str(exc)]
+    return []
