@@ -216,3 +216,30 @@ def test_http_retries_are_bounded_unless_the_user_set_them(store, monkeypatch):
     tracking.client()
     assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "2"
     assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "7"
+
+
+@pytest.mark.slow
+def test_a_change_to_ragexp_reruns_a_finished_config(store, monkeypatch):
+    from hydra import compose, initialize_config_dir
+
+    from ragexp import schema
+    from ragexp.app import CONF_DIR, run_logged
+
+    schema.register()
+    c, exp, tmp = store
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=["embedder=hash", "retriever=bm25", "reranker=none",
+                                           "experiment=lifecycle", f"cache_dir={tmp / 'c'}",
+                                           "progress=false"])
+    first = run_logged(cfg)
+    assert first["status"] == "FINISHED"
+    assert run_logged(cfg) == {"status": "SKIPPED", "run_id": first["run_id"]}
+    monkeypatch.setattr(tracking, "code_identity", lambda: "0.1.0+src.000000000000")
+    second = run_logged(cfg)
+    assert second["status"] == "FINISHED" and second["run_id"] != first["run_id"]
+    tags = c.get_run(second["run_id"]).data.tags
+    assert tags["ragexp.code"] == "0.1.0+src.000000000000"
+    assert tags["ragexp.config_hash"] != c.get_run(first["run_id"]).data.tags[
+        "ragexp.config_hash"]
+    cfg.force = True
+    assert run_logged(cfg)["run_id"] not in (first["run_id"], second["run_id"])

@@ -159,7 +159,7 @@ def run_logged(cfg: DictConfig) -> dict:
         log.info("MLflow run %s (experiment %s)", run.run_id, job.resolved["experiment"])
         if job.load_error is not None:
             raise job.load_error
-        tracking.client().log_inputs(run.run_id, [provenance.dataset_input(
+        run.log_inputs([provenance.dataset_input(
             str(cfg.dataset.name), job.data, job.dataset.queries(),
             source=dataset_source(job.resolved))])
         result = build_and_run(cfg, job.dataset)

@@ -86,15 +86,17 @@ def client():
 
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
-    c = MlflowClient(tracking_uri=uri)
-    if uri not in _READY:
-        try:
-            with store_lock(uri):
-                c.search_experiments(max_results=1)
-        except Exception as exc:
-            raise TrackingError(f"tracking store {uri} is not usable: "
-                                f"{' '.join(str(exc).split())[:500]}") from exc
-        _READY.add(uri)
+    if uri in _READY:
+        return MlflowClient(tracking_uri=uri)
+    try:  # constructing the client opens (and creates or migrates) the store
+        with store_lock(uri):
+            c = MlflowClient(tracking_uri=uri)
+            c.search_experiments(max_results=1)
+            c.search_registered_models(max_results=1)
+    except Exception as exc:
+        raise TrackingError(f"tracking store {uri} is not usable: "
+                            f"{' '.join(str(exc).split())[:500]}") from exc
+    _READY.add(uri)
     return c
 
 
@@ -244,6 +246,15 @@ class TrackedRun:
                 f"are kept in {self.outbox.root}; `ragexp runs sync {self.outbox.root}` logs "
                 f"them when the store is back") from exc
         self.outbox.update(state="logged")
+
+
+    def log_inputs(self, inputs: list) -> None:
+        """MLflow dataset inputs; ``TrackingError`` when the store does not take them."""
+        try:
+            client().log_inputs(self.run_id, inputs)
+        except Exception as exc:
+            raise TrackingError(f"could not record the inputs of run {self.run_id} in "
+                                f"{tracking_uri()}: {' '.join(str(exc).split())[:300]}") from exc
 
 
 def _end(run_id: str, status: str, error: str = "", trace: str = "") -> None:
