@@ -180,6 +180,10 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--host", default="127.0.0.1")
     u.add_argument("--port", type=int, default=5000)
     u.set_defaults(fn=cmd_ui)
+
+    from ragexp.housekeeping import add_parser as add_runs
+
+    add_runs(sub)
     return p
 
 
@@ -190,11 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     from ragexp.access import AccessError
     from ragexp.readers import DataError
     from ragexp.serving import BadQuestion, ServingError
-    from ragexp.tracking import RunNotFound
+    from ragexp.tracking import RunNotFound, TrackingError
 
     try:
         return args.fn(args)
-    except (ServingError, BadQuestion, RunNotFound, AccessError, DataError) as exc:
+    except (ServingError, BadQuestion, RunNotFound, AccessError, DataError, TrackingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -44,10 +44,13 @@ def runs_frame(experiment: str, parent: str | None = None,
             raise SystemExit(f"unknown run id(s): {', '.join(sorted(missing))}")
         return df.set_index("run_id").loc[run_ids].reset_index()
     filt = "attributes.status = 'FINISHED' and tags.`ragexp.config_hash` != ''"
-    if parent:
-        filt += f" and tags.`mlflow.parentRunId` = '{parent}'"
-    df = mlflow.search_runs(experiment_names=[experiment], filter_string=filt,
-                            order_by=["attributes.start_time DESC"])
+    searches = [filt]
+    if parent:  # its children, and the finished runs it skipped and linked (sweep.SKIP_LINK)
+        searches = [f"{filt} and tags.`mlflow.parentRunId` = '{parent}'",
+                    f"{filt} and tags.`ragexp.in_sweep.{parent}` = 'skipped'"]
+    df = pd.concat([mlflow.search_runs(experiment_names=[experiment], filter_string=f,
+                                       order_by=["attributes.start_time DESC"])
+                    for f in searches], ignore_index=True)
     if df.empty:
         raise SystemExit(f"no finished runs in experiment {experiment!r}"
                          + (f" under parent run {parent}" if parent else "")

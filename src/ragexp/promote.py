@@ -78,11 +78,12 @@ def promote(run_id: str, name: str = MODEL_NAME, gate: bool = False) -> tuple[st
         reasons = gate_check(run, c.get_run(champion.run_id))
         if reasons:
             raise PromotionRefused("gate refused: " + "; ".join(reasons))
-    try:
-        c.get_registered_model(name)
-    except Exception:
-        c.create_registered_model(name, description="ragexp serving configurations; alias "
-                                                    f"'{ALIAS}' is the one served")
+    with tracking.store_lock():  # two promotions at once must not both create the model
+        try:
+            c.get_registered_model(name)
+        except Exception:
+            c.create_registered_model(name, description="ragexp serving configurations; alias "
+                                                        f"'{ALIAS}' is the one served")
     version = c.create_model_version(
         name, source=run.info.artifact_uri, run_id=run_id,
         tags={"rr_at_10": f"{run.data.metrics['rr_at_10']:.4f}",
