@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast check-golden run sweep tables walkthrough bench ui screenshot clean
+.PHONY: help install test test-fast check-golden run sweep tables walkthrough bench ui screenshot gate clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -43,6 +43,10 @@ walkthrough: ## run compare -> promote -> search/ask/serve and record it in the 
 
 bench: ## benchmarks: prints one table of ratios measured side by side
 	$(BIN)/python -m ragexp.bench --readme README.md
+
+gate: ## quality gate: make gate RUN=<run id> [AGAINST=champion|<run id>]; exit 1 on a regression
+	$(if $(RUN),,$(error make gate needs RUN=<run id>))
+	$(BIN)/ragexp gate $(RUN) --against $(or $(AGAINST),champion)
 
 ui: ## MLflow UI on the store runs go to (http://127.0.0.1:5000)
 	$(BIN)/mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///mlruns/mlflow.db}" --host 127.0.0.1 --port 5000

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ragexp import compare
+from ragexp import compare, significance
 from ragexp.readme import replace_block
 from ragexp.records import KINDS
 
@@ -64,10 +64,11 @@ def build(experiment: str) -> str:
         "", "**Overall** (answerable questions)", "", compare.render(main)]
     base = df[df["tags.ragexp.ablation"] == "default"]
     if not base.empty:
-        tab = compare.with_baseline(df, pd.DataFrame({"ablation": df["tags.ragexp.ablation"]}),
-                                    base["run_id"].iloc[0])
+        tab, results = compare.with_baseline(
+            df, pd.DataFrame({"ablation": df["tags.ragexp.ablation"]}), base["run_id"].iloc[0],
+            significance.DEFAULT_MEASURES)
         parts += ["", "**Against `default`** (paired, per question)", "", compare.render(tab),
-                  "", compare.NOTE]
+                  "", significance.note("holm", results, significance.DEFAULT_MEASURES)]
     parts += ["", "**Per question kind**", "", compare.render(per_kind),
               "", f"**Refusal** at the operating point (budget: at most "
               f"{df['params.abstain.budget'].iloc[0]} of answerable questions refused; CV = "

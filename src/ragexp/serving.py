@@ -22,8 +22,7 @@ from ragexp.pipeline import rank
 from ragexp.resources import Resources
 
 log = logging.getLogger(__name__)
-MODEL_NAME = "ragexp-serving"
-ALIAS = "champion"
+MODEL_NAME, ALIAS = tracking.MODEL_NAME, tracking.ALIAS
 MAX_QUESTION = 2000
 MAX_K = 50
 

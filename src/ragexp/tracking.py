@@ -27,6 +27,8 @@ from omegaconf import DictConfig
 log = logging.getLogger(__name__)
 
 PARENT_ENV = "RAGEXP_PARENT_RUN_ID"
+MODEL_NAME = "ragexp-serving"  # registered model whose alias ALIAS is served
+ALIAS = "champion"
 STATUS_FILE = "ragexp_status.json"
 # Keys that change how a run is shown or forced, not what it measures.
 VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment")
