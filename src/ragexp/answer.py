@@ -19,7 +19,7 @@ from ragexp.bm25 import BM25Index
 from ragexp.records import Chunk
 from ragexp.text import split_sentences, tokenize
 
-REFUSAL = "I can't answer that from the handbook: nothing retrieved supports an answer."
+REFUSAL = "I can't answer that from these documents: nothing retrieved supports an answer."
 _CITATION = re.compile(r"\s*\[(\d+)\]$")
 
 
