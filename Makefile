@@ -36,7 +36,7 @@ sweep: ## the full named ablation set as one multirun (one parent MLflow run)
 
 tables: ## regenerate the README's golden-set counts and result tables (MLflow store)
 	$(BIN)/python -m ragexp.golden check --readme README.md
-	$(BIN)/python -m ragexp.report --readme README.md
+	$(BIN)/python -m ragexp.report --confirm --readme README.md
 
 walkthrough: ## run compare -> promote -> search/ask/serve and record it in the README
 	$(BIN)/python -m ragexp.walkthrough --readme README.md

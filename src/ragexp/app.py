@@ -15,7 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp import schema, tracking
+from ragexp import schema, selection, split, tracking
 from ragexp.cache import EmbeddingCache
 from ragexp.pipeline import RunResult, run_experiment
 
@@ -79,7 +79,8 @@ def run_logged(cfg: DictConfig) -> dict:
     exp_id = tracking.ensure_experiment(resolved["experiment"])
     dataset, data, early = None, {}, None
     try:  # loading validates the golden set against the corpus; a failure fails the run below
-        dataset = instantiate(cfg.dataset)
+        dataset = split.select(instantiate(cfg.dataset), cfg.split, cfg.split_seed,
+                               cfg.split_test_share)
         data = dataset.fingerprint()
     except Exception as exc:
         early = exc
@@ -144,12 +145,16 @@ CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
-def main(cfg: DictConfig) -> dict | None:
+def main(cfg: DictConfig) -> float | None:
+    """Runs one job; returns its objective (``cfg.objective`` on ``cfg.split``), so a sweeper
+    such as Optuna can drive ragexp. A skipped job returns its recorded objective; a failed job
+    in a sweep returns None (Optuna records a failed trial) and the sweep goes on."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     try:
-        return run_logged(cfg)
+        out = run_logged(cfg)
     except Exception:
         if os.environ.get(tracking.PARENT_ENV):
             log.exception("job failed; the sweep goes on and reports it at the end")
             return None
         raise
+    return selection.objective(out, cfg.objective)

@@ -75,6 +75,26 @@ def cmd_gate(args) -> int:
     return 0 if verdict.passed else 1
 
 
+def cmd_confirm(args) -> int:
+    from ragexp import compare, significance, stats
+    from ragexp.confirm import ConfirmError, confirm
+
+    measures = tuple(args.measure or significance.DEFAULT_MEASURES)
+    try:
+        table, tests, baseline = confirm(args.run_id, args.baseline, measures, args.correction)
+    except ConfirmError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"run {args.run_id[:8]} against baseline {baseline[:8]}, chosen on dev, evaluated on "
+          f"the held-out test questions:\n")
+    print(compare.render(table.round(4)))
+    print("\nPer kind on test:\n")
+    print(compare.render(significance.long_table({args.run_id: tests})))
+    print(f"\n{stats.correction_note(args.correction, 'the measures x (all + each kind) on test')}"
+          f" Logged on run {args.run_id} as confirm.* metrics.")
+    return 0
+
+
 def cmd_search(args) -> int:
     from ragexp.serving import check_k, check_question
 
@@ -165,6 +185,16 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--correction", choices=("holm", "bh"), default="holm")
         s.add_argument("--refusal-slack", type=float, default=0.05,
                        help="cross-validated answerable refusals may exceed the budget by this")
+
+    cf = sub.add_parser("confirm", help="re-evaluate a run and its baseline on the held-out "
+                                        "test questions; log the difference on the run")
+    cf.add_argument("run_id")
+    cf.add_argument("--baseline", help="run id (default: the run's sweep baseline job, else the "
+                                       "champion)")
+    cf.add_argument("--measure", action="append", metavar="M",
+                    help="measure to test, repeatable (default nDCG@10 and RR@10)")
+    cf.add_argument("--correction", choices=("holm", "bh"), default="holm")
+    cf.set_defaults(fn=cmd_confirm)
 
     for name, fn, help_ in (("search", cmd_search, "ranked chunks for a query"),
                             ("ask", cmd_ask, "an extractive, cited answer or a refusal"),

@@ -14,7 +14,8 @@ from ragexp import significance, stats, tracking
 MAIN = ("mrr", "ndcg_at_10", "hit_at_1", "hit_at_10", "recall_at_10")
 REFUSAL = ("abstain.refused_unanswerable", "abstain.refused_answerable",
            "abstain.cv.refused_unanswerable", "abstain.cv.refused_answerable")
-HIDDEN_PARAMS = {"progress", "force", "experiment", "cache_dir", "ablation"}
+HIDDEN_PARAMS = {"progress", "force", "experiment", "cache_dir", "ablation", "objective",
+                 "baseline"}
 
 
 def runs_frame(experiment: str, parent: str | None = None,

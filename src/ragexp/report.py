@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ragexp import compare, significance
+from ragexp import compare, decision_tables, significance
 from ragexp.readme import replace_block
 
 ABLATIONS = Path(__file__).resolve().parents[2] / "conf" / "ablation"
@@ -24,6 +24,8 @@ ABLATIONS = Path(__file__).resolve().parents[2] / "conf" / "ablation"
 def ablation_runs(experiment: str) -> pd.DataFrame:
     df = compare.runs_frame(experiment)
     df = df[df["tags.ragexp.ablation"].isin([p.stem for p in ABLATIONS.glob("*.yaml")])]
+    if "params.split" in df:  # test-split runs are confirmations, not candidates
+        df = df[df["params.split"] != "test"]
     if df.empty:
         raise SystemExit(f"no ablation runs in {experiment!r}: run `make sweep` first")
     latest = df.sort_values("start_time", ascending=False).drop_duplicates("tags.ragexp.ablation")
@@ -36,7 +38,7 @@ def describe(name: str) -> str:
     return " ".join(lines)
 
 
-def build(experiment: str) -> str:
+def build(experiment: str, run_confirm: bool = False) -> str:
     df = ablation_runs(experiment)
     kinds = compare.kinds_in(df, "mrr")
     m = lambda col: df[f"metrics.{col}"].map(lambda v: f"{v:.3f}")  # noqa: E731
@@ -68,6 +70,7 @@ def build(experiment: str) -> str:
             significance.DEFAULT_MEASURES)
         parts += ["", "**Against `default`** (paired, per question)", "", compare.render(tab),
                   "", significance.note("holm", results, significance.DEFAULT_MEASURES)]
+    parts += ["", *decision_tables.build(df, run_confirm=run_confirm)]
     parts += ["", "**Per question kind**", "", compare.render(per_kind),
               "", f"**Refusal** at the operating point (budget: at most "
               f"{df['params.abstain.budget'].iloc[0]} of answerable questions refused; CV = "
@@ -80,8 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ragexp.report", description=__doc__)
     p.add_argument("--experiment", default="ragexp-handbook")
     p.add_argument("--readme", type=Path, help="replace the results block of this file")
+    p.add_argument("--confirm", action="store_true",
+                   help="confirm the dev winner on test first if it is not yet (ragexp confirm)")
     args = p.parse_args(argv)
-    content = build(args.experiment)
+    content = build(args.experiment, run_confirm=args.confirm)
     print(content)
     if args.readme:
         replace_block(args.readme, "results", content)

@@ -31,7 +31,7 @@ MODEL_NAME = "ragexp-serving"  # registered model whose alias ALIAS is served
 ALIAS = "champion"
 STATUS_FILE = "ragexp_status.json"
 # Keys that change how a run is shown or forced, not what it measures.
-VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment")
+VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment", "objective", "baseline")
 
 
 def tracking_uri() -> str:
@@ -167,6 +167,15 @@ class SweepCallback(Callback):
             counts[s["status"]] = counts.get(s["status"], 0) + 1
         failed = [s for s in statuses if s["status"] == "FAILED"]
         c = client()
+        try:  # each job vs the sweep's baseline, the best run and those tied with it
+            from ragexp.selection import summarise_sweep
+
+            for line in summarise_sweep(self.parent_id, statuses, str(config.baseline),
+                                        str(config.objective)):
+                print(line)
+        except Exception as exc:  # the sweep's own outcome is still recorded below
+            log.exception("sweep comparisons failed")
+            c.set_tag(self.parent_id, "ragexp.selection_error", f"{type(exc).__name__}: {exc}")
         c.set_tag(self.parent_id, "ragexp.jobs", json.dumps(counts))
         c.set_terminated(self.parent_id, "FAILED" if failed else "FINISHED")
         summary = ", ".join(f"{n} {k.lower()}" for k, n in sorted(counts.items()))
