@@ -31,8 +31,8 @@ def test_vs_baseline_metric_names_are_mlflow_keys():
     rr = selection.measure_key("RR@10")
     assert out[f"vs_baseline.{rr}.semantic.n_needed"] == -1.0
     assert all("@" not in k for k in out)
-    with pytest.raises(ValueError, match="unknown measure 'nDCG@11'"):
-        selection.measure_key("nDCG@11")
+    with pytest.raises(ValueError, match="unknown measure 'Foo@10'"):
+        selection.measure_key("Foo@10")
 
 
 def ragexp(tmp: Path, *args: str) -> subprocess.CompletedProcess:
@@ -185,3 +185,12 @@ def test_optuna_sweeper_drives_ragexp_and_resumes(tmp_path):
     assert "4 skipped" in again.stdout
     result2 = yaml.safe_load((tmp_path / "multirun2" / "optimization_results.yaml").read_text())
     assert result2["best_value"] == pytest.approx(result["best_value"])
+
+
+def test_objective_must_be_a_configured_measure():
+    selection.check_objective("nDCG@10", ["RR@10", "nDCG@10"])
+    with pytest.raises(ValueError, match="objective 'R@100' is not among the configured"):
+        selection.check_objective("R@100", ["RR@10", "nDCG@10"])
+    assert selection.objective({"status": "FINISHED", "ndcg_at_10": 0.4}, "nDCG@10") == 0.4
+    with pytest.raises(ValueError, match="no metric 'rr_at_10'"):
+        selection.objective({"status": "FINISHED", "run_id": "x", "ndcg_at_10": 0.4}, "RR@10")

@@ -61,7 +61,7 @@ def test_compare_table_shows_differing_keys_and_metrics(store):
     tab = compare.table(df)
     assert "retriever.name" in tab.columns and "chunking.max_words" in tab.columns
     assert "embedder.name" not in tab.columns  # same in every run
-    assert {"mrr", "ndcg_at_10", "mrr.identifier", "abstain.refused_unanswerable",
+    assert {"rr_at_10", "ndcg_at_10", "rr_at_10.identifier", "abstain.refused_unanswerable",
             "abstain.cv.refused_answerable"} <= set(tab.columns)
     md = compare.render(tab)
     assert md.count("\n") == len(tab) + 1 and ids["bm25"][:8] in md
@@ -77,7 +77,7 @@ def test_paired_tests_match_independent_computation_and_are_adjusted_together(st
     run, base = compare.per_question(ids["dense"]), compare.per_question(ids["bm25"])
     m = run.merge(base, on="id", suffixes=("", "_b"))
     m = m[m["kind"] != "unanswerable"]
-    d = (m["reciprocal_rank"] - m["reciprocal_rank_b"]).to_numpy()
+    d = (m["rr_at_10"] - m["rr_at_10_b"]).to_numpy()
     tests = results[ids["dense"]]
     overall = tests[0]
     assert (overall.measure, overall.kind, overall.n) == ("RR@10", "all", len(d))
@@ -87,7 +87,7 @@ def test_paired_tests_match_independent_computation_and_are_adjusted_together(st
     assert set(by_kind) == set(m["kind"])
     for kind, g in m.groupby("kind"):
         assert by_kind[kind].mean_diff == pytest.approx(
-            (g["reciprocal_rank"] - g["reciprocal_rank_b"]).mean())
+            (g["rr_at_10"] - g["rr_at_10_b"]).mean())
     # one family: 2 runs x 2 measures x (all + 4 kinds) = 20 tests, Holm over all of them
     flat = [t for r in results.values() for t in r]
     assert len(flat) == 20
@@ -116,7 +116,7 @@ def test_promote_refuses_failed_unknown_and_metricless_runs(store):
 def test_promote_moves_champion_and_keeps_versions_and_gate(store):
     _, ids = store
     c = tracking.client()
-    metric = {k: c.get_run(ids[k]).data.metrics["mrr"] for k in ("bm25", "dense", "small")}
+    metric = {k: c.get_run(ids[k]).data.metrics["rr_at_10"] for k in ("bm25", "dense", "small")}
     worst = min(metric, key=metric.get)
     best = max(metric, key=metric.get)
     v1, _ = promote(ids[worst])
@@ -268,7 +268,7 @@ def test_report_tables_and_readme_blocks(store, tmp_path):
 
     content = report.build("ragexp-handbook")  # the bm25 run is tagged ablation=bm25
     assert "| bm25 | BM25 alone." in content
-    assert "MRR identifier" in content and "CV unanswerable refused" in content
+    assert "RR@10 identifier" in content and "CV unanswerable refused" in content
     readme = tmp_path / "README.md"
     readme.write_text("before\n<!-- results:start -->\nSTALE-BLOCK\n<!-- results:end -->\nafter\n")
     replace_block(readme, "results", content)

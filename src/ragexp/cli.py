@@ -150,8 +150,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--runs", nargs="+", help="exactly these run ids")
     c.add_argument("--baseline", help="run id to test every run against")
     c.add_argument("--format", choices=("markdown", "csv"), default="markdown")
-    c.add_argument("--per-kind", nargs="*", default=["mrr"], metavar="METRIC",
-                   help="metrics to break down per question kind (default: mrr)")
+    c.add_argument("--per-kind", nargs="*", default=["rr_at_10"], metavar="METRIC",
+                   help="metrics to break down per question kind (default: rr_at_10)")
     c.add_argument("--measure", action="append", metavar="M",
                    help="measure to test against the baseline, repeatable (default: "
                         "nDCG@10 and RR@10)")

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ragexp import significance, stats, tracking
 
-MAIN = ("mrr", "ndcg_at_10", "hit_at_1", "hit_at_10", "recall_at_10")
+MAIN = ("rr_at_10", "ndcg_at_10", "success_at_1", "success_at_10", "r_at_10")
 REFUSAL = ("abstain.refused_unanswerable", "abstain.refused_answerable",
            "abstain.cv.refused_unanswerable", "abstain.cv.refused_answerable")
 HIDDEN_PARAMS = {"progress", "force", "experiment", "cache_dir", "ablation", "objective",
@@ -63,7 +63,7 @@ def kinds_in(df: pd.DataFrame, metric: str) -> list[str]:
     return sorted({c[len(prefix):] for c in df.columns if c.startswith(prefix)})
 
 
-def table(df: pd.DataFrame, per_kind: tuple[str, ...] = ("mrr",)) -> pd.DataFrame:
+def table(df: pd.DataFrame, per_kind: tuple[str, ...] = ("rr_at_10",)) -> pd.DataFrame:
     """One row per run: name, differing config keys, main metrics, per-kind, refusal rates."""
     out = pd.DataFrame({"run": df["run_id"].str[:8],
                         "name": df.get("tags.ragexp.ablation", pd.Series(["-"] * len(df)))})

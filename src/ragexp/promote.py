@@ -15,7 +15,7 @@ from dataclasses import replace
 from ragexp import gate, tracking
 from ragexp.tracking import ALIAS, MODEL_NAME
 
-REQUIRED_METRICS = ("mrr", "ndcg_at_10")
+REQUIRED_METRICS = ("rr_at_10", "ndcg_at_10")
 
 
 class PromotionRefused(RuntimeError):
@@ -76,7 +76,7 @@ def promote(run_id: str, name: str = MODEL_NAME,
                                                     f"'{ALIAS}' is the one served")
     version = c.create_model_version(
         name, source=run.info.artifact_uri, run_id=run_id,
-        tags={"mrr": f"{run.data.metrics['mrr']:.4f}",
+        tags={"rr_at_10": f"{run.data.metrics['rr_at_10']:.4f}",
               "ablation": run.data.tags.get("ragexp.ablation", "")},
         description=f"config of run {run_id}")
     c.set_registered_model_alias(name, ALIAS, version.version)

@@ -37,14 +37,20 @@ log = logging.getLogger(__name__)
 
 
 def measure_key(name: str) -> str:
-    """MLflow key of a measure given by its ir_measures name (``nDCG@10`` -> ``ndcg_at_10``)."""
-    from ragexp.metrics import MEASURES
+    """MLflow key of a measure given by its ir_measures name (``nDCG@10`` -> ``ndcg_at_10``).
+    Raises ``ValueError`` for an unknown measure."""
+    from ragexp.measures import parse
 
-    for m in MEASURES:
-        if m.name == name:
-            return m.key
-    raise ValueError(f"unknown measure {name!r} (config key objective); known: "
-                     f"{', '.join(m.name for m in MEASURES)}")
+    return parse(name).key
+
+
+def check_objective(name: str, names) -> None:
+    """Raise ``ValueError`` unless the objective is one of the run's measures."""
+    from ragexp.measures import parse
+
+    if parse(name).name not in {parse(n).name for n in names}:
+        raise ValueError(f"objective {name!r} is not among the configured measures "
+                         f"({', '.join(names)}): add it to the config key measures")
 
 
 def objective(out: Mapping[str, Any], name: str) -> float:

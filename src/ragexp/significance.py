@@ -14,12 +14,10 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from ragexp import stats
+from ragexp import measures, stats
 from ragexp.stats import ALL, Paired
 
 DEFAULT_MEASURES = ("nDCG@10", "RR@10")
-# per_question.csv column of each measure
-PQ_COLUMN = {"RR@10": "reciprocal_rank", "nDCG@10": "ndcg_at_10"}
 
 
 class NotPaired(ValueError):
@@ -27,11 +25,19 @@ class NotPaired(ValueError):
 
 
 def column(measure: str) -> str:
-    try:
-        return PQ_COLUMN[measure]
-    except KeyError:
-        raise ValueError(f"no per-question scores for measure {measure!r}; per_question.csv "
-                         f"has {', '.join(PQ_COLUMN)}") from None
+    """``per_question.csv`` column of a measure: its MLflow key (``nDCG@10`` -> ``ndcg_at_10``).
+    Raises ``ValueError`` for a name ``measures.parse`` does not know."""
+    return measures.parse(measure).key
+
+
+def _check_scored(table: pd.DataFrame, measure: str, label: str) -> str:
+    col = column(measure)
+    if col not in table:
+        known = [c for c in table.columns if measures.from_key(c) is not None]
+        raise NotPaired(f"{label} was not scored on {measure} (its per_question.csv has "
+                        f"{', '.join(known) or 'no measure columns'}): add it to the config key "
+                        f"measures and rerun")
+    return col
 
 
 def aligned(run: pd.DataFrame, base: pd.DataFrame, measure: str,
@@ -41,7 +47,8 @@ def aligned(run: pd.DataFrame, base: pd.DataFrame, measure: str,
     Raises :class:`NotPaired` when the runs hold different questions, or when a question is
     scored in one run but not in the other.
     """
-    col = column(measure)
+    col = _check_scored(run, measure, labels[0])
+    _check_scored(base, measure, labels[1])
     if set(run["id"]) != set(base["id"]):
         only_r, only_b = set(run["id"]) - set(base["id"]), set(base["id"]) - set(run["id"])
         raise NotPaired(f"{labels[0]} and {labels[1]} were evaluated on different questions "
