@@ -21,6 +21,7 @@ from ragexp.answer import Answerer, answer_metrics
 from ragexp.cache import EmbeddingCache
 from ragexp.chunking import Chunker
 from ragexp.datasets import Dataset
+from ragexp.docrank import rank_documents
 from ragexp.embedders import Embedder, EmbedderIdentity
 from ragexp.records import Chunk, Qrels, Ranking, ordered
 from ragexp.rerankers import Reranker
@@ -71,14 +72,22 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
     res = Resources(chunks, make_embedder, cache or EmbeddingCache(), bm25_k1, bm25_b, progress)
     retriever = make_retriever(res)
     texts = {q.qid: q.text for q in queries}
+    doc_of = {c.chunk_id: c.doc_id for c in chunks}
+
+    def rank_judged(batch: dict[str, str], cached: bool = True) -> tuple[Ranking, Ranking]:
+        """(ranking of the judged unit, chunk ranking): per document (MaxP, k distinct
+        documents) when judgements are per document, else the k-deep chunk ranking."""
+        if dataset.level == "doc":
+            return rank_documents(lambda qs, depth: rank(retriever, reranker, res, qs, depth,
+                                                         cached), batch, k, doc_of)
+        ranked = rank(retriever, reranker, res, batch, k, cached)
+        return ranked, ranked
 
     start = time.perf_counter()
-    ranking = rank(retriever, reranker, res, texts, k)
+    judged, ranking = rank_judged(texts)
     res.timings["time.search_all_s"] = time.perf_counter() - start
-    res.timings.update(_latency(retriever, reranker, texts, k, res))
+    res.timings.update(_latency(rank_judged, texts))
 
-    judged = ranking if dataset.level == "chunk" else metrics.collapse_to_documents(
-        ranking, {c.chunk_id: c.doc_id for c in chunks})
     scores = metrics.per_query(judged, qrels, measures)
     results = metrics.aggregate(scores, queries)
 
@@ -111,13 +120,13 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
                      res.embedder.identity if res.embedder_used else None, res, judged, qrels)
 
 
-def _latency(retriever, reranker, texts: dict[str, str], k: int, res: Resources) -> dict:
+def _latency(rank_judged: Callable, texts: dict[str, str]) -> dict:
     """Per-query serving latency: each query alone, query embedding not cached."""
     qids = list(texts)[:LATENCY_SAMPLE]
     times = []
     for qid in qids:
         start = time.perf_counter()
-        rank(retriever, reranker, res, {qid: texts[qid]}, k, cached=False)
+        rank_judged({qid: texts[qid]}, cached=False)
         times.append((time.perf_counter() - start) * 1000)
     if not times:
         return {}

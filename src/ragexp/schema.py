@@ -191,6 +191,13 @@ SCHEMAS = {
 
 
 def register() -> None:
+    """Store every schema in Hydra's ConfigStore and register ragexp's config resolvers
+    (``${ragexp.example:handbook/corpus}``: absolute path of shipped example data)."""
+    from omegaconf import OmegaConf
+
+    from ragexp import examples
+
+    OmegaConf.register_new_resolver("ragexp.example", examples.path, replace=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     for group, options in SCHEMAS.items():
