@@ -83,7 +83,11 @@ def cmd_gate(args) -> int:
     reference = args.against
     if reference == "champion":
         reference, label = champion_run_id(args.model), "champion"
-    verdict = gate.evaluate(args.run_id, reference, rule, label)
+    try:
+        verdict = gate.evaluate(args.run_id, reference, rule, label)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(verdict.render(rule))
     return 0 if verdict.passed else 1
 

@@ -123,11 +123,19 @@ def family_tests(run_table: pd.DataFrame, ref_table: pd.DataFrame, rule: Rule,
 
 
 def evaluate(run_id: str, reference_id: str, rule: Rule, label: str = "") -> Verdict:
-    """Load both runs (MLflow edge) and decide. Different data -> a failing verdict saying so."""
+    """Load both runs (MLflow edge) and decide. Different data or questions -> a failing verdict
+    saying so; an unknown run id -> ``ValueError``."""
     from ragexp import compare, tracking
 
     c = tracking.client()
-    run, ref = c.get_run(run_id), c.get_run(reference_id)
+
+    def get(rid: str):
+        try:
+            return c.get_run(rid)
+        except Exception:
+            raise ValueError(f"no run {rid!r} in {tracking.tracking_uri()}") from None
+
+    run, ref = get(run_id), get(reference_id)
     header = (f"gate: run {run_id[:8]} ({run.data.tags.get('ragexp.ablation', '-')}) against "
               f"{label or 'run'} {reference_id[:8]} ({ref.data.tags.get('ragexp.ablation', '-')})"
               f"; {stats.CORRECTION_NAMES[rule.correction]} over {len(rule.measures)} "
