@@ -53,7 +53,7 @@ def test_adding_a_question_moves_at_most_the_one_at_the_cut():
 
 
 class Tiny:
-    name, level = "tiny", "chunk"
+    name, unit = "tiny", "chunk"
 
     def __init__(self):
         self.qs = [Query(f"q{i}", "text", "a" if i % 2 else "b") for i in range(10)]
@@ -78,6 +78,7 @@ def test_split_dataset_filters_questions_and_judgements():
     assert ids_dev.isdisjoint(ids_test) and ids_dev | ids_test == {q.qid for q in inner.qs}
     assert set(dev.qrels([])) == ids_dev and set(test.qrels([])) == ids_test
     assert dev.documents() == ["doc"] and dev.fingerprint() == {"corpus_hash": "x"}
+    assert (dev.name, dev.unit) == ("tiny", "chunk")  # delegated
     assert split.select(inner, "all", 0) is inner
     with pytest.raises(ValueError, match="split must be one of dev, test, all, got 'train'"):
         split.select(inner, "train", 0)

@@ -45,7 +45,7 @@ def assign(queries: Iterable[Query], seed: int, test_share: float = 0.5) -> dict
 @dataclass
 class SplitDataset:
     """A dataset seen through one split: the same documents, only that split's questions and
-    their judgements. Everything else is the wrapped dataset's."""
+    their judgements. Every other attribute (``name``, ``unit``, ...) is the wrapped dataset's."""
 
     inner: object
     split: str
@@ -55,7 +55,6 @@ class SplitDataset:
     def __post_init__(self) -> None:
         if self.split not in SPLITS:
             raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {self.split!r}")
-        self.name, self.level = self.inner.name, self.inner.level
         queries = self.inner.queries()
         side = assign(queries, self.seed, self.test_share)
         self._queries = [q for q in queries if self.split == "all" or side[q.qid] == self.split]
@@ -63,6 +62,11 @@ class SplitDataset:
             raise ValueError(f"split {self.split!r} (seed {self.seed}, test share "
                              f"{self.test_share}) holds no question of {self.inner.name!r}")
         self._ids = {q.qid for q in self._queries}
+
+    def __getattr__(self, attr: str):  # only called for attributes not found on the wrapper
+        if attr == "inner":
+            raise AttributeError(attr)
+        return getattr(self.inner, attr)
 
     def documents(self) -> list[Document]:
         return self.inner.documents()
