@@ -17,7 +17,8 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp import failures, lifecycle, measures, provenance, schema, stages, tracking, validation
+from ragexp import (failures, lifecycle, measures, provenance, schema, selection, split, stages,
+                    tracking, validation)
 from ragexp.pipeline import RunResult, run_experiment
 from ragexp.readers import DataError
 from ragexp.sweep import SKIP_LINK
@@ -98,7 +99,8 @@ def resolve(cfg: DictConfig) -> Job:
     exp_id = tracking.ensure_experiment(resolved["experiment"])
     dataset, data, early = None, {}, None
     try:  # loading validates the golden set against the corpus; a failure fails the run below
-        dataset = instantiate(cfg.dataset)
+        dataset = split.select(instantiate(cfg.dataset), cfg.split, cfg.split_seed,
+                               cfg.split_test_share)
         data = dataset.fingerprint()
     except Exception as exc:
         early = exc
@@ -132,6 +134,7 @@ def run_logged(cfg: DictConfig) -> dict:
     ``tracking.tracked_run``. Raises ``ConfigRangeError`` before anything is created when a
     value is out of range, and whatever failed the run after marking it."""
     validation.validate(cfg)
+    selection.check_objective(cfg.objective, cfg.measures)
     job = resolve(cfg)
     done = already_finished(cfg, job)
     if done:
@@ -177,12 +180,15 @@ CONF_DIR = str(Path(__file__).resolve().parent / "conf")
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
-def main(cfg: DictConfig) -> dict | None:
+def main(cfg: DictConfig) -> float | None:
+    """Runs one job; returns its objective (``cfg.objective`` on ``cfg.split``), so a sweeper
+    such as Optuna can drive ragexp. A skipped job returns its recorded objective; a failed job
+    in a sweep returns None (Optuna records a failed trial) and the sweep goes on."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     lifecycle.install_signal_handlers()
     in_sweep = bool(os.environ.get(tracking.PARENT_ENV))
     try:
-        return run_logged(cfg)
+        out = run_logged(cfg)
     except validation.ConfigRangeError as exc:
         if not in_sweep:
             raise SystemExit(f"error: {exc}\nnothing was run") from None
@@ -207,3 +213,4 @@ def main(cfg: DictConfig) -> dict | None:
         if cfg.verbose:
             raise
         raise SystemExit(1) from None
+    return selection.objective(out, cfg.objective)

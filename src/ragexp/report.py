@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ragexp import compare
+from ragexp import compare, decision_tables, significance
 from ragexp.readme import replace_block
 
 ABLATIONS = Path(__file__).resolve().parent / "conf" / "ablation"
@@ -57,6 +57,8 @@ def ablation_runs(experiment: str) -> pd.DataFrame:
     hashes = ablation_hashes()
     df = compare.runs_frame(experiment)  # latest finished run of each config hash
     df = df[df["tags.ragexp.config_hash"].isin(hashes)].copy()
+    if "params.split" in df:  # test-split runs are confirmations, not candidates
+        df = df[df["params.split"] != "test"]
     if df.empty:
         raise SystemExit(f"no run in {experiment!r} has the exact config of any ablation "
                          f"(conf/ablation/*.yaml): run `make sweep` first")
@@ -72,7 +74,7 @@ def describe(name: str) -> str:
     return " ".join(lines)
 
 
-def build(experiment: str) -> str:
+def build(experiment: str, run_confirm: bool = False) -> str:
     df = ablation_runs(experiment)
     kinds = compare.kinds_in(df, "rr_at_10")
     m = lambda col: df[f"metrics.{col}"].map(lambda v: f"{v:.3f}")  # noqa: E731
@@ -101,10 +103,12 @@ def build(experiment: str) -> str:
         parts += ["", f"Not shown, {MISSING}: {', '.join(df.attrs['missing'])}."]
     base = df[df["tags.ragexp.ablation"] == "default"]
     if not base.empty:
-        tab = compare.with_baseline(df, pd.DataFrame({"ablation": df["tags.ragexp.ablation"]}),
-                                    base["run_id"].iloc[0])
+        tab, results = compare.with_baseline(
+            df, pd.DataFrame({"ablation": df["tags.ragexp.ablation"]}), base["run_id"].iloc[0],
+            significance.DEFAULT_MEASURES)
         parts += ["", "**Against `default`** (paired, per question)", "", compare.render(tab),
-                  "", compare.NOTE]
+                  "", significance.note("holm", results, significance.DEFAULT_MEASURES)]
+    parts += ["", *decision_tables.build(df, run_confirm=run_confirm)]
     parts += ["", "**Per question kind**", "", compare.render(per_kind),
               "", f"**Refusal** at the operating point (budget: at most "
               f"{df['params.abstain.budget'].iloc[0]} of answerable questions refused; CV = "
@@ -117,8 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ragexp.report", description=__doc__)
     p.add_argument("--experiment", default="ragexp-handbook")
     p.add_argument("--readme", type=Path, help="replace the results block of this file")
+    p.add_argument("--confirm", action="store_true",
+                   help="confirm the dev winner on test first if it is not yet (ragexp confirm)")
     args = p.parse_args(argv)
-    content = build(args.experiment)
+    content = build(args.experiment, run_confirm=args.confirm)
     print(content)
     if args.readme:
         replace_block(args.readme, "results", content)

@@ -161,6 +161,16 @@ class SweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = str(config.hydra.sweep.dir)
+        try:  # each job vs the sweep's baseline, the best run and those tied with it
+            from ragexp.selection import summarise_sweep
+
+            for line in summarise_sweep(self.parent_id, statuses(sweep_dir),
+                                        str(config.baseline), str(config.objective)):
+                print(line)
+        except Exception as exc:  # the sweep's own outcome is still recorded below
+            log.exception("sweep comparisons failed")
+            tracking.client().set_tag(self.parent_id, "ragexp.selection_error",
+                                      tracking.error_summary(exc)[:5000])
         try:
             counts = end_parent(self.parent_id, sweep_dir)
         except Exception as exc:

@@ -36,6 +36,8 @@ from ragexp.outbox import Outbox
 log = logging.getLogger(__name__)
 
 PARENT_ENV = "RAGEXP_PARENT_RUN_ID"
+MODEL_NAME = "ragexp-serving"  # registered model whose alias ALIAS is served
+ALIAS = "champion"
 STATUS_FILE = "ragexp_status.json"
 # A tracking server that is down fails a call within about a minute, not after MLflow's
 # default of 7 retries with exponential back-off and 120 s timeouts (many minutes).
@@ -45,7 +47,8 @@ HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
 _READY: set[str] = set()
 # Keys that change how a run is shown or forced, or where caches live, not what it measures
 # (a dotted key is nested: the embedder's model cache follows ``cache_dir``).
-VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment", "verbose", "embedder.cache_dir")
+VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment", "verbose", "objective",
+                "baseline", "embedder.cache_dir")
 
 
 def tracking_uri() -> str:
