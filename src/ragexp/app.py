@@ -23,8 +23,9 @@ log = logging.getLogger("ragexp")
 schema.register()
 
 
-def build_and_run(cfg: DictConfig, dataset) -> RunResult:
-    """Instantiate every stage from the composed config and run the experiment."""
+def build_and_run(cfg: DictConfig, dataset, answerer=None, judge=None) -> RunResult:
+    """Instantiate every stage from the composed config and run the experiment (``answerer``
+    and ``judge`` when already built: they check their API keys before any work)."""
     return run_experiment(
         dataset=dataset,
         chunker=instantiate(cfg.chunking),
@@ -32,7 +33,7 @@ def build_and_run(cfg: DictConfig, dataset) -> RunResult:
         make_retriever=lambda res: instantiate(cfg.retriever, _partial_=True)(resources=res),
         reranker=instantiate(cfg.reranker),
         signal=instantiate(cfg.abstain.signal),
-        answerer=instantiate(cfg.answer),
+        answerer=answerer or instantiate(cfg.answer), judge=judge or instantiate(cfg.judge),
         cache=EmbeddingCache(root=str(Path(cfg.cache_dir) / "embeddings")),
         k=cfg.k, budget=cfg.abstain.budget, folds=cfg.abstain.folds,
         bm25_k1=cfg.bm25.k1, bm25_b=cfg.bm25.b, progress=cfg.progress)
@@ -77,8 +78,9 @@ def log_artifacts(run_id: str, cfg: DictConfig, result: RunResult) -> None:
 def run_logged(cfg: DictConfig) -> dict:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     exp_id = tracking.ensure_experiment(resolved["experiment"])
-    dataset, data, early = None, {}, None
+    dataset, data, early, answerer, judge = None, {}, None, None, None
     try:  # loading validates the golden set against the corpus; a failure fails the run below
+        answerer, judge = instantiate(cfg.answer), instantiate(cfg.judge)  # API keys, first
         dataset = instantiate(cfg.dataset)
         data = dataset.fingerprint()
     except Exception as exc:
@@ -111,12 +113,13 @@ def run_logged(cfg: DictConfig) -> dict:
     try:
         if early is not None:
             raise early
-        result = build_and_run(cfg, dataset)
+        result = build_and_run(cfg, dataset, answerer, judge)
         ident = result.identity
         tags = {"embedder.backend": ident.backend if ident else "none (no stage used it)",
                 "embedder.model": ident.model if ident else "",
                 "embedder.model_file": ident.model_file if ident else "",
-                "embedder.model_sha256": ident.model_sha256 if ident else "", **data}
+                "embedder.model_sha256": ident.model_sha256 if ident else "", **data,
+                **result.tags}
         tracking.log_batch(run_id, metrics=result.metrics, tags=tags)
         log_artifacts(run_id, cfg, result)
     except BaseException as exc:

@@ -16,11 +16,13 @@ import pandas as pd
 
 from ragexp import metrics
 from ragexp.abstain import AbstainResult, AbstainSignal, evaluate_abstain
-from ragexp.answer import Answerer, answer_metrics
+from ragexp.answer import AnswerInput, Answerer, answer_columns, answer_metrics
 from ragexp.cache import EmbeddingCache
 from ragexp.chunking import Chunker
 from ragexp.datasets import Dataset
 from ragexp.embedders import Embedder, EmbedderIdentity
+from ragexp.extractive import ExtractiveAnswerer
+from ragexp.judge import Judge, NoJudge
 from ragexp.records import Chunk, Ranking, ordered
 from ragexp.rerankers import Reranker
 from ragexp.resources import Resources
@@ -39,6 +41,7 @@ class RunResult:
     chunks: list[Chunk]
     identity: EmbedderIdentity | None
     resources: Resources = field(repr=False)
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 def rank(retriever: Retriever, reranker: Reranker, resources: Resources,
@@ -53,6 +56,7 @@ def rank(retriever: Retriever, reranker: Reranker, resources: Resources,
 def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[], Embedder],
                    make_retriever: Callable[[Resources], Retriever], reranker: Reranker,
                    signal: AbstainSignal, *, answerer: Answerer | None = None,
+                   judge: Judge | None = None,
                    cache: EmbeddingCache | None = None, k: int = 10,
                    budget: float = 0.125, folds: int = 5, bm25_k1: float = 1.5,
                    bm25_b: float = 0.75, progress: bool = True) -> RunResult:
@@ -83,9 +87,10 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
         log.warning("no abstain curve: the golden set needs answerable and unanswerable questions")
 
     threshold = abstain.threshold if abstain is not None else float("-inf")
-    answerer = answerer or Answerer()
-    answers = {q.qid: answerer(q.text, [chunks[res.position[c]] for c in ordered(ranking[q.qid])],
-                               confidence[q.qid], threshold, res.bm25) for q in queries}
+    answerer = answerer or ExtractiveAnswerer()
+    inputs = [AnswerInput(q.text, [chunks[res.position[c]] for c in ordered(ranking[q.qid])],
+                          confidence[q.qid], threshold) for q in queries]
+    answers = dict(zip([q.qid for q in queries], answerer.answer(inputs, res.bm25, progress)))
     chunks_of: dict[str, list[str]] = {}
     for c in chunks:
         chunks_of.setdefault(c.doc_id if dataset.level == "doc" else c.chunk_id, []).append(
@@ -93,13 +98,18 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
     relevant = {q: {c for item, grade in rel.items() if grade > 0 for c in chunks_of.get(item, [])}
                 for q, rel in qrels.items()}
     results.update(answer_metrics(answers, {q.qid: q.answerable for q in queries}, relevant))
+    graded = (judge or NoJudge()).assess(queries, list(answers.values()),
+                                         {c.chunk_id: c for c in chunks}, progress)
+    results.update(graded.metrics)
 
     results.update({key: float(v) for key, v in res.timings.items()})
     results.update({"cache.hits": float(res.cache.hits), "cache.misses": float(res.cache.misses),
                     "index.chunks": float(len(chunks))})
-    table = _per_question(queries, judged, qrels, scores, confidence, abstain, answers)
+    table = _per_question(queries, judged, qrels, scores, confidence, abstain)
+    for column, values in {**answer_columns(list(answers.values())), **graded.columns}.items():
+        table[column] = values
     return RunResult(results, table, abstain, ranking, chunks,
-                     res.embedder.identity if res.embedder_used else None, res)
+                     res.embedder.identity if res.embedder_used else None, res, graded.tags)
 
 
 def _latency(retriever, reranker, texts: dict[str, str], k: int, res: Resources) -> dict:
@@ -116,7 +126,7 @@ def _latency(retriever, reranker, texts: dict[str, str], k: int, res: Resources)
             "time.query_p95_ms": float(np.percentile(times, 95))}
 
 
-def _per_question(queries, ranking, qrels, scores, confidence, abstain, answers) -> pd.DataFrame:
+def _per_question(queries, ranking, qrels, scores, confidence, abstain) -> pd.DataFrame:
     rows = []
     for q in queries:
         ranked = ordered(ranking.get(q.qid, {}))
@@ -130,7 +140,5 @@ def _per_question(queries, ranking, qrels, scores, confidence, abstain, answers)
             "abstain_signal": s,
             "refused": (s < abstain.threshold) if abstain is not None and s is not None else None,
             "top_item": ranked[0] if ranked else None,
-            "answered": not answers[q.qid].refused,
-            "answer": answers[q.qid].text,
         })
     return pd.DataFrame(rows)

@@ -15,7 +15,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp import tracking
-from ragexp.answer import Answer
+from ragexp.answer import Answer, AnswerInput, stored_config
 from ragexp.cache import EmbeddingCache
 from ragexp.records import ordered
 from ragexp.pipeline import rank
@@ -75,7 +75,7 @@ class Engine:
         self.retriever = instantiate(cfg.retriever, _partial_=True)(resources=self.resources)
         self.reranker = instantiate(cfg.reranker)
         self.signal = instantiate(cfg.abstain.signal)
-        self.answerer = instantiate(cfg.answer)
+        self.answerer = instantiate(stored_config(cfg.answer))
         self.resources.bm25  # fit now, not on the first request
         log.info("engine for run %s: %d chunks, cache hits %d misses %d", run_id, len(chunks),
                  cache.hits, cache.misses)
@@ -96,8 +96,8 @@ class Engine:
         top = self._rank(question, self.cfg.k)
         signal = self.signal.compute({"q": question}, {"q": top}, self.resources)["q"]
         chunks, pos = self.resources.chunks, self.resources.position
-        return self.answerer(question, [chunks[pos[c]] for c in ordered(top)], signal,
-                             self.threshold, self.resources.bm25)
+        inp = AnswerInput(question, [chunks[pos[c]] for c in ordered(top)], signal, self.threshold)
+        return self.answerer.answer([inp], self.resources.bm25)[0]
 
     def explain(self, question: str, chunk_id: str) -> dict:
         pos = self.resources.position.get(chunk_id)
