@@ -13,7 +13,7 @@ from conftest import CORPUS, GOLDEN, jsonl, write_tree
 from ragexp.abstain import LexicalSignal
 from ragexp.cache import EmbeddingCache
 from ragexp.chunking import MarkdownChunker
-from ragexp.datasets import BeirDataset, BeirFormatError, HandbookDataset
+from ragexp.datasets import BeirDataset, BeirFormatError, MarkdownDataset
 from ragexp.embedders import HashEmbedder
 from ragexp.pipeline import run_experiment
 from ragexp.records import Chunk
@@ -57,7 +57,7 @@ def test_beir_loads_doc_level_graded_qrels(tmp_path, caplog):
         ("d1", "Zebras"), ("d2", "Penguins"), ("d3", "Volcanoes"), ("d4", "Tides"),
         ("d5", "Deserts")]
     assert [(q.qid, q.kind) for q in ds.queries()] == [
-        ("q1", "factual"), ("q2", "factual"), ("q3", "identifier")]
+        ("q1", "general"), ("q2", "bogus"), ("q3", "identifier")]  # kinds come from the data
     # Grade 0 is not relevant; grades are kept; chunks play no part.
     assert ds.qrels([]) == {"q1": {"d1": 2}, "q2": {"d2": 1}, "q3": {"d4": 2, "d5": 1}}
     (record,) = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -137,7 +137,7 @@ def test_run_experiment_on_beir_scores_documents(tmp_path, caplog):
     ndcg_q3 = 2 / (2 + 1 / math.log2(3))
     assert m["ndcg_at_10"] == pytest.approx((1 + 1 + ndcg_q3) / 3)
     assert m["ndcg_at_10.identifier"] == pytest.approx(ndcg_q3)
-    assert m["mrr.factual"] == 1.0
+    assert m["mrr.general"] == 1.0
     # No unanswerable questions: no abstain curve, and a warning says why.
     assert result.abstain is None and not any(k.startswith("abstain.") for k in m)
     assert any("no abstain curve" in r.getMessage() for r in caplog.records)
@@ -150,14 +150,14 @@ def test_run_experiment_on_beir_scores_documents(tmp_path, caplog):
 def _copy_handbook(tmp_path):
     shutil.copytree(CORPUS, tmp_path / "corpus")
     shutil.copytree(GOLDEN, tmp_path / "golden")
-    return HandbookDataset(str(tmp_path / "corpus"), str(tmp_path / "golden"))
+    return MarkdownDataset(str(tmp_path / "corpus"), str(tmp_path / "golden"))
 
 
 def test_handbook_fingerprint_follows_content(tmp_path):
     ds = _copy_handbook(tmp_path)
     before = ds.fingerprint()
     # Same content elsewhere: same fingerprint.
-    assert before == HandbookDataset(str(CORPUS), str(GOLDEN)).fingerprint()
+    assert before == MarkdownDataset(str(CORPUS), str(GOLDEN)).fingerprint()
     doc = tmp_path / "corpus" / "faq.md"
     doc.write_text(doc.read_text() + "\n")
     after = ds.fingerprint()
@@ -172,7 +172,7 @@ def test_handbook_fingerprint_follows_content(tmp_path):
 
 
 def test_handbook_qrels_refuse_a_chunking_without_offsets(golden):
-    ds = HandbookDataset(str(CORPUS), str(GOLDEN))
+    ds = MarkdownDataset(str(CORPUS), str(GOLDEN))
     assert len(ds.queries()) == len(golden)
     lost = [Chunk(f"{d.doc_id}#0", d.doc_id, d.text) for d in ds.documents()]  # no spans
     with pytest.raises(ValueError, match="no relevant chunk under this chunking"):

@@ -107,9 +107,18 @@ def test_duplicate_id_across_files(tmp_path, capsys):
     _assert_reported(capsys, corpus, golden, "h.jsonl", 1, "duplicate id")
 
 
-def test_unknown_kind(tmp_path, capsys):
-    corpus, golden = _setup(tmp_path, [GOOD, {**GOOD, "id": "t-02", "kind": "trivia"}])
-    _assert_reported(capsys, corpus, golden, "g.jsonl", 2, "unknown kind 'trivia'")
+def test_kinds_come_from_the_data(tmp_path):
+    corpus, golden = _setup(tmp_path, [GOOD, {**GOOD, "id": "t-02", "kind": "trivia"},
+                                       {k: v for k, v in GOOD.items() if k != "kind"} | {"id": "t-03"}])
+    queries = load_golden(golden, load_corpus(corpus))
+    assert [q.kind for q in queries] == ["factual", "trivia", "general"]
+    assert all(q.answerable for q in queries)
+
+
+@pytest.mark.parametrize("kind", ["", "two words", "a.b", 7, "x" * 41])
+def test_kind_must_be_a_metric_safe_name(tmp_path, capsys, kind):
+    corpus, golden = _setup(tmp_path, [GOOD, {**GOOD, "id": "t-02", "kind": kind}])
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2, "is not a name of 1-40 letters")
 
 
 def test_quote_not_found(tmp_path, capsys):
@@ -199,3 +208,125 @@ def test_missing_folders_are_reported(tmp_path, capsys):
     rc = main(["check", "--corpus", str(CORPUS), "--golden", str(tmp_path / "nope")])
     assert rc == 2
     assert "golden set not found" in capsys.readouterr().err
+
+
+# --- evidence at three levels: quote, section, document -----------------------------------------
+
+SECTIONED = """# Install
+
+Brindle installs from one binary.
+
+## Docker
+
+### Compose
+
+Use the compose file from the release page and run `docker compose up`.
+
+### Plain docker
+
+Run the image with the data volume mounted.
+
+## From source
+
+Build with `make release`. The tests take five minutes.
+
+## Empty
+
+## Other
+Nothing else.
+"""
+
+
+def _sectioned(tmp_path, evidence):
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "install.md": SECTIONED})
+    rec = {"id": "s-01", "kind": "procedural", "question": "How do I install it?",
+           "answer": "See the install page.", "evidence": evidence}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    return corpus, golden
+
+
+def _span_text(tmp_path, evidence):
+    corpus, golden = _sectioned(tmp_path, evidence)
+    docs = load_corpus(corpus)
+    q = load_golden(golden, docs)[1]
+    return [docs[s.doc_id].text[s.start:s.end] for s in q.evidence]
+
+
+def test_section_label_owns_its_subsections(tmp_path):
+    # "Docker" holds no text of its own: only its two subsections.
+    (text,) = _span_text(tmp_path, [{"doc": "install.md", "section": "Install > Docker"}])
+    assert "docker compose up" in text and "data volume mounted" in text
+    assert "make release" not in text and "## Docker" not in text
+
+
+def test_section_label_by_unambiguous_tail_case_insensitive(tmp_path):
+    (text,) = _span_text(tmp_path, [{"doc": "install.md", "section": "plain  DOCKER"}])
+    assert text.strip() == "Run the image with the data volume mounted."
+
+
+def test_document_label_and_mixed_levels(tmp_path):
+    texts = _span_text(tmp_path, [{"doc": "install.md"},
+                                  {"doc": "guide.md", "quote": "holds a lease for thirty seconds"}])
+    assert texts[0] == SECTIONED and texts[1] == "holds a lease for thirty seconds"
+
+
+@pytest.mark.parametrize("evidence, fragment", [
+    ([{"doc": "install.md", "section": "Kubernetes"}], "no section 'Kubernetes' in install.md"),
+    ([{"doc": "install.md", "section": "Empty"}], "has no text under its heading"),
+    ([{"doc": "install.md", "section": "Docker", "quote": "x"}], "both a quote and a section"),
+    ([{"doc": "install.md", "heading": "Docker"}], "unknown evidence field(s) 'heading'"),
+    ([{"doc": "install.md", "section": ""}], "'section' must be a non-empty string"),
+    ([{"doc": "nope.md"}], "document not found in corpus: nope.md"),
+])
+def test_bad_section_and_document_labels(tmp_path, capsys, evidence, fragment):
+    corpus, golden = _sectioned(tmp_path, evidence)
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2, fragment)
+
+
+def test_ambiguous_section_names_every_candidate(tmp_path, capsys):
+    doc = "# A\n\n## Setup\n\none\n\n# B\n\n## Setup\n\ntwo\n"
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "dup.md": doc})
+    rec = {"id": "s-01", "kind": "x", "question": "q?", "answer": "a",
+           "evidence": [{"doc": "dup.md", "section": "Setup"}]}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
+                     "is ambiguous in dup.md: 'A > Setup' (line 3), 'B > Setup' (line 9)")
+    rec["evidence"] = [{"doc": "dup.md", "section": "B > Setup"}]
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    docs = load_corpus(corpus)
+    (span,) = load_golden(golden, docs)[1].evidence
+    assert docs["dup.md"].text[span.start:span.end].strip() == "two"
+
+
+def test_hash_lines_in_code_fences_are_not_sections(tmp_path):
+    doc = "# Guide\n\n```bash\n# Setup\necho hi\n```\n\n## Setup\n\nreal text\n"
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "f.md": doc})
+    rec = {"id": "s-01", "kind": "x", "question": "q?", "answer": "a",
+           "evidence": [{"doc": "f.md", "section": "Setup"}]}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    docs = load_corpus(corpus)
+    (span,) = load_golden(golden, docs)[1].evidence
+    assert docs["f.md"].text[span.start:span.end].strip() == "real text"
+
+
+@pytest.mark.parametrize("max_words, overlap", [(10, 0), (12, 4), (40, 10), (250, 40)])
+def test_section_labels_survive_rechunking(tmp_path, max_words, overlap):
+    """A chunk is relevant to a section label exactly when it lies inside that section, at any
+    chunk size; with whole-document chunks the document holding the section is relevant."""
+    from ragexp.chunking import MarkdownChunker, WholeDocumentChunker
+    from ragexp.relevance import span_qrels
+
+    long_docker = SECTIONED.replace("Run the image with the data volume mounted.",
+                                    " ".join(f"Step {i} runs the image." for i in range(30)))
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "install.md": long_docker})
+    rec = {"id": "s-01", "kind": "x", "question": "q?", "answer": "a",
+           "evidence": [{"doc": "install.md", "section": "Docker"}]}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    docs = load_corpus(corpus)
+    queries = load_golden(golden, docs)
+    chunks = MarkdownChunker(max_words=max_words, overlap_words=overlap).chunk(docs.values())
+    relevant = set(span_qrels(queries, chunks)["s-01"])
+    inside = {c.chunk_id for c in chunks if c.heading.startswith("Install > Docker")}
+    assert len(inside) >= 2 and relevant == inside
+    whole = WholeDocumentChunker().chunk(docs.values())
+    assert set(span_qrels(queries, whole)["s-01"]) == {"install.md"}

@@ -51,7 +51,7 @@ def test_missing_key_fails_the_run_before_any_work(override, tmp_path, monkeypat
     def no_work(*args, **kwargs):
         raise AssertionError("the corpus was loaded or chunked before the key was checked")
 
-    monkeypatch.setattr("ragexp.datasets.HandbookDataset.__post_init__", no_work)
+    monkeypatch.setattr("ragexp.datasets.MarkdownDataset.__post_init__", no_work)
     monkeypatch.setattr("ragexp.chunking.MarkdownChunker.chunk", no_work)
     cfg = cfg_with(override, f"llm.api_key_env={KEY}", "embedder=hash",
                    f"cache_dir={tmp_path / 'cache'}")

@@ -129,15 +129,15 @@ def test_aggregate_overall_and_per_kind():
     queries = [Query("q1", "", "identifier"), Query("q2", "", "identifier"),
                Query("q3", "", "semantic"), Query("q5", "", "unanswerable")]
     out = aggregate(per_query(ranking, qrels), queries)
-    # q4 is not among the queries: it counts as factual.
+    # q4 is not among the queries: it counts as the default kind, "general".
     assert out["mrr"] == pytest.approx((1 + 0.5 + 0 + 1) / 4)
     assert out["mrr.identifier"] == pytest.approx(0.75)
     assert out["mrr.semantic"] == 0.0
-    assert out["mrr.factual"] == 1.0
+    assert out["mrr.general"] == 1.0
     assert out["hit_at_1.identifier"] == 0.5
     assert "mrr.procedural" not in out and "mrr.unanswerable" not in out
     kinds = {k.split(".", 1)[1] for k in out if "." in k}
-    assert kinds == {"identifier", "semantic", "factual"}
+    assert kinds == {"identifier", "semantic", "general"}
     assert len(out) == len(MEASURES) * 4
 
 

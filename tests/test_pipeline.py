@@ -12,7 +12,7 @@ from conftest import CORPUS, GOLDEN
 from ragexp.abstain import DenseSignal, LexicalSignal
 from ragexp.cache import EmbeddingCache
 from ragexp.chunking import MarkdownChunker
-from ragexp.datasets import HandbookDataset
+from ragexp.datasets import MarkdownDataset
 from ragexp.embedders import HashEmbedder
 from ragexp.pipeline import run_experiment
 from ragexp.records import ordered
@@ -29,7 +29,7 @@ COLUMNS = {"id", "kind", "first_relevant_rank", "reciprocal_rank", "ndcg_at_10",
 
 @pytest.fixture(scope="module")
 def dataset():
-    return HandbookDataset(str(CORPUS), str(GOLDEN))
+    return MarkdownDataset(str(CORPUS), str(GOLDEN))
 
 
 @pytest.fixture(scope="module")

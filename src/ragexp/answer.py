@@ -30,7 +30,7 @@ from ragexp.bm25 import BM25Index
 from ragexp.records import Chunk
 from ragexp.text import tokenize
 
-REFUSAL = "I can't answer that from the handbook: nothing retrieved supports an answer."
+REFUSAL = "I can't answer that from these documents: nothing retrieved supports an answer."
 _MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
 _TRAILING = re.compile(r"(?:\s*\[\d+(?:\s*,\s*\d+)*\])+\s*[.!?]?\s*$")
 

@@ -18,7 +18,6 @@ import pandas as pd
 from scipy import stats
 
 from ragexp import tracking
-from ragexp.records import KINDS
 
 MAIN = ("mrr", "ndcg_at_10", "hit_at_1", "hit_at_10", "recall_at_10")
 REFUSAL = ("abstain.refused_unanswerable", "abstain.refused_answerable",
@@ -66,13 +65,20 @@ def differing_params(df: pd.DataFrame) -> list[str]:
     return [c for c in cols if df[c].astype(str).nunique() > 1]
 
 
+def kinds_in(df: pd.DataFrame, metric: str) -> list[str]:
+    """Question kinds the runs were measured on, read off their ``<metric>.<kind>`` columns (kinds
+    come from the data, so no list of them is fixed in code)."""
+    prefix = f"metrics.{metric}."
+    return sorted({c[len(prefix):] for c in df.columns if c.startswith(prefix)})
+
+
 def table(df: pd.DataFrame, per_kind: tuple[str, ...] = ("mrr",)) -> pd.DataFrame:
     """One row per run: name, differing config keys, main metrics, per-kind, refusal rates."""
     out = pd.DataFrame({"run": df["run_id"].str[:8],
                         "name": df.get("tags.ragexp.ablation", pd.Series(["-"] * len(df)))})
     for col in differing_params(df):
         out[col[len("params."):]] = df[col]
-    kinds = [k for k in KINDS if k != "unanswerable"]
+    kinds = kinds_in(df, MAIN[0])
     metric_cols = [*MAIN, *(f"{m}.{k}" for m in per_kind for k in kinds), *REFUSAL]
     for m in metric_cols:
         if f"metrics.{m}" in df:

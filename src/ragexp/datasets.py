@@ -1,8 +1,9 @@
 """Datasets: a corpus, labelled queries, and the judgements that relate them.
 
 Two shapes, one interface:
-- ``HandbookDataset``: markdown corpus + span-labelled golden set; judged per *chunk* through the
-  span rule of ``relevance.py`` (so labels hold at any chunking).
+- ``MarkdownDataset``: a folder of markdown documents + a question file (or folder of them)
+  labelled by quote, section or document (``golden.py``); judged per *chunk* through the span
+  rule of ``relevance.py`` (so labels hold at any chunking). The Brindle handbook is one.
 - ``BeirDataset``: any BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``);
   judged per *document*: the chunk ranking is collapsed to documents before scoring.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ragexp.golden import golden_files, load_corpus, load_golden
-from ragexp.records import KINDS, Chunk, Document, Qrels, Query
+from ragexp.records import Chunk, Document, Qrels, Query
 from ragexp.relevance import span_qrels
 
 log = logging.getLogger(__name__)
@@ -43,17 +44,21 @@ def _hash_files(paths: list[Path], root: Path) -> str:
 
 
 @dataclass
-class HandbookDataset:
+class MarkdownDataset:
+    """Markdown documents under ``corpus_dir`` and the questions in ``questions`` (a ``.jsonl``
+    file or a folder of them). Raises ``FileNotFoundError`` for a missing folder or file and
+    ``golden.GoldenError`` listing every bad question line."""
+
     corpus_dir: str = "corpus"
-    golden_dir: str = "golden"
-    name: str = "handbook"
+    questions: str = "golden"
+    name: str = "markdown"
     level: str = "chunk"
     _docs: dict[str, Document] = field(default_factory=dict, init=False, repr=False)
     _queries: list[Query] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._docs = load_corpus(self.corpus_dir)
-        self._queries = load_golden(self.golden_dir, self._docs)
+        self._queries = load_golden(self.questions, self._docs)
 
     def documents(self) -> list[Document]:
         return list(self._docs.values())
@@ -72,9 +77,10 @@ class HandbookDataset:
 
     def fingerprint(self) -> dict[str, str]:
         root = Path(self.corpus_dir)
-        groot = Path(self.golden_dir)
+        files = golden_files(Path(self.questions))
+        groot = Path(self.questions) if Path(self.questions).is_dir() else files[0].parent
         return {"corpus_hash": _hash_files(list(root.rglob("*.md")), root),
-                "golden_hash": _hash_files(golden_files(groot), groot)}
+                "golden_hash": _hash_files(files, groot)}
 
 
 class BeirFormatError(ValueError):
@@ -176,5 +182,5 @@ class BeirDataset:
 
 
 def _kind(row: dict) -> str:
-    kind = (row.get("metadata") or {}).get("kind", "factual")
-    return kind if kind in KINDS else "factual"
+    kind = (row.get("metadata") or {}).get("kind")
+    return str(kind) if kind else "general"

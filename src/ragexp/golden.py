@@ -5,9 +5,17 @@ Format: ``golden/*.jsonl``, one question per line::
     {"id": "a-01", "kind": "factual", "question": "...", "answer": "...",
      "evidence": [{"doc": "concepts/scheduling.md", "quote": "verbatim text"}]}
 
-A quote is matched against its document with whitespace runs collapsed (so it may span
-hard-wrapped lines) and must occur exactly once; it resolves to a character ``Span`` of the raw
-file. Relevance is later decided from those spans, never from chunk ids (see ``relevance.py``).
+``kind`` is any name (default ``general``); ``unanswerable`` marks a question the corpus does not
+answer (no evidence). Evidence comes at three levels, mixable in one file:
+
+- ``{"doc": PATH, "quote": TEXT}``: matched with whitespace runs collapsed (so it may span
+  hard-wrapped lines); must occur exactly once;
+- ``{"doc": PATH, "section": "Install > Docker"}``: a heading path, or its unambiguous tail
+  (``"Docker"``); the section owns its subsections, so a heading-only section is labellable;
+- ``{"doc": PATH}``: the whole document.
+
+Each resolves to a character ``Span`` of the raw file; relevance is later decided from those
+spans, never from chunk ids (see ``relevance.py``).
 
 ``python -m ragexp.golden check`` prints counts per kind and exits 1, naming file and line, on any
 problem.
@@ -17,15 +25,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragexp.records import KINDS, Document, Query, Span
+from ragexp.records import UNANSWERABLE, Document, Query, Span
+from ragexp.sections import find_section, outline
 from ragexp.text import content_words, normalize_ws
 
 MAX_SEMANTIC_OVERLAP = 1
+DEFAULT_KIND = "general"
+KIND_NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 
 @dataclass(frozen=True)
@@ -93,6 +105,64 @@ def find_quote(doc: Document, quote: str) -> list[Span]:
     return spans
 
 
+def _resolve_evidence(qid: str, ev: object, docs: dict[str, Document], bad) -> Span | None:
+    """One evidence item -> the character span it labels, or ``None`` after reporting why.
+
+    Three levels: ``{"doc", "quote"}`` (the quote's one occurrence), ``{"doc", "section"}`` (the
+    text the heading owns, subsections included: ``sections.py``) and ``{"doc"}`` (the whole
+    document). All three are spans, so one relevance rule judges them at any chunking."""
+    if not isinstance(ev, dict) or not isinstance(ev.get("doc"), str):
+        bad(f"{qid}: each evidence item needs a string 'doc' (and optionally a 'quote' or a "
+            f"'section')")
+        return None
+    extra = sorted(set(ev) - {"doc", "quote", "section"})
+    if extra:
+        bad(f"{qid}: unknown evidence field(s) {', '.join(map(repr, extra))} (expected 'doc' "
+            f"with an optional 'quote' or 'section')")
+        return None
+    if "quote" in ev and "section" in ev:
+        bad(f"{qid}: evidence names both a quote and a section in {ev['doc']}: give one")
+        return None
+    for key in ("quote", "section"):
+        if key in ev and (not isinstance(ev[key], str) or not ev[key].strip()):
+            bad(f"{qid}: evidence '{key}' must be a non-empty string")
+            return None
+    doc = docs.get(ev["doc"])
+    if doc is None:
+        bad(f"{qid}: document not found in corpus: {ev['doc']}")
+        return None
+    if "quote" in ev:
+        found = find_quote(doc, ev["quote"])
+        if not found:
+            bad(f"{qid}: quote not found in {ev['doc']}: {ev['quote'][:60]!r}")
+        elif len(found) > 1:
+            bad(f"{qid}: quote is ambiguous, found {len(found)} times in {ev['doc']}: "
+                f"{ev['quote'][:60]!r}")
+        else:
+            return found[0]
+        return None
+    if "section" in ev:
+        found_sections = find_section(doc, ev["section"])
+        if not found_sections:
+            headings = ", ".join(repr(s.title) for s in outline(doc)[:8]) or "none"
+            bad(f"{qid}: no section {ev['section'][:80]!r} in {ev['doc']} (its headings: "
+                f"{headings})")
+        elif len(found_sections) > 1:
+            where = ", ".join(f"{s.title!r} (line {s.line})" for s in found_sections)
+            bad(f"{qid}: section {ev['section'][:80]!r} is ambiguous in {ev['doc']}: {where}; "
+                f"give more of its heading path")
+        elif not doc.text[found_sections[0].span.start:found_sections[0].span.end].strip():
+            bad(f"{qid}: section {found_sections[0].title!r} of {ev['doc']} (line "
+                f"{found_sections[0].line}) has no text under its heading")
+        else:
+            return found_sections[0].span
+        return None
+    if not doc.text.strip():
+        bad(f"{qid}: document {ev['doc']} is empty")
+        return None
+    return Span(doc.doc_id, 0, len(doc.text))
+
+
 def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document],
                   problems: list[Problem]) -> Query | None:
     file, line = where
@@ -103,45 +173,33 @@ def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document]
     if not isinstance(rec, dict):
         bad("expected a JSON object")
         return None
-    qid, kind, text = rec.get("id"), rec.get("kind"), rec.get("question")
+    qid, kind, text = rec.get("id"), rec.get("kind", DEFAULT_KIND), rec.get("question")
     if not isinstance(qid, str) or not qid:
         bad("missing or non-string 'id'")
         return None
     if not isinstance(text, str) or not text.strip():
         bad(f"{qid}: missing or empty 'question'")
-    if kind not in KINDS:
-        bad(f"{qid}: unknown kind {kind!r} (expected one of {', '.join(KINDS)})")
+    if not isinstance(kind, str) or not KIND_NAME.fullmatch(kind):
+        bad(f"{qid}: kind {str(kind)[:60]!r} is not a name of 1-40 letters, digits, '_' or '-' "
+            f"(it becomes part of metric names such as ndcg_at_10.<kind>)")
         return None
     evidence = rec.get("evidence") or []
     if not isinstance(evidence, list):
         bad(f"{qid}: 'evidence' must be a list")
         return None
-    if kind == "unanswerable" and evidence:
+    if kind == UNANSWERABLE and evidence:
         bad(f"{qid}: unanswerable question has evidence")
-    if kind != "unanswerable" and not evidence:
+    if kind != UNANSWERABLE and not evidence:
         bad(f"{qid}: answerable question ({kind}) has no evidence")
-    if kind != "unanswerable" and not str(rec.get("answer", "")).strip():
+    if kind != UNANSWERABLE and not str(rec.get("answer", "")).strip():
         bad(f"{qid}: answerable question has no reference answer")
     spans: list[Span] = []
     for ev in evidence:
-        if not isinstance(ev, dict) or not isinstance(ev.get("doc"), str) \
-                or not isinstance(ev.get("quote"), str):
-            bad(f"{qid}: each evidence item needs string 'doc' and 'quote'")
-            continue
-        doc = docs.get(ev["doc"])
-        if doc is None:
-            bad(f"{qid}: document not found in corpus: {ev['doc']}")
-            continue
-        found = find_quote(doc, ev["quote"])
-        if not found:
-            bad(f"{qid}: quote not found in {ev['doc']}: {ev['quote'][:60]!r}")
-        elif len(found) > 1:
-            bad(f"{qid}: quote is ambiguous, found {len(found)} times in {ev['doc']}: "
-                f"{ev['quote'][:60]!r}")
-        else:
-            spans.append(found[0])
+        span = _resolve_evidence(qid, ev, docs, bad)
+        if span is not None:
+            spans.append(span)
     if kind == "semantic" and isinstance(text, str):
-        quotes = " ".join(ev.get("quote", "") for ev in evidence if isinstance(ev, dict))
+        quotes = " ".join(str(ev.get("quote", "")) for ev in evidence if isinstance(ev, dict))
         shared = content_words(text) & content_words(quotes)
         if len(shared) > MAX_SEMANTIC_OVERLAP:
             bad(f"{qid}: semantic question shares {len(shared)} content words with its evidence "
@@ -186,8 +244,9 @@ def load_golden(golden, docs: dict[str, Document]) -> list[Query]:
 
 
 def kind_counts(queries: list[Query]) -> dict[str, int]:
+    """Questions per kind, kinds in order of first appearance, unanswerable last."""
     counts = Counter(q.kind for q in queries)
-    return {kind: counts.get(kind, 0) for kind in KINDS}
+    return dict(sorted(counts.items(), key=lambda kv: kv[0] == UNANSWERABLE))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,10 +24,10 @@ from ragexp.answer import Answer, body
 from ragexp.llm import ChatClient, Completion, Endpoint, LLMError, Messages
 from ragexp.records import Chunk, Query
 
-RUBRIC = """You grade answers written by a question-answering system over a software handbook.
+RUBRIC = """You grade answers written by a question-answering system over a set of documents.
 You get the question, the numbered passages the system was shown, its answer (every sentence \
 ends with the [n] of the passage it relies on) and, when there is one, a reference answer \
-written by a person who read the handbook. Give two verdicts.
+written by a person who read the documents. Give two verdicts.
 
 groundedness: is every claim of the answer supported by the passage(s) it cites?
 - "yes": every fact in every sentence (numbers, names, settings, steps, conditions) is stated \

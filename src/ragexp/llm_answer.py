@@ -19,8 +19,8 @@ from ragexp.llm import ChatClient, Endpoint, LLMError, Messages
 from ragexp.text import split_sentences
 
 NO_ANSWER = "NOT IN PASSAGES"
-SYSTEM = f"""You answer questions about a software product's handbook, using only the numbered \
-passages you are given.
+SYSTEM = f"""You answer questions about a set of documents, using only the numbered passages \
+you are given.
 Rules:
 1. Use only what the passages state. No outside knowledge, no guesses.
 2. End every sentence with the number of the passage that supports it in square brackets, \

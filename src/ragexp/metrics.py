@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from ragexp.records import KINDS, Qrels, Query, Ranking, ordered
+from ragexp.records import Qrels, Query, Ranking, ordered
 
 
 @dataclass(frozen=True)
@@ -78,10 +78,8 @@ def aggregate(scores: dict[str, dict[str, float]], queries: Iterable[Query]) -> 
     out: dict[str, float] = {}
     groups: dict[str | None, list[str]] = {None: list(scores)}
     for qid in scores:
-        groups.setdefault(kind_of.get(qid, "factual"), []).append(qid)
+        groups.setdefault(kind_of.get(qid, "general"), []).append(qid)
     for kind, qids in groups.items():
-        if kind is not None and kind not in KINDS or not qids:
-            continue
         suffix = "" if kind is None else f".{kind}"
         for m in MEASURES:
             out[m.key + suffix] = sum(scores[q][m.key] for q in qids) / len(qids)

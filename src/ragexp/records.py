@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 Ranking = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, int]]
 
-KINDS = ("identifier", "semantic", "procedural", "factual", "unanswerable")
+# Question kinds come from the data (any name); this one marks a question with no answer in the
+# corpus, which feeds the abstain curve instead of the ranking metrics.
+UNANSWERABLE = "unanswerable"
 
 
 @dataclass(frozen=True)
@@ -48,13 +50,13 @@ class Chunk:
 class Query:
     qid: str
     text: str
-    kind: str = "factual"
+    kind: str = "general"
     answer: str = ""
     evidence: tuple[Span, ...] = field(default=())
 
     @property
     def answerable(self) -> bool:
-        return self.kind != "unanswerable"
+        return self.kind != UNANSWERABLE
 
 
 def ordered(scores: dict[str, float]) -> list[str]:

@@ -17,7 +17,6 @@ import pandas as pd
 
 from ragexp import compare
 from ragexp.readme import replace_block
-from ragexp.records import KINDS
 
 ABLATIONS = Path(__file__).resolve().parents[2] / "conf" / "ablation"
 
@@ -39,7 +38,7 @@ def describe(name: str) -> str:
 
 def build(experiment: str) -> str:
     df = ablation_runs(experiment)
-    kinds = [k for k in KINDS if k != "unanswerable"]
+    kinds = compare.kinds_in(df, "mrr")
     m = lambda col: df[f"metrics.{col}"].map(lambda v: f"{v:.3f}")  # noqa: E731
     main = pd.DataFrame({"ablation": df["tags.ragexp.ablation"],
                          "what": df["tags.ragexp.ablation"].map(describe),

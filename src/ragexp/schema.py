@@ -15,11 +15,11 @@ from omegaconf import MISSING
 
 
 @dataclass
-class HandbookDatasetConf:
-    _target_: str = "ragexp.datasets.HandbookDataset"
-    name: str = "handbook"
-    corpus_dir: str = "corpus"
-    golden_dir: str = "golden"
+class MarkdownDatasetConf:
+    _target_: str = "ragexp.datasets.MarkdownDataset"
+    name: str = "markdown"
+    corpus_dir: str = MISSING
+    questions: str = MISSING
 
 
 @dataclass
@@ -237,7 +237,7 @@ class Config:
 
 
 SCHEMAS = {
-    "dataset": {"handbook": HandbookDatasetConf, "beir": BeirDatasetConf},
+    "dataset": {"markdown": MarkdownDatasetConf, "beir": BeirDatasetConf},
     "chunking": {"markdown": MarkdownChunkingConf, "none": WholeDocChunkingConf},
     "embedder": {"hash": HashEmbedderConf, "fastembed": FastEmbedConf},
     "retriever": {"dense": DenseRetrieverConf, "bm25": BM25RetrieverConf,
