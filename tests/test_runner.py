@@ -145,7 +145,7 @@ def test_golden_set_that_does_not_match_the_corpus_fails_the_run(tmp_path):
     (golden / "q.jsonl").write_text(
         '{"id": "x-1", "kind": "factual", "question": "Where is the ledger?", "answer": "disk", '
         '"evidence": [{"doc": "overview.md", "quote": "this sentence is not in the handbook"}]}\n')
-    proc = run_ragexp(tmp_path, "embedder=hash", f"dataset.golden_dir={golden}",
+    proc = run_ragexp(tmp_path, "embedder=hash", f"dataset.questions={golden}",
                       f"hydra.run.dir={tmp_path / 'out'}")
     assert proc.returncode != 0
     df = runs(tmp_path)
