@@ -58,10 +58,12 @@ def test_beir_loads_doc_level_graded_qrels(tmp_path, caplog):
         ("d5", "Deserts")]
     assert [(q.qid, q.kind) for q in ds.queries()] == [
         ("q1", "general"), ("q2", "bogus"), ("q3", "identifier")]  # kinds come from the data
-    # Grade 0 is not relevant; grades are kept; chunks play no part.
-    assert ds.qrels([]) == {"q1": {"d1": 2}, "q2": {"d2": 1}, "q3": {"d4": 2, "d5": 1}}
+    # Grades are kept, grade 0 too (judged, not relevant: it counts for trec_eval); chunks
+    # play no part.
+    assert ds.qrels([]) == {"q1": {"d1": 2}, "q2": {"d2": 1, "d4": 0},
+                            "q3": {"d4": 2, "d5": 1}}
     (record,) = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert "q4" in record.getMessage() and "skipped" in record.getMessage()
+    assert "q4" in record.getMessage() and "left out" in record.getMessage()
     fp = ds.fingerprint()
     assert set(fp) == {"corpus_hash", "golden_hash"}
 
@@ -132,12 +134,12 @@ def test_run_experiment_on_beir_scores_documents(tmp_path, caplog):
     assert table.loc["q3", "top_item"] == "d4"
     assert list(table["first_relevant_rank"]) == [1, 1, 1]
     m = result.metrics
-    assert m["hit_at_1"] == 1.0
-    assert m["recall_at_10"] == pytest.approx((1 + 1 + 0.5) / 3)
+    assert m["success_at_1"] == 1.0
+    assert m["r_at_10"] == pytest.approx((1 + 1 + 0.5) / 3)
     ndcg_q3 = 2 / (2 + 1 / math.log2(3))
     assert m["ndcg_at_10"] == pytest.approx((1 + 1 + ndcg_q3) / 3)
     assert m["ndcg_at_10.identifier"] == pytest.approx(ndcg_q3)
-    assert m["mrr.general"] == 1.0
+    assert m["rr_at_10.general"] == 1.0
     # No unanswerable questions: no abstain curve, and a warning says why.
     assert result.abstain is None and not any(k.startswith("abstain.") for k in m)
     assert any("no abstain curve" in r.getMessage() for r in caplog.records)

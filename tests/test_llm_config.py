@@ -65,3 +65,17 @@ def test_missing_key_fails_the_run_before_any_work(override, tmp_path, monkeypat
     [run] = client.search_runs([client.get_experiment_by_name("ragexp-handbook").experiment_id])
     assert run.info.status == "FAILED" and KEY in run.data.tags["ragexp.error"]
     assert run.data.metrics == {}
+
+
+def test_llm_block_counts_in_run_identity_only_through_the_stages_that_use_it(monkeypatch):
+    from omegaconf import OmegaConf
+
+    from ragexp.tracking import config_hash
+
+    def chash(*overrides):
+        cfg = cfg_with(*overrides)
+        return config_hash(OmegaConf.to_container(cfg, resolve=True), {})
+
+    assert chash("llm.model=a") == chash("llm.model=b")  # extractive, no judge: not used
+    assert chash("answer=llm", "llm.model=a") != chash("answer=llm", "llm.model=b")
+    assert chash("judge=llm", "llm.model=a") != chash("judge=llm", "llm.model=b")

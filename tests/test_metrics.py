@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from ir_measures import RR, R, Qrel, ScoredDoc, Success, nDCG
 
-from ragexp.metrics import (MEASURES, aggregate, collapse_to_documents, first_relevant_rank,
-                            per_query)
+from ragexp.measures import DEFAULT, parse_all
+from ragexp.metrics import aggregate, collapse_to_documents, first_relevant_rank, per_query
 from ragexp.records import Query, ordered
 
-# Our key -> the trec_eval measure it must equal (RR@10 is handled apart: see below).
-REFERENCE = {**{f"hit_at_{k}": Success @ k for k in (1, 3, 5, 10)},
-             **{f"recall_at_{k}": R @ k for k in (1, 3, 5, 10)},
-             "ndcg_at_10": nDCG @ 10}
+# Every family at several cutoffs, each compared with trec_eval (RR@k is handled apart: below).
+CHECKED = parse_all(["Success@1", "Success@3", "Success@10", "R@1", "R@5", "R@10", "R@100",
+                     "P@1", "P@5", "P@20", "AP@10", "AP@100", "nDCG@1", "nDCG@10", "nDCG@100"])
+REFERENCE = {m.key: ir_measures.parse_measure(m.name) for m in CHECKED}
 
 
 def _random_case(seed: int, n_queries: int = 60):
@@ -59,28 +59,18 @@ def test_per_query_equals_trec_eval(seed):
     ranking, qrels = _random_case(seed)
     judged = {q for q, rel in qrels.items() if any(g > 0 for g in rel.values())}
     assert 50 <= len(judged) < len(qrels)  # some all-zero queries are in the mix
-    ours = per_query(ranking, qrels)
+    ours = per_query(ranking, qrels, (*CHECKED, *parse_all(["RR@10"])))
     ref = _reference(ranking, qrels, [*REFERENCE.values(), RR])
-    for qid in judged:  # trec_eval has nothing to say about queries with no relevant item
-        assert set(ours[qid]) == {*REFERENCE, "mrr"}
+    for qid in qrels:  # all-zero queries too: trec_eval scores them 0
+        assert set(ours[qid]) == {*REFERENCE, "rr_at_10"}
         for key, measure in REFERENCE.items():
             assert ours[qid][key] == pytest.approx(ref[qid][measure], abs=1e-6), (qid, key)
         # pytrec_eval has no RR@k; RR@10 is RR when the first hit is in the top 10.
         rr = ref[qid][RR]
-        assert ours[qid]["mrr"] == pytest.approx(rr if rr >= 0.1 - 1e-12 else 0.0, abs=1e-6)
+        assert ours[qid]["rr_at_10"] == pytest.approx(rr if rr >= 0.1 - 1e-12 else 0.0, abs=1e-6)
     # The comparison is not vacuous: the metrics vary across queries.
     assert len({round(ours[q]["ndcg_at_10"], 6) for q in judged}) > 20
-    assert {ours[q]["hit_at_1"] for q in judged} == {0.0, 1.0}
-
-
-def test_measure_names_and_keys():
-    assert [(m.name, m.key) for m in MEASURES] == [
-        ("Success@1", "hit_at_1"), ("Success@3", "hit_at_3"), ("Success@5", "hit_at_5"),
-        ("Success@10", "hit_at_10"), ("R@1", "recall_at_1"), ("R@3", "recall_at_3"),
-        ("R@5", "recall_at_5"), ("R@10", "recall_at_10"), ("RR@10", "mrr"),
-        ("nDCG@10", "ndcg_at_10")]
-    for m in MEASURES:
-        assert str(ir_measures.parse_measure(m.name)) == m.name
+    assert {ours[q]["success_at_1"] for q in judged} == {0.0, 1.0}
 
 
 def test_mrr_equals_ir_measures_rr_at_10_without_ties():
@@ -96,7 +86,7 @@ def test_mrr_equals_ir_measures_rr_at_10_without_ties():
     run = [ScoredDoc(q, d, s) for q, sc in ranking.items() for d, s in sc.items()]
     qrel_rows = [Qrel(q, d, g) for q, rel in qrels.items() for d, g in rel.items()]
     ref = {m.query_id: m.value for m in ir_measures.iter_calc([RR @ 10], qrel_rows, run)}
-    assert {q: ours[q]["mrr"] for q in ranking} == pytest.approx(ref, abs=1e-9)
+    assert {q: ours[q]["rr_at_10"] for q in ranking} == pytest.approx(ref, abs=1e-9)
     assert len(set(ref.values())) > 3
 
 
@@ -106,10 +96,10 @@ def test_hand_computed_values():
     assert ordered(ranking["q"]) == ["c", "b", "a", "d"]
     rel = {"a": 1, "d": 3, "x": 2}
     scores = per_query(ranking, {"q": rel})["q"]
-    assert scores["mrr"] == pytest.approx(1 / 3)
-    assert scores["hit_at_1"] == 0.0 and scores["hit_at_3"] == 1.0
-    assert scores["recall_at_3"] == pytest.approx(1 / 3)
-    assert scores["recall_at_5"] == pytest.approx(2 / 3)
+    assert scores["rr_at_10"] == pytest.approx(1 / 3)
+    assert scores["success_at_1"] == 0.0 and scores["success_at_3"] == 1.0
+    assert scores["r_at_3"] == pytest.approx(1 / 3)
+    assert scores["r_at_5"] == pytest.approx(2 / 3)
     dcg = 1 / math.log2(4) + 3 / math.log2(5)
     idcg = 3 / math.log2(2) + 2 / math.log2(3) + 1 / math.log2(4)
     assert scores["ndcg_at_10"] == pytest.approx(dcg / idcg)
@@ -119,7 +109,7 @@ def test_hand_computed_values():
 
 def test_missing_ranking_scores_zero():
     scores = per_query({}, {"q": {"a": 1}})
-    assert scores == {"q": {m.key: 0.0 for m in MEASURES}}
+    assert scores == {"q": {m.key: 0.0 for m in DEFAULT}}
 
 
 def test_aggregate_overall_and_per_kind():
@@ -130,15 +120,15 @@ def test_aggregate_overall_and_per_kind():
                Query("q3", "", "semantic"), Query("q5", "", "unanswerable")]
     out = aggregate(per_query(ranking, qrels), queries)
     # q4 is not among the queries: it counts as the default kind, "general".
-    assert out["mrr"] == pytest.approx((1 + 0.5 + 0 + 1) / 4)
-    assert out["mrr.identifier"] == pytest.approx(0.75)
-    assert out["mrr.semantic"] == 0.0
-    assert out["mrr.general"] == 1.0
-    assert out["hit_at_1.identifier"] == 0.5
-    assert "mrr.procedural" not in out and "mrr.unanswerable" not in out
+    assert out["rr_at_10"] == pytest.approx((1 + 0.5 + 0 + 1) / 4)
+    assert out["rr_at_10.identifier"] == pytest.approx(0.75)
+    assert out["rr_at_10.semantic"] == 0.0
+    assert out["rr_at_10.general"] == 1.0
+    assert out["success_at_1.identifier"] == 0.5
+    assert "rr_at_10.procedural" not in out and "rr_at_10.unanswerable" not in out
     kinds = {k.split(".", 1)[1] for k in out if "." in k}
     assert kinds == {"identifier", "semantic", "general"}
-    assert len(out) == len(MEASURES) * 4
+    assert len(out) == len(DEFAULT) * 4
 
 
 def test_collapse_to_documents_keeps_rank_order():

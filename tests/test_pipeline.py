@@ -14,6 +14,7 @@ from ragexp.cache import EmbeddingCache
 from ragexp.chunking import MarkdownChunker
 from ragexp.datasets import MarkdownDataset
 from ragexp.embedders import HashEmbedder
+from ragexp.measures import DEFAULT
 from ragexp.pipeline import run_experiment
 from ragexp.records import ordered
 from ragexp.relevance import span_qrels
@@ -21,10 +22,9 @@ from ragexp.rerankers import LexicalReranker, NoReranker
 from ragexp.retrievers import BM25Retriever, HybridRetriever
 
 ANSWERABLE = ("identifier", "semantic", "procedural", "factual")
-MEASURE_KEYS = ["mrr", "ndcg_at_10", *(f"{m}_at_{k}" for m in ("hit", "recall")
-                                       for k in (1, 3, 5, 10))]
-COLUMNS = {"id", "kind", "first_relevant_rank", "reciprocal_rank", "ndcg_at_10",
-           "abstain_signal", "refused", "top_item"}
+MEASURE_KEYS = [m.key for m in DEFAULT]
+COLUMNS = {"id", "kind", "first_relevant_rank", *MEASURE_KEYS, "abstain_signal", "refused",
+           "top_item"}
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_metric_keys(run):
 
 def test_ranking_is_cut_to_k(run, golden):
     assert set(run.ranking) == {q.qid for q in golden}
-    assert all(0 < len(r) <= 10 for r in run.ranking.values())
+    assert all(0 < len(r) <= 100 for r in run.ranking.values())
 
 
 def test_per_question_table(run, golden):
@@ -86,13 +86,13 @@ def test_per_question_table(run, golden):
     assert list(table["kind"]) == [q.kind for q in golden]
     for row in table.itertuples():
         if row.kind == "unanswerable":
-            assert row.reciprocal_rank is None or np.isnan(row.reciprocal_rank)
+            assert row.rr_at_10 is None or np.isnan(row.rr_at_10)
             continue
         rank = row.first_relevant_rank
         if rank is None or (isinstance(rank, float) and np.isnan(rank)):
-            assert row.reciprocal_rank == 0.0
+            assert row.rr_at_10 == 0.0
         else:
-            assert row.reciprocal_rank == pytest.approx(1 / rank)
+            assert row.rr_at_10 == pytest.approx(1 / rank if rank <= 10 else 0.0)
         assert row.top_item == ordered(run.ranking[row.id])[0]
         assert row.refused == (row.abstain_signal < run.abstain.threshold)
 
@@ -100,11 +100,11 @@ def test_per_question_table(run, golden):
 def test_metrics_agree_with_the_table(run):
     table, m = run.per_question, run.metrics
     answerable = table[table["kind"] != "unanswerable"]
-    assert answerable["reciprocal_rank"].mean() == pytest.approx(m["mrr"])
+    assert answerable["rr_at_10"].mean() == pytest.approx(m["rr_at_10"])
     assert answerable["ndcg_at_10"].mean() == pytest.approx(m["ndcg_at_10"])
     for kind in ANSWERABLE:
         part = table[table["kind"] == kind]
-        assert part["reciprocal_rank"].mean() == pytest.approx(m[f"mrr.{kind}"])
+        assert part["rr_at_10"].mean() == pytest.approx(m[f"rr_at_10.{kind}"])
     una = table[table["kind"] == "unanswerable"]
     assert una["refused"].astype(bool).mean() == pytest.approx(m["abstain.refused_unanswerable"])
     assert answerable["refused"].astype(bool).mean() == pytest.approx(
@@ -119,17 +119,17 @@ def test_metrics_agree_with_a_recomputation(run, golden):
                 for q in answerable]
         recalls = [len(set(ordered(run.ranking[q.qid])[:k]) & set(qrels[q.qid]))
                    / len(qrels[q.qid]) for q in answerable]
-        assert run.metrics[f"hit_at_{k}"] == pytest.approx(np.mean(hits))
-        assert run.metrics[f"recall_at_{k}"] == pytest.approx(np.mean(recalls))
+        assert run.metrics[f"success_at_{k}"] == pytest.approx(np.mean(hits))
+        assert run.metrics[f"r_at_{k}"] == pytest.approx(np.mean(recalls))
     ident = [q for q in answerable if q.kind == "identifier"]
     hits = [any(c in qrels[q.qid] for c in ordered(run.ranking[q.qid])[:1]) for q in ident]
-    assert run.metrics["hit_at_1.identifier"] == pytest.approx(np.mean(hits))
+    assert run.metrics["success_at_1.identifier"] == pytest.approx(np.mean(hits))
 
 
 def test_the_runs_retrieve_something_relevant(bm25_run, hybrid_run):
     # Far better than chance (a random top 10 of ~235 chunks hits about 5% of the time).
-    assert bm25_run.metrics["hit_at_10"] > 0.5
-    assert hybrid_run.metrics["hit_at_10"] > 0.5
+    assert bm25_run.metrics["success_at_10"] > 0.5
+    assert hybrid_run.metrics["success_at_10"] > 0.5
 
 
 def test_embedder_is_built_only_when_needed(bm25_run, hybrid_run, golden):

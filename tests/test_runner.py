@@ -12,6 +12,8 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
+from ragexp.measures import DEFAULT
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
@@ -76,8 +78,8 @@ def test_finished_runs_have_params_metrics_tags_artifacts(sweep):
               "answer.min_overlap"):
         assert f"params.{p}" in df.columns, p
     kinds = ("identifier", "semantic", "procedural", "factual")
-    expected = [f"{m}_at_{k}" for m in ("hit", "recall") for k in (1, 3, 5, 10)]
-    expected += ["mrr", "ndcg_at_10"]
+    expected = [m.key for m in DEFAULT]
+    assert {"rr_at_10", "ndcg_at_10", "success_at_1", "r_at_100"} <= set(expected)
     expected += [f"{m}.{kind}" for m in expected for kind in kinds]
     expected += ["abstain.auc", "abstain.threshold", "abstain.refused_unanswerable",
                  "abstain.refused_answerable", "abstain.cv.refused_unanswerable",
@@ -94,11 +96,11 @@ def test_finished_runs_have_params_metrics_tags_artifacts(sweep):
     assert {"config.yaml", "per_question.csv", "abstain_curve.json",
             "abstain_curve.png"} <= names
     pq = pd.read_csv(client.download_artifacts(row["run_id"], "per_question.csv"))
-    for col in ("id", "kind", "first_relevant_rank", "reciprocal_rank", "ndcg_at_10",
+    for col in ("id", "kind", "first_relevant_rank", *(m.key for m in DEFAULT),
                 "abstain_signal", "refused"):
         assert col in pq.columns
     answerable = pq[pq["kind"] != "unanswerable"]
-    assert answerable["reciprocal_rank"].mean() == pytest.approx(row["metrics.mrr"])
+    assert answerable["rr_at_10"].mean() == pytest.approx(row["metrics.rr_at_10"])
     refused_una = pq[pq["kind"] == "unanswerable"]["refused"].astype(bool).mean()
     assert refused_una == pytest.approx(row["metrics.abstain.refused_unanswerable"])
 

@@ -61,7 +61,7 @@ def test_compare_table_shows_differing_keys_and_metrics(store):
     tab = compare.table(df)
     assert "retriever.name" in tab.columns and "chunking.max_words" in tab.columns
     assert "embedder.name" not in tab.columns  # same in every run
-    assert {"mrr", "ndcg_at_10", "mrr.identifier", "abstain.refused_unanswerable",
+    assert {"rr_at_10", "ndcg_at_10", "rr_at_10.identifier", "abstain.refused_unanswerable",
             "abstain.cv.refused_answerable"} <= set(tab.columns)
     md = compare.render(tab)
     assert md.count("\n") == len(tab) + 1 and ids["bm25"][:8] in md
@@ -75,12 +75,12 @@ def test_paired_test_matches_independent_computation(store):
     run, base = compare.per_question(ids["dense"]), compare.per_question(ids["bm25"])
     m = run.merge(base, on="id", suffixes=("", "_b"))
     m = m[m["kind"] != "unanswerable"]
-    d = (m["reciprocal_rank"] - m["reciprocal_rank_b"]).to_numpy()
-    assert tests[0].metric == "mrr" and tests[0].n == len(d)
+    d = (m["rr_at_10"] - m["rr_at_10_b"]).to_numpy()
+    assert tests[0].metric == "rr_at_10" and tests[0].n == len(d)
     assert tests[0].mean_diff == pytest.approx(d.mean())
     assert tests[0].ci_low <= d.mean() <= tests[0].ci_high
     for kind, g in m.groupby("kind"):
-        diff = (g["reciprocal_rank"] - g["reciprocal_rank_b"]).mean()
+        diff = (g["rr_at_10"] - g["rr_at_10_b"]).mean()
         assert (diff < 0) == any(w.startswith(kind) for w in worse)
 
 
@@ -91,12 +91,12 @@ def test_paired_randomisation_p_value_is_exact_on_small_samples():
     flips = np.array(list(itertools.product((1, -1), repeat=len(d))))
     null = (flips * d).mean(axis=1)
     exact = np.mean(np.abs(null) >= abs(d.mean()) - 1e-12)
-    assert compare.paired_test(run, base, "mrr").p_value == pytest.approx(exact)
+    assert compare.paired_test(run, base, "rr_at_10").p_value == pytest.approx(exact)
 
 
 def test_paired_test_of_a_run_against_itself():
     x = np.array([0.5, 1.0, 0.0, 0.25])
-    t = compare.paired_test(x, x, "mrr")
+    t = compare.paired_test(x, x, "rr_at_10")
     assert (t.mean_diff, t.p_value) == (0.0, 1.0)
 
 
@@ -119,7 +119,7 @@ def test_promote_refuses_failed_unknown_and_metricless_runs(store):
 def test_promote_moves_champion_and_keeps_versions_and_gate(store):
     _, ids = store
     c = tracking.client()
-    metric = {k: c.get_run(ids[k]).data.metrics["mrr"] for k in ("bm25", "dense", "small")}
+    metric = {k: c.get_run(ids[k]).data.metrics["rr_at_10"] for k in ("bm25", "dense", "small")}
     worst = min(metric, key=metric.get)
     best = max(metric, key=metric.get)
     v1, _ = promote(ids[worst])
@@ -245,7 +245,7 @@ def test_cli_compare_promote_search_ask(store, capsys):
     _, ids = store
     assert cli.main(["compare", "--baseline", ids["bm25"]]) == 0
     out = capsys.readouterr().out
-    assert "Δmrr [95% CI]" in out and "baseline" in out and "randomisation" in out
+    assert "ΔRR@10 [95% CI]" in out and "baseline" in out and "randomisation" in out
     assert cli.main(["compare", "--format", "csv", "--runs", ids["bm25"], ids["dense"]]) == 0
     csv = pd.read_csv(__import__("io").StringIO(capsys.readouterr().out))
     assert list(csv["run"]) == [ids["bm25"][:8], ids["dense"][:8]]
@@ -271,7 +271,7 @@ def test_report_tables_and_readme_blocks(store, tmp_path):
 
     content = report.build("ragexp-handbook")  # the bm25 run is tagged ablation=bm25
     assert "| bm25 | BM25 alone." in content
-    assert "MRR identifier" in content and "CV unanswerable refused" in content
+    assert "RR@10 identifier" in content and "CV unanswerable refused" in content
     readme = tmp_path / "README.md"
     readme.write_text("before\n<!-- results:start -->\nSTALE-BLOCK\n<!-- results:end -->\nafter\n")
     replace_block(readme, "results", content)

@@ -15,7 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp import schema, tracking
+from ragexp import measures, provenance, schema, tracking
 from ragexp.cache import EmbeddingCache
 from ragexp.pipeline import RunResult, run_experiment
 
@@ -27,6 +27,7 @@ def build_and_run(cfg: DictConfig, dataset, answerer=None, judge=None) -> RunRes
     """Instantiate every stage from the composed config and run the experiment (``answerer``
     and ``judge`` when already built: they check their API keys before any work)."""
     return run_experiment(
+        measures=measures.resolve(cfg.measures, cfg.k),
         dataset=dataset,
         chunker=instantiate(cfg.chunking),
         make_embedder=lambda: instantiate(cfg.embedder),
@@ -69,13 +70,22 @@ def log_artifacts(run_id: str, cfg: DictConfig, result: RunResult) -> None:
         out = Path(tmp)
         (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
         result.per_question.to_csv(out / "per_question.csv", index=False)
+        provenance.trec_files(out, result.judged, result.qrels, tag=cfg.ablation)
         if result.abstain is not None:
             (out / "abstain_curve.json").write_text(json.dumps(result.abstain.to_json(), indent=1))
             plot_curve(result, out / "abstain_curve.png")
         c.log_artifacts(run_id, str(out))
 
 
+def dataset_source(resolved: dict) -> str:
+    """Where the evaluation data lives, as absolute paths (for the run's dataset input)."""
+    ds = resolved["dataset"]
+    paths = [ds[k] for k in ("path", "corpus_dir", "questions") if isinstance(ds.get(k), str)]
+    return " ".join(str(Path(p).resolve()) for p in paths)
+
+
 def run_logged(cfg: DictConfig) -> dict:
+    measures.resolve(cfg.measures, cfg.k)  # refuse a bad measure list or depth before any run
     resolved = OmegaConf.to_container(cfg, resolve=True)
     exp_id = tracking.ensure_experiment(resolved["experiment"])
     dataset, data, early, answerer, judge = None, {}, None, None, None
@@ -101,7 +111,7 @@ def run_logged(cfg: DictConfig) -> dict:
     parent = os.environ.get(tracking.PARENT_ENV)
     tags = {"ragexp.config_hash": chash, "ragexp.ablation": cfg.ablation,
             "ragexp.overrides": overrides, "git.commit": tracking.git_commit(),
-            **tracking.versions()}
+            **tracking.versions(), **provenance.stage_tags(resolved)}
     if parent:
         tags["mlflow.parentRunId"] = parent
     c = tracking.client()
@@ -113,6 +123,8 @@ def run_logged(cfg: DictConfig) -> dict:
     try:
         if early is not None:
             raise early
+        c.log_inputs(run_id, [provenance.dataset_input(
+            str(cfg.dataset.name), data, dataset.queries(), source=dataset_source(resolved))])
         result = build_and_run(cfg, dataset, answerer, judge)
         ident = result.identity
         tags = {"embedder.backend": ident.backend if ident else "none (no stage used it)",
@@ -136,8 +148,8 @@ def run_logged(cfg: DictConfig) -> dict:
     c.set_terminated(run_id, "FINISHED")
     tracking.write_status(output_dir, status="FINISHED", run_id=run_id, overrides=overrides)
     m = result.metrics
-    summary = "  ".join(f"{k}={m[k]:.3f}" for k in ("mrr", "ndcg_at_10", "hit_at_10",
-                                                     "abstain.auc") if k in m)
+    keys = [ms.key for ms in measures.parse_all(cfg.measures)]
+    summary = "  ".join(f"{k}={m[k]:.3f}" for k in (*keys, "abstain.auc") if k in m)
     print(f"run {run_id} [{cfg.ablation}] {summary}")
     return {"status": "FINISHED", "run_id": run_id, **m}
 

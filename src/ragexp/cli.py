@@ -98,14 +98,14 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--runs", nargs="+", help="exactly these run ids")
     c.add_argument("--baseline", help="run id to test every run against")
     c.add_argument("--format", choices=("markdown", "csv"), default="markdown")
-    c.add_argument("--per-kind", nargs="*", default=["mrr"], metavar="METRIC",
-                   help="metrics to break down per question kind (default: mrr)")
+    c.add_argument("--per-kind", nargs="*", default=["rr_at_10"], metavar="METRIC",
+                   help="metrics to break down per question kind (default: rr_at_10)")
     c.set_defaults(fn=cmd_compare)
 
     pr = sub.add_parser("promote", help="make a run's config the serving default (champion)")
     pr.add_argument("run_id")
     pr.add_argument("--gate", action="store_true",
-                    help="refuse unless at least as good as the champion (MRR, per kind)")
+                    help="refuse unless at least as good as the champion (RR@10, per kind)")
     pr.add_argument("--model", default=MODEL_NAME)
     pr.set_defaults(fn=cmd_promote)
 

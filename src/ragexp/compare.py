@@ -19,7 +19,7 @@ from scipy import stats
 
 from ragexp import tracking
 
-MAIN = ("mrr", "ndcg_at_10", "hit_at_1", "hit_at_10", "recall_at_10")
+MAIN = ("rr_at_10", "ndcg_at_10", "success_at_1", "success_at_10", "r_at_10")
 REFUSAL = ("abstain.refused_unanswerable", "abstain.refused_answerable",
            "abstain.cv.refused_unanswerable", "abstain.cv.refused_answerable")
 HIDDEN_PARAMS = {"progress", "force", "experiment", "cache_dir", "ablation"}
@@ -72,7 +72,7 @@ def kinds_in(df: pd.DataFrame, metric: str) -> list[str]:
     return sorted({c[len(prefix):] for c in df.columns if c.startswith(prefix)})
 
 
-def table(df: pd.DataFrame, per_kind: tuple[str, ...] = ("mrr",)) -> pd.DataFrame:
+def table(df: pd.DataFrame, per_kind: tuple[str, ...] = ("rr_at_10",)) -> pd.DataFrame:
     """One row per run: name, differing config keys, main metrics, per-kind, refusal rates."""
     out = pd.DataFrame({"run": df["run_id"].str[:8],
                         "name": df.get("tags.ragexp.ablation", pd.Series(["-"] * len(df)))})
@@ -119,19 +119,19 @@ def paired_test(run: np.ndarray, base: np.ndarray, metric: str) -> Paired:
 
 
 def against_baseline(run_id: str, baseline_id: str) -> tuple[list[Paired], list[str]]:
-    """Paired tests on MRR and nDCG@10, and the kinds whose MRR got worse (``*``: p < 0.05)."""
+    """Paired tests on RR@10 and nDCG@10, and the kinds whose RR@10 got worse (``*``: p < 0.05)."""
     base = per_question(baseline_id)
     run = per_question(run_id)
     if set(base["id"]) != set(run["id"]):
         raise SystemExit(f"runs {run_id[:8]} and {baseline_id[:8]} were evaluated on different "
                          f"questions: a paired test needs the same golden set")
     merged = run.merge(base, on=["id", "kind"], suffixes=("", "_base"))
-    merged = merged[merged["kind"] != "unanswerable"].dropna(subset=["reciprocal_rank"])
+    merged = merged[merged["kind"] != "unanswerable"].dropna(subset=["rr_at_10"])
     tests = [paired_test(merged[c], merged[f"{c}_base"], name)
-             for c, name in (("reciprocal_rank", "mrr"), ("ndcg_at_10", "ndcg_at_10"))]
+             for c, name in (("rr_at_10", "rr_at_10"), ("ndcg_at_10", "ndcg_at_10"))]
     worse = []
     for kind, group in merged.groupby("kind"):
-        t = paired_test(group["reciprocal_rank"], group["reciprocal_rank_base"], "mrr")
+        t = paired_test(group["rr_at_10"], group["rr_at_10_base"], "rr_at_10")
         if t.mean_diff < 0:
             worse.append(f"{kind}{'*' if t.p_value < ALPHA else ''} ({t.mean_diff:+.3f})")
     return tests, worse
@@ -139,15 +139,15 @@ def against_baseline(run_id: str, baseline_id: str) -> tuple[list[Paired], list[
 
 def with_baseline(df: pd.DataFrame, tab: pd.DataFrame, baseline_id: str) -> pd.DataFrame:
     tab = tab.copy()
-    cols: dict[str, list] = {k: [] for k in ("Δmrr [95% CI]", "p(mrr)", "Δndcg [95% CI]",
-                                             "p(ndcg)", "kinds worse")}
+    cols: dict[str, list] = {k: [] for k in ("ΔRR@10 [95% CI]", "p(RR@10)", "ΔnDCG@10 [95% CI]",
+                                             "p(nDCG@10)", "kinds worse")}
     for run_id in df["run_id"]:
         if run_id == baseline_id:
             for k in cols:
                 cols[k].append("baseline")
             continue
         tests, worse = against_baseline(run_id, baseline_id)
-        for t, label in zip(tests, ("mrr", "ndcg")):
+        for t, label in zip(tests, ("RR@10", "nDCG@10")):
             cols[f"Δ{label} [95% CI]"].append(f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, "
                                               f"{t.ci_high:+.3f}]")
             cols[f"p({label})"].append(f"{t.p_value:.3f}")
@@ -170,4 +170,4 @@ def render(tab: pd.DataFrame, fmt: str = "markdown") -> str:
 NOTE = ("Paired tests over per-question scores of the answerable golden questions: Δ = run − "
         "baseline; 95% CI by BCa bootstrap (10,000 resamples); p from a two-sided paired "
         "randomisation (sign-flip) test, 10,000 permutations. 'kinds worse' lists kinds whose "
-        "MRR fell, * where p < 0.05.")
+        "RR@10 fell, * where p < 0.05.")

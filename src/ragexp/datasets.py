@@ -131,10 +131,7 @@ class BeirDataset:
         doc_ids = {d.doc_id for d in self._docs}
         self._qrels = self._read_qrels(root / "qrels" / f"{self.split}.tsv", doc_ids)
         queries = _read_jsonl(root / "queries.jsonl", ("_id", "text"))
-        unjudged = [r["_id"] for r in queries if r["_id"] not in self._qrels]
-        if unjudged:
-            log.warning("%d of %d queries have no judgements in split %r and are skipped: %s",
-                        len(unjudged), len(queries), self.split, ", ".join(unjudged[:5]))
+        _report_judgements(queries, self._qrels, self.split)
         self._queries = [
             Query(r["_id"], str(r["text"]), _kind(r)) for r in queries if r["_id"] in self._qrels
         ]
@@ -161,8 +158,7 @@ class BeirDataset:
                 if did not in doc_ids:
                     raise BeirFormatError(f"{path}:{lineno}: corpus-id {did!r} is not in "
                                           f"corpus.jsonl")
-                if grade > 0:
-                    qrels.setdefault(qid, {})[did] = grade
+                qrels.setdefault(qid, {})[did] = grade  # grade 0 too: judged, not relevant
         return qrels
 
     def documents(self) -> list[Document]:
@@ -179,6 +175,21 @@ class BeirDataset:
         return {"corpus_hash": _hash_files([root / "corpus.jsonl"], root),
                 "golden_hash": _hash_files([root / "queries.jsonl",
                                             root / "qrels" / f"{self.split}.tsv"], root)}
+
+
+def _report_judgements(queries: list[dict], qrels: Qrels, split: str) -> None:
+    """Say which queries are averaged (trec_eval's rule): one with no judgements at all is left
+    out; one judged with nothing relevant (every grade 0) counts, with 0 on every measure."""
+    unjudged = [r["_id"] for r in queries if r["_id"] not in qrels]
+    if unjudged:
+        log.warning("%d of %d queries have no judgements in split %r and are left out of every "
+                    "mean: %s", len(unjudged), len(queries), split, ", ".join(unjudged[:5]))
+    nothing = [r["_id"] for r in queries
+               if r["_id"] in qrels and not any(g > 0 for g in qrels[r["_id"]].values())]
+    if nothing:
+        log.warning("%d of %d queries are judged but have no relevant document (every grade "
+                    "0) in split %r; they count in every mean with 0 (trec_eval's rule): %s",
+                    len(nothing), len(queries), split, ", ".join(nothing[:5]))
 
 
 def _kind(row: dict) -> str:

@@ -3,8 +3,8 @@
 
 Built on the ``openai`` package, which retries 408/409/429/5xx responses, timeouts and
 connection errors with exponential backoff (0.5 s doubling to at most 8 s, minus up to 25 %
-jitter) and honours a ``Retry-After`` / ``retry-after-ms`` header of up to 120 s; it reports
-how many retries each successful call took. Around it this module adds what a measurement
+jitter) and honours a ``Retry-After`` / ``retry-after-ms`` header of up to 120 s (a longer one
+is not retried). Retries are counted from the HTTP requests each call actually sent. Around it this module adds what a measurement
 needs: the API key read from an environment variable named in config and checked when the
 client is built (before any work), a concurrency limit, token counts as reported by the
 endpoint's ``usage``, and cost from a per-1M-token price table.
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -112,14 +113,26 @@ class ChatClient:
 
         self.endpoint = endpoint
         self._openai = openai
-        self._client = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key(),
+        key = endpoint.api_key()
+        # Counts HTTP attempts per calling thread (the sync client retries on that thread), so
+        # retries are exact whether the call ends in success or in an error.
+        self._attempts = threading.local()
+        http = openai.DefaultHttpxClient(event_hooks={"request": [self._count_attempt]})
+        self._client = openai.OpenAI(base_url=endpoint.base_url, api_key=key, http_client=http,
                                      timeout=endpoint.timeout, max_retries=endpoint.max_retries)
+
+    def _count_attempt(self, request) -> None:
+        self._attempts.n = getattr(self._attempts, "n", 0) + 1
+
+    def _retries(self) -> int:
+        return max(getattr(self._attempts, "n", 0) - 1, 0)
 
     def complete(self, messages: Messages) -> Completion:
         """One chat completion. Returns a Completion (``error`` set when the endpoint failed
         after its retries or replied with something that is not a chat completion); raises
         LLMError for 401/403/404."""
         ep, oa = self.endpoint, self._openai
+        self._attempts.n = 0
         try:
             raw = self._client.chat.completions.with_raw_response.create(
                 model=ep.model, messages=messages, temperature=ep.temperature,
@@ -128,22 +141,23 @@ class ChatClient:
             text = reply.choices[0].message.content or ""
             usage = reply.usage
             return Completion(text, int(usage.prompt_tokens) if usage else 0,
-                              int(usage.completion_tokens) if usage else 0, raw.retries_taken)
+                              int(usage.completion_tokens) if usage else 0, self._retries())
         except (oa.AuthenticationError, oa.PermissionDeniedError, oa.NotFoundError) as exc:
             raise LLMError(f"{ep.where}: {ep.base_url} refused the call ({exc.status_code}) for "
                            f"model {ep.model!r}: {_short(exc)}; check {ep.where}.base_url, "
                            f"{ep.where}.model and the key in ${ep.api_key_env}") from exc
         except (oa.APITimeoutError, oa.APIConnectionError) as exc:
-            return Completion(None, retries=ep.max_retries,
-                              error=f"{type(exc).__name__} after {ep.max_retries} retries: "
+            return Completion(None, retries=self._retries(),
+                              error=f"{type(exc).__name__} after {self._retries()} retries: "
                                     f"{_short(exc)}")
         except oa.APIStatusError as exc:
-            retried = exc.status_code in (408, 409, 429) or exc.status_code >= 500
-            return Completion(None, retries=ep.max_retries if retried else 0,
-                              error=f"HTTP {exc.status_code}: {_short(exc)}")
+            return Completion(None, retries=self._retries(),
+                              error=f"HTTP {exc.status_code} after {self._retries()} retries: "
+                                    f"{_short(exc)}")
         except (oa.APIResponseValidationError, ValueError, AttributeError, IndexError,
                 TypeError) as exc:  # a body that is not a chat completion (malformed JSON...)
-            return Completion(None, error=f"malformed reply: {type(exc).__name__}: {_short(exc)}")
+            return Completion(None, retries=self._retries(),
+                              error=f"malformed reply: {type(exc).__name__}: {_short(exc)}")
 
     def complete_all(self, conversations: Sequence[Messages], progress: bool = False,
                      desc: str = "llm") -> list[Completion]:

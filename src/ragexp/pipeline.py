@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from ragexp import measures as measures_mod
 from ragexp import metrics
 from ragexp.abstain import AbstainResult, AbstainSignal, evaluate_abstain
 from ragexp.answer import AnswerInput, Answerer, answer_columns, answer_metrics
@@ -23,7 +24,7 @@ from ragexp.datasets import Dataset
 from ragexp.embedders import Embedder, EmbedderIdentity
 from ragexp.extractive import ExtractiveAnswerer
 from ragexp.judge import Judge, NoJudge
-from ragexp.records import Chunk, Ranking, ordered
+from ragexp.records import Chunk, Qrels, Ranking, ordered
 from ragexp.rerankers import Reranker
 from ragexp.resources import Resources
 from ragexp.retrievers import Retriever
@@ -41,13 +42,18 @@ class RunResult:
     chunks: list[Chunk]
     identity: EmbedderIdentity | None
     resources: Resources = field(repr=False)
+    judged: Ranking = field(default_factory=dict, repr=False)  # at the scoring unit
+    qrels: Qrels = field(default_factory=dict, repr=False)  # at the scoring unit
     tags: dict[str, str] = field(default_factory=dict)
 
 
 def rank(retriever: Retriever, reranker: Reranker, resources: Resources,
          queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
     """Retrieve deep enough for the reranker's head, rerank, keep the best ``k`` per query.
-    The one ranking path shared by evaluation, latency measurement and serving."""
+    The one ranking path shared by evaluation, latency measurement and serving. Raises
+    ``ValueError`` for ``k < 1`` (``[:k]`` would silently drop items or keep none)."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
     depth = max(k, getattr(reranker, "top_n", 0) or 0)
     ranking = reranker.rerank(queries, retriever.search(queries, depth, cached), resources)
     return {q: {c: scores[c] for c in ordered(scores)[:k]} for q, scores in ranking.items()}
@@ -57,9 +63,11 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
                    make_retriever: Callable[[Resources], Retriever], reranker: Reranker,
                    signal: AbstainSignal, *, answerer: Answerer | None = None,
                    judge: Judge | None = None,
-                   cache: EmbeddingCache | None = None, k: int = 10,
+                   cache: EmbeddingCache | None = None, k: int = 100,
+                   measures: tuple[measures_mod.Measure, ...] = measures_mod.DEFAULT,
                    budget: float = 0.125, folds: int = 5, bm25_k1: float = 1.5,
                    bm25_b: float = 0.75, progress: bool = True) -> RunResult:
+    measures_mod.check_depth(k, measures)
     queries, docs = dataset.queries(), dataset.documents()
     chunks = chunker.chunk(docs)
     qrels = dataset.qrels(chunks)
@@ -75,7 +83,7 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
 
     judged = ranking if dataset.level == "chunk" else metrics.collapse_to_documents(
         ranking, {c.chunk_id: c.doc_id for c in chunks})
-    scores = metrics.per_query(judged, qrels)
+    scores = metrics.per_query(judged, qrels, measures)
     results = metrics.aggregate(scores, queries)
 
     confidence = signal.compute(texts, ranking, res)
@@ -105,11 +113,12 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
     results.update({key: float(v) for key, v in res.timings.items()})
     results.update({"cache.hits": float(res.cache.hits), "cache.misses": float(res.cache.misses),
                     "index.chunks": float(len(chunks))})
-    table = _per_question(queries, judged, qrels, scores, confidence, abstain)
+    table = _per_question(queries, judged, qrels, scores, confidence, abstain, measures)
     for column, values in {**answer_columns(list(answers.values())), **graded.columns}.items():
         table[column] = values
     return RunResult(results, table, abstain, ranking, chunks,
-                     res.embedder.identity if res.embedder_used else None, res, graded.tags)
+                     res.embedder.identity if res.embedder_used else None, res, judged, qrels,
+                     graded.tags)
 
 
 def _latency(retriever, reranker, texts: dict[str, str], k: int, res: Resources) -> dict:
@@ -126,7 +135,10 @@ def _latency(retriever, reranker, texts: dict[str, str], k: int, res: Resources)
             "time.query_p95_ms": float(np.percentile(times, 95))}
 
 
-def _per_question(queries, ranking, qrels, scores, confidence, abstain) -> pd.DataFrame:
+def _per_question(queries, ranking, qrels, scores, confidence, abstain,
+                  measures) -> pd.DataFrame:
+    """One row per question; one column per measure, keyed like the metric (empty when the
+    question was not scored)."""
     rows = []
     for q in queries:
         ranked = ordered(ranking.get(q.qid, {}))
@@ -135,8 +147,7 @@ def _per_question(queries, ranking, qrels, scores, confidence, abstain) -> pd.Da
         rows.append({
             "id": q.qid, "kind": q.kind,
             "first_relevant_rank": metrics.first_relevant_rank(ranked, rel) if rel else None,
-            "reciprocal_rank": scores[q.qid]["mrr"] if q.qid in scores else None,
-            "ndcg_at_10": scores[q.qid]["ndcg_at_10"] if q.qid in scores else None,
+            **{m.key: scores[q.qid][m.key] if q.qid in scores else None for m in measures},
             "abstain_signal": s,
             "refused": (s < abstain.threshold) if abstain is not None and s is not None else None,
             "top_item": ranked[0] if ranked else None,

@@ -2,8 +2,8 @@
 
 Each promotion registers a new version of the MLflow registered model ``ragexp-serving``
 (source: the run's artifacts, which hold ``config.yaml``) and moves the alias ``champion`` to
-it; earlier versions stay. With ``gate=True`` a run must match the champion's MRR or beat it,
-on the same data, with no per-kind MRR regression at p < 0.05 (paired test, ``compare.py``).
+it; earlier versions stay. With ``gate=True`` a run must match the champion's RR@10 or beat it,
+on the same data, with no per-kind RR@10 regression at p < 0.05 (paired test, ``compare.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from ragexp import tracking
 from ragexp.compare import against_baseline
 from ragexp.serving import ALIAS, MODEL_NAME
 
-REQUIRED_METRICS = ("mrr", "ndcg_at_10")
+REQUIRED_METRICS = ("rr_at_10", "ndcg_at_10")
 
 
 class PromotionRefused(RuntimeError):
@@ -57,13 +57,13 @@ def gate_check(run, champion_run) -> list[str]:
     if not all(same):
         return [f"run and champion {champion_run.info.run_id[:8]} were evaluated on different "
                 f"data; the gate cannot compare them"]
-    mrr, champ = run.data.metrics["mrr"], champion_run.data.metrics["mrr"]
-    if mrr < champ:
-        reasons.append(f"MRR {mrr:.3f} is below the champion's {champ:.3f}")
+    rr, champ = run.data.metrics["rr_at_10"], champion_run.data.metrics["rr_at_10"]
+    if rr < champ:
+        reasons.append(f"RR@10 {rr:.3f} is below the champion's {champ:.3f}")
     _, worse = against_baseline(run.info.run_id, champion_run.info.run_id)
     significant = [w for w in worse if "*" in w.split(" ")[0]]
     if significant:
-        reasons.append("significant per-kind MRR regression: " + ", ".join(significant))
+        reasons.append("significant per-kind RR@10 regression: " + ", ".join(significant))
     return reasons
 
 
@@ -85,7 +85,7 @@ def promote(run_id: str, name: str = MODEL_NAME, gate: bool = False) -> tuple[st
                                                     f"'{ALIAS}' is the one served")
     version = c.create_model_version(
         name, source=run.info.artifact_uri, run_id=run_id,
-        tags={"mrr": f"{run.data.metrics['mrr']:.4f}",
+        tags={"rr_at_10": f"{run.data.metrics['rr_at_10']:.4f}",
               "ablation": run.data.tags.get("ragexp.ablation", "")},
         description=f"config of run {run_id}")
     c.set_registered_model_alias(name, ALIAS, version.version)

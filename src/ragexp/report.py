@@ -38,15 +38,15 @@ def describe(name: str) -> str:
 
 def build(experiment: str) -> str:
     df = ablation_runs(experiment)
-    kinds = compare.kinds_in(df, "mrr")
+    kinds = compare.kinds_in(df, "rr_at_10")
     m = lambda col: df[f"metrics.{col}"].map(lambda v: f"{v:.3f}")  # noqa: E731
     main = pd.DataFrame({"ablation": df["tags.ragexp.ablation"],
                          "what": df["tags.ragexp.ablation"].map(describe),
-                         "MRR@10": m("mrr"), "nDCG@10": m("ndcg_at_10"),
-                         "hit@1": m("hit_at_1"), "hit@10": m("hit_at_10"),
-                         "R@10": m("recall_at_10")})
+                         "RR@10": m("rr_at_10"), "nDCG@10": m("ndcg_at_10"),
+                         "Success@1": m("success_at_1"), "Success@10": m("success_at_10"),
+                         "R@10": m("r_at_10"), "R@100": m("r_at_100")})
     per_kind = pd.DataFrame({"ablation": df["tags.ragexp.ablation"],
-                             **{f"MRR {k}": m(f"mrr.{k}") for k in kinds},
+                             **{f"RR@10 {k}": m(f"rr_at_10.{k}") for k in kinds},
                              **{f"nDCG@10 {k}": m(f"ndcg_at_10.{k}") for k in kinds}})
     refusal = pd.DataFrame({
         "ablation": df["tags.ragexp.ablation"], "signal": df["params.abstain.signal.name"],

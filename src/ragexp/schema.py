@@ -13,6 +13,8 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from ragexp.measures import DEFAULT_NAMES
+
 
 @dataclass
 class MarkdownDatasetConf:
@@ -230,7 +232,8 @@ class Config:
     llm: LLMEndpointConf = field(default_factory=LLMEndpointConf)
     experiment: str = "ragexp-${dataset.name}"
     ablation: str = "custom"
-    k: int = 10
+    k: int = 100  # ranking depth; at least the deepest cutoff in measures (checked at start)
+    measures: list[str] = field(default_factory=lambda: list(DEFAULT_NAMES))  # ir_measures names
     force: bool = False
     progress: bool = True
     cache_dir: str = ".cache/ragexp"

@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 PARENT_ENV = "RAGEXP_PARENT_RUN_ID"
 STATUS_FILE = "ragexp_status.json"
 # Keys that change how a run is shown or forced, not what it measures.
-VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment")
+VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment",
+                 "llm")  # llm.* counts through the answer.* and judge.* keys it resolves into
 
 
 def tracking_uri() -> str:

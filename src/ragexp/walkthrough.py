@@ -58,7 +58,7 @@ def serve_and_query() -> list[str]:
 def build(experiment: str) -> str:
     df = ablation_runs(experiment)
     ids = dict(zip(df["tags.ragexp.ablation"], df["run_id"]))
-    best = df.sort_values("metrics.mrr", ascending=False)["tags.ragexp.ablation"].iloc[0]
+    best = df.sort_values("metrics.rr_at_10", ascending=False)["tags.ragexp.ablation"].iloc[0]
     picks = [n for n in dict.fromkeys(["default", "hybrid", "bm25", best]) if n in ids]
     steps = [
         sh("compare", "--experiment", experiment, "--runs", *[ids[n] for n in picks],
