@@ -15,12 +15,13 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+from ragexp import examples  # noqa: E402
 from ragexp.chunking import MarkdownChunker  # noqa: E402
 from ragexp.golden import load_corpus, load_golden  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / "corpus"
-GOLDEN = ROOT / "golden"
+CORPUS = Path(examples.path("handbook/corpus"))
+GOLDEN = Path(examples.path("handbook/golden"))
 
 
 @pytest.fixture(scope="session")

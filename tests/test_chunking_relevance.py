@@ -157,9 +157,9 @@ def test_whole_document_chunker(manual):
 # ---------------------------------------------------------------- shipped corpus
 
 def test_chunk_ids_and_texts_are_stable_across_runs(chunks):
-    code = ("import json; from ragexp.golden import load_corpus; "
+    code = ("import json; from ragexp import examples; from ragexp.golden import load_corpus; "
             "from ragexp.chunking import MarkdownChunker; "
-            "cs = MarkdownChunker().chunk(load_corpus('corpus').values()); "
+            "cs = MarkdownChunker().chunk(load_corpus(examples.path('handbook/corpus')).values()); "
             "print(json.dumps([[c.chunk_id, c.text, c.spans] for c in cs]))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, check=True, timeout=60)

@@ -12,6 +12,7 @@ import pytest
 from fake_llm import FakeLLM
 from sklearn.metrics import cohen_kappa_score
 
+from ragexp import examples
 from ragexp.agreement import agreement_metrics, cohen_kappa, load_labels
 from ragexp.answer import REFUSAL, Answer, Source
 from ragexp.golden import find_quote
@@ -21,7 +22,7 @@ from ragexp.llm import Completion, LLMError
 from ragexp.records import Chunk, Query
 
 KEY = "RAGEXP_TEST_JUDGE_KEY"
-LABELS = "golden/judge/labels.jsonl"
+LABELS = examples.path("handbook/golden/judge/labels.jsonl")
 pytestmark = pytest.mark.filterwarnings("ignore:.*single label:UserWarning",
                                         "ignore::sklearn.exceptions.UndefinedMetricWarning")
 

@@ -15,6 +15,7 @@ from mlflow.tracking import MlflowClient
 from sklearn.metrics import cohen_kappa_score
 from test_runner import run_ragexp
 
+from ragexp import examples
 from ragexp.agreement import load_labels
 
 pytestmark = pytest.mark.slow
@@ -118,7 +119,7 @@ def test_judge_columns_and_rates_agree_and_kappa_matches_sklearn(sweep):
             m["metrics.judge.correctness"])
         assert not table.loc[~table["answered"].astype(bool), "judge_grounded"].notna().any()
     labels = {lab.item.question + lab.item.answer: lab for lab in load_labels(
-        "golden/judge/labels.jsonl")}
+        examples.path("handbook/golden/judge/labels.jsonl"))}
     sent = {}
     for e in fake.calls("judge", 200):
         key = e["question"] + re.search(r"\nAnswer: (.*)", e["prompt"]).group(1)

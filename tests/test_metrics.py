@@ -11,7 +11,7 @@ import pytest
 from ir_measures import RR, R, Qrel, ScoredDoc, Success, nDCG
 
 from ragexp.measures import DEFAULT, parse_all
-from ragexp.metrics import aggregate, collapse_to_documents, first_relevant_rank, per_query
+from ragexp.metrics import aggregate, first_relevant_rank, per_query
 from ragexp.records import Query, ordered
 
 # Every family at several cutoffs, each compared with trec_eval (RR@k is handled apart: below).
@@ -129,23 +129,3 @@ def test_aggregate_overall_and_per_kind():
     kinds = {k.split(".", 1)[1] for k in out if "." in k}
     assert kinds == {"identifier", "semantic", "general"}
     assert len(out) == len(DEFAULT) * 4
-
-
-def test_collapse_to_documents_keeps_rank_order():
-    ranking = {"q": {"d1#0": 0.9, "d2#0": 0.8, "d1#1": 0.95, "d3#0": 0.8, "d2#1": 0.1},
-               "empty": {}}
-    doc_of = {c: c.split("#")[0] for c in ranking["q"]}
-    out = collapse_to_documents(ranking, doc_of)
-    # d1 (0.95), then the 0.8 tie broken by id descending: d3#0 before d2#0.
-    assert ordered(out["q"]) == ["d1", "d3", "d2"]
-    assert out["q"] == {"d1": 3.0, "d3": 2.0, "d2": 1.0}
-    assert out["empty"] == {}
-
-
-def test_collapse_scores_cannot_reorder_documents():
-    # Chunk scores tie across documents: the collapsed ranking must still keep rank order,
-    # whatever the document ids are.
-    ranking = {"q": {"z#0": 1.0, "a#0": 1.0, "m#0": 0.5}}
-    doc_of = {"z#0": "a", "a#0": "z", "m#0": "b"}
-    out = collapse_to_documents(ranking, doc_of)
-    assert ordered(out["q"]) == ["a", "z", "b"]  # z#0 ranks first, and it is document "a"

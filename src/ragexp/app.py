@@ -154,8 +154,9 @@ def run_logged(cfg: DictConfig) -> dict:
     return {"status": "FINISHED", "run_id": run_id, **m}
 
 
-# conf/ sits at the project root (next to corpus/ and golden/), two levels above this file.
-CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+# The config groups ship inside the package (ragexp/conf), so an installed ragexp composes its
+# configs from any folder; a user's own folder adds to them with --config-dir.
+CONF_DIR = str(Path(__file__).resolve().parent / "conf")
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")

@@ -35,6 +35,7 @@ from pathlib import Path  # noqa: E402
 import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 
+from ragexp import examples  # noqa: E402
 from ragexp.bm25 import BM25Index  # noqa: E402
 from ragexp.cache import EmbeddingCache  # noqa: E402
 from ragexp.chunking import MarkdownChunker  # noqa: E402
@@ -220,8 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ragexp.bench",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--readme", help="replace the bench block of this markdown file")
-    parser.add_argument("--corpus", default="corpus")
-    parser.add_argument("--golden", default="golden", help="its questions are the queries")
+    parser.add_argument("--corpus", default=examples.path("handbook/corpus"))
+    parser.add_argument("--golden", default=examples.path("handbook/golden"),
+                        help="its questions are the queries")
     parser.add_argument("--passages", type=int, default=512, help="texts for the embedding row")
     args = parser.parse_args(argv)
     if args.readme:

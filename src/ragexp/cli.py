@@ -31,6 +31,19 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_init(args) -> int:
+    from ragexp import starter
+
+    try:
+        written = starter.init(args.dir, example=args.example)
+    except FileExistsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {len(written)} files under {args.dir}")
+    print(starter.next_steps(args.dir, args.example))
+    return 0
+
+
 def cmd_promote(args) -> int:
     from ragexp.promote import PromotionRefused, promote
 
@@ -101,6 +114,12 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--per-kind", nargs="*", default=["rr_at_10"], metavar="METRIC",
                    help="metrics to break down per question kind (default: rr_at_10)")
     c.set_defaults(fn=cmd_compare)
+
+    i = sub.add_parser("init", help="a starter project: conf/, docs/, questions.jsonl")
+    i.add_argument("dir", nargs="?", default=".")
+    i.add_argument("--example", action="store_true",
+                   help="also copy the Brindle handbook and its questions, to run at once")
+    i.set_defaults(fn=cmd_init)
 
     pr = sub.add_parser("promote", help="make a run's config the serving default (champion)")
     pr.add_argument("run_id")

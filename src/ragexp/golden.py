@@ -5,7 +5,7 @@ Format: ``golden/*.jsonl``, one question per line::
     {"id": "a-01", "kind": "factual", "question": "...", "answer": "...",
      "evidence": [{"doc": "concepts/scheduling.md", "quote": "verbatim text"}]}
 
-``kind`` is any name (default ``general``); ``unanswerable`` marks a question the corpus does not
+Blank lines and lines starting with ``//`` (comments) are skipped. ``kind`` is any name (default ``general``); ``unanswerable`` marks a question the corpus does not
 answer (no evidence). Evidence comes at three levels, mixable in one file:
 
 - ``{"doc": PATH, "quote": TEXT}``: matched with whitespace runs collapsed (so it may span
@@ -31,6 +31,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragexp import examples
 from ragexp.records import UNANSWERABLE, Document, Query, Span
 from ragexp.sections import find_section, outline
 from ragexp.text import content_words, normalize_ws
@@ -215,7 +216,7 @@ def check_golden(golden, docs: dict[str, Document]) -> tuple[list[Query], list[P
     first_seen: dict[str, tuple[str, int]] = {}
     for path in golden_files(golden):
         for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not raw.strip():
+            if not raw.strip() or raw.lstrip().startswith("//"):  # blank or a comment line
                 continue
             try:
                 rec = json.loads(raw)
@@ -254,8 +255,10 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Validate a golden set against its corpus.")
     sub = parser.add_subparsers(dest="cmd", required=True)
     check = sub.add_parser("check", help="validate and print counts per kind")
-    check.add_argument("--corpus", default="corpus")
-    check.add_argument("--golden", nargs="+", default=["golden"])
+    check.add_argument("--corpus", default=examples.path("handbook/corpus"),
+                       help="markdown folder (default: the shipped Brindle handbook)")
+    check.add_argument("--golden", nargs="+", default=[examples.path("handbook/golden")],
+                       help="question files or folders (default: the handbook's golden set)")
     check.add_argument("--readme", help="also write the counts into this file's golden block")
     args = parser.parse_args(argv)
     try:

@@ -24,6 +24,7 @@ from ragexp.answer import Answer, body
 from ragexp.llm import ChatClient, Completion, Endpoint, LLMError, Messages
 from ragexp.records import Chunk, Query
 
+LABELS = "handbook/golden/judge/labels.jsonl"  # shipped example, under ragexp/examples
 RUBRIC = """You grade answers written by a question-answering system over a set of documents.
 You get the question, the numbered passages the system was shown, its answer (every sentence \
 ends with the [n] of the passage it relies on) and, when there is one, a reference answer \
@@ -156,7 +157,7 @@ def grade_item(query: Query, answer: Answer, chunks: dict[str, Chunk]) -> GradeI
 class LLMJudge:
     """``judge=llm``: endpoint keys as :class:`ragexp.llm.Endpoint`; ``labels`` is the
     hand-labelled file for agreement, ``kappa_floor`` the agreement below which the run is
-    marked, ``max_error_rate`` the share of failed or unreadable gradings that fails the run.
+    marked (None: the shipped handbook labels), ``max_error_rate`` the share of failed or unreadable gradings that fails the run.
 
     Raises LLMError when built if the key's environment variable is missing or empty, and
     ValueError (file:line) on a bad labels file.
@@ -168,10 +169,12 @@ class LLMJudge:
                  timeout: float = 60.0, max_retries: int = 4, concurrency: int = 4,
                  temperature: float = 0.0, price_in_per_mtok: Optional[float] = None,
                  price_out_per_mtok: Optional[float] = None, max_tokens: int = 200,
-                 labels: str = "golden/judge/labels.jsonl", kappa_floor: float = 0.6,
+                 labels: str | None = None, kappa_floor: float = 0.6,
                  max_error_rate: float = 0.1, name: str = "llm"):
+        from ragexp import examples
         from ragexp.agreement import load_labels
 
+        labels = labels or examples.path(LABELS)
         if not -1 <= kappa_floor <= 1 or not 0 <= max_error_rate <= 1:
             raise LLMError(f"judge.kappa_floor must be in [-1, 1] and judge.max_error_rate in "
                            f"[0, 1], got {kappa_floor} and {max_error_rate}")

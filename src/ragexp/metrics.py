@@ -44,19 +44,3 @@ def aggregate(scores: dict[str, dict[str, float]], queries: Iterable[Query]) -> 
         for key in scores[qids[0]]:
             out[key + suffix] = sum(scores[q][key] for q in qids) / len(qids)
     return out
-
-
-def collapse_to_documents(ranking: Ranking, doc_of: dict[str, str]) -> Ranking:
-    """Chunk ranking -> document ranking in rank order: a document takes the rank of its best
-    chunk; scores become ``n - position`` so ties cannot reorder documents."""
-    out: Ranking = {}
-    for qid, scores in ranking.items():
-        docs: list[str] = []
-        seen: set[str] = set()
-        for cid in ordered(scores):
-            d = doc_of[cid]
-            if d not in seen:
-                seen.add(d)
-                docs.append(d)
-        out[qid] = {d: float(len(docs) - i) for i, d in enumerate(docs)}
-    return out

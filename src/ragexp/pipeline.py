@@ -21,6 +21,8 @@ from ragexp.answer import AnswerInput, Answerer, answer_columns, answer_metrics
 from ragexp.cache import EmbeddingCache
 from ragexp.chunking import Chunker
 from ragexp.datasets import Dataset
+from ragexp import units
+from ragexp.docrank import rank_documents
 from ragexp.embedders import Embedder, EmbedderIdentity
 from ragexp.extractive import ExtractiveAnswerer
 from ragexp.judge import Judge, NoJudge
@@ -75,14 +77,22 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
     res = Resources(chunks, make_embedder, cache or EmbeddingCache(), bm25_k1, bm25_b, progress)
     retriever = make_retriever(res)
     texts = {q.qid: q.text for q in queries}
+    unit_of = units.unit_of(chunks, dataset.unit)
+
+    def rank_judged(batch: dict[str, str], cached: bool = True) -> tuple[Ranking, Ranking]:
+        """(ranking of the scoring unit, chunk ranking): per section or document, each unit by
+        its best chunk (MaxP) with k distinct units; per chunk, the k-deep chunk ranking."""
+        if dataset.unit != "chunk":
+            return rank_documents(lambda qs, depth: rank(retriever, reranker, res, qs, depth,
+                                                         cached), batch, k, unit_of)
+        ranked = rank(retriever, reranker, res, batch, k, cached)
+        return ranked, ranked
 
     start = time.perf_counter()
-    ranking = rank(retriever, reranker, res, texts, k)
+    judged, ranking = rank_judged(texts)
     res.timings["time.search_all_s"] = time.perf_counter() - start
-    res.timings.update(_latency(retriever, reranker, texts, k, res))
+    res.timings.update(_latency(rank_judged, texts))
 
-    judged = ranking if dataset.level == "chunk" else metrics.collapse_to_documents(
-        ranking, {c.chunk_id: c.doc_id for c in chunks})
     scores = metrics.per_query(judged, qrels, measures)
     results = metrics.aggregate(scores, queries)
 
@@ -101,8 +111,7 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
     answers = dict(zip([q.qid for q in queries], answerer.answer(inputs, res.bm25, progress)))
     chunks_of: dict[str, list[str]] = {}
     for c in chunks:
-        chunks_of.setdefault(c.doc_id if dataset.level == "doc" else c.chunk_id, []).append(
-            c.chunk_id)
+        chunks_of.setdefault(unit_of[c.chunk_id], []).append(c.chunk_id)
     relevant = {q: {c for item, grade in rel.items() if grade > 0 for c in chunks_of.get(item, [])}
                 for q, rel in qrels.items()}
     results.update(answer_metrics(answers, {q.qid: q.answerable for q in queries}, relevant))
@@ -121,13 +130,13 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
                      graded.tags)
 
 
-def _latency(retriever, reranker, texts: dict[str, str], k: int, res: Resources) -> dict:
+def _latency(rank_judged: Callable, texts: dict[str, str]) -> dict:
     """Per-query serving latency: each query alone, query embedding not cached."""
     qids = list(texts)[:LATENCY_SAMPLE]
     times = []
     for qid in qids:
         start = time.perf_counter()
-        rank(retriever, reranker, res, {qid: texts[qid]}, k, cached=False)
+        rank_judged({qid: texts[qid]}, cached=False)
         times.append((time.perf_counter() - start) * 1000)
     if not times:
         return {}

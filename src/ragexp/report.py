@@ -18,7 +18,7 @@ import pandas as pd
 from ragexp import compare
 from ragexp.readme import replace_block
 
-ABLATIONS = Path(__file__).resolve().parents[2] / "conf" / "ablation"
+ABLATIONS = Path(__file__).resolve().parent / "conf" / "ablation"
 
 
 def ablation_runs(experiment: str) -> pd.DataFrame:

@@ -35,6 +35,8 @@ class Reranker(Protocol):
 def _apply(ranking: Ranking, top_n: int, rescore) -> Ranking:
     """Rescore the head of each query's ranking with the reranker's scores; the tail follows
     in its original order, with scores stepping down by 1 below the lowest head score."""
+    if top_n < 0:
+        raise ValueError(f"reranker.top_n must be >= 0, got {top_n}")
     out: Ranking = {}
     for qid, scores in ranking.items():
         items = ordered(scores)
@@ -113,6 +115,8 @@ class CrossEncoderReranker:
 
     def __init__(self, model_path: str | None = None, top_n: int = 20,
                  name: str = "cross_encoder"):
+        if top_n < 1:
+            raise ValueError(f"reranker.top_n must be >= 1, got {top_n}")
         if not model_path:
             raise ValueError("reranker=cross_encoder needs reranker.model_path=DIR: a local folder "
                              "with a cross-encoder's model.onnx, tokenizer.json and "

@@ -22,6 +22,12 @@ class Retriever(Protocol):
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking: ...
 
 
+def _check_k(k: int) -> None:
+    """A depth below 1 would cut rankings to nothing or, as a negative slice, drop their end."""
+    if k < 1:
+        raise ValueError(f"retrieval depth k must be >= 1, got {k}")
+
+
 class DenseRetriever:
     name = "dense"
 
@@ -33,6 +39,7 @@ class DenseRetriever:
         resources.add_time("time.index_s", start)
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
+        _check_k(k)
         qids = list(queries)
         if not qids:
             return {}
@@ -51,6 +58,7 @@ class BM25Retriever:
         self.index = resources.bm25
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
+        _check_k(k)
         qids = list(queries)
         if not qids:
             return {}
@@ -80,6 +88,7 @@ class HybridRetriever:
         self.name = name
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
+        _check_k(k)
         rankings = [p.search(queries, max(k, self.depth), cached) for p in self.parts]
         fused = rrf(rankings, k=self.rrf_k, depth=self.depth)
         return {q: {i: s[i] for i in ordered(s)[:k]} for q, s in fused.items()}

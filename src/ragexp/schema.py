@@ -7,7 +7,9 @@ through it. ``_target_`` names the class Hydra instantiates for that option.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
@@ -22,14 +24,19 @@ class MarkdownDatasetConf:
     name: str = "markdown"
     corpus_dir: str = MISSING
     questions: str = MISSING
+    unit: str = "chunk"  # scoring unit: chunk, section or document (independent of label level)
 
 
 @dataclass
 class BeirDatasetConf:
     _target_: str = "ragexp.datasets.BeirDataset"
-    name: str = "beir"
-    path: str = MISSING
+    path: str = MISSING  # first: a missing path is reported as such, not through name
+    name: str = "beir-${ragexp.basename:${.path}}"  # one experiment per BEIR folder
     split: str = "test"
+    unit: str = "document"
+    kind_field: Optional[str] = "metadata.kind"  # dotted path into a query's JSON
+    unanswerable_field: Optional[str] = None  # e.g. metadata.answerable
+    unanswerable_value: Any = False  # the value there that marks a query unanswerable
 
 
 @dataclass
@@ -213,7 +220,8 @@ class LLMJudgeConf:
     price_in_per_mtok: Optional[float] = "${llm.price_in_per_mtok}"  # type: ignore[assignment]
     price_out_per_mtok: Optional[float] = "${llm.price_out_per_mtok}"  # type: ignore[assignment]
     max_tokens: int = 200
-    labels: str = "golden/judge/labels.jsonl"  # hand-labelled answers: judge agreement (kappa)
+    # hand-labelled answers for the judge's agreement (kappa); the shipped handbook labels
+    labels: str = "${ragexp.example:handbook/golden/judge/labels.jsonl}"
     kappa_floor: float = 0.6  # agreement below this marks the run
     max_error_rate: float = "${llm.max_error_rate}"  # type: ignore[assignment]
 
@@ -254,6 +262,16 @@ SCHEMAS = {
 
 
 def register() -> None:
+    """Store every schema in Hydra's ConfigStore and register ragexp's config resolvers
+    (``${ragexp.example:handbook/corpus}``: absolute path of shipped example data)."""
+    from omegaconf import OmegaConf
+
+    from ragexp import examples
+
+    OmegaConf.register_new_resolver("ragexp.example", examples.path, replace=True)
+    OmegaConf.register_new_resolver(
+        "ragexp.basename", lambda p: re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(str(p)).name),
+        replace=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     for group, options in SCHEMAS.items():

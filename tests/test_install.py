@@ -1,0 +1,101 @@
+"""The wheel, installed in a fresh virtual environment, works from any folder: configs ship in
+the package, ``ragexp init`` writes a starter, and a two-option sweep runs on it with the store
+and caches in that folder. Dependencies come from the development environment (a ``.pth`` file
+points the fresh venv at its site-packages), so the test needs no network and checks what the
+wheel itself holds: a wheel missing ``conf/`` or the example data fails here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import mlflow
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def sh(args, cwd, env=None, timeout=900):
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, f"{args}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("install")
+    sh([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"),
+        str(ROOT)], cwd=tmp)
+    (wheel,) = (tmp / "dist").glob("ragexp-*.whl")
+    sh([sys.executable, "-m", "venv", "--without-pip", str(tmp / "venv")], cwd=tmp)
+    py = tmp / "venv" / "bin" / "python"
+    site = Path(sh([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                   cwd=tmp).stdout.strip())
+    sh([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q",
+        str(wheel)], cwd=tmp, env=env_for(tmp))  # no PYTHONPATH: pip would see a ragexp there
+    # Then the dev environment's packages, after the fresh site-packages. A path line in a .pth
+    # adds only that folder: the dev venv's own .pth files (its editable ragexp) are not read.
+    (site / "zz_dev_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return tmp, py
+
+
+def env_for(tmp: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAGEXP_PARENT_RUN_ID",
+                                                            "MLFLOW_TRACKING_URI")}
+    return {**env, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
+
+
+def test_installed_ragexp_is_the_wheel_not_the_checkout(venv):
+    tmp, py = venv
+    out = sh([str(py), "-c", "import ragexp, ragexp.app as a; print(ragexp.__file__); "
+                             "print(a.CONF_DIR)"], cwd=tmp, env=env_for(tmp)).stdout.split()
+    assert all(str(tmp / "venv") in line for line in out), out
+    assert (Path(out[1]) / "config.yaml").is_file()
+
+
+def test_init_and_a_two_option_sweep_outside_the_repository(venv):
+    tmp, py = venv
+    work = tmp / "my-docs"
+    env = env_for(tmp)
+    ragexp = str(py.parent / "ragexp")
+    out = sh([ragexp, "init", str(work), "--example"], cwd=tmp, env=env).stdout
+    assert "dataset=my_docs" in out
+    assert len(list((work / "docs").rglob("*.md"))) == 22
+    sh([str(py), "-m", "ragexp", "--config-dir", "conf", "-m", "+ablation=glob(my_docs_*)",
+        "embedder=hash", "progress=false"], cwd=work, env=env)
+    assert (work / "mlruns" / "mlflow.db").is_file() and (work / ".cache").is_dir()
+    mlflow.set_tracking_uri(f"sqlite:///{work / 'mlruns' / 'mlflow.db'}")
+    children = mlflow.search_runs(experiment_names=["ragexp-my_docs"])
+    assert sorted(children["tags.ragexp.ablation"]) == ["my_docs_baseline", "my_docs_hybrid"]
+    assert (children["status"] == "FINISHED").all()
+    assert sorted(children["params.retriever.name"]) == ["dense", "hybrid"]
+    assert (children["metrics.ndcg_at_10"] > 0.2).all()
+
+
+def test_shipped_default_dataset_runs_from_any_folder(venv):
+    tmp, py = venv
+    elsewhere = tmp / "elsewhere"
+    elsewhere.mkdir()
+    sh([str(py), "-m", "ragexp", "embedder=hash", "retriever=bm25", "reranker=none",
+        "progress=false"], cwd=elsewhere, env=env_for(tmp))
+    mlflow.set_tracking_uri(f"sqlite:///{elsewhere / 'mlruns' / 'mlflow.db'}")
+    df = mlflow.search_runs(experiment_names=["ragexp-handbook"])
+    assert list(df["status"]) == ["FINISHED"]
+
+
+def test_init_refuses_to_overwrite(venv):
+    tmp, py = venv
+    target = tmp / "existing"
+    (target / "conf" / "dataset").mkdir(parents=True)
+    (target / "conf" / "dataset" / "existing.yaml").write_text("mine\n")
+    proc = subprocess.run([str(py.parent / "ragexp"), "init", str(target)], cwd=tmp,
+                          env=env_for(tmp), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert "would overwrite" in proc.stderr and "existing.yaml" in proc.stderr
+    assert (target / "conf" / "dataset" / "existing.yaml").read_text() == "mine\n"
+    assert not (target / "questions.jsonl").exists()
