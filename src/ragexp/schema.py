@@ -71,6 +71,10 @@ class FastEmbedConf:
     cache_dir: str = "${cache_dir}"
     batch_size: int = 32
     threads: Optional[int] = None
+    dim: Optional[int] = None  # a model outside ragexp's catalogue: output dimension
+    pooling: Optional[str] = None  # a local folder outside the catalogue: MEAN or CLS
+    query_prefix: str = ""
+    passage_prefix: str = ""
 
 
 @dataclass
@@ -93,6 +97,14 @@ class HybridRetrieverConf:
     bm25: bool = True
     rrf_k: float = 60.0
     depth: int = 100
+
+
+@dataclass
+class TrecRunRetrieverConf:
+    _target_: str = "ragexp.external.TrecRunRetriever"
+    name: str = "trec_run"
+    path: str = MISSING  # a TREC run file written by another system
+    unit: str = "${dataset.unit}"  # its item ids are ids of the scoring unit
 
 
 @dataclass
@@ -252,7 +264,7 @@ SCHEMAS = {
     "chunking": {"markdown": MarkdownChunkingConf, "none": WholeDocChunkingConf},
     "embedder": {"hash": HashEmbedderConf, "fastembed": FastEmbedConf},
     "retriever": {"dense": DenseRetrieverConf, "bm25": BM25RetrieverConf,
-                  "hybrid": HybridRetrieverConf},
+                  "hybrid": HybridRetrieverConf, "trec_run": TrecRunRetrieverConf},
     "reranker": {"none": NoRerankerConf, "lexical": LexicalRerankerConf,
                  "cross_encoder": CrossEncoderRerankerConf},
     "abstain": {"lexical": LexicalAbstainConf, "dense": DenseAbstainConf},
