@@ -14,7 +14,7 @@ from typing import Sequence
 
 from ragexp.answer import Answer, AnswerInput, body, finish, refuse_early, sources_for
 from ragexp.bm25 import BM25Index
-from ragexp.text import split_sentences, tokenize
+from ragexp.text import split_sentences, tokenize, word_count
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class ExtractiveAnswerer:
             for rank, line in enumerate(body(chunk).split("\n")):
                 for sentence in split_sentences(line):
                     score = bm25.coverage(q_terms, set(tokenize(sentence)))
-                    if score >= self.min_overlap and len(sentence.split()) >= 3:
+                    if score >= self.min_overlap and word_count(sentence) >= 3:
                         candidates.append((score, -src.n, -rank, f"{sentence} [{src.n}]"))
         picked = [c[3] for c in sorted(candidates, reverse=True)[:self.max_sentences]]
         return finish(inp, picked, sources, bm25, self.min_support,
