@@ -31,7 +31,8 @@ from ragexp.retrievers import Retriever
 
 # Config keys holding a file-system location (relative ones are relative to the run's cwd).
 PATH_KEYS = ("dataset.corpus_dir", "dataset.questions", "dataset.path", "cache_dir",
-             "embedder.cache_dir", "embedder.model_path", "reranker.model_path")
+             "embedder.cache_dir", "embedder.model_path", "reranker.model_path",
+             "retriever.path")
 LOCATION_TAG = "ragexp.path."
 
 
