@@ -97,7 +97,8 @@ class Engine:
         built = stages.build(cfg, serving=True)
         chunks = built.chunker.chunk(dataset.documents())
         self.resources = Resources(chunks, built.make_embedder, built.cache, cfg.bm25.k1,
-                                   cfg.bm25.b, progress=False, query_memory=QUERY_MEMORY)
+                                   cfg.bm25.b, progress=False, query_memory=QUERY_MEMORY,
+                                   bm25_method=cfg.bm25.method, bm25_delta=cfg.bm25.delta)
         self.retriever = built.make_retriever(self.resources)
         self.reranker, self.signal, self.answerer = built.reranker, built.signal, built.answerer
         self.resources.bm25  # fit now, not on the first request
