@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast check-golden run sweep tables walkthrough bench ui screenshot clean
+.PHONY: help install test test-fast check-golden run sweep tables walkthrough own-docs bench ui screenshot clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -40,6 +40,9 @@ tables: ## regenerate the README's golden-set counts and result tables (MLflow s
 
 walkthrough: ## run compare -> promote -> search/ask/serve and record it in the README
 	$(BIN)/python -m ragexp.walkthrough --readme README.md
+
+own-docs: ## run the README's "Evaluate your own documents" commands in a fresh folder and record them
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m ragexp.owndocs --readme README.md
 
 bench: ## benchmarks: prints one table of ratios measured side by side
 	$(BIN)/python -m ragexp.bench --readme README.md

@@ -61,12 +61,17 @@ def test_bge_fails_clearly_offline(tmp_path):
 
 
 @pytest.mark.parametrize("name", options("retriever"))
-def test_retriever_options_instantiate(name, chunks):
+def test_retriever_options_instantiate(name, chunks, tmp_path):
     from ragexp.embedders import HashEmbedder
+    from ragexp.trec import write_run
 
     res = Resources(chunks, lambda: HashEmbedder(dim=64), progress=False)
     res.cache.enabled = False
-    retriever = instantiate(cfg_with(f"retriever={name}").retriever, _partial_=True)(
+    extra = []
+    if name == "trec_run":  # another system's ranking of the same chunks
+        run = {"q": {c.chunk_id: 1.0 / (i + 1) for i, c in enumerate(chunks[:8])}}
+        extra = [f"retriever.path={write_run(run, tmp_path / 'run.trec')}"]
+    retriever = instantiate(cfg_with(f"retriever={name}", *extra).retriever, _partial_=True)(
         resources=res)
     ranking = retriever.search({"q": "ledger disk full"}, 5)
     assert len(ranking["q"]) == 5

@@ -52,7 +52,7 @@ def _beir(tmp_path, **override):
 def test_beir_loads_doc_level_graded_qrels(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="ragexp.datasets"):
         ds = BeirDataset(path=str(_beir(tmp_path)))
-    assert ds.level == "doc"
+    assert ds.unit == "document"
     assert [(d.doc_id, d.title) for d in ds.documents()] == [
         ("d1", "Zebras"), ("d2", "Penguins"), ("d3", "Volcanoes"), ("d4", "Tides"),
         ("d5", "Deserts")]
@@ -179,3 +179,73 @@ def test_handbook_qrels_refuse_a_chunking_without_offsets(golden):
     lost = [Chunk(f"{d.doc_id}#0", d.doc_id, d.text) for d in ds.documents()]  # no spans
     with pytest.raises(ValueError, match="no relevant chunk under this chunking"):
         ds.qrels(lost)
+
+
+# ---------------------------------------------------------------- BEIR: kinds, unanswerable
+
+UNA_QUERIES = QUERY_ROWS[:3] + [
+    {"_id": "u1", "text": "Which airline flies to Antarctica?", "metadata": {"answerable": False}},
+    {"_id": "u2", "text": "Do glaciers sing at night?", "metadata": {"kind": "unanswerable"}},
+    {"_id": "u3", "text": "Who paints volcano ash?", "metadata": {"answerable": True}},
+]
+
+
+def test_beir_unanswerable_marker_keeps_unjudged_queries_for_the_abstain_curve(tmp_path):
+    root = _beir(tmp_path, **{"queries.jsonl": jsonl(UNA_QUERIES)})
+    ds = BeirDataset(path=str(root), unanswerable_field="metadata.answerable",
+                     unanswerable_value=False)
+    kinds = {q.qid: q.kind for q in ds.queries()}
+    # u1 by the configured marker, u2 by its kind; u3 has neither judgements nor the marker.
+    assert kinds == {"q1": "general", "q2": "bogus", "q3": "identifier",
+                     "u1": "unanswerable", "u2": "unanswerable"}
+    assert set(ds.qrels([])) == {"q1", "q2", "q3"}
+    result = run_experiment(ds, MarkdownChunker(max_words=10, overlap_words=0),
+                            lambda: HashEmbedder(), BM25Retriever, NoReranker(),
+                            LexicalSignal(), cache=EmbeddingCache(str(tmp_path / "c")),
+                            progress=False)
+    assert result.abstain is not None and "abstain.auc" in result.metrics
+    table = result.per_question.set_index("id")
+    assert table.loc[["u1", "u2"], "abstain_signal"].notna().all()
+    # Unanswerable queries are not averaged into ranking measures.
+    assert result.metrics["ndcg_at_10"] == pytest.approx(
+        table.loc[["q1", "q2", "q3"], "ndcg_at_10"].astype(float).mean())
+
+
+def test_beir_kind_from_a_configured_field_and_bad_kinds(tmp_path):
+    rows = [{**r, "metadata": {**r.get("metadata", {}), "topic": f"t{i % 2}"}}
+            for i, r in enumerate(QUERY_ROWS)]
+    root = _beir(tmp_path, **{"queries.jsonl": jsonl(rows)})
+    ds = BeirDataset(path=str(root), kind_field="metadata.topic")
+    assert [q.kind for q in ds.queries()] == ["t0", "t1", "t0"]
+    assert [q.kind for q in BeirDataset(path=str(root), kind_field=None).queries()] == \
+        ["general"] * 3
+    bad = [{**QUERY_ROWS[0], "metadata": {"kind": "two words"}}]
+    root2 = _beir(tmp_path / "b", **{"queries.jsonl": jsonl(bad)})
+    with pytest.raises(BeirFormatError, match="query 'q1': metadata.kind 'two words' is not a "
+                                              "kind name"):
+        BeirDataset(path=str(root2))
+
+
+def test_beir_query_marked_unanswerable_with_relevant_documents_is_refused(tmp_path):
+    rows = [{**QUERY_ROWS[0], "metadata": {"kind": "unanswerable"}}] + QUERY_ROWS[1:]
+    root = _beir(tmp_path, **{"queries.jsonl": jsonl(rows)})
+    with pytest.raises(BeirFormatError, match=r"1 query\(ies\) marked unanswerable have relevant "
+                                              r"documents .* \(q1\)"):
+        BeirDataset(path=str(root))
+
+
+def test_beir_is_scored_per_document_only(tmp_path):
+    with pytest.raises(ValueError, match="dataset.unit='chunk': a BEIR dataset is judged per "
+                                         "document"):
+        BeirDataset(path=str(_beir(tmp_path)), unit="chunk")
+
+
+def test_each_beir_folder_gets_its_own_experiment_name():
+    from hydra import compose, initialize_config_dir
+
+    from ragexp import app
+
+    with initialize_config_dir(config_dir=app.CONF_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=["dataset=beir", "dataset.path=/data/beir/sci fact"])
+    assert cfg.dataset.name == "beir-sci_fact"
+    assert cfg.experiment == "ragexp-beir-sci_fact"

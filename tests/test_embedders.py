@@ -193,7 +193,7 @@ def test_model_path_lacking_tokenizer_config_names_it(tmp_path, minilm_files):
 
 
 def test_unknown_model_name_raises(tmp_path):
-    with pytest.raises(EmbedderError, match="unknown embedder.model 'no-such-model'"):
+    with pytest.raises(EmbedderError, match="unknown embedder.model .no-such-model.; known: .*any model of fastembed.s catalogue"):
         FastEmbedEmbedder("no-such-model", cache_dir=str(tmp_path))
 
 
@@ -264,3 +264,45 @@ def test_a_model_other_than_the_one_asked_for_fails_the_run(tmp_path, monkeypatc
     monkeypatch.setattr(embedders.FastEmbedEmbedder, "_load", load_then_swap)
     with pytest.raises(embedders.EmbedderError, match="loaded 'someone/else'"):
         embedders.FastEmbedEmbedder("minilm-int8", cache_dir=str(tmp_path))
+
+
+# ---------------------------------------------------------------- any fastembed model, any folder
+
+def test_a_local_folder_outside_the_catalogue_runs_with_its_declared_recipe(tmp_path, minilm,
+                                                                           minilm_files):
+    """The packaged MiniLM files under a name ragexp does not know, declared as 384-d MEAN: the
+    vectors are MiniLM's, bit for bit, and the identity names the user's model and folder."""
+    folder = _copy_folder(tmp_path / "mine", minilm_files)
+    emb = FastEmbedEmbedder("acme/my-minilm", model_path=str(folder), dim=384, pooling="mean",
+                            cache_dir=str(tmp_path / "cache"))
+    assert emb.identity.model == "acme/my-minilm"
+    assert Path(emb.identity.model_file).parent == folder.resolve()
+    np.testing.assert_allclose(emb.embed([SENTENCE, UNRELATED]),
+                               minilm.embed([SENTENCE, UNRELATED]), atol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({}, "needs embedder.dim and embedder.pooling"),
+    ({"dim": 384}, "needs embedder.pooling"),
+    ({"dim": 384, "pooling": "max"}, "embedder.pooling='max' must be MEAN or CLS"),
+])
+def test_a_local_folder_outside_the_catalogue_must_declare_dim_and_pooling(
+        tmp_path, minilm_files, kwargs, message):
+    folder = _copy_folder(tmp_path / "m", minilm_files)
+    with pytest.raises(EmbedderError, match=message):
+        FastEmbedEmbedder("acme/x", model_path=str(folder), cache_dir=str(tmp_path), **kwargs)
+
+
+def test_a_fastembed_catalogue_model_by_name_fails_fast_offline(tmp_path):
+    """Known to fastembed (so its dimension comes from there), not downloadable here: the error
+    says how to point at a local folder, and no other model stands in."""
+    with pytest.raises(EmbedderError, match="embedder.model_path=DIR") as err:
+        FastEmbedEmbedder("sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2",
+                          cache_dir=str(tmp_path))
+    assert "never substitutes" in str(err.value)
+
+
+def test_catalogue_dimension_mismatch_is_refused(tmp_path):
+    with pytest.raises(EmbedderError, match="catalogue says .* has 384 dimensions"):
+        FastEmbedEmbedder("sentence-transformers/all-MiniLM-L6-v2", dim=768,
+                          cache_dir=str(tmp_path))

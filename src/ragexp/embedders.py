@@ -96,6 +96,7 @@ class ModelSpec:
     passage_prefix: str = ""
     sha256: str = ""  # pinned hash of the model file, when known
     packaged: bool = False  # shipped in PyPI packages (see _packaged_minilm_folder)
+    fastembed_catalogue: bool = False  # run by fastembed's own recipe (it knows the pooling)
 
     def __post_init__(self) -> None:
         if self.pooling not in ("MEAN", "CLS"):
@@ -112,6 +113,40 @@ MODELS = {
         name="BAAI/bge-small-en-v1.5", dim=384, pooling="CLS", model_file="model_optimized.onnx",
         query_prefix="Represent this sentence for searching relevant passages: "),
 }
+
+
+def resolve_spec(model: str, model_path: str | None, dim: int | None, pooling: str | None,
+                 query_prefix: str = "", passage_prefix: str = "") -> ModelSpec:
+    """The ``ModelSpec`` for ``embedder.model``: ragexp's catalogue (``MODELS``), else fastembed's
+    own catalogue by name (dimension from there; fastembed applies its pooling), else a local
+    ONNX folder (``model_path``) described by ``dim`` and ``pooling``. Raises ``EmbedderError``
+    naming what is missing; never guesses a dimension or a pooling."""
+    if model in MODELS:
+        return MODELS[model]
+    from fastembed import TextEmbedding
+
+    entry = next((m for m in TextEmbedding.list_supported_models() if m["model"] == model), None)
+    if entry is not None and not model_path:
+        if dim is not None and dim != entry["dim"]:
+            raise EmbedderError(f"embedder.dim={dim} but fastembed's catalogue says {model} "
+                                f"has {entry['dim']} dimensions")
+        return ModelSpec(name=model, dim=int(entry["dim"]), pooling="MEAN",
+                         model_file=entry["model_file"], query_prefix=query_prefix,
+                         passage_prefix=passage_prefix, fastembed_catalogue=True)
+    if model_path:
+        missing = [k for k, v in (("embedder.dim", dim), ("embedder.pooling", pooling)) if v is None]
+        if missing:
+            raise EmbedderError(f"embedder.model={model!r} with a local folder needs "
+                                f"{' and '.join(missing)} (its output dimension; MEAN or CLS "
+                                f"pooling, as its model card says)")
+        if str(pooling).upper() not in ("MEAN", "CLS"):
+            raise EmbedderError(f"embedder.pooling={pooling!r} must be MEAN or CLS")
+        return ModelSpec(name=model, dim=int(dim), pooling=str(pooling).upper(),
+                         query_prefix=query_prefix, passage_prefix=passage_prefix)
+    raise EmbedderError(f"unknown embedder.model {model!r}; known: {', '.join(MODELS)}, any "
+                        f"model of fastembed's catalogue (TextEmbedding.list_supported_models()), "
+                        f"or a local ONNX folder: embedder.model_path=DIR embedder.dim=N "
+                        f"embedder.pooling=MEAN|CLS")
 
 
 def _sha256(path: Path) -> str:
@@ -173,13 +208,15 @@ class FastEmbedEmbedder:
     batch_size: int = 32  # bigger batches of long texts grow onnxruntime's arena to GBs
     threads: int | None = None
     name: str = ""
+    dim: int | None = None  # for a model outside ragexp's catalogue: its output dimension
+    pooling: str | None = None  # and, for a local folder, its pooling (MEAN or CLS)
+    query_prefix: str = ""
+    passage_prefix: str = ""
     identity: EmbedderIdentity = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.model not in MODELS:
-            raise EmbedderError(f"unknown embedder.model {self.model!r}; known: "
-                                f"{', '.join(MODELS)}")
-        self.spec = MODELS[self.model]
+        self.spec = resolve_spec(self.model, self.model_path, self.dim, self.pooling,
+                                 self.query_prefix, self.passage_prefix)
         self._model = self._load()
         self.identity = self._verify()
 

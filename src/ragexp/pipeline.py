@@ -21,6 +21,7 @@ from ragexp.answer import Answerer, answer_metrics
 from ragexp.cache import EmbeddingCache
 from ragexp.chunking import Chunker
 from ragexp.datasets import Dataset
+from ragexp import units
 from ragexp.docrank import rank_documents
 from ragexp.embedders import Embedder, EmbedderIdentity
 from ragexp.records import Chunk, Qrels, Ranking, ordered
@@ -72,14 +73,14 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
     res = Resources(chunks, make_embedder, cache or EmbeddingCache(), bm25_k1, bm25_b, progress)
     retriever = make_retriever(res)
     texts = {q.qid: q.text for q in queries}
-    doc_of = {c.chunk_id: c.doc_id for c in chunks}
+    unit_of = units.unit_of(chunks, dataset.unit)
 
     def rank_judged(batch: dict[str, str], cached: bool = True) -> tuple[Ranking, Ranking]:
-        """(ranking of the judged unit, chunk ranking): per document (MaxP, k distinct
-        documents) when judgements are per document, else the k-deep chunk ranking."""
-        if dataset.level == "doc":
+        """(ranking of the scoring unit, chunk ranking): per section or document, each unit by
+        its best chunk (MaxP) with k distinct units; per chunk, the k-deep chunk ranking."""
+        if dataset.unit != "chunk":
             return rank_documents(lambda qs, depth: rank(retriever, reranker, res, qs, depth,
-                                                         cached), batch, k, doc_of)
+                                                         cached), batch, k, unit_of)
         ranked = rank(retriever, reranker, res, batch, k, cached)
         return ranked, ranked
 
@@ -105,8 +106,7 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
                                confidence[q.qid], threshold, res.bm25) for q in queries}
     chunks_of: dict[str, list[str]] = {}
     for c in chunks:
-        chunks_of.setdefault(c.doc_id if dataset.level == "doc" else c.chunk_id, []).append(
-            c.chunk_id)
+        chunks_of.setdefault(unit_of[c.chunk_id], []).append(c.chunk_id)
     relevant = {q: {c for item, grade in rel.items() if grade > 0 for c in chunks_of.get(item, [])}
                 for q, rel in qrels.items()}
     results.update(answer_metrics(answers, {q.qid: q.answerable for q in queries}, relevant))

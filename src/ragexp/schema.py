@@ -7,7 +7,9 @@ through it. ``_target_`` names the class Hydra instantiates for that option.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
@@ -22,14 +24,19 @@ class MarkdownDatasetConf:
     name: str = "markdown"
     corpus_dir: str = MISSING
     questions: str = MISSING
+    unit: str = "chunk"  # scoring unit: chunk, section or document (independent of label level)
 
 
 @dataclass
 class BeirDatasetConf:
     _target_: str = "ragexp.datasets.BeirDataset"
-    name: str = "beir"
-    path: str = MISSING
+    path: str = MISSING  # first: a missing path is reported as such, not through name
+    name: str = "beir-${ragexp.basename:${.path}}"  # one experiment per BEIR folder
     split: str = "test"
+    unit: str = "document"
+    kind_field: Optional[str] = "metadata.kind"  # dotted path into a query's JSON
+    unanswerable_field: Optional[str] = None  # e.g. metadata.answerable
+    unanswerable_value: Any = False  # the value there that marks a query unanswerable
 
 
 @dataclass
@@ -64,6 +71,10 @@ class FastEmbedConf:
     cache_dir: str = "${cache_dir}"
     batch_size: int = 32
     threads: Optional[int] = None
+    dim: Optional[int] = None  # a model outside ragexp's catalogue: output dimension
+    pooling: Optional[str] = None  # a local folder outside the catalogue: MEAN or CLS
+    query_prefix: str = ""
+    passage_prefix: str = ""
 
 
 @dataclass
@@ -86,6 +97,14 @@ class HybridRetrieverConf:
     bm25: bool = True
     rrf_k: float = 60.0
     depth: int = 100
+
+
+@dataclass
+class TrecRunRetrieverConf:
+    _target_: str = "ragexp.external.TrecRunRetriever"
+    name: str = "trec_run"
+    path: str = MISSING  # a TREC run file written by another system
+    unit: str = "${dataset.unit}"  # its item ids are ids of the scoring unit
 
 
 @dataclass
@@ -178,7 +197,7 @@ SCHEMAS = {
     "chunking": {"markdown": MarkdownChunkingConf, "none": WholeDocChunkingConf},
     "embedder": {"hash": HashEmbedderConf, "fastembed": FastEmbedConf},
     "retriever": {"dense": DenseRetrieverConf, "bm25": BM25RetrieverConf,
-                  "hybrid": HybridRetrieverConf},
+                  "hybrid": HybridRetrieverConf, "trec_run": TrecRunRetrieverConf},
     "reranker": {"none": NoRerankerConf, "lexical": LexicalRerankerConf,
                  "cross_encoder": CrossEncoderRerankerConf},
     "abstain": {"lexical": LexicalAbstainConf, "dense": DenseAbstainConf},
@@ -193,6 +212,9 @@ def register() -> None:
     from ragexp import examples
 
     OmegaConf.register_new_resolver("ragexp.example", examples.path, replace=True)
+    OmegaConf.register_new_resolver(
+        "ragexp.basename", lambda p: re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(str(p)).name),
+        replace=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     for group, options in SCHEMAS.items():

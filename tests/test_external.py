@@ -1,0 +1,72 @@
+"""Another system's TREC run evaluated as a run of its own: same measures as ragexp computes on
+its own ranking, per unit, and clear errors for ids of the wrong unit or unknown queries."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import jsonl, write_tree
+
+from ragexp.abstain import LexicalSignal
+from ragexp.cache import EmbeddingCache
+from ragexp.chunking import MarkdownChunker
+from ragexp.datasets import MarkdownDataset
+from ragexp.embedders import HashEmbedder
+from ragexp.external import TrecRunRetriever
+from ragexp.pipeline import run_experiment
+from ragexp.rerankers import NoReranker
+from ragexp.retrievers import BM25Retriever
+from ragexp.trec import write_run
+
+DOCS = {"a.md": "# A\n\n## One\n\nApples grow on trees in orchards.\n\n## Two\n\nPears too.\n",
+        "b.md": "# B\n\nBananas grow in bunches on large plants.\n",
+        "c.md": "# C\n\nCherries are small and red.\n"}
+QS = [{"id": "1", "kind": "fruit", "question": "where do apples grow", "answer": "trees",
+       "evidence": [{"doc": "a.md", "section": "One"}]},
+      {"id": "2", "kind": "fruit", "question": "bananas bunches", "answer": "plants",
+       "evidence": [{"doc": "b.md"}]},
+      {"id": "3", "kind": "unanswerable", "question": "durian smell"},
+      {"id": "4", "kind": "unanswerable", "question": "kiwi origin"}]
+
+
+def dataset(tmp_path, unit):
+    q = tmp_path / "q.jsonl"
+    q.write_text(jsonl(QS))
+    return MarkdownDataset(str(write_tree(tmp_path / "docs", DOCS)), str(q), unit=unit)
+
+
+def run(ds, tmp_path, make_retriever):
+    return run_experiment(ds, MarkdownChunker(max_words=10, overlap_words=0),
+                          lambda: HashEmbedder(), make_retriever, NoReranker(), LexicalSignal(),
+                          cache=EmbeddingCache(str(tmp_path / "c")), progress=False)
+
+
+@pytest.mark.parametrize("unit", ["chunk", "section", "document"])
+def test_replaying_ragexp_own_run_file_gives_the_same_numbers(tmp_path, unit):
+    """A run.trec that ragexp wrote, fed back as an external system's run, scores identically:
+    the file carries everything the measures see."""
+    ds = dataset(tmp_path, unit)
+    own = run(ds, tmp_path, BM25Retriever)
+    path = write_run(own.judged, tmp_path / "run.trec")
+    replay = run(ds, tmp_path, lambda res: TrecRunRetriever(res, str(path), unit=unit))
+    for key in ("ndcg_at_10", "rr_at_10", "r_at_100", "success_at_1", "abstain.auc"):
+        assert replay.metrics[key] == pytest.approx(own.metrics[key]), key
+    assert replay.judged == own.judged
+
+
+def test_a_document_run_scored_per_chunk_is_refused(tmp_path):
+    ds = dataset(tmp_path, "chunk")
+    path = write_run({"1": {"a.md": 2.0, "b.md": 1.0}}, tmp_path / "docs.trec")
+    with pytest.raises(ValueError, match=r"2 item id\(s\) are not chunk ids .*\(a\.md, b\.md\); a "
+                                         r"run that ranks documents is scored with "
+                                         r"dataset.unit=document"):
+        run(ds, tmp_path, lambda res: TrecRunRetriever(res, str(path), unit="chunk"))
+
+
+def test_questions_the_file_does_not_rank_score_zero(tmp_path, caplog):
+    ds = dataset(tmp_path, "document")
+    path = write_run({"1": {"a.md": 2.0, "b.md": 1.0}}, tmp_path / "one.trec")
+    result = run(ds, tmp_path, lambda res: TrecRunRetriever(res, str(path), unit="document"))
+    table = result.per_question.set_index("id")
+    assert table.loc["1", "rr_at_10"] == 1.0 and table.loc["2", "rr_at_10"] == 0.0
+    assert result.metrics["rr_at_10"] == 0.5
+    assert "ranks no item for 3 question(s)" in caplog.text

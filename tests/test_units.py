@@ -1,0 +1,110 @@
+"""Scoring units: the same chunk ranking judged per chunk, per section and per document, each
+checked against ir_measures on a unit ranking and unit qrels built here independently (MaxP over
+every chunk's BM25 score; qrels written by hand from the labels)."""
+
+from __future__ import annotations
+
+import ir_measures
+import pytest
+from conftest import jsonl, write_tree
+from ir_measures import RR, R, nDCG
+
+from ragexp.abstain import LexicalSignal
+from ragexp.bm25 import BM25Index
+from ragexp.cache import EmbeddingCache
+from ragexp.chunking import MarkdownChunker
+from ragexp.datasets import MarkdownDataset
+from ragexp.embedders import HashEmbedder
+from ragexp.pipeline import run_experiment
+from ragexp.records import ordered
+from ragexp.rerankers import NoReranker
+from ragexp.retrievers import BM25Retriever
+from ragexp.units import check_unit, section_id
+
+FILLER = " ".join(f"Sentence {i} talks about the weather and nothing else." for i in range(12))
+DOCS = {
+    "a.md": f"# Alpha\n\n## Install\n\nInstall alpha with the installer tool. {FILLER}\n\n"
+            f"## Backup\n\nBackups of alpha run nightly. {FILLER}\n",
+    "b.md": f"# Beta\n\n## Install\n\nBeta installs from a tarball, no installer. {FILLER}\n\n"
+            f"## Restore\n\nRestore beta from the nightly backup archive. {FILLER}\n",
+    "c.md": f"# Gamma\n\nGamma is a tool about the weather. {FILLER}\n",
+}
+QUESTIONS = [
+    {"id": "s1", "kind": "howto", "question": "How do I install alpha with the installer?",
+     "answer": "installer", "evidence": [{"doc": "a.md", "section": "Alpha > Install"}]},
+    {"id": "s2", "kind": "howto", "question": "restore beta backup archive",
+     "answer": "restore", "evidence": [{"doc": "b.md", "section": "Restore"}]},
+    {"id": "d1", "kind": "topic", "question": "weather tool gamma",
+     "answer": "gamma", "evidence": [{"doc": "c.md"}]},
+    {"id": "q1", "kind": "topic", "question": "nightly backups of alpha",
+     "answer": "nightly", "evidence": [{"doc": "a.md", "quote": "Backups of alpha run nightly."}]},
+]
+# Unit judgements written by hand from the labels above.
+SECTION = {"Alpha > Install": "a.md#Alpha/Install", "Beta > Restore": "b.md#Beta/Restore",
+           "Alpha > Backup": "a.md#Alpha/Backup"}
+HAND_QRELS = {
+    "section": {"s1": {SECTION["Alpha > Install"]: 1}, "s2": {SECTION["Beta > Restore"]: 1},
+                "d1": {"c.md#Gamma": 1}, "q1": {SECTION["Alpha > Backup"]: 1}},
+    "document": {"s1": {"a.md": 1}, "s2": {"b.md": 1}, "d1": {"c.md": 1}, "q1": {"a.md": 1}},
+}
+
+
+def _run(tmp_path, unit):
+    corpus = write_tree(tmp_path / "docs", DOCS)
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text(jsonl(QUESTIONS))
+    ds = MarkdownDataset(str(corpus), str(qfile), unit=unit)
+    chunker = MarkdownChunker(max_words=25, overlap_words=0)
+    result = run_experiment(ds, chunker, lambda: HashEmbedder(), BM25Retriever, NoReranker(),
+                            LexicalSignal(), cache=EmbeddingCache(str(tmp_path / "c")), k=10,
+                            measures=_measures(), progress=False)
+    return ds, chunker.chunk(ds.documents()), result
+
+
+def _measures():
+    from ragexp import measures
+    return measures.resolve(["nDCG@10", "RR@10", "R@10"], 10)
+
+
+def _maxp(chunks, unit_of, texts):
+    """Every chunk's BM25 score, each unit scored by its best chunk, top 10 units."""
+    bm = BM25Index().fit([c.text for c in chunks])
+    scores = bm.score(list(texts.values()))
+    run = {}
+    for row, qid in enumerate(texts):
+        best: dict[str, float] = {}
+        for i, c in enumerate(chunks):
+            if scores[row, i] > 0:
+                u = unit_of(c)
+                best[u] = max(best.get(u, 0.0), float(scores[row, i]))
+        run[qid] = {u: best[u] for u in ordered(best)[:10]}
+    return run
+
+
+@pytest.mark.parametrize("unit", ["section", "document"])
+def test_unit_metrics_match_ir_measures_on_an_independent_unit_ranking(tmp_path, unit):
+    ds, chunks, result = _run(tmp_path, unit)
+    assert len(chunks) > 6  # sections are cut into several chunks
+    unit_of = section_id if unit == "section" else (lambda c: c.doc_id)
+    texts = {q.qid: q.text for q in ds.queries()}
+    expected = ir_measures.calc_aggregate([nDCG @ 10, RR @ 10, R @ 10], HAND_QRELS[unit],
+                                          _maxp(chunks, unit_of, texts))
+    assert result.qrels == HAND_QRELS[unit]
+    assert result.metrics["ndcg_at_10"] == pytest.approx(expected[nDCG @ 10])
+    assert result.metrics["rr_at_10"] == pytest.approx(expected[RR @ 10])
+    assert result.metrics["r_at_10"] == pytest.approx(expected[R @ 10])
+    # Units in the judged ranking are distinct and never more than k.
+    assert all(len(r) <= 10 for r in result.judged.values())
+
+
+def test_chunk_unit_judges_chunks_inside_the_labelled_section(tmp_path):
+    _, chunks, result = _run(tmp_path, "chunk")
+    inside = {c.chunk_id for c in chunks if c.heading == "Alpha > Install"}
+    assert len(inside) >= 2 and set(result.qrels["s1"]) == inside
+    assert set(result.qrels["d1"]) == {c.chunk_id for c in chunks if c.doc_id == "c.md"}
+
+
+def test_unknown_unit_is_refused_with_the_choices(tmp_path):
+    with pytest.raises(ValueError, match="dataset.unit='page' is not a scoring unit; choose one "
+                                         "of chunk, section, document"):
+        check_unit("page")
