@@ -1,76 +1,156 @@
-"""BM25: differential against rank_bm25.BM25Okapi on the real corpus, the tokenizer's handling
-of identifiers, explain(), and top_k's tie rule."""
+"""BM25: every variant differential against bm25s (fed ragexp's tokens) on randomised corpora and
+on the real corpus, the idf-of-zero example through the real pipeline, explain(), the tie rule,
+and documents that hold a query term but score 0."""
 
 from __future__ import annotations
 
+import bm25s
+import ir_measures
 import numpy as np
 import pytest
-from rank_bm25 import BM25Okapi
+from conftest import jsonl, write_tree
 
-from ragexp.bm25 import BM25Index
-from ragexp.text import content_words, tokenize
+from ragexp.abstain import LexicalSignal
+from ragexp.bm25 import METHODS, BM25Index, idf
+from ragexp.cache import EmbeddingCache
+from ragexp.chunking import WholeDocumentChunker
+from ragexp.datasets import BeirDataset
+from ragexp.embedders import HashEmbedder
+from ragexp.pipeline import run_experiment
+from ragexp.rerankers import NoReranker
+from ragexp.retrievers import BM25Retriever
+from ragexp.text import tokenize
+
+VOCAB = [f"t{i:02d}" for i in range(12)]  # each analyses to itself (no stopword, stem = word)
+
+
+def reference(docs: list[list[str]], method: str, k1=1.5, b=0.75, delta=0.5) -> bm25s.BM25:
+    ref = bm25s.BM25(k1=k1, b=b, delta=delta, method=method, dtype="float64")
+    ref.index(docs, show_progress=False)
+    return ref
+
+
+def ref_scores(ref: bm25s.BM25, query: list[str], n_docs: int) -> np.ndarray:
+    known = [t for t in query if t in ref.vocab_dict and t]
+    return ref.get_scores(known) if known else np.zeros(n_docs)
+
+
+def random_case(seed: int):
+    """A corpus with repeated terms (Zipf-like draws), some empty documents, and queries with
+    repeated and unknown terms; random k1, b, delta."""
+    rng = np.random.default_rng(seed)
+    p = 1 / np.arange(1, len(VOCAB) + 1)
+    p /= p.sum()
+    n_docs = int(rng.integers(3, 40))
+    docs = [list(rng.choice(VOCAB, size=int(rng.integers(0, 15)), p=p)) for _ in range(n_docs)]
+    docs[int(rng.integers(n_docs))] = []
+    queries = [list(rng.choice(VOCAB + ["unseen"], size=int(rng.integers(1, 5))))
+               for _ in range(8)]
+    params = dict(k1=float(rng.uniform(0, 3)), b=float(rng.uniform(0, 1)),
+                  delta=float(rng.uniform(0, 2)))
+    return docs, queries, params
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("seed", range(12))
+def test_every_method_scores_equal_bm25s_on_random_corpora(method, seed):
+    docs, queries, params = random_case(seed)
+    ours = BM25Index(method=method, **params).fit_terms(docs)
+    ref = reference(docs, method, **params)
+    texts = [" ".join(q) for q in queries]
+    assert [tokenize(t) for t in texts] == queries
+    got = ours.score(texts)
+    want = np.stack([ref_scores(ref, q, len(docs)) for q in queries])
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-6)
+    # top_k: exactly the documents holding a query term, best first, with bm25s's scores.
+    idx, scores = ours.top_k(texts, 10)
+    for row, q in enumerate(queries):
+        holding = [d for d, terms in enumerate(docs) if set(q) & set(terms)]
+        n = min(10, len(holding))
+        assert (idx[row, n:] == -1).all() and np.isneginf(scores[row, n:]).all()
+        assert set(idx[row, :n]) <= set(holding)
+        expected = np.sort(want[row, holding])[::-1][:n]
+        np.testing.assert_allclose(scores[row, :n], expected, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(scores[row, :n], want[row, idx[row, :n]], atol=1e-9)
+        for (i1, s1), (i2, s2) in zip(zip(idx[row], scores[row]), zip(idx[row, 1:n],
+                                                                       scores[row, 1:n])):
+            assert s1 > s2 or (s1 == s2 and i1 < i2)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_explain_sums_to_the_score_for_every_method(method):
+    docs, queries, params = random_case(99)
+    index = BM25Index(method=method, **params).fit_terms(docs)
+    texts = [" ".join(q) for q in queries]
+    scores = index.score(texts)
+    for row, text in enumerate(texts):
+        for d in range(index.n_docs):
+            parts = index.explain(text, d)
+            assert [t for t, _ in parts] == tokenize(text)
+            assert sum(v for _, v in parts) == pytest.approx(scores[row, d], abs=1e-9)
 
 
 @pytest.fixture(scope="module")
-def indexes(chunks):
-    texts = [c.text for c in chunks]
-    return BM25Index().fit(texts), BM25Okapi([tokenize(t) for t in texts])
+def handbook(chunks, golden):
+    return [tokenize(c.text) for c in chunks], [q.text for q in golden]
 
 
-@pytest.fixture(scope="module")
-def score_matrices(indexes, golden):
-    ours, ref = indexes
-    questions = [q.text for q in golden]
-    return ours.score(questions), np.array([ref.get_scores(tokenize(t)) for t in questions])
+@pytest.mark.parametrize("method", METHODS)
+def test_handbook_scores_equal_bm25s(handbook, method):
+    docs, questions = handbook
+    ours = BM25Index(method=method).fit_terms(docs).score(questions)
+    ref = reference(docs, method)
+    want = np.stack([ref_scores(ref, tokenize(q), len(docs)) for q in questions])
+    np.testing.assert_allclose(ours, want, rtol=1e-9, atol=1e-6)
+    assert (want > 0).sum(axis=1).min() > 0  # every question matches something
 
 
-def test_scores_equal_rank_bm25_for_every_golden_question(score_matrices, golden):
-    ours, ref = score_matrices
-    assert ours.shape == (len(golden), ref.shape[1])
-    np.testing.assert_allclose(ours, ref, rtol=1e-9, atol=1e-9)
-    assert (ref > 0).sum(axis=1).min() > 0  # every question matches something
+def test_lucene_idf_is_the_default_and_positive_for_every_df():
+    assert BM25Index().method == "lucene"
+    n = 4
+    df = np.arange(1, n + 1)
+    np.testing.assert_allclose(idf("lucene", df, n), np.log(1 + (n - df + 0.5) / (df + 0.5)))
+    assert (idf("lucene", df, n) > 0).all()
+    assert idf("robertson", 2, 4) == 0 and idf("robertson", 3, 4) == 0  # floored, not negative
 
 
-def test_top_10_equals_rank_bm25_up_to_exact_ties(indexes, score_matrices, golden):
-    index, _ = indexes
-    _, ref = score_matrices
-    idx, scores = index.top_k([q.text for q in golden], 10)
-    assert idx.shape == (len(golden), 10)
-    for row in range(len(golden)):
-        expected = np.sort(ref[row])[::-1][:10]
-        np.testing.assert_allclose(scores[row], expected, rtol=1e-9, atol=1e-12)
-        tenth = expected[-1]
-        # Every document strictly above the 10th score is in our top 10 ...
-        above = set(np.flatnonzero(ref[row] > tenth + 1e-9))
-        assert above <= set(idx[row].tolist())
-        # ... and the rest of our top 10 ties with the 10th exactly.
-        for i in set(idx[row].tolist()) - above:
-            assert ref[row, i] == pytest.approx(tenth, abs=1e-9)
-        assert list(scores[row]) == sorted(scores[row], reverse=True)
+def _two_of_four(tmp_path):
+    corpus = [{"_id": f"d{i}", "title": "", "text": t} for i, t in enumerate(
+        ["the quokka smiles at dawn", "ferries cross the strait", "a quokka lives on an island",
+         "penguins huddle in winter"])]
+    files = {"corpus.jsonl": jsonl(corpus),
+             "queries.jsonl": jsonl([{"_id": "q1", "text": "quokka"}]),
+             "qrels/test.tsv": "query-id\tcorpus-id\tscore\nq1\td0\t1\nq1\td2\t1\n"}
+    return write_tree(tmp_path / "beir", files)
 
 
-def test_explain_contributions_sum_to_the_score(indexes, score_matrices, golden):
-    index, _ = indexes
-    ours, _ = score_matrices
-    rng = np.random.default_rng(0)
-    for row, q in enumerate(golden):
-        for d in [int(np.argmax(ours[row])), *rng.integers(0, index.n_docs, size=3).tolist()]:
-            parts = index.explain(q.text, d)
-            assert [t for t, _ in parts] == tokenize(q.text)
-            assert sum(v for _, v in parts) == pytest.approx(ours[row, d], abs=1e-9)
+@pytest.mark.parametrize("method", METHODS)
+def test_query_term_in_two_of_four_documents_retrieves_both(tmp_path, method):
+    """The issue's example: Okapi idf ln((4 - 2 + 0.5) / (2 + 0.5)) = 0 used to drop both."""
+    result = run_experiment(BeirDataset(str(_two_of_four(tmp_path))), WholeDocumentChunker(),
+                            lambda: HashEmbedder(), BM25Retriever, NoReranker(), LexicalSignal(),
+                            cache=EmbeddingCache(str(tmp_path / "emb")), progress=False,
+                            bm25_method=method)
+    assert set(result.ranking["q1"]) == {"d0", "d2"}
+    assert result.metrics["r_at_10"] == 1.0 and result.metrics["rr_at_10"] == 1.0
+    qrels = [ir_measures.Qrel("q1", "d0", 1), ir_measures.Qrel("q1", "d2", 1)]
+    run = [ir_measures.ScoredDoc("q1", d, s) for d, s in result.ranking["q1"].items()]
+    ref = ir_measures.calc_aggregate([ir_measures.R @ 10, ir_measures.RR @ 10], qrels, run)
+    assert ref[ir_measures.R @ 10] == 1.0 and ref[ir_measures.RR @ 10] == 1.0
 
 
-def test_tokenizer_keeps_identifiers_whole_and_by_parts():
-    terms = tokenize("Error BD-2110 in brindle.toml, see max_payload_bytes.")
-    for t in ("bd-2110", "bd", "2110", "brindle.toml", "brindl", "toml", "max_payload_bytes",
-              "max", "payload", "byte", "error"):
-        assert t in terms, t
-    assert "max_payload_bytes." not in terms  # a sentence-final dot is not part of a token
-    assert tokenize("The and of") == []  # stopwords only
-    assert content_words("BD-2110 errors") == {"bd", "2110", "error"}
+@pytest.mark.parametrize("method", ["robertson", "atire"])
+def test_documents_holding_a_term_are_kept_at_score_zero_behind_positive_ones(method):
+    # "common" is in every document: robertson and atire both give it idf 0.
+    index = BM25Index(method=method).fit(["common rare", "common", "common", "common other"])
+    assert index.idf[index.vocab["common"]] == 0
+    idx, scores = index.top_k(["common rare", "common"], 10)
+    assert idx[0].tolist() == [0, 1, 2, 3] and scores[0, 0] > 0 and (scores[0, 1:] == 0).all()
+    assert idx[1].tolist() == [0, 1, 2, 3] and (scores[1] == 0).all()
+    assert index.top_k(["nothing"], 3).indices.tolist() == [[-1, -1, -1]]
 
 
-def test_identifier_matches_whole_and_by_parts():
+def test_tokenizer_keeps_identifiers_whole_and_by_parts_in_bm25():
     docs = ["the broker logs BD-2110 when the ledger is full",
             "the broker logs BD-2111 when the ledger is sealed",
             "nothing to see here at all"]
@@ -83,32 +163,77 @@ def test_identifier_matches_whole_and_by_parts():
     assert whole[2] == 0
 
 
-def test_unknown_query_terms_score_nothing():
+def test_unknown_query_terms_score_nothing_and_count_as_rarest():
     index = BM25Index().fit(["alpha beta", "gamma delta", "epsilon"])
     assert not index.score(["zeta eta"]).any()
     assert index.term_idf("zeta") == pytest.approx(index.idf.max())
+    assert index.top_k(["zeta"], 2).indices.tolist() == [[-1, -1]]
 
 
-def test_duplicate_query_terms_count_twice():
-    index = BM25Index().fit(["alpha beta", "gamma delta", "epsilon"])
-    once, twice = index.score(["alpha", "alpha alpha"])[:, 0]
-    assert twice == pytest.approx(2 * once)
+@pytest.mark.parametrize("method", METHODS)
+def test_duplicate_query_terms_count_twice(method):
+    index = BM25Index(method=method).fit(["alpha beta", "gamma delta", "epsilon"])
+    once, twice = index.score(["alpha", "alpha alpha"])
+    np.testing.assert_allclose(twice, 2 * once)
 
 
-def test_empty_corpus_raises():
+@pytest.mark.parametrize("method", METHODS)
+def test_score_bound_is_the_supremum_of_the_score(method):
+    # One document repeats the term ever more: its score climbs to the bound but stays below.
+    docs = [["tok"] * n + ["pad"] for n in (1, 10, 10_000)] + [["other"]] * 5
+    index = BM25Index(method=method).fit_terms(docs)
+    bound = index.score_bound(["tok"])
+    scores = index.score(["tok"])[0]
+    assert scores[0] < scores[1] < scores[2] < bound
+    assert scores[2] == pytest.approx(bound, rel=1e-2)
+
+
+def test_corpus_without_any_term_fits_and_retrieves_nothing():
+    index = BM25Index().fit(["", "the of and", "..."])
+    assert index.top_k(["anything"], 5).indices.tolist() == [[-1, -1, -1]]
+    assert not index.score(["anything"]).any()
+    assert index.term_idf("anything") > 0
+
+
+def test_bad_method_and_empty_corpus_raise():
+    with pytest.raises(ValueError, match="bm25.method='okapi'.*lucene, robertson"):
+        BM25Index(method="okapi")
     with pytest.raises(ValueError):
         BM25Index().fit([])
 
 
 @pytest.mark.parametrize("n,step", [(60, 3), (90, 3), (40, 4), (100, 5)])
 def test_top_k_breaks_ties_by_lower_document_index(n, step):
-    # Every step-th document ties on "apple" (a minority, so its idf is positive); the rest miss.
+    # Every step-th document ties on "apple"; the rest hold no query term.
     index = BM25Index().fit(["apple pie" if i % step == 0 else "pear" for i in range(n)])
     tied = list(range(0, n, step))
     wrong = []
-    for k in range(1, len(tied)):
+    for k in range(1, len(tied) + 3):
         idx, scores = index.top_k(["apple"], k)
-        assert (scores > 0).all()
-        if idx[0].tolist() != tied[:k]:
+        kept = idx[0][idx[0] >= 0].tolist()
+        if kept != tied[:k] or not (scores[0][: len(kept)] > 0).all():
             wrong.append(k)
     assert not wrong
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson"])
+@pytest.mark.parametrize("k", [1, 5, 40])
+def test_top_k_equals_a_full_sort_on_a_larger_corpus(method, k):
+    """Large enough for every path of top_k: few postings (sorted), many (dense vector, strided
+    sample bound), and a cut at score 0 (robertson's common terms)."""
+    rng = np.random.default_rng(k)
+    p = 1 / np.arange(1, len(VOCAB) + 1) ** 0.5
+    docs = [list(rng.choice(VOCAB, size=int(rng.integers(0, 8)), p=p / p.sum()))
+            for _ in range(6000)]
+    docs += [["rare"]] * 3
+    index = BM25Index(method=method).fit_terms(docs)
+    queries = [["t00"], ["t00", "t01", "t01"], ["t11"], ["rare"], ["rare", "t00"], ["t05", "t09"]]
+    texts = [" ".join(q) for q in queries]
+    idx, scores = index.top_k(texts, k)
+    full = index.score(texts)
+    for row, q in enumerate(queries):
+        holding = np.array([d for d, terms in enumerate(docs) if set(q) & set(terms)])
+        order = holding[np.lexsort((holding, -full[row, holding]))][:k]
+        assert idx[row, :len(order)].tolist() == order.tolist()
+        assert (idx[row, len(order):] == -1).all()
+        np.testing.assert_allclose(scores[row, :len(order)], full[row, order], atol=1e-9)

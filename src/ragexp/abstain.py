@@ -5,7 +5,8 @@ A signal maps each query to a confidence ``s`` (higher = more likely answerable)
 
 - ``LexicalSignal`` (from the run's BM25 index, whatever retrievers are on)::
 
-      bm25_norm = max_C BM25(C, Q) / sum_{t in Q} idf(t) * (k1 + 1)    (share of the score bound)
+      bm25_norm = max_C BM25(C, Q) / bound(Q)     (share of the score bound)
+      bound(Q)  = sum_{t in Q} idf(t) * sup_tf tfc(tf)     (``BM25Index.score_bound``)
       coverage  = sum_{t in Q found in the top-k chunks} idf(t) / sum_{t in Q} idf(t)
       s         = alpha * coverage + (1 - alpha) * bm25_norm
 
@@ -63,8 +64,8 @@ class LexicalSignal:
             for cid in ordered(ranking.get(qid, {}))[: self.top_k]:
                 seen.update(resources.terms[resources.position[cid]])
             coverage = bm25.coverage(set(q_terms), seen)
-            bound = sum(bm25.idf[bm25.vocab[t]] for t in q_terms if t in bm25.vocab)
-            bm25_norm = float(top) / (bound * (bm25.k1 + 1)) if bound > 0 else 0.0
+            bound = bm25.score_bound(q_terms)
+            bm25_norm = float(top) / bound if bound > 0 else 0.0
             out[qid] = self.alpha * coverage + (1 - self.alpha) * bm25_norm
         return out
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ragexp.bm25 import BM25Index
 from ragexp.records import Chunk
-from ragexp.text import split_sentences, tokenize
+from ragexp.text import split_sentences, tokenize, word_count
 
 REFUSAL = "I can't answer that from these documents: nothing retrieved supports an answer."
 _CITATION = re.compile(r"\s*\[(\d+)\]$")
@@ -85,7 +85,7 @@ def answer(question: str, retrieved: list[Chunk], signal: float, threshold: floa
         for rank, line in enumerate(_body(chunk).split("\n")):
             for sentence in split_sentences(line):
                 score = bm25.coverage(q_terms, set(tokenize(sentence)))
-                if score >= min_overlap and len(sentence.split()) >= 3:
+                if score >= min_overlap and word_count(sentence) >= 3:
                     candidates.append((score, -src.n, -rank, f"{sentence} [{src.n}]"))
     picked = [c[3] for c in sorted(candidates, reverse=True)[:max_sentences]]
     kept, dropped = verify_citations(picked, sources, {c.chunk_id: c for c in top})

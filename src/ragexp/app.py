@@ -36,7 +36,8 @@ def build_and_run(cfg: DictConfig, dataset) -> RunResult:
         answerer=instantiate(cfg.answer),
         cache=EmbeddingCache(root=str(Path(cfg.cache_dir) / "embeddings")),
         k=cfg.k, budget=cfg.abstain.budget, folds=cfg.abstain.folds,
-        bm25_k1=cfg.bm25.k1, bm25_b=cfg.bm25.b, progress=cfg.progress)
+        bm25_k1=cfg.bm25.k1, bm25_b=cfg.bm25.b, bm25_method=cfg.bm25.method,
+        bm25_delta=cfg.bm25.delta, progress=cfg.progress)
 
 
 def plot_curve(result: RunResult, path: Path) -> None:

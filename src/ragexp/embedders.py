@@ -21,7 +21,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ragexp.text import tokenize
+from ragexp.text import ANALYZER, tokenize
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,8 @@ class Embedder(Protocol):
     identity: EmbedderIdentity
 
     def embed(self, texts: list[str], mode: str) -> np.ndarray:
-        """(len(texts), dim) float32, rows L2-normalised; ``mode`` is "query" or "passage"."""
+        """(len(texts), dim) float32, rows L2-normalised (or all zero for a text with nothing
+        to embed, which then scores cosine 0); ``mode`` is "query" or "passage"."""
         ...
 
 
@@ -61,7 +62,11 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
 
 @dataclass
 class HashEmbedder:
-    """Signed feature hashing: term t adds ``sign(t) * (1 + log tf)`` at ``crc32(t) mod dim``."""
+    """Signed feature hashing: term t adds ``sign(t) * (1 + log tf)`` at ``crc32(t) mod dim``.
+
+    A text with no terms (empty, punctuation, stopwords only) embeds to the zero vector, whose
+    cosine with anything is 0: it is not L2-normalisable, and pretending otherwise would invent
+    a direction."""
 
     dim: int = 512
     name: str = "hash"
@@ -70,7 +75,9 @@ class HashEmbedder:
     def __post_init__(self) -> None:
         if self.dim < 8:
             raise EmbedderError(f"embedder.dim must be >= 8, got {self.dim}")
-        self.identity = EmbedderIdentity("hash", f"crc32-signed-{self.dim}", "", "crc32", self.dim)
+        # The analyser's version is part of the model: its terms are the features.
+        self.identity = EmbedderIdentity("hash", f"crc32-signed-{self.dim}+{ANALYZER}", "",
+                                         "crc32", self.dim)
 
     def embed(self, texts: list[str], mode: str = "passage") -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)

@@ -1,5 +1,8 @@
 """Exact dense search: FAISS ``IndexFlatIP`` over L2-normalised float32 vectors (= cosine).
 
+A zero vector (a text with nothing to embed, see ``HashEmbedder``) is allowed: its inner product
+with anything is 0, the cosine convention for an empty text.
+
 All queries of a run go through one ``search`` call. FAISS (1.8+) decides per call whether to
 use its BLAS kernel (one sgemm for the whole batch) or a per-query scan, by comparing
 ``nq * d`` with ``distance_compute_blas_threshold`` (128,000 by default): a typical golden set
@@ -19,8 +22,11 @@ class FlatIPIndex:
         if vectors.ndim != 2 or not len(vectors):
             raise ValueError(f"need a non-empty (n, d) matrix, got shape {vectors.shape}")
         norms = np.linalg.norm(vectors, axis=1)
-        if not np.allclose(norms, 1.0, atol=1e-3):
-            raise ValueError("vectors must be L2-normalised for inner product = cosine")
+        bad = np.flatnonzero(~(np.isclose(norms, 1.0, atol=1e-3) | (norms == 0)))
+        if len(bad):
+            raise ValueError(f"vectors must be L2-normalised (or zero) for inner product = "
+                             f"cosine; {len(bad)} of {len(norms)} rows are not, first row "
+                             f"{bad[0]} with norm {norms[bad[0]]:.4g}")
         self.dim = vectors.shape[1]
         self.index = faiss.IndexFlatIP(self.dim)
         self.index.add(vectors)

@@ -28,6 +28,7 @@ from ragexp.records import Chunk, Qrels, Ranking, ordered
 from ragexp.rerankers import Reranker
 from ragexp.resources import Resources
 from ragexp.retrievers import Retriever
+from ragexp.text import tokenize
 
 log = logging.getLogger(__name__)
 LATENCY_SAMPLE = 200
@@ -64,13 +65,15 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
                    cache: EmbeddingCache | None = None, k: int = 100,
                    measures: tuple[measures_mod.Measure, ...] = measures_mod.DEFAULT,
                    budget: float = 0.125, folds: int = 5, bm25_k1: float = 1.5,
-                   bm25_b: float = 0.75, progress: bool = True) -> RunResult:
+                   bm25_b: float = 0.75, bm25_method: str = "lucene", bm25_delta: float = 0.5,
+                   progress: bool = True) -> RunResult:
     measures_mod.check_depth(k, measures)
     queries, docs = dataset.queries(), dataset.documents()
     chunks = chunker.chunk(docs)
     qrels = dataset.qrels(chunks)
     log.info("%d documents -> %d chunks; %d questions", len(docs), len(chunks), len(queries))
-    res = Resources(chunks, make_embedder, cache or EmbeddingCache(), bm25_k1, bm25_b, progress)
+    res = Resources(chunks, make_embedder, cache or EmbeddingCache(), bm25_k1, bm25_b, progress,
+                    bm25_method=bm25_method, bm25_delta=bm25_delta)
     retriever = make_retriever(res)
     texts = {q.qid: q.text for q in queries}
     unit_of = units.unit_of(chunks, dataset.unit)
@@ -111,6 +114,7 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
                 for q, rel in qrels.items()}
     results.update(answer_metrics(answers, {q.qid: q.answerable for q in queries}, relevant))
 
+    results.update(without_terms(docs, res, queries))
     results.update({key: float(v) for key, v in res.timings.items()})
     results.update({"cache.hits": float(res.cache.hits), "cache.misses": float(res.cache.misses),
                     "index.chunks": float(len(chunks))})
@@ -118,6 +122,22 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
                           measures)
     return RunResult(results, table, abstain, ranking, chunks,
                      res.embedder.identity if res.embedder_used else None, res, judged, qrels)
+
+
+def without_terms(docs, res: Resources, queries) -> dict[str, float]:
+    """Counts of documents, chunks and questions that yield no terms (``text.tokenize``: empty,
+    punctuation or stopwords only). They can only score 0 (BM25) or cosine 0 (hash embedder), so
+    a run reports them, with a warning naming the first few, rather than measuring them silently."""
+    with_terms = {c.doc_id for c, terms in zip(res.chunks, res.terms) if terms}
+    empty = {"documents": [d.doc_id for d in docs if d.doc_id not in with_terms],
+             "questions": [q.qid for q in queries if not tokenize(q.text)]}
+    for what, ids in empty.items():
+        if ids:
+            log.warning("%d %s have no terms (empty, or stopwords only) and can only score 0: "
+                        "%s", len(ids), what, ", ".join(ids[:5]))
+    return {"data.docs_without_terms": float(len(empty["documents"])),
+            "data.chunks_without_terms": float(sum(not t for t in res.terms)),
+            "data.queries_without_terms": float(len(empty["questions"]))}
 
 
 def _latency(rank_judged: Callable, texts: dict[str, str]) -> dict:

@@ -27,6 +27,8 @@ class Resources:
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
     progress: bool = True
+    bm25_method: str = "lucene"
+    bm25_delta: float = 0.5
     timings: dict[str, float] = field(default_factory=dict)
     _embedder: Embedder | None = None
     _terms: list[list[str]] | None = None
@@ -60,7 +62,8 @@ class Resources:
     def bm25(self) -> BM25Index:
         if self._bm25 is None:
             start = time.perf_counter()
-            self._bm25 = BM25Index(k1=self.bm25_k1, b=self.bm25_b).fit_terms(self.terms)
+            self._bm25 = BM25Index(self.bm25_k1, self.bm25_b, self.bm25_method,
+                                   self.bm25_delta).fit_terms(self.terms)
             self.add_time("time.index_s", start)
         return self._bm25
 

@@ -1,6 +1,6 @@
 """Retrievers: index chunks once, answer a batch of queries with a ``Ranking``.
 
-``dense`` (FAISS over the run's embedder), ``bm25`` (sparse Okapi BM25) and ``hybrid`` (RRF
+``dense`` (FAISS over the run's embedder), ``bm25`` (sparse BM25, ``bm25.method``) and ``hybrid`` (RRF
 over whichever of the two are switched on; see ``fusion.py``). Hybrid is a hypothesis to
 measure, not a default: the ablation set runs each alone and fused.
 """
@@ -46,8 +46,11 @@ class DenseRetriever:
         vectors = self.resources.query_vectors([queries[q] for q in qids], cached=cached)
         scores, ids = self.index.search(vectors, k)
         chunks = self.resources.chunks
-        return {q: {chunks[i].chunk_id: float(s) for s, i in zip(srow, irow) if i >= 0}
-                for q, srow, irow in zip(qids, scores, ids)}
+        # A zero query vector (nothing to embed) ties every chunk at cosine 0: no ranking.
+        empty = ~vectors.any(axis=1)
+        return {q: {} if blank else {chunks[i].chunk_id: float(s)
+                                     for s, i in zip(srow, irow) if i >= 0}
+                for q, srow, irow, blank in zip(qids, scores, ids, empty)}
 
 
 class BM25Retriever:
@@ -64,7 +67,8 @@ class BM25Retriever:
             return {}
         idx, scores = self.index.top_k([queries[q] for q in qids], k)
         chunks = self.resources.chunks
-        return {q: {chunks[i].chunk_id: float(s) for i, s in zip(irow, srow) if s > 0}
+        # Every chunk holding a query term, even one scoring 0 (see bm25.py); -1 pads short rows.
+        return {q: {chunks[i].chunk_id: float(s) for i, s in zip(irow, srow) if i >= 0}
                 for q, irow, srow in zip(qids, idx, scores)}
 
 

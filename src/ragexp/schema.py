@@ -162,8 +162,10 @@ class DenseAbstainConf:
 
 @dataclass
 class BM25Conf:
-    k1: float = 1.5
-    b: float = 0.75
+    k1: float = 1.5  # >= 0: term-frequency saturation
+    b: float = 0.75  # in [0, 1]: document-length normalisation
+    method: str = "lucene"  # lucene, robertson, atire, bm25l or bm25+ (bm25.py)
+    delta: float = 0.5  # >= 0: lower bound of a present term's tfc (bm25l, bm25+ only)
 
 
 @dataclass

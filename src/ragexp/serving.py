@@ -71,7 +71,8 @@ class Engine:
         chunks = instantiate(cfg.chunking).chunk(docs)
         cache = EmbeddingCache(root=str(Path(cfg.cache_dir) / "embeddings"))
         self.resources = Resources(chunks, lambda: instantiate(cfg.embedder), cache,
-                                   cfg.bm25.k1, cfg.bm25.b, progress=False)
+                                   cfg.bm25.k1, cfg.bm25.b, progress=False,
+                                   bm25_method=cfg.bm25.method, bm25_delta=cfg.bm25.delta)
         self.retriever = instantiate(cfg.retriever, _partial_=True)(resources=self.resources)
         self.reranker = instantiate(cfg.reranker)
         self.signal = instantiate(cfg.abstain.signal)

@@ -1,15 +1,48 @@
-"""Text analysis shared by BM25, the abstain signal, the answerer and the golden-set checks.
+"""Text analysis shared by BM25, the hash embedder, the lexical reranker, the abstain signal, the
+answerer and the golden-set checks.
 
 One analyser everywhere, so that "the query's terms" mean the same thing to the retriever that
-ranks, the signal that refuses and the checker that says a paraphrase is a paraphrase.
+ranks, the signal that refuses and the checker that says a paraphrase is a paraphrase. The rule:
+
+1. **Normalise** (``normalize``): Unicode NFKC, then full case folding, then NFKC again, and drop
+   default-ignorable code points (soft hyphen, zero-width space/joiners): the NFKC_Casefold of
+   Unicode (UAX #15 / #44). Full-width ``ＢＤ－１２３４`` reads ``bd-1234``, ``ﬁ`` reads ``fi``,
+   ``ß`` and ``SS`` both read ``ss``. Folding is locale-free (no Turkish dotless-i rule).
+2. **Words** (``words``): runs of letters, combining marks and digits of every script
+   (``[\\p{L}\\p{M}\\p{N}]+``), joined into one compound by single ``-``, ``_``, ``.`` or
+   ``‐`` between them: ``BD-2110``, ``max_payload_bytes``, ``brindle.toml``, ``3.14``. A
+   sentence-final dot is not a joiner.
+3. **Terms** (``tokenize``): a compound is kept whole *and* split into its parts, so an
+   identifier matches whole (precise) and by parts (a user typing "2110" still finds it). Each
+   part becomes terms by script:
+
+   - ASCII words: English stopwords dropped, Snowball (Porter2) English stem;
+   - words of scripts written without spaces between words (Han, Hiragana, Katakana, Hangul,
+     Thai, Lao, Khmer, Myanmar): each run yields its character unigrams and adjacent bigrams
+     (characters are grapheme clusters), in text order. Bigrams are what Lucene's CJK analyzer
+     indexes (``CJKBigramFilter``: most Chinese and Japanese words are two characters long, so
+     bigrams are precise); unigrams are added, as Elasticsearch's ``cjk_bigram`` does with
+     ``output_unigrams``, so that one-character words and one-character queries still match.
+     Lucene bigrams Hangul too (Korean attaches particles to words, so bigrams help there); we
+     follow it. Word segmentation by dictionary (ICU, MeCab) would be better still, but needs
+     per-language resources this analyser does not assume;
+   - every other word (Cyrillic, Greek, accented Latin such as ``größte`` ...): kept whole,
+     folded, never stemmed. An English stemmer or stopword list applied to another language
+     mangles it, and the analyser does not guess languages.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 
+import regex
 from py_rust_stemmers import SnowballStemmer
+
+# Part of the hash embedder's identity: bump it whenever the terms a text yields change, so that
+# cached vectors computed under an older rule are never reused.
+ANALYZER = "unicode-1"
 
 # A compact English stopword list (function words only: content words must survive).
 STOPWORDS = frozenset(
@@ -19,52 +52,127 @@ STOPWORDS = frozenset(
     just me more most my myself no nor not now of off on once only or other our ours ourselves out
     over own same she should so some such than that the their theirs them themselves then there
     these they this those through to too under until up very was we were what when where which
-    while who whom why will with would you your yours yourself yourselves i'm it's don't
+    while who whom why will with would you your yours yourself yourselves
     also get got may might must shall us via per e g eg ie etc one""".split()
 )
 
-# A token is a run of letters/digits, optionally joined by - _ . into a compound such as
-# BD-2110, max_payload_bytes or brindle.toml.  A trailing '.' (end of sentence) is not joined.
-_TOKEN = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
-_JOINERS = re.compile(r"[-_.]")
+_WORD = r"[\p{L}\p{M}\p{N}]+"
+_JOIN = r"[-_.\u2010]"
+_COMPOUND = regex.compile(rf"{_WORD}(?:{_JOIN}{_WORD})*")
+_JOINERS = regex.compile(_JOIN)
+# The same two patterns restricted to ASCII text (where \p{L}\p{M}\p{N} is [a-z0-9] once
+# folded), run by the faster ``re``: most corpora are mostly ASCII.
+_ASCII_COMPOUND = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
+_ASCII_JOINERS = re.compile(r"[-_.]")
+_SPACELESS = (r"\p{Han}\p{scx=Hiragana}\p{scx=Katakana}\p{Hangul}\p{Thai}\p{Lao}\p{Khmer}"
+              r"\p{Myanmar}")
+# A part splits into runs of spaceless-script characters (with their combining marks) and the rest.
+_RUNS = regex.compile(rf"(?P<spaceless>(?:[{_SPACELESS}]\p{{M}}*)+)|[^{_SPACELESS}]+")
+_HAS_SPACELESS = regex.compile(rf"[{_SPACELESS}]")
+_GRAPHEME = regex.compile(r"\X")
+_IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}")
 _STEMMER = SnowballStemmer("english")
 
 
 @lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
-    """Snowball (Porter2) stem of one lowercase word."""
+    """Snowball (Porter2) English stem of one lowercase ASCII word."""
     return _STEMMER.stem_word(word)
 
 
-def _parts(token: str) -> list[str]:
-    return [stem(p) for p in _JOINERS.split(token) if p and p not in STOPWORDS]
+def normalize(text: str) -> str:
+    """NFKC_Casefold: ``NFKC(casefold(NFKC(text)))`` without default-ignorable code points.
+    ASCII text takes a fast path (its NFKC is itself and its case fold is ``lower()``)."""
+    if text.isascii():
+        return text.lower()
+    text = _IGNORABLE.sub("", unicodedata.normalize("NFKC", text))
+    return unicodedata.normalize("NFKC", text.casefold())
+
+
+def words(text: str) -> list[str]:
+    """The normalised words of ``text``, compounds whole (``"BD-2110 fails"`` ->
+    ``["bd-2110", "fails"]``). Terms are a function of this list alone: re-joining it with
+    spaces and analysing again gives the same terms."""
+    text = normalize(text)
+    return (_ASCII_COMPOUND if text.isascii() else _COMPOUND).findall(text)
+
+
+def _spaceless_terms(run: str) -> list[str]:
+    chars = _GRAPHEME.findall(run)
+    out = [chars[0]]
+    for prev, ch in zip(chars, chars[1:]):
+        out += [prev + ch, ch]
+    return out
+
+
+@lru_cache(maxsize=200_000)
+def _part_terms(part: str) -> tuple[str, ...]:
+    """Terms of one part of a compound (see the module docstring, step 3)."""
+    if part.isascii():
+        return () if part in STOPWORDS else (stem(part),)
+    if not _HAS_SPACELESS.search(part):
+        return (part,)
+    out: list[str] = []
+    for m in _RUNS.finditer(part):
+        piece = m.group()
+        if m.group("spaceless"):
+            out += _spaceless_terms(piece)
+        elif regex.search(_WORD, piece):
+            out += _part_terms(piece)
+    return tuple(out)
+
+
+def _parts(word: str, joiners=_JOINERS) -> list[str]:
+    return [t for p in joiners.split(word) if p for t in _part_terms(p)]
 
 
 def tokenize(text: str) -> list[str]:
-    """Index/query terms: stemmed content words, plus each compound kept whole.
+    """Index/query terms, in text order: each compound whole, then its parts' terms.
 
-    ``BD-2110`` yields ``bd-2110``, ``bd`` and ``2110``, so an identifier matches both whole
-    (precise) and by its parts (a user typing "2110" still finds it).
+    ``"Error BD-2110"`` -> ``["error", "bd-2110", "bd", "2110"]``; ``"größte"`` ->
+    ``["grösste"]``; ``"東京"`` -> ``["東", "東京", "京"]``. Empty for text without words or
+    with stopwords only.
     """
+    text = normalize(text)
+    compound, joiners = ((_ASCII_COMPOUND, _ASCII_JOINERS) if text.isascii()
+                         else (_COMPOUND, _JOINERS))
     terms: list[str] = []
-    for match in _TOKEN.finditer(text.lower()):
-        token = match.group()
-        if _JOINERS.search(token):
-            terms.append(token)
-        terms.extend(_parts(token))
+    for word in compound.findall(text):
+        if joiners.search(word):
+            terms.append(word)
+            terms.extend(_parts(word, joiners))
+        else:
+            terms.extend(_part_terms(word))
     return terms
 
 
 def content_words(text: str) -> set[str]:
-    """Set of stemmed content words (compounds split into parts), used for overlap checks."""
-    words: set[str] = set()
-    for match in _TOKEN.finditer(text.lower()):
-        words.update(_parts(match.group()))
-    return words
+    """Set of the terms of every part (compounds split, not kept whole), for overlap checks."""
+    return {t for word in words(text) for t in _parts(word)}
 
 
-# A sentence ends at . ! or ? followed by space and something that can start a sentence.
-SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*0-9])")
+def word_count(text: str) -> int:
+    """Number of words, a compound counting as one and each character (grapheme) of a spaceless
+    script as one: the length of a sentence in any script."""
+    n = 0
+    for word in words(text):
+        if not _HAS_SPACELESS.search(word):
+            n += 1
+            continue
+        for m in _RUNS.finditer(word):
+            if m.group("spaceless"):
+                n += len(_GRAPHEME.findall(m.group()))
+            elif regex.search(_WORD, m.group()):
+                n += 1
+    return n
+
+
+# A sentence ends at . ! or ? followed by space and something that can start a sentence (an
+# upper- or title-case letter, a letter of a script without case (Han, Arabic, ...), a digit, a
+# quote or a bracket), or right after a CJK full stop, exclamation or question mark (those
+# scripts put no space after them).
+SENTENCE_BREAK = regex.compile(
+    r"(?<=[.!?])\s+(?=[\p{Lu}\p{Lt}\p{Lo}\p{Nd}`\"'(\[*])|(?<=[。！？｡])\s*(?=\S)")
 
 
 def split_sentences(text: str) -> list[str]:

@@ -107,7 +107,7 @@ def git_commit() -> str:
 
 def versions() -> dict[str, str]:
     out = {}
-    for pkg in ("ragexp", "numpy", "faiss-cpu", "fastembed", "onnxruntime", "rank-bm25",
+    for pkg in ("ragexp", "numpy", "faiss-cpu", "fastembed", "onnxruntime", "regex",
                 "mlflow", "hydra-core"):
         try:
             out[f"version.{pkg}"] = metadata.version(pkg)

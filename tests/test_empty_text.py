@@ -1,0 +1,95 @@
+"""Texts with no terms (empty, stopwords only) through every stage: the issue's 4-document case
+run dense and hybrid on the hash embedder, a question with no terms, and the index's check."""
+
+from __future__ import annotations
+
+import ir_measures
+import numpy as np
+import pytest
+from conftest import jsonl, write_tree
+
+from ragexp.abstain import DenseSignal, LexicalSignal
+from ragexp.cache import EmbeddingCache
+from ragexp.chunking import MarkdownChunker, WholeDocumentChunker
+from ragexp.datasets import BeirDataset
+from ragexp.embedders import HashEmbedder
+from ragexp.index import FlatIPIndex
+from ragexp.pipeline import run_experiment
+from ragexp.rerankers import LexicalReranker, NoReranker
+from ragexp.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
+
+CORPUS = [
+    {"_id": "empty", "title": "", "text": ""},
+    {"_id": "stopwords", "title": "", "text": "To be or not to be, that is it."},
+    {"_id": "zebra", "title": "", "text": "Zebra herds migrate across the Serengeti plains."},
+    {"_id": "penguin", "title": "", "text": "Emperor penguins huddle together in Antarctic "
+     "storms."},
+]
+QUERIES = [{"_id": "q1", "text": "Where do zebra herds migrate?"},
+           {"_id": "q2", "text": "Why do emperor penguins huddle?"}]
+QRELS = [("q1", "zebra"), ("q2", "penguin")]
+RETRIEVERS = {"dense": DenseRetriever, "hybrid": HybridRetriever, "bm25": BM25Retriever}
+
+
+def _beir(tmp_path, queries=QUERIES, qrels=QRELS):
+    return BeirDataset(str(write_tree(tmp_path / "beir", {
+        "corpus.jsonl": jsonl(CORPUS), "queries.jsonl": jsonl(queries),
+        "qrels/test.tsv": "".join(f"{q}\t{d}\t1\n" for q, d in qrels)})))
+
+
+def _run(tmp_path, dataset, retriever, chunker=WholeDocumentChunker(), signal=DenseSignal(),
+         reranker=NoReranker()):
+    return run_experiment(dataset, chunker, lambda: HashEmbedder(), RETRIEVERS[retriever],
+                          reranker, signal, cache=EmbeddingCache(str(tmp_path / "emb")),
+                          progress=False)
+
+
+@pytest.mark.parametrize("retriever", ["dense", "hybrid"])
+@pytest.mark.parametrize("chunker", [WholeDocumentChunker(), MarkdownChunker()],
+                         ids=["whole", "markdown"])
+def test_empty_and_stopword_documents_do_not_fail_a_hash_run(tmp_path, retriever, chunker):
+    result = _run(tmp_path, _beir(tmp_path), retriever, chunker)
+    assert result.metrics["rr_at_10"] == 1.0 and result.metrics["ndcg_at_10"] == 1.0
+    # The right values, from ir_measures on the run's own ranking.
+    qrels = [ir_measures.Qrel(q, d, 1) for q, d in QRELS]
+    run = [ir_measures.ScoredDoc(q, c.split("#")[0], s)
+           for q, items in result.ranking.items() for c, s in items.items()]
+    ref = ir_measures.calc_aggregate([ir_measures.RR @ 10, ir_measures.nDCG @ 10], qrels, run)
+    assert ref[ir_measures.RR @ 10] == 1.0 and ref[ir_measures.nDCG @ 10] == 1.0
+    assert result.metrics["data.docs_without_terms"] == 2
+    assert result.metrics["data.queries_without_terms"] == 0
+    if retriever == "dense" and isinstance(chunker, WholeDocumentChunker):
+        # An empty vector scores cosine 0 against any question.
+        assert result.ranking["q1"]["empty"] == 0.0 and result.ranking["q1"]["stopwords"] == 0.0
+        assert result.metrics["data.chunks_without_terms"] == 2
+    if isinstance(chunker, MarkdownChunker):  # the empty document yields no chunk at all
+        assert result.metrics["data.chunks_without_terms"] == 1
+
+
+@pytest.mark.parametrize("retriever", ["dense", "hybrid", "bm25"])
+def test_a_question_without_terms_retrieves_nothing_and_is_counted(tmp_path, retriever, caplog):
+    queries = QUERIES + [{"_id": "q3", "text": "What is it, and how?"}]
+    result = _run(tmp_path, _beir(tmp_path, queries, QRELS + [("q3", "zebra")]), retriever,
+                  signal=LexicalSignal(), reranker=LexicalReranker(top_n=3))
+    assert result.ranking["q3"] == {}
+    assert result.metrics["data.queries_without_terms"] == 1
+    assert result.metrics["rr_at_10"] == pytest.approx(2 / 3)
+    table = result.per_question.set_index("id")
+    assert not table.loc["q3", "answered"]
+    assert "1 questions have no terms" in caplog.text and "q3" in caplog.text
+
+
+def test_index_accepts_zero_rows_and_names_a_row_that_is_not_normalised():
+    vectors = np.eye(4, dtype=np.float32)
+    vectors[2] = 0
+    scores, ids = FlatIPIndex(vectors).search(np.eye(4, dtype=np.float32)[[2]], 4)
+    assert scores[0].tolist() == [0.0, 0.0, 0.0, 0.0]
+    vectors[3] *= 2
+    with pytest.raises(ValueError, match="1 of 4 rows are not, first row 3 with norm 2"):
+        FlatIPIndex(vectors)
+
+
+def test_hash_embedder_gives_zero_vectors_for_texts_without_terms():
+    out = HashEmbedder(dim=64).embed(["", "the of and", "zebra"])
+    assert not out[:2].any()
+    assert np.linalg.norm(out[2]) == pytest.approx(1.0)
