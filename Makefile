@@ -47,8 +47,8 @@ own-docs: ## run the README's "Evaluate your own documents" commands in a fresh 
 bench: ## benchmarks: prints one table of ratios measured side by side
 	$(BIN)/python -m ragexp.bench --readme README.md
 
-ui: ## MLflow UI on the store runs go to (http://127.0.0.1:5000)
-	$(BIN)/mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///mlruns/mlflow.db}" --host 127.0.0.1 --port 5000
+ui: ## MLflow UI on the store runs go to (http://127.0.0.1:5000), or the tracking server's URL
+	$(BIN)/ragexp ui
 
 screenshot: ## screenshot of the MLflow UI comparing the ablation runs (headless Chromium)
 	$(BIN)/python -m ragexp.screenshot docs/mlflow-ui.png

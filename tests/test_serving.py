@@ -260,22 +260,3 @@ def test_cli_compare_promote_search_ask(store, capsys):
     assert cli.main(["ask", "What does BD-2110 mean?", "--run", ids["bm25"], "--json"]) == 0
     body = __import__("json").loads(capsys.readouterr().out)
     assert body["run_id"] == ids["bm25"] and {"text", "refused", "sources"} <= set(body)
-
-
-def test_report_tables_and_readme_blocks(store, tmp_path):
-    from ragexp import report
-    from ragexp.readme import MissingMarkers, replace_block
-
-    content = report.build("ragexp-handbook")  # the bm25 run is tagged ablation=bm25
-    assert "| bm25 | BM25 alone." in content
-    assert "RR@10 identifier" in content and "CV unanswerable refused" in content
-    readme = tmp_path / "README.md"
-    readme.write_text("before\n<!-- results:start -->\nSTALE-BLOCK\n<!-- results:end -->\nafter\n")
-    replace_block(readme, "results", content)
-    text = readme.read_text()
-    assert text.startswith("before\n") and text.endswith("after\n") and "STALE-BLOCK" not in text
-    plain = tmp_path / "plain.md"
-    plain.write_text("no markers\n")
-    with pytest.raises(MissingMarkers):
-        replace_block(plain, "results", "x")
-    assert plain.read_text() == "no markers\n"

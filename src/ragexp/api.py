@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from ragexp.access import authorized
 from ragexp.serving import BadQuestion, Engine, check_k, check_question, hit_dict
 
 
@@ -17,7 +18,9 @@ class AnswerRequest(BaseModel):
     question: str
 
 
-def create_app(engine: Engine) -> FastAPI:
+def create_app(engine: Engine, api_key: str | None = None) -> FastAPI:
+    """The API over ``engine``; with ``api_key``, every request without ``Authorization:
+    Bearer <api_key>`` gets 401 (``access.authorized``)."""
     app = FastAPI(title="ragexp", description=f"serving run {engine.run_id}")
 
     def reply(status: int, body: dict) -> JSONResponse:
@@ -33,6 +36,16 @@ def create_app(engine: Engine) -> FastAPI:
         msgs = [f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}"
                 for e in exc.errors()]
         return reply(422, {"error": "; ".join(msgs)})
+
+    if api_key is not None:
+        @app.middleware("http")
+        async def require_key(request: Request, call_next):
+            if not authorized(api_key, request.headers.get("authorization")):
+                return JSONResponse(
+                    {"run_id": engine.run_id, "error": "missing or wrong API key: send "
+                     "'Authorization: Bearer <key>'"}, status_code=401,
+                    headers={"X-Ragexp-Run": engine.run_id, "WWW-Authenticate": "Bearer"})
+            return await call_next(request)
 
     @app.get("/health")
     def health():

@@ -15,8 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp import measures, provenance, schema, tracking
-from ragexp.cache import EmbeddingCache
+from ragexp import failures, measures, provenance, schema, stages, tracking
 from ragexp.pipeline import RunResult, run_experiment
 
 log = logging.getLogger("ragexp")
@@ -24,20 +23,12 @@ schema.register()
 
 
 def build_and_run(cfg: DictConfig, dataset) -> RunResult:
-    """Instantiate every stage from the composed config and run the experiment."""
+    """Build every stage from the composed config (``stages.build``) and run the experiment."""
     return run_experiment(
         measures=measures.resolve(cfg.measures, cfg.k),
-        dataset=dataset,
-        chunker=instantiate(cfg.chunking),
-        make_embedder=lambda: instantiate(cfg.embedder),
-        make_retriever=lambda res: instantiate(cfg.retriever, _partial_=True)(resources=res),
-        reranker=instantiate(cfg.reranker),
-        signal=instantiate(cfg.abstain.signal),
-        answerer=instantiate(cfg.answer),
-        cache=EmbeddingCache(root=str(Path(cfg.cache_dir) / "embeddings")),
-        k=cfg.k, budget=cfg.abstain.budget, folds=cfg.abstain.folds,
-        bm25_k1=cfg.bm25.k1, bm25_b=cfg.bm25.b, bm25_method=cfg.bm25.method,
-        bm25_delta=cfg.bm25.delta, progress=cfg.progress)
+        dataset=dataset, **stages.build(cfg).as_kwargs(), k=cfg.k, budget=cfg.abstain.budget,
+        folds=cfg.abstain.folds, bm25_k1=cfg.bm25.k1, bm25_b=cfg.bm25.b,
+        bm25_method=cfg.bm25.method, bm25_delta=cfg.bm25.delta, progress=cfg.progress)
 
 
 def plot_curve(result: RunResult, path: Path) -> None:
@@ -113,6 +104,7 @@ def run_logged(cfg: DictConfig) -> dict:
     tags = {"ragexp.config_hash": chash, "ragexp.ablation": cfg.ablation,
             "ragexp.overrides": overrides, "git.commit": tracking.git_commit(),
             **tracking.versions(), **provenance.stage_tags(resolved)}
+    tags.update(stages.locations(cfg))  # serving finds the data wherever it is started
     if parent:
         tags["mlflow.parentRunId"] = parent
     c = tracking.client()
@@ -135,15 +127,12 @@ def run_logged(cfg: DictConfig) -> dict:
         tracking.log_batch(run_id, metrics=result.metrics, tags=tags)
         log_artifacts(run_id, cfg, result)
     except BaseException as exc:
-        root = exc
-        while root.__cause__ is not None:  # Hydra wraps constructor errors; report the cause
-            root = root.__cause__
-        error = f"{type(root).__name__}: {' '.join(str(root).split())}"
+        error = failures.describe(exc)
         c.set_tag(run_id, "ragexp.error", error[:5000])
         c.log_text(run_id, traceback.format_exc(), "error.txt")
         c.set_terminated(run_id, "FAILED")
         tracking.write_status(output_dir, status="FAILED", run_id=run_id, overrides=overrides,
-                              error=error[:500])
+                              error=error[:2000])
         raise
     c.set_terminated(run_id, "FINISHED")
     tracking.write_status(output_dir, status="FINISHED", run_id=run_id, overrides=overrides)
@@ -164,8 +153,11 @@ def main(cfg: DictConfig) -> dict | None:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     try:
         return run_logged(cfg)
-    except Exception:
+    except Exception as exc:
+        failures.report(exc, verbose=cfg.verbose)
         if os.environ.get(tracking.PARENT_ENV):
-            log.exception("job failed; the sweep goes on and reports it at the end")
+            log.error("the sweep goes on and reports failed jobs at the end")
             return None
-        raise
+        if cfg.verbose:
+            raise
+        raise SystemExit(1) from None

@@ -5,11 +5,16 @@ model name and the model file's sha256, so a changed model never reads stale vec
 vector is one file ``<root>/<model>/<ab>/<key>.f32`` written to a temporary name and moved into
 place with ``os.replace`` (atomic on POSIX), so two processes writing the same entry at once
 both leave a whole file and a reader never sees half of one.
+
+A write that fails (read-only folder, full disk) either stops the caller with ``CacheWriteError``
+naming the cache folder (``on_write_error="raise"``, experiment runs) or is warned about once,
+after which the cache only reads and vectors are computed (``"warn"``, serving).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -19,6 +24,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ragexp.embedders import Embedder, EmbedderIdentity
+
+log = logging.getLogger(__name__)
+
+
+class CacheWriteError(OSError):
+    """The embedding cache folder cannot be written (permissions, full disk)."""
 
 
 def cache_key(identity: EmbedderIdentity, mode: str, text: str, normalized: bool = True) -> str:
@@ -35,7 +46,14 @@ class EmbeddingCache:
     enabled: bool = True
     hits: int = 0
     misses: int = 0
+    on_write_error: str = "raise"  # "raise": CacheWriteError; "warn": warn once, stop writing
     _dir_made: set = field(default_factory=set, repr=False)
+    _unwritable: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.on_write_error not in ("raise", "warn"):
+            raise ValueError(f"on_write_error must be 'raise' or 'warn', got "
+                             f"{self.on_write_error!r}")
 
     def _path(self, identity: EmbedderIdentity, key: str) -> Path:
         model_dir = hashlib.sha256(identity.key.encode()).hexdigest()[:16]
@@ -60,6 +78,23 @@ class EmbeddingCache:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+    def _store(self, path: Path, vec: np.ndarray) -> None:
+        """The write boundary: ``_write``, with a failure handled per ``on_write_error``."""
+        if self._unwritable:
+            return
+        try:
+            self._write(path, vec)
+        except OSError as exc:
+            reason = f"{exc.strerror or exc} ({exc.filename or path})"
+            if self.on_write_error == "raise":
+                raise CacheWriteError(
+                    f"cannot write the embedding cache at {Path(self.root).resolve()}: {reason}; "
+                    f"make it writable, free space, or set cache_dir= to a writable folder"
+                ) from exc
+            self._unwritable = True
+            log.warning("embedding cache %s cannot be written (%s): computing vectors without "
+                        "caching them from now on", Path(self.root).resolve(), reason)
 
     def embed(self, embedder: Embedder, texts: list[str], mode: str,
               batch_size: int = 64, progress: bool = True) -> np.ndarray:
@@ -88,7 +123,7 @@ class EmbeddingCache:
             batch = pending[start:start + batch_size]
             vectors = embedder.embed(batch, mode)
             for text, vec in zip(batch, vectors):
-                self._write(paths[todo[text][0]], vec)
+                self._store(paths[todo[text][0]], vec)
                 out[todo[text]] = vec
             bar.update(len(batch))
         bar.close()

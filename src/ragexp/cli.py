@@ -15,8 +15,18 @@ def _engine(args):
     return Engine.from_run(args.run or champion_run_id(args.model))
 
 
+def _full_id(ref: str | None) -> str | None:
+    """A run id as typed (full, or a unique prefix such as compare's 8 characters) -> full."""
+    from ragexp.tracking import resolve_run_id
+
+    return resolve_run_id(ref) if ref else ref
+
+
 def cmd_compare(args) -> int:
     from ragexp import compare
+
+    args.parent, args.baseline = _full_id(args.parent), _full_id(args.baseline)
+    args.runs = [_full_id(r) for r in args.runs] if args.runs else args.runs
 
     df = compare.runs_frame(args.experiment, parent=args.parent, run_ids=args.runs)
     if args.baseline and args.baseline not in set(df["run_id"]):
@@ -48,7 +58,7 @@ def cmd_promote(args) -> int:
     from ragexp.promote import PromotionRefused, promote
 
     try:
-        _, message = promote(args.run_id, args.model, gate=args.gate)
+        _, message = promote(_full_id(args.run_id), args.model, gate=args.gate)
     except PromotionRefused as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return 1
@@ -93,23 +103,36 @@ def cmd_ask(args) -> int:
 def cmd_serve(args) -> int:
     import uvicorn
 
+    from ragexp.access import api_key_for, is_loopback
     from ragexp.api import create_app
 
-    uvicorn.run(create_app(_engine(args)), host=args.host, port=args.port, log_level="info")
+    key = api_key_for(args.host, args.api_key_env, args.insecure)  # before the slow start-up
+    if key is None and not is_loopback(args.host):
+        print(f"warning: serving on {args.host} without access control (--insecure)",
+              file=sys.stderr)
+    uvicorn.run(create_app(_engine(args), api_key=key), host=args.host, port=args.port,
+                log_level="info")
     return 0
 
 
+def cmd_ui(args) -> int:
+    from ragexp.mlflow_ui import ui
+
+    return ui(host=args.host, port=args.port)
+
+
 def parser() -> argparse.ArgumentParser:
-    from ragexp.serving import MODEL_NAME
+    from ragexp.tracking import MODEL_NAME
 
     p = argparse.ArgumentParser(prog="ragexp", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
 
     c = sub.add_parser("compare", help="table of runs; paired tests with --baseline")
     c.add_argument("--experiment", default="ragexp-handbook")
-    c.add_argument("--parent", help="only the child runs of this sweep (parent run id)")
-    c.add_argument("--runs", nargs="+", help="exactly these run ids")
-    c.add_argument("--baseline", help="run id to test every run against")
+    c.add_argument("--parent", help="only the child runs of this sweep (parent run id; as "
+                   "everywhere, a unique prefix of it will do)")
+    c.add_argument("--runs", nargs="+", help="exactly these run ids (or unique prefixes)")
+    c.add_argument("--baseline", help="run id (or unique prefix) to test every run against")
     c.add_argument("--format", choices=("markdown", "csv"), default="markdown")
     c.add_argument("--per-kind", nargs="*", default=["rr_at_10"], metavar="METRIC",
                    help="metrics to break down per question kind (default: rr_at_10)")
@@ -122,7 +145,7 @@ def parser() -> argparse.ArgumentParser:
     i.set_defaults(fn=cmd_init)
 
     pr = sub.add_parser("promote", help="make a run's config the serving default (champion)")
-    pr.add_argument("run_id")
+    pr.add_argument("run_id", help="a run id or a unique prefix of one")
     pr.add_argument("--gate", action="store_true",
                     help="refuse unless at least as good as the champion (RR@10, per kind)")
     pr.add_argument("--model", default=MODEL_NAME)
@@ -130,7 +153,7 @@ def parser() -> argparse.ArgumentParser:
 
     for name, fn, help_ in (("search", cmd_search, "ranked chunks for a query"),
                             ("ask", cmd_ask, "an extractive, cited answer or a refusal"),
-                            ("serve", cmd_serve, "HTTP API on loopback")):
+                            ("serve", cmd_serve, "HTTP API (loopback unless keyed)")):
         s = sub.add_parser(name, help=help_)
         if name == "search":
             s.add_argument("query")
@@ -140,11 +163,23 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("question")
             s.add_argument("--json", action="store_true")
         else:
-            s.add_argument("--host", default="127.0.0.1")
+            s.add_argument("--host", default="127.0.0.1",
+                           help="address to listen on; a non-loopback one needs --api-key-env "
+                                "or --insecure")
             s.add_argument("--port", type=int, default=8000)
-        s.add_argument("--run", help="serve this run instead of the champion")
+            s.add_argument("--api-key-env", metavar="VAR",
+                           help="environment variable holding the API key that every request "
+                                "must send as 'Authorization: Bearer <key>'")
+            s.add_argument("--insecure", action="store_true",
+                           help="allow a non-loopback --host without an API key")
+        s.add_argument("--run", help="serve this run (id or unique prefix) instead of the "
+                                     "champion")
         s.add_argument("--model", default=MODEL_NAME)
         s.set_defaults(fn=fn)
+    u = sub.add_parser("ui", help="MLflow UI for the store runs go to (or the server's URL)")
+    u.add_argument("--host", default="127.0.0.1")
+    u.add_argument("--port", type=int, default=5000)
+    u.set_defaults(fn=cmd_ui)
     return p
 
 
@@ -152,11 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parser().parse_args(argv)
+    from ragexp.access import AccessError
     from ragexp.serving import BadQuestion, ServingError
+    from ragexp.tracking import RunNotFound
 
     try:
         return args.fn(args)
-    except (ServingError, BadQuestion) as exc:
+    except (ServingError, BadQuestion, RunNotFound, AccessError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -22,7 +22,7 @@ from ragexp import tracking
 MAIN = ("rr_at_10", "ndcg_at_10", "success_at_1", "success_at_10", "r_at_10")
 REFUSAL = ("abstain.refused_unanswerable", "abstain.refused_answerable",
            "abstain.cv.refused_unanswerable", "abstain.cv.refused_answerable")
-HIDDEN_PARAMS = {"progress", "force", "experiment", "cache_dir", "ablation"}
+HIDDEN_PARAMS = {"progress", "force", "experiment", "cache_dir", "ablation", "verbose"}
 N_RESAMPLES = 10_000
 ALPHA = 0.05
 
@@ -87,7 +87,10 @@ def table(df: pd.DataFrame, per_kind: tuple[str, ...] = ("rr_at_10",)) -> pd.Dat
 
 
 def per_question(run_id: str) -> pd.DataFrame:
-    path = tracking.client().download_artifacts(run_id, "per_question.csv")
+    try:
+        path = tracking.artifact_path(run_id, "per_question.csv")
+    except tracking.RunNotFound as exc:  # a FAILED run, say: why it has no table
+        raise SystemExit(f"error: {exc}") from None
     return pd.read_csv(path)
 
 

@@ -54,7 +54,7 @@ def rank(retriever: Retriever, reranker: Reranker, resources: Resources,
     ``ValueError`` for ``k < 1`` (``[:k]`` would silently drop items or keep none)."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    depth = max(k, getattr(reranker, "top_n", 0) or 0)
+    depth = max(k, reranker.top_n)
     ranking = reranker.rerank(queries, retriever.search(queries, depth, cached), resources)
     return {q: {c: scores[c] for c in ordered(scores)[:k]} for q, scores in ranking.items()}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ragexp import tracking
 from ragexp.compare import against_baseline
-from ragexp.serving import ALIAS, MODEL_NAME
+from ragexp.tracking import ALIAS, MODEL_NAME
 
 REQUIRED_METRICS = ("rr_at_10", "ndcg_at_10")
 

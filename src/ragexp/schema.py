@@ -193,6 +193,7 @@ class Config:
     force: bool = False
     progress: bool = True
     cache_dir: str = ".cache/ragexp"
+    verbose: bool = False  # a failed job's traceback on the console too (always in error.txt)
 
 
 SCHEMAS = {

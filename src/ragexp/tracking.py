@@ -28,8 +28,9 @@ log = logging.getLogger(__name__)
 
 PARENT_ENV = "RAGEXP_PARENT_RUN_ID"
 STATUS_FILE = "ragexp_status.json"
-# Keys that change how a run is shown or forced, not what it measures.
-VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment")
+# Keys that change how a run is shown or forced, or where caches live, not what it measures
+# (a dotted key is nested: the embedder's model cache follows ``cache_dir``).
+VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment", "verbose", "embedder.cache_dir")
 
 
 def tracking_uri() -> str:
@@ -83,6 +84,10 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
 def config_hash(resolved: dict, data: dict[str, str]) -> str:
     """Identity of what a run measures: resolved config (minus volatile keys) + data hashes."""
     measured = {k: v for k, v in resolved.items() if k not in VOLATILE_KEYS}
+    for key in (k for k in VOLATILE_KEYS if "." in k):
+        group, name = key.split(".", 1)
+        if isinstance(measured.get(group), dict) and name in measured[group]:
+            measured[group] = {k: v for k, v in measured[group].items() if k != name}
     payload = json.dumps([measured, data], sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -178,3 +183,58 @@ class SweepCallback(Callback):
         if failed:
             print(f"{len(failed)} job(s) failed", file=sys.stderr)
             raise SystemExit(1)
+
+
+# The MLflow registered model whose alias names the run that is served (``promote`` moves it).
+MODEL_NAME = "ragexp-serving"
+ALIAS = "champion"
+RUN_ID_CHARS = frozenset("0123456789abcdef")
+
+
+class RunNotFound(LookupError):
+    """A run reference that matches no run, or more than one."""
+
+
+def resolve_run_id(ref: str) -> str:
+    """The full id of the run that ``ref`` names: a full run id or a unique prefix of one
+    (``compare`` prints 8 characters), searched in every experiment of the store.
+
+    Raises ``RunNotFound`` when nothing matches, or when the prefix is ambiguous (listing the
+    candidates with their names and statuses)."""
+    ref = ref.strip().lower()
+    if not ref or not set(ref) <= RUN_ID_CHARS:
+        raise RunNotFound(f"{ref!r} is not a run id: run ids are hexadecimal (a full id or a "
+                          f"unique prefix of one)")
+    from mlflow.entities import ViewType
+
+    c = client()
+    exp_ids = [e.experiment_id for e in c.search_experiments(view_type=ViewType.ALL)]
+    found = c.search_runs(exp_ids, f"attributes.run_id LIKE '{ref}%'",
+                          run_view_type=ViewType.ALL, max_results=20) if exp_ids else []
+    if not found:
+        raise RunNotFound(f"no run id starts with {ref!r} in {tracking_uri()}")
+    if len(found) > 1:
+        listed = "; ".join(f"{r.info.run_id} ({r.data.tags.get('mlflow.runName', '')}, "
+                           f"{r.info.status})" for r in found[:10])
+        raise RunNotFound(f"run id prefix {ref!r} is ambiguous: {len(found)} runs match "
+                          f"({listed}{'; ...' if len(found) > 10 else ''}); give more "
+                          f"characters")
+    return found[0].info.run_id
+
+
+def artifact_path(run_id: str, name: str) -> str:
+    """Local path of artifact ``name`` of a run, or ``RunNotFound`` saying why the run has
+    none: its status and, for a failed run, its ``ragexp.error`` tag."""
+    c = client()
+    try:
+        return c.download_artifacts(run_id, name)
+    except Exception as exc:
+        try:
+            run = c.get_run(run_id)
+        except Exception:
+            raise RunNotFound(f"no run {run_id} in {tracking_uri()}") from None
+        error = run.data.tags.get("ragexp.error")
+        why = (f"it is {run.info.status}" + (f" ({error})" if error else "")
+               if run.info.status != "FINISHED" else f"it is FINISHED but has no {name} "
+               f"artifact (not a ragexp evaluation run?)")
+        raise RunNotFound(f"run {run_id} has no {name}: {why}") from exc
