@@ -11,11 +11,23 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from ragexp.access import authorized
+from ragexp.readers import has_surrogate, shown
 from ragexp.serving import BadQuestion, Engine, check_k, check_question, hit_dict
 
 
 class AnswerRequest(BaseModel):
     question: str
+
+
+def unicode_text(text: str, field: str) -> str:
+    """``text`` unchanged, or ``BadQuestion`` (400) when it holds a lone UTF-16 surrogate: JSON's
+    ``"\\ud800"`` escape parses to one, but it is not Unicode text and cannot be answered or
+    echoed back as UTF-8."""
+    pos = has_surrogate(text)
+    if pos >= 0:
+        raise BadQuestion(f"{field} holds a lone UTF-16 surrogate at character {pos}, which is "
+                          f"not Unicode text; send UTF-8 text")
+    return text
 
 
 def create_app(engine: Engine, api_key: str | None = None) -> FastAPI:
@@ -54,20 +66,20 @@ def create_app(engine: Engine, api_key: str | None = None) -> FastAPI:
 
     @app.get("/search")
     def search(q: str = Query(""), k: int = Query(5)):
-        question = check_question(q, "q")
+        question = check_question(unicode_text(q, "q"), "q")
         return reply(200, {"query": question,
                            "hits": [hit_dict(h) for h in engine.search(question, check_k(k))]})
 
     @app.post("/answer")
     def answer(body: AnswerRequest):
-        ans = engine.answer(check_question(body.question, "question"))
+        ans = engine.answer(check_question(unicode_text(body.question, "question"), "question"))
         return reply(200, asdict(ans))
 
     @app.get("/explain")
     def explain(q: str = Query(""), chunk_id: str = Query("")):
-        question = check_question(q, "q")
-        if not engine.has_chunk(chunk_id):
-            raise BadQuestion(f"unknown chunk_id {chunk_id!r}; ids come from /search", 404)
+        question = check_question(unicode_text(q, "q"), "q")
+        if not engine.has_chunk(unicode_text(chunk_id, "chunk_id")):
+            raise BadQuestion(f"unknown chunk_id {shown(chunk_id)}; ids come from /search", 404)
         return reply(200, {"query": question, **engine.explain(question, chunk_id)})
 
     return app

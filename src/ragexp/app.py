@@ -82,6 +82,8 @@ def dataset_source(resolved: dict) -> str:
 
 def run_logged(cfg: DictConfig) -> dict:
     measures.resolve(cfg.measures, cfg.k)  # refuse a bad measure list or depth before any run
+    measures.check_reads(cfg.k, {"abstain.signal.top_k": cfg.abstain.signal.top_k,
+                                 "answer.n_chunks": cfg.answer.n_chunks})
     resolved = OmegaConf.to_container(cfg, resolve=True)
     exp_id = tracking.ensure_experiment(resolved["experiment"])
     dataset, data, early, answerer, judge = None, {}, None, None, None

@@ -188,12 +188,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parser().parse_args(argv)
     from ragexp.access import AccessError
+    from ragexp.readers import DataError
     from ragexp.serving import BadQuestion, ServingError
     from ragexp.tracking import RunNotFound
 
     try:
         return args.fn(args)
-    except (ServingError, BadQuestion, RunNotFound, AccessError) as exc:
+    except (ServingError, BadQuestion, RunNotFound, AccessError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

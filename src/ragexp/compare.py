@@ -17,12 +17,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ragexp import tracking
+from ragexp import readers, tracking
 
 MAIN = ("rr_at_10", "ndcg_at_10", "success_at_1", "success_at_10", "r_at_10")
 REFUSAL = ("abstain.refused_unanswerable", "abstain.refused_answerable",
            "abstain.cv.refused_unanswerable", "abstain.cv.refused_answerable")
 HIDDEN_PARAMS = {"progress", "force", "experiment", "cache_dir", "ablation", "verbose"}
+TEXT_COLUMNS = ("id", "kind", "top_item", "answer")  # per_question.csv columns never parsed
 N_RESAMPLES = 10_000
 ALPHA = 0.05
 
@@ -87,11 +88,17 @@ def table(df: pd.DataFrame, per_kind: tuple[str, ...] = ("rr_at_10",)) -> pd.Dat
 
 
 def per_question(run_id: str) -> pd.DataFrame:
+    """A run's ``per_question.csv``, ids as strings exactly as written (``01`` is not ``1``);
+    ``readers.InputError`` names the run's file for a missing, empty or repeated id."""
     try:
         path = tracking.artifact_path(run_id, "per_question.csv")
     except tracking.RunNotFound as exc:  # a FAILED run, say: why it has no table
         raise SystemExit(f"error: {exc}") from None
-    return pd.read_csv(path)
+    try:
+        return readers.read_csv(path, TEXT_COLUMNS)
+    except readers.InputError as exc:
+        raise readers.InputError(f"per_question.csv of run {run_id}", exc.line,
+                                 exc.message) from None
 
 
 @dataclass(frozen=True)

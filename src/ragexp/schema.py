@@ -46,6 +46,7 @@ class MarkdownChunkingConf:
     max_words: int = 120
     overlap_words: int = 20
     include_headings: bool = True
+    max_block_words: int = 400  # fences/tables up to this stay whole; longer split at lines
 
 
 @dataclass
