@@ -26,7 +26,7 @@ from ragexp.readers import shown
 from ragexp.rerankers import NoReranker
 from ragexp.retrievers import BM25Retriever
 
-FAST = settings(max_examples=30, deadline=None,
+FAST = settings(max_examples=30, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow])
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"))

@@ -214,3 +214,26 @@ def test_top_k_breaks_ties_by_lower_document_index(n, step):
         if kept != tied[:k] or not (scores[0][: len(kept)] > 0).all():
             wrong.append(k)
     assert not wrong
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson"])
+@pytest.mark.parametrize("k", [1, 5, 40])
+def test_top_k_equals_a_full_sort_on_a_larger_corpus(method, k):
+    """Large enough for every path of top_k: few postings (sorted), many (dense vector, strided
+    sample bound), and a cut at score 0 (robertson's common terms)."""
+    rng = np.random.default_rng(k)
+    p = 1 / np.arange(1, len(VOCAB) + 1) ** 0.5
+    docs = [list(rng.choice(VOCAB, size=int(rng.integers(0, 8)), p=p / p.sum()))
+            for _ in range(6000)]
+    docs += [["rare"]] * 3
+    index = BM25Index(method=method).fit_terms(docs)
+    queries = [["t00"], ["t00", "t01", "t01"], ["t11"], ["rare"], ["rare", "t00"], ["t05", "t09"]]
+    texts = [" ".join(q) for q in queries]
+    idx, scores = index.top_k(texts, k)
+    full = index.score(texts)
+    for row, q in enumerate(queries):
+        holding = np.array([d for d, terms in enumerate(docs) if set(q) & set(terms)])
+        order = holding[np.lexsort((holding, -full[row, holding]))][:k]
+        assert idx[row, :len(order)].tolist() == order.tolist()
+        assert (idx[row, len(order):] == -1).all()
+        np.testing.assert_allclose(scores[row, :len(order)], full[row, order], atol=1e-9)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from ragexp.golden import GoldenError, check_golden, load_corpus, load_golden, main
 from ragexp.readers import InputError, decode, parse_json, read_text, shown
 
-FAST = settings(max_examples=40, deadline=None,
+FAST = settings(max_examples=40, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow])
 # Text without NUL and without lone surrogates (which no UTF-8 file can hold).

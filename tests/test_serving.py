@@ -14,7 +14,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from ragexp import compare, schema, tracking
-from ragexp.answer import REFUSAL, Source, verify_citations
+from ragexp.answer import REFUSAL, Source, check_citations
 from ragexp.app import CONF_DIR, run_logged
 from ragexp.background import free_port
 from ragexp.promote import PromotionRefused, promote
@@ -164,14 +164,17 @@ def test_engine_search_answer_and_refusal(engine):
 
 
 def test_citations_that_do_not_check_out_are_dropped(chunks):
+    from ragexp.bm25 import BM25Index
+
     a, b = chunks[0], chunks[1]
     sentence = " ".join(a.text.split("\n")[1].split()[:8])
     sources = [Source(1, a.chunk_id, a.doc_id, a.heading), Source(2, b.chunk_id, b.doc_id,
                                                                      b.heading)]
     lookup = {a.chunk_id: a, b.chunk_id: b}
-    kept, dropped = verify_citations([f"{sentence} [1]", f"{sentence} [2]", f"{sentence} [7]",
-                                      "Made-up claim. [1]", sentence], sources, lookup)
-    assert kept == [f"{sentence} [1]"] and dropped == 4
+    kept, why = check_citations([f"{sentence} [1]", f"{sentence} [2]", f"{sentence} [7]",
+                                 "Made-up claim. [1]", sentence], sources, lookup,
+                                BM25Index().fit([c.text for c in chunks]))
+    assert kept == [f"{sentence} [1]"] and len(why) == 4
 
 
 def test_champion_missing_is_a_clear_error(tmp_path, monkeypatch):

@@ -195,3 +195,15 @@ def test_query_memory_is_a_bounded_lru():
     assert list(res._recent) == ["a b", "e", "f"]
     res.query_vectors(["c d", "a b"])
     assert seen == ["a b", "c d", "e", "f", "c d"] and len(res._recent) == 3
+
+
+def test_moved_data_is_a_serving_error_naming_the_folder(store):
+    tmp, work, ids = store
+    corpus = work / "data" / "corpus"
+    corpus.rename(work / "data" / "moved")
+    try:
+        with pytest.raises(ServingError, match="cannot load the data of run") as err:
+            Engine.from_run(ids["dense"])
+        assert str(corpus) in str(err.value)
+    finally:
+        (work / "data" / "moved").rename(corpus)

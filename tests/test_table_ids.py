@@ -83,7 +83,8 @@ ODD_IDS = st.sampled_from(["1", "01", "007", "1.0", "1e3", "NA", "N/A", "nan", "
                            "None", "True", "false", "-0", "+1", " 1", "1 ", "#N/A", "inf"])
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(ids=st.lists(ODD_IDS | st.text(st.characters(blacklist_categories=("Cs",),
                                                     blacklist_characters="\0\r"), min_size=1)
                     .filter(lambda s: s.strip()), min_size=1, max_size=8, unique=True),

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from ragexp.access import authorized
-from ragexp.readers import has_surrogate
+from ragexp.readers import has_surrogate, shown
 from ragexp.serving import BadQuestion, Engine, check_k, check_question, hit_dict
 
 
@@ -79,7 +79,7 @@ def create_app(engine: Engine, api_key: str | None = None) -> FastAPI:
     def explain(q: str = Query(""), chunk_id: str = Query("")):
         question = check_question(unicode_text(q, "q"), "q")
         if not engine.has_chunk(unicode_text(chunk_id, "chunk_id")):
-            raise BadQuestion(f"unknown chunk_id {chunk_id!r}; ids come from /search", 404)
+            raise BadQuestion(f"unknown chunk_id {shown(chunk_id)}; ids come from /search", 404)
         return reply(200, {"query": question, **engine.explain(question, chunk_id)})
 
     return app

@@ -27,13 +27,18 @@ log = logging.getLogger("ragexp")
 schema.register()
 
 
-def build_and_run(cfg: DictConfig, dataset) -> RunResult:
-    """Build every stage from the composed config (``stages.build``) and run the experiment."""
+def build_and_run(cfg: DictConfig, dataset, answerer=None, judge=None) -> RunResult:
+    """Build every stage from the composed config (``stages.build``) and run the experiment
+    (``answerer`` and ``judge`` when already built: they check their API keys before any work)."""
+    built = stages.build(cfg).as_kwargs()
+    if answerer is not None:
+        built["answerer"] = answerer
     return run_experiment(
         measures=measures.resolve(cfg.measures, cfg.k),
-        dataset=dataset, **stages.build(cfg).as_kwargs(), k=cfg.k, budget=cfg.abstain.budget,
-        folds=cfg.abstain.folds, bm25_k1=cfg.bm25.k1, bm25_b=cfg.bm25.b,
-        bm25_method=cfg.bm25.method, bm25_delta=cfg.bm25.delta, progress=cfg.progress)
+        dataset=dataset, **built, judge=judge or instantiate(cfg.judge), k=cfg.k,
+        budget=cfg.abstain.budget, folds=cfg.abstain.folds, bm25_k1=cfg.bm25.k1,
+        bm25_b=cfg.bm25.b, bm25_method=cfg.bm25.method, bm25_delta=cfg.bm25.delta,
+        progress=cfg.progress)
 
 
 def plot_curve(result: RunResult, path: Path) -> None:
@@ -90,6 +95,8 @@ class Job:
     output_dir: str | None
     overrides: str
     parent: str | None
+    answerer: Any = None  # built before the data loads: an LLM answerer checks its API key
+    judge: Any = None
 
 
 def resolve(cfg: DictConfig) -> Job:
@@ -97,8 +104,9 @@ def resolve(cfg: DictConfig) -> Job:
     compute the run identity: config, data fingerprint and code."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
     exp_id = tracking.ensure_experiment(resolved["experiment"])
-    dataset, data, early = None, {}, None
+    dataset, data, early, answerer, judge = None, {}, None, None, None
     try:  # loading validates the golden set against the corpus; a failure fails the run below
+        answerer, judge = instantiate(cfg.answer), instantiate(cfg.judge)  # API keys, first
         dataset = split.select(instantiate(cfg.dataset), cfg.split, cfg.split_seed,
                                cfg.split_test_share)
         data = dataset.fingerprint()
@@ -115,7 +123,7 @@ def resolve(cfg: DictConfig) -> Job:
         raise RuntimeError("a multirun job without a sweep parent run: ragexp.sweep."
                            "SweepCallback must be among hydra.callbacks")
     return Job(resolved, exp_id, dataset, data, early, tracking.config_hash(resolved, data),
-               output_dir, overrides, parent)
+               output_dir, overrides, parent, answerer, judge)
 
 
 def already_finished(cfg: DictConfig, job: Job) -> str | None:
@@ -160,12 +168,13 @@ def run_logged(cfg: DictConfig) -> dict:
         run.log_inputs([provenance.dataset_input(
             str(cfg.dataset.name), job.data, job.dataset.queries(),
             source=dataset_source(job.resolved))])
-        result = build_and_run(cfg, job.dataset)
+        result = build_and_run(cfg, job.dataset, job.answerer, job.judge)
         ident = result.identity
         tags = {"embedder.backend": ident.backend if ident else "none (no stage used it)",
                 "embedder.model": ident.model if ident else "",
                 "embedder.model_file": ident.model_file if ident else "",
-                "embedder.model_sha256": ident.model_sha256 if ident else "", **job.data}
+                "embedder.model_sha256": ident.model_sha256 if ident else "", **job.data,
+                **result.tags}
         run.log(result.metrics, tags, lambda out: write_artifacts(out, cfg, result))
     m = result.metrics
     keys = [ms.key for ms in measures.parse_all(cfg.measures)]

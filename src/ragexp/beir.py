@@ -90,12 +90,12 @@ def read_corpus(path: Path) -> list[Document]:
             for n, rid, row in rows]
 
 
-def read_queries(path: Path) -> list[tuple[str, str, dict]]:
-    """``queries.jsonl``: ``(id, text, record)`` per line, in file order; ``record`` is the whole
-    JSON object, so a configured field (``metadata.kind``) can be read from it. Raises
-    ``BeirFormatError`` naming file and line."""
+def read_queries(path: Path) -> list[dict]:
+    """``queries.jsonl``: each line's JSON object in file order, its ``_id`` made a string and
+    its ``text`` checked to be one (other fields as given, for kind and answerability fields).
+    Raises ``BeirFormatError`` naming file and line."""
     rows = _unique(_records(path, ("_id", "text")), path)
-    return [(rid, _text(row, "text", path, n), row) for n, rid, row in rows]
+    return [{**row, "_id": rid, "text": _text(row, "text", path, n)} for n, rid, row in rows]
 
 
 def _qrels_fields(row: list[str]) -> list[str] | None:

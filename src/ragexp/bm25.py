@@ -27,8 +27,8 @@ it changes no ranking.
 
 Retrieval (``top_k``) returns the documents that hold at least one query term, best first; a
 document holding one is never dropped for scoring 0 (robertson's floored idf, atire's ln(N/N)).
-The per-document term weights are computed once at index time, so a batch of queries is one
-sparse product, and only matching documents are ever ranked.
+The per-document term weights are computed once at index time; a query then only touches its
+terms' postings, and only matching documents are ever ranked.
 """
 
 from __future__ import annotations
@@ -129,15 +129,9 @@ class BM25Index:
                        if self.method in ("bm25l", "bm25+") else np.zeros(n_terms))
         weights = self.idf[cols] * tfc(self.method, tf, norm[rows], self.k1, self.delta)
         weights -= self.absent[cols]
+        assert (weights >= 0).all(), "every variant's present-term weight is >= 0"
         self.weights = sparse.csc_matrix((weights, (rows, cols)), shape=(n_docs, n_terms))
-        self._by_term = self.weights.T.tocsr()  # (n_terms, n_docs)
-        # scipy's sparse product drops sums that are exactly 0: when some weight is 0, matching
-        # documents are found by a product of the 0/1 pattern instead.
-        self._pattern = None
-        if not (weights > 0).all():
-            pattern = self._by_term.copy()
-            pattern.data = np.ones_like(pattern.data)
-            self._pattern = pattern
+        self._by_term = self.weights.T.tocsr()  # (n_terms, n_docs): each term's postings
         return self
 
     def query_matrix(self, queries: list[str]) -> sparse.csr_matrix:
@@ -159,23 +153,48 @@ class BM25Index:
                 + (q @ self.absent)[:, None])
 
     def top_k(self, queries: list[str], k: int) -> TopK:
-        """The best ``k`` documents holding at least one query term, per query (see ``TopK``)."""
+        """The best ``k`` documents holding at least one query term, per query (see ``TopK``).
+
+        Each query sums its terms' postings per document: by sorting them when they are few,
+        else into a dense vector (as bm25s does), whose candidates are the documents scoring at
+        least the k-th largest score of a strided sample (a lower bound of the k-th best).
+        A document counts as a match by holding a posting, whatever its weight, so a weight of 0
+        never hides one."""
         if k < 1:
             raise ValueError(f"top_k needs k >= 1, got {k}")
-        q = self.query_matrix(queries)
-        scores = (q @ self._by_term).tocsr()
-        found = scores if self._pattern is None else (q @ self._pattern).tocsr()
+        q, post, n = self.query_matrix(queries), self._by_term, self.n_docs
         base = q @ self.absent
-        k = min(k, self.n_docs)
+        k = min(k, n)
         out_i = np.full((len(queries), k), -1, dtype=np.int64)
         out_s = np.full((len(queries), k), -np.inf)
         for row in range(len(queries)):
-            lo, hi = found.indptr[row], found.indptr[row + 1]
-            docs = found.indices[lo:hi]
-            if found is scores:
-                vals = scores.data[lo:hi]
+            lo, hi = q.indptr[row], q.indptr[row + 1]
+            spans = [(post.indptr[t], post.indptr[t + 1], c)
+                     for t, c in zip(q.indices[lo:hi], q.data[lo:hi])]
+            if sum(e - s for s, e, _ in spans) * 8 < n:
+                docs, inverse = np.unique(np.concatenate(
+                    [post.indices[s:e] for s, e, _ in spans] or [np.zeros(0, np.int32)]),
+                    return_inverse=True)
+                vals = np.bincount(inverse, weights=np.concatenate(
+                    [post.data[s:e] * c for s, e, c in spans] or [np.zeros(0)]),
+                    minlength=len(docs))
             else:
-                vals = np.asarray(scores[row, docs].todense()).ravel()
+                dense = np.zeros(n)
+                for s, e, c in spans:
+                    np.add.at(dense, post.indices[s:e], post.data[s:e] if c == 1
+                              else post.data[s:e] * c)
+                # The k-th largest of a strided sample is <= the k-th largest of all: every
+                # document at least that high is a candidate (about n/64 of them).
+                sample = dense[:: max(1, n // (64 * k))]
+                cut = np.partition(sample, len(sample) - k)[len(sample) - k]
+                if cut > 0:  # weights are >= 0 and absent terms add 0: the k best all match
+                    docs = np.flatnonzero(dense >= cut)
+                else:
+                    held = np.zeros(n, dtype=bool)
+                    for s, e, _ in spans:
+                        held[post.indices[s:e]] = True
+                    docs = np.flatnonzero(held)
+                vals = dense[docs]
             docs, vals = _best(docs, vals, k)
             out_i[row, :len(docs)] = docs
             out_s[row, :len(docs)] = vals + base[row]

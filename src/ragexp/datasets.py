@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from ragexp.beir import (BeirFormatError, read_corpus, read_qrels, read_queries,
                          warn_unknown_queries)
 from ragexp.golden import KIND_NAME, golden_files, load_corpus, load_golden
-from ragexp.readers import shown
+from ragexp.readers import label, shown
 from ragexp.records import UNANSWERABLE, Chunk, Document, Qrels, Query
 from ragexp.relevance import span_qrels
 from ragexp.units import check_unit, lift_qrels, unit_of
@@ -118,23 +118,23 @@ class BeirDataset:
         qrels_path = root / "qrels" / f"{self.split}.tsv"
         self._qrels = read_qrels(qrels_path, {d.doc_id for d in self._docs})
         queries = read_queries(root / "queries.jsonl")
-        warn_unknown_queries(self._qrels, {qid for qid, _, _ in queries}, qrels_path)
-        kinds = {qid: self._kind(qid, row) for qid, _, row in queries}
+        warn_unknown_queries(self._qrels, {r["_id"] for r in queries}, qrels_path)
+        kinds = {r["_id"]: self._kind(r) for r in queries}
         judged_una = [q for q, k in kinds.items() if k == UNANSWERABLE
                       and any(g > 0 for g in self._qrels.get(q, {}).values())]
         if judged_una:
-            raise BeirFormatError(root / "queries.jsonl", None,
-                                  f"{len(judged_una)} query(ies) marked unanswerable have relevant "
-                                  f"documents in qrels/{self.split}.tsv "
-                                  f"({', '.join(shown(q) for q in judged_una[:5])}): fix the "
-                                  f"marker or the qrels")
-        _report_judgements([qid for qid, _, _ in queries if kinds[qid] != UNANSWERABLE],
-                           self._qrels, self.split)
-        self._queries = [Query(qid, text, kinds[qid]) for qid, text, _ in queries
-                         if qid in self._qrels or kinds[qid] == UNANSWERABLE]
+            raise BeirFormatError(root / "queries.jsonl", None, f"{len(judged_una)} query(ies) "
+                                  f"marked unanswerable have relevant documents in "
+                                  f"qrels/{self.split}.tsv "
+                                  f"({', '.join(map(label, judged_una[:5]))}): fix the marker or "
+                                  f"the qrels")
+        _report_judgements([r for r in queries if kinds[r["_id"]] != UNANSWERABLE], self._qrels,
+                           self.split)
+        self._queries = [Query(r["_id"], str(r["text"]), kinds[r["_id"]]) for r in queries
+                         if r["_id"] in self._qrels or kinds[r["_id"]] == UNANSWERABLE]
         if not any(q.answerable for q in self._queries):
-            raise BeirFormatError(qrels_path, None, "no query of queries.jsonl has judgements "
-                                  "here (no query has judgements)")
+            raise BeirFormatError(qrels_path, None, "no query of queries.jsonl has judgements here "
+                                  "(no query has judgements)")
 
     def documents(self) -> list[Document]:
         return list(self._docs)
@@ -154,8 +154,8 @@ class BeirDataset:
             return "general"
         if not KIND_NAME.fullmatch(str(kind)):
             raise BeirFormatError(Path(self.path) / "queries.jsonl", None,
-                                  f"query {shown(qid)}: {self.kind_field} {shown(str(kind))} is "
-                                  f"not a kind name (1-40 letters, digits, '_' or '-')")
+                                  f"query {shown(row['_id'])}: {self.kind_field} {shown(kind)} "
+                                  f"is not a kind name (1-40 letters, digits, '_' or '-')")
         return str(kind)
 
     def fingerprint(self) -> dict[str, str]:
@@ -165,19 +165,19 @@ class BeirDataset:
                                             root / "qrels" / f"{self.split}.tsv"], root)}
 
 
-def _report_judgements(query_ids: list[str], qrels: Qrels, split: str) -> None:
+def _report_judgements(queries: list[dict], qrels: Qrels, split: str) -> None:
     """Say which queries are averaged (trec_eval's rule): one with no judgements at all is left
     out; one judged with nothing relevant (every grade 0) counts, with 0 on every measure."""
-    unjudged = [q for q in query_ids if q not in qrels]
+    unjudged = [r["_id"] for r in queries if r["_id"] not in qrels]
     if unjudged:
         log.warning("%d of %d queries have no judgements in split %r and are left out of every "
-                    "mean: %s", len(unjudged), len(query_ids), split,
-                    ", ".join(shown(q) for q in unjudged[:5]))
-    nothing = [q for q in query_ids if q in qrels and not any(g > 0 for g in qrels[q].values())]
+                    "mean: %s", len(unjudged), len(queries), split, ", ".join(unjudged[:5]))
+    nothing = [r["_id"] for r in queries
+               if r["_id"] in qrels and not any(g > 0 for g in qrels[r["_id"]].values())]
     if nothing:
         log.warning("%d of %d queries are judged but have no relevant document (every grade "
                     "0) in split %r; they count in every mean with 0 (trec_eval's rule): %s",
-                    len(nothing), len(query_ids), split, ", ".join(shown(q) for q in nothing[:5]))
+                    len(nothing), len(queries), split, ", ".join(nothing[:5]))
 
 
 _ABSENT = object()

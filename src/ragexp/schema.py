@@ -172,11 +172,76 @@ class BM25Conf:
 
 
 @dataclass
-class AnswerConf:
-    _target_: str = "ragexp.answer.Answerer"
+class ExtractiveAnswerConf:
+    _target_: str = "ragexp.extractive.ExtractiveAnswerer"
+    name: str = "extractive"
     n_chunks: int = field(default=3, metadata={"ge": 1})
     max_sentences: int = field(default=2, metadata={"ge": 1})
     min_overlap: float = field(default=0.3, metadata={"ge": 0, "le": 1})
+    min_support: float = field(default=0.6, metadata={"ge": 0, "le": 1})
+
+
+@dataclass
+class LLMEndpointConf:
+    """One OpenAI-compatible chat endpoint (``llm.*``), shared by ``answer=llm`` and
+    ``judge=llm`` through interpolation; each may override any key for itself."""
+
+    base_url: str = "https://api.openai.com/v1"
+    model: str = "gpt-4o-mini"
+    api_key_env: Optional[str] = "OPENAI_API_KEY"  # null: an endpoint without authentication
+    timeout: float = 60.0  # seconds per attempt
+    max_retries: int = 4  # on 408/409/429/5xx, timeouts and connection errors
+    concurrency: int = 4  # requests in flight at once
+    temperature: float = 0.0
+    price_in_per_mtok: Optional[float] = None  # USD per 1M prompt tokens; null: cost not logged
+    price_out_per_mtok: Optional[float] = None  # USD per 1M completion tokens
+    max_error_rate: float = 0.1  # share of calls failing (or unreadable) that fails the run
+
+
+@dataclass
+class LLMAnswerConf:
+    _target_: str = "ragexp.llm_answer.LLMAnswerer"
+    name: str = "llm"
+    base_url: str = "${llm.base_url}"
+    model: str = "${llm.model}"
+    api_key_env: Optional[str] = "${llm.api_key_env}"
+    timeout: float = "${llm.timeout}"  # type: ignore[assignment]
+    max_retries: int = "${llm.max_retries}"  # type: ignore[assignment]
+    concurrency: int = "${llm.concurrency}"  # type: ignore[assignment]
+    temperature: float = "${llm.temperature}"  # type: ignore[assignment]
+    price_in_per_mtok: Optional[float] = "${llm.price_in_per_mtok}"  # type: ignore[assignment]
+    price_out_per_mtok: Optional[float] = "${llm.price_out_per_mtok}"  # type: ignore[assignment]
+    max_tokens: int = 400
+    n_chunks: int = 3
+    max_sentences: int = 2
+    min_support: float = 0.6
+    max_error_rate: float = "${llm.max_error_rate}"  # type: ignore[assignment]
+
+
+@dataclass
+class NoJudgeConf:
+    _target_: str = "ragexp.judge.NoJudge"
+    name: str = "none"
+
+
+@dataclass
+class LLMJudgeConf:
+    _target_: str = "ragexp.judge.LLMJudge"
+    name: str = "llm"
+    base_url: str = "${llm.base_url}"
+    model: str = "${llm.model}"
+    api_key_env: Optional[str] = "${llm.api_key_env}"
+    timeout: float = "${llm.timeout}"  # type: ignore[assignment]
+    max_retries: int = "${llm.max_retries}"  # type: ignore[assignment]
+    concurrency: int = "${llm.concurrency}"  # type: ignore[assignment]
+    temperature: float = "${llm.temperature}"  # type: ignore[assignment]
+    price_in_per_mtok: Optional[float] = "${llm.price_in_per_mtok}"  # type: ignore[assignment]
+    price_out_per_mtok: Optional[float] = "${llm.price_out_per_mtok}"  # type: ignore[assignment]
+    max_tokens: int = 200
+    # hand-labelled answers for the judge's agreement (kappa); the shipped handbook labels
+    labels: str = "${ragexp.example:handbook/golden/judge/labels.jsonl}"
+    kappa_floor: float = 0.6  # agreement below this marks the run
+    max_error_rate: float = "${llm.max_error_rate}"  # type: ignore[assignment]
 
 
 @dataclass
@@ -188,7 +253,9 @@ class Config:
     reranker: Any = MISSING
     abstain: Any = MISSING
     bm25: BM25Conf = field(default_factory=BM25Conf)
-    answer: AnswerConf = field(default_factory=AnswerConf)
+    answer: Any = MISSING
+    judge: Any = MISSING
+    llm: LLMEndpointConf = field(default_factory=LLMEndpointConf)
     experiment: str = "ragexp-${dataset.name}"
     ablation: str = "custom"
     # ranking depth; at least the deepest cutoff in measures (validation's cross-field rule)
@@ -214,6 +281,8 @@ SCHEMAS = {
     "reranker": {"none": NoRerankerConf, "lexical": LexicalRerankerConf,
                  "cross_encoder": CrossEncoderRerankerConf},
     "abstain": {"lexical": LexicalAbstainConf, "dense": DenseAbstainConf},
+    "answer": {"extractive": ExtractiveAnswerConf, "llm": LLMAnswerConf},
+    "judge": {"none": NoJudgeConf, "llm": LLMJudgeConf},
 }
 
 

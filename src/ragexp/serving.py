@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp import stages, tracking
-from ragexp.answer import Answer
+from ragexp import failures, stages, tracking
+from ragexp.answer import Answer, AnswerInput
 from ragexp.records import ordered
 from ragexp.pipeline import rank
 from ragexp.resources import Resources
@@ -87,7 +87,11 @@ class Engine:
         """Build the run's stages from ``cfg``; ``fingerprint``: the data hashes the run
         recorded, checked against the data found now (``check_fingerprint``)."""
         self.cfg, self.threshold, self.run_id = cfg, threshold, run_id
-        dataset = instantiate(cfg.dataset)
+        try:
+            dataset = instantiate(cfg.dataset)
+        except Exception as exc:  # moved or deleted data: say so, not a Hydra traceback
+            raise ServingError(f"cannot load the data of run {run_id}: "
+                               f"{failures.describe(exc)}") from exc
         if fingerprint:
             check_fingerprint(run_id, fingerprint, dataset.fingerprint())
         built = stages.build(cfg, serving=True)
@@ -117,8 +121,8 @@ class Engine:
         top = self._rank(question, self.cfg.k)
         signal = self.signal.compute({"q": question}, {"q": top}, self.resources)["q"]
         chunks, pos = self.resources.chunks, self.resources.position
-        return self.answerer(question, [chunks[pos[c]] for c in ordered(top)], signal,
-                             self.threshold, self.resources.bm25)
+        inp = AnswerInput(question, [chunks[pos[c]] for c in ordered(top)], signal, self.threshold)
+        return self.answerer.answer([inp], self.resources.bm25)[0]
 
     def explain(self, question: str, chunk_id: str) -> dict:
         pos = self.resources.position.get(chunk_id)

@@ -21,7 +21,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ragexp.abstain import AbstainSignal
-from ragexp.answer import Answerer
+from ragexp.answer import Answerer, stored_config
 from ragexp.cache import EmbeddingCache
 from ragexp.chunking import Chunker
 from ragexp.embedders import Embedder
@@ -31,7 +31,8 @@ from ragexp.retrievers import Retriever
 
 # Config keys holding a file-system location (relative ones are relative to the run's cwd).
 PATH_KEYS = ("dataset.corpus_dir", "dataset.questions", "dataset.path", "cache_dir",
-             "embedder.cache_dir", "embedder.model_path", "reranker.model_path")
+             "embedder.cache_dir", "embedder.model_path", "reranker.model_path",
+             "retriever.path")
 LOCATION_TAG = "ragexp.path."
 
 
@@ -66,7 +67,7 @@ def build(cfg: DictConfig, serving: bool = False) -> Stages:
         make_retriever=lambda res: instantiate(cfg.retriever, _partial_=True)(resources=res),
         reranker=instantiate(cfg.reranker),
         signal=instantiate(cfg.abstain.signal),
-        answerer=instantiate(cfg.answer),
+        answerer=instantiate(stored_config(cfg.answer)),
         cache=embedding_cache(cfg, "warn" if serving else "raise"))
 
 

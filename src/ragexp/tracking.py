@@ -48,7 +48,8 @@ _READY: set[str] = set()
 # Keys that change how a run is shown or forced, or where caches live, not what it measures
 # (a dotted key is nested: the embedder's model cache follows ``cache_dir``).
 VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment", "verbose", "objective",
-                "baseline", "embedder.cache_dir")
+                "baseline", "embedder.cache_dir",
+                "llm")  # llm.* counts through the answer.* and judge.* keys it resolves into
 
 
 def tracking_uri() -> str:
@@ -192,7 +193,7 @@ def git_commit() -> str:
 
 def versions() -> dict[str, str]:
     out = {}
-    for pkg in ("ragexp", "numpy", "faiss-cpu", "fastembed", "onnxruntime", "rank-bm25",
+    for pkg in ("ragexp", "numpy", "faiss-cpu", "fastembed", "onnxruntime", "regex",
                 "mlflow", "hydra-core"):
         try:
             out[f"version.{pkg}"] = metadata.version(pkg)
