@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast check-golden run sweep tables walkthrough own-docs bench bench-scale ui screenshot clean
+.PHONY: help install test test-fast check-golden run sweep tables walkthrough own-docs bench bench-scale ui screenshot gate clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -36,7 +36,7 @@ sweep: ## the full named ablation set as one multirun (one parent MLflow run)
 
 tables: ## regenerate the README's golden-set counts and result tables (MLflow store)
 	$(BIN)/python -m ragexp.golden check --readme README.md
-	$(BIN)/python -m ragexp.report --readme README.md
+	$(BIN)/python -m ragexp.report --confirm --readme README.md
 
 walkthrough: ## run compare -> promote -> search/ask/serve and record it in the README
 	$(BIN)/python -m ragexp.walkthrough --readme README.md
@@ -50,8 +50,12 @@ bench: ## benchmarks: prints one table of ratios measured side by side
 bench-scale: ## scale benchmark on synthetic BEIR folders of 10k, 100k and 1M passages (long)
 	$(BIN)/python -m ragexp.bench_scale --readme README.md
 
-ui: ## MLflow UI on the store runs go to (http://127.0.0.1:5000)
-	$(BIN)/mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///mlruns/mlflow.db}" --host 127.0.0.1 --port 5000
+gate: ## quality gate: make gate RUN=<run id> [AGAINST=champion|<run id>]; exit 1 on a regression
+	$(if $(RUN),,$(error make gate needs RUN=<run id>))
+	$(BIN)/ragexp gate $(RUN) --against $(or $(AGAINST),champion)
+
+ui: ## MLflow UI on the store runs go to (http://127.0.0.1:5000), or the tracking server's URL
+	$(BIN)/ragexp ui
 
 screenshot: ## screenshot of the MLflow UI comparing the ablation runs (headless Chromium)
 	$(BIN)/python -m ragexp.screenshot docs/mlflow-ui.png

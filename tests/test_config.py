@@ -17,7 +17,8 @@ from ragexp.embedders import EmbedderError
 from ragexp.resources import Resources
 
 schema.register()
-GROUPS = ("dataset", "chunking", "embedder", "retriever", "reranker", "abstain")
+GROUPS = ("dataset", "chunking", "embedder", "retriever", "reranker", "abstain", "answer",
+          "judge")
 
 
 def cfg_with(*overrides: str):

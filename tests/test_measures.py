@@ -74,6 +74,14 @@ def test_depth_at_or_beyond_the_deepest_cutoff_passes():
         measures.resolve(["R@100"], 10)
 
 
+def test_stage_reads_must_fit_the_ranking():
+    measures.check_reads(10, {"answer.n_chunks": 10, "abstain.signal.top_k": 1})
+    for n in (0, -1, 11):
+        with pytest.raises(ValueError, match=f"answer.n_chunks={n} must be between 1 and "
+                                             f"the ranking depth k=10"):
+            measures.check_reads(10, {"answer.n_chunks": n})
+
+
 def test_a_runs_measures_come_back_from_params_or_columns():
     names = ["nDCG@10", "RR@10", "R@100", "AP@20"]
     # MLflow stores a list param as its Python repr.
@@ -121,6 +129,9 @@ def test_short_rankings_match_trec_eval():
     (["k=-1"], "k=-1: the ranking depth must be >= 1"),
     (["k=20", "measures=[nDCG@10,R@50]"], "k=20 is below the deepest measure cutoff 50"),
     (["measures=[nDCG@10,MRR@10]"], "unknown measure 'MRR@10'"),
+    (["k=10", "measures=[nDCG@10]", "abstain.signal.top_k=20"],
+     "abstain.signal.top_k=20 must be between 1 and the ranking depth k=10"),
+    (["answer.n_chunks=0"], "answer.n_chunks=0 must be between 1 and the ranking depth k=100"),
 ])
 def test_the_entry_point_refuses_before_any_run_is_created(overrides, says, tmp_path,
                                                            monkeypatch):

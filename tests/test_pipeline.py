@@ -161,7 +161,7 @@ def test_cache_counts_and_a_warm_rerun(hybrid_run, dataset, cache_dir, golden):
 def test_answer_settings_trade_answers_for_refusals(dataset, cache_dir, bm25_run):
     """A stricter answer.min_overlap can only refuse more: the answer rate falls (or holds)
     and refusals of unanswerable questions rise (or hold); the default run sits between."""
-    from ragexp.answer import Answerer
+    from ragexp.extractive import ExtractiveAnswerer as Answerer
 
     def run(min_overlap):
         return run_experiment(dataset, MarkdownChunker(), lambda: HashEmbedder(), BM25Retriever,

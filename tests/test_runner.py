@@ -113,7 +113,17 @@ def test_rerun_skips_finished_configs_unless_forced(sweep, tmp_path):
     assert again.returncode == 0, again.stderr[-2000:]
     assert "2 skipped" in again.stdout
     df = runs(tmp)
-    assert len(df) == before + 1  # only the new (empty) parent
+    assert len(df) == before + 1  # only the new parent, linked to the two runs it reused
+    new_parent = df[df["tags.ragexp.role"] == "sweep"].sort_values("start_time")["run_id"].iloc[-1]
+    assert df[df["run_id"] == new_parent]["tags.ragexp.jobs"].iloc[0] == '{"skipped": 2}'
+    from ragexp import compare
+
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp / 'mlflow.db'}"
+    try:
+        shown = compare.runs_frame("ragexp-handbook", parent=new_parent)
+    finally:
+        del os.environ["MLFLOW_TRACKING_URI"]
+    assert sorted(shown["params.retriever.name"]) == ["bm25", "dense"]
     forced = run_ragexp(tmp, "embedder=hash", "retriever=bm25", "reranker=none", "force=true",
                         f"hydra.run.dir={tmp_path / 'forced'}")
     assert forced.returncode == 0, forced.stderr[-2000:]

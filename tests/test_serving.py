@@ -14,7 +14,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from ragexp import compare, schema, tracking
-from ragexp.answer import REFUSAL, Source, verify_citations
+from ragexp.answer import REFUSAL, Source, check_citations
 from ragexp.app import CONF_DIR, run_logged
 from ragexp.background import free_port
 from ragexp.promote import PromotionRefused, promote
@@ -69,35 +69,32 @@ def test_compare_table_shows_differing_keys_and_metrics(store):
     assert list(csv.columns) == list(tab.columns)
 
 
-def test_paired_test_matches_independent_computation(store):
+def test_paired_tests_match_independent_computation_and_are_adjusted_together(store):
     _, ids = store
-    tests, worse = compare.against_baseline(ids["dense"], ids["bm25"])
+    df = compare.runs_frame("ragexp-handbook", run_ids=[ids["dense"], ids["small"]])
+    results = compare.baseline_tests(df, ids["bm25"], ("RR@10", "nDCG@10"))
+    assert set(results) == {ids["dense"], ids["small"]}
     run, base = compare.per_question(ids["dense"]), compare.per_question(ids["bm25"])
     m = run.merge(base, on="id", suffixes=("", "_b"))
     m = m[m["kind"] != "unanswerable"]
     d = (m["rr_at_10"] - m["rr_at_10_b"]).to_numpy()
-    assert tests[0].metric == "rr_at_10" and tests[0].n == len(d)
-    assert tests[0].mean_diff == pytest.approx(d.mean())
-    assert tests[0].ci_low <= d.mean() <= tests[0].ci_high
+    tests = results[ids["dense"]]
+    overall = tests[0]
+    assert (overall.measure, overall.kind, overall.n) == ("RR@10", "all", len(d))
+    assert overall.mean_diff == pytest.approx(d.mean())
+    assert overall.ci_low <= d.mean() <= overall.ci_high
+    by_kind = {t.kind: t for t in tests if t.measure == "RR@10" and t.kind != "all"}
+    assert set(by_kind) == set(m["kind"])
     for kind, g in m.groupby("kind"):
-        diff = (g["rr_at_10"] - g["rr_at_10_b"]).mean()
-        assert (diff < 0) == any(w.startswith(kind) for w in worse)
+        assert by_kind[kind].mean_diff == pytest.approx(
+            (g["rr_at_10"] - g["rr_at_10_b"]).mean())
+    # one family: 2 runs x 2 measures x (all + 4 kinds) = 20 tests, Holm over all of them
+    flat = [t for r in results.values() for t in r]
+    assert len(flat) == 20
+    from statsmodels.stats.multitest import multipletests
 
-
-def test_paired_randomisation_p_value_is_exact_on_small_samples():
-    rng = np.random.default_rng(3)
-    run, base = rng.random(12), rng.random(12)
-    d = run - base
-    flips = np.array(list(itertools.product((1, -1), repeat=len(d))))
-    null = (flips * d).mean(axis=1)
-    exact = np.mean(np.abs(null) >= abs(d.mean()) - 1e-12)
-    assert compare.paired_test(run, base, "rr_at_10").p_value == pytest.approx(exact)
-
-
-def test_paired_test_of_a_run_against_itself():
-    x = np.array([0.5, 1.0, 0.0, 0.25])
-    t = compare.paired_test(x, x, "rr_at_10")
-    assert (t.mean_diff, t.p_value) == (0.0, 1.0)
+    assert [t.p_adj for t in flat] == pytest.approx(
+        list(multipletests([t.p for t in flat], method="holm")[1]))
 
 
 def test_promote_refuses_failed_unknown_and_metricless_runs(store):
@@ -124,12 +121,14 @@ def test_promote_moves_champion_and_keeps_versions_and_gate(store):
     best = max(metric, key=metric.get)
     v1, _ = promote(ids[worst])
     assert champion_run_id() == ids[worst]
-    v2, msg = promote(ids[best], gate=True)  # better: the gate lets it through
+    v2, msg = promote(ids[best])
     assert champion_run_id() == ids[best] and int(v2) == int(v1) + 1
     assert f"was version {v1}" in msg
     assert c.get_model_version(compare_name(), v1).run_id == ids[worst]  # kept
-    with pytest.raises(PromotionRefused, match="below the champion"):
-        promote(ids[worst], gate=True)
+    from ragexp.gate import Rule
+
+    with pytest.raises(PromotionRefused, match="gate refused"):
+        promote(ids[worst], rule=Rule())
     assert champion_run_id() == ids[best]
 
 
@@ -165,14 +164,17 @@ def test_engine_search_answer_and_refusal(engine):
 
 
 def test_citations_that_do_not_check_out_are_dropped(chunks):
+    from ragexp.bm25 import BM25Index
+
     a, b = chunks[0], chunks[1]
     sentence = " ".join(a.text.split("\n")[1].split()[:8])
     sources = [Source(1, a.chunk_id, a.doc_id, a.heading), Source(2, b.chunk_id, b.doc_id,
                                                                      b.heading)]
     lookup = {a.chunk_id: a, b.chunk_id: b}
-    kept, dropped = verify_citations([f"{sentence} [1]", f"{sentence} [2]", f"{sentence} [7]",
-                                      "Made-up claim. [1]", sentence], sources, lookup)
-    assert kept == [f"{sentence} [1]"] and dropped == 4
+    kept, why = check_citations([f"{sentence} [1]", f"{sentence} [2]", f"{sentence} [7]",
+                                 "Made-up claim. [1]", sentence], sources, lookup,
+                                BM25Index().fit([c.text for c in chunks]))
+    assert kept == [f"{sentence} [1]"] and len(why) == 4
 
 
 def test_champion_missing_is_a_clear_error(tmp_path, monkeypatch):
@@ -242,7 +244,8 @@ def test_cli_compare_promote_search_ask(store, capsys):
     _, ids = store
     assert cli.main(["compare", "--baseline", ids["bm25"]]) == 0
     out = capsys.readouterr().out
-    assert "ΔRR@10 [95% CI]" in out and "baseline" in out and "randomisation" in out
+    assert "ΔnDCG@10 [95% CI]" in out and "p_adj(RR@10)" in out and "baseline" in out
+    assert "randomisation" in out and "Holm-adjusted over the" in out
     assert cli.main(["compare", "--format", "csv", "--runs", ids["bm25"], ids["dense"]]) == 0
     csv = pd.read_csv(__import__("io").StringIO(capsys.readouterr().out))
     assert list(csv["run"]) == [ids["bm25"][:8], ids["dense"][:8]]
@@ -260,22 +263,3 @@ def test_cli_compare_promote_search_ask(store, capsys):
     assert cli.main(["ask", "What does BD-2110 mean?", "--run", ids["bm25"], "--json"]) == 0
     body = __import__("json").loads(capsys.readouterr().out)
     assert body["run_id"] == ids["bm25"] and {"text", "refused", "sources"} <= set(body)
-
-
-def test_report_tables_and_readme_blocks(store, tmp_path):
-    from ragexp import report
-    from ragexp.readme import MissingMarkers, replace_block
-
-    content = report.build("ragexp-handbook")  # the bm25 run is tagged ablation=bm25
-    assert "| bm25 | BM25 alone." in content
-    assert "RR@10 identifier" in content and "CV unanswerable refused" in content
-    readme = tmp_path / "README.md"
-    readme.write_text("before\n<!-- results:start -->\nSTALE-BLOCK\n<!-- results:end -->\nafter\n")
-    replace_block(readme, "results", content)
-    text = readme.read_text()
-    assert text.startswith("before\n") and text.endswith("after\n") and "STALE-BLOCK" not in text
-    plain = tmp_path / "plain.md"
-    plain.write_text("no markers\n")
-    with pytest.raises(MissingMarkers):
-        replace_block(plain, "results", "x")
-    assert plain.read_text() == "no markers\n"

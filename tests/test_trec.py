@@ -73,7 +73,8 @@ def test_non_utf8_names_line_and_offset(tmp_path):
     raw = b"q1 0 d1 1\nq2 0 caf\xe9 1\n"
     path.write_bytes(raw)
     offset = raw.index(b"\xe9")
-    with pytest.raises(TrecFormatError, match=rf"qrels.trec:2: not UTF-8 \(byte offset {offset}\)"):
+    with pytest.raises(TrecFormatError,
+                       match=rf"qrels.trec:2: not UTF-8 text: byte 0xe9 at byte offset {offset} "):
         read_qrels(path)
 
 

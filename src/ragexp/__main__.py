@@ -1,3 +1,15 @@
-from ragexp.app import main
+import signal
+import sys
 
-main()
+from ragexp.app import main
+from ragexp.lifecycle import signal_received
+
+try:
+    main()
+except BaseException:
+    sig = signal_received()
+    if sig is None:
+        raise
+    print(f"ragexp: stopped by {signal.Signals(sig).name}; the runs it started are ended KILLED",
+          file=sys.stderr)
+    sys.exit(128 + sig)  # open runs are ended by lifecycle's exit hook on the way out

@@ -48,6 +48,8 @@ class LexicalSignal:
     name = "lexical"
 
     def __init__(self, top_k: int = 5, alpha: float = 0.5, name: str = "lexical"):
+        if top_k < 1:
+            raise ValueError(f"abstain.signal.top_k must be >= 1, got {top_k}")
         if not 0 <= alpha <= 1:
             raise ValueError(f"abstain.signal.alpha must be in [0, 1], got {alpha}")
         self.top_k, self.alpha = top_k, alpha
@@ -72,6 +74,8 @@ class DenseSignal:
     name = "dense"
 
     def __init__(self, top_k: int = 5, name: str = "dense"):
+        if top_k < 1:
+            raise ValueError(f"abstain.signal.top_k must be >= 1, got {top_k}")
         self.top_k = top_k
 
     def compute(self, queries, ranking, resources):

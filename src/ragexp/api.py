@@ -10,6 +10,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from ragexp.access import authorized
+from ragexp.readers import has_surrogate, shown
 from ragexp.serving import BadQuestion, Engine, check_k, check_question, hit_dict
 
 
@@ -17,7 +19,20 @@ class AnswerRequest(BaseModel):
     question: str
 
 
-def create_app(engine: Engine) -> FastAPI:
+def unicode_text(text: str, field: str) -> str:
+    """``text`` unchanged, or ``BadQuestion`` (400) when it holds a lone UTF-16 surrogate: JSON's
+    ``"\\ud800"`` escape parses to one, but it is not Unicode text and cannot be answered or
+    echoed back as UTF-8."""
+    pos = has_surrogate(text)
+    if pos >= 0:
+        raise BadQuestion(f"{field} holds a lone UTF-16 surrogate at character {pos}, which is "
+                          f"not Unicode text; send UTF-8 text")
+    return text
+
+
+def create_app(engine: Engine, api_key: str | None = None) -> FastAPI:
+    """The API over ``engine``; with ``api_key``, every request without ``Authorization:
+    Bearer <api_key>`` gets 401 (``access.authorized``)."""
     app = FastAPI(title="ragexp", description=f"serving run {engine.run_id}")
 
     def reply(status: int, body: dict) -> JSONResponse:
@@ -34,6 +49,16 @@ def create_app(engine: Engine) -> FastAPI:
                 for e in exc.errors()]
         return reply(422, {"error": "; ".join(msgs)})
 
+    if api_key is not None:
+        @app.middleware("http")
+        async def require_key(request: Request, call_next):
+            if not authorized(api_key, request.headers.get("authorization")):
+                return JSONResponse(
+                    {"run_id": engine.run_id, "error": "missing or wrong API key: send "
+                     "'Authorization: Bearer <key>'"}, status_code=401,
+                    headers={"X-Ragexp-Run": engine.run_id, "WWW-Authenticate": "Bearer"})
+            return await call_next(request)
+
     @app.get("/health")
     def health():
         return reply(200, {"status": "ok", "chunks": len(engine.resources.chunks),
@@ -41,20 +66,20 @@ def create_app(engine: Engine) -> FastAPI:
 
     @app.get("/search")
     def search(q: str = Query(""), k: int = Query(5)):
-        question = check_question(q, "q")
+        question = check_question(unicode_text(q, "q"), "q")
         return reply(200, {"query": question,
                            "hits": [hit_dict(h) for h in engine.search(question, check_k(k))]})
 
     @app.post("/answer")
     def answer(body: AnswerRequest):
-        ans = engine.answer(check_question(body.question, "question"))
+        ans = engine.answer(check_question(unicode_text(body.question, "question"), "question"))
         return reply(200, asdict(ans))
 
     @app.get("/explain")
     def explain(q: str = Query(""), chunk_id: str = Query("")):
-        question = check_question(q, "q")
-        if not engine.has_chunk(chunk_id):
-            raise BadQuestion(f"unknown chunk_id {chunk_id!r}; ids come from /search", 404)
+        question = check_question(unicode_text(q, "q"), "q")
+        if not engine.has_chunk(unicode_text(chunk_id, "chunk_id")):
+            raise BadQuestion(f"unknown chunk_id {shown(chunk_id)}; ids come from /search", 404)
         return reply(200, {"query": question, **engine.explain(question, chunk_id)})
 
     return app

@@ -6,39 +6,40 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
-import traceback
+import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp import measures, provenance, schema, tracking
-from ragexp.cache import EmbeddingCache
+from ragexp import (failures, lifecycle, measures, provenance, schema, selection, split, stages,
+                    tracking, validation)
 from ragexp.pipeline import RunResult, run_experiment
+from ragexp.readers import DataError
+from ragexp.sweep import SKIP_LINK
 from ragexp.stagestore import StageStore
 
 log = logging.getLogger("ragexp")
 schema.register()
 
 
-def build_and_run(cfg: DictConfig, dataset) -> RunResult:
-    """Instantiate every stage from the composed config and run the experiment."""
+def build_and_run(cfg: DictConfig, dataset, answerer=None, judge=None) -> RunResult:
+    """Build every stage from the composed config (``stages.build``) and run the experiment
+    (``answerer`` and ``judge`` when already built: they check their API keys before any work)."""
+    built = stages.build(cfg).as_kwargs()
+    if answerer is not None:
+        built["answerer"] = answerer
     return run_experiment(
         measures=measures.resolve(cfg.measures, cfg.k),
-        dataset=dataset,
-        chunker=instantiate(cfg.chunking),
-        make_embedder=lambda: instantiate(cfg.embedder),
-        make_retriever=lambda res: instantiate(cfg.retriever, _partial_=True)(resources=res),
-        reranker=instantiate(cfg.reranker),
-        signal=instantiate(cfg.abstain.signal),
-        answerer=instantiate(cfg.answer),
-        cache=EmbeddingCache(root=str(Path(cfg.cache_dir) / "embeddings")),
-        k=cfg.k, budget=cfg.abstain.budget, folds=cfg.abstain.folds,
-        bm25_k1=cfg.bm25.k1, bm25_b=cfg.bm25.b, bm25_method=cfg.bm25.method,
-        bm25_delta=cfg.bm25.delta, progress=cfg.progress,
+        dataset=dataset, **built, judge=judge or instantiate(cfg.judge), k=cfg.k,
+        budget=cfg.abstain.budget, folds=cfg.abstain.folds, bm25_k1=cfg.bm25.k1,
+        bm25_b=cfg.bm25.b, bm25_method=cfg.bm25.method, bm25_delta=cfg.bm25.delta,
+        progress=cfg.progress,
         stages=StageStore(root=str(Path(cfg.cache_dir) / "stages"), enabled=cfg.reuse_stages))
 
 
@@ -66,17 +67,14 @@ def plot_curve(result: RunResult, path: Path) -> None:
     plt.close(fig)
 
 
-def log_artifacts(run_id: str, cfg: DictConfig, result: RunResult) -> None:
-    c = tracking.client()
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp)
-        (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-        tracking.log_per_question(run_id, result.per_question, out)
-        provenance.trec_files(out, result.judged, result.qrels, tag=cfg.ablation)
-        if result.abstain is not None:
-            (out / "abstain_curve.json").write_text(json.dumps(result.abstain.to_json(), indent=1))
-            plot_curve(result, out / "abstain_curve.png")
-        c.log_artifacts(run_id, str(out))
+def write_artifacts(out: Path, cfg: DictConfig, result: RunResult) -> None:
+    """The run's artifact files, written into ``out``."""
+    (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    result.per_question.to_csv(out / "per_question.csv", index=False)
+    provenance.trec_files(out, result.judged, result.qrels, tag=cfg.ablation)
+    if result.abstain is not None:
+        (out / "abstain_curve.json").write_text(json.dumps(result.abstain.to_json(), indent=1))
+        plot_curve(result, out / "abstain_curve.png")
 
 
 def dataset_source(resolved: dict) -> str:
@@ -86,72 +84,108 @@ def dataset_source(resolved: dict) -> str:
     return " ".join(str(Path(p).resolve()) for p in paths)
 
 
-def run_logged(cfg: DictConfig) -> dict:
-    measures.resolve(cfg.measures, cfg.k)  # refuse a bad measure list or depth before any run
+@dataclass
+class Job:
+    """What one composed config will measure, and where its outcome goes."""
+
+    resolved: dict
+    experiment_id: str
+    dataset: Any
+    data: dict[str, str]
+    load_error: Exception | None
+    config_hash: str
+    output_dir: str | None
+    overrides: str
+    parent: str | None
+    answerer: Any = None  # built before the data loads: an LLM answerer checks its API key
+    judge: Any = None
+
+
+def resolve(cfg: DictConfig) -> Job:
+    """Resolve the config, load the data (a loading error is kept: it fails the run) and
+    compute the run identity: config, data fingerprint and code."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
     exp_id = tracking.ensure_experiment(resolved["experiment"])
-    dataset, data, early = None, {}, None
+    dataset, data, early, answerer, judge = None, {}, None, None, None
     try:  # loading validates the golden set against the corpus; a failure fails the run below
-        dataset = instantiate(cfg.dataset)
+        answerer, judge = instantiate(cfg.answer), instantiate(cfg.judge)  # API keys, first
+        dataset = split.select(instantiate(cfg.dataset), cfg.split, cfg.split_seed,
+                               cfg.split_test_share)
         data = dataset.fingerprint()
     except Exception as exc:
         early = exc
-    chash = tracking.config_hash(resolved, data)
     try:
-        output_dir = HydraConfig.get().runtime.output_dir
-        overrides = " ".join(HydraConfig.get().overrides.task)
+        hc = HydraConfig.get()
+        output_dir, overrides = hc.runtime.output_dir, " ".join(hc.overrides.task)
+        multirun = hc.mode == RunMode.MULTIRUN
     except ValueError:  # called outside Hydra (tests, notebooks): no job folder, no status
-        output_dir, overrides = None, ""
-    if not cfg.force and early is None:
-        done = tracking.find_finished(exp_id, chash)
-        if done:
-            log.warning("skipping: identical config already finished on the same data as run %s "
-                        "(force=true reruns it)", done)
-            tracking.write_status(output_dir, status="SKIPPED", run_id=done, overrides=overrides)
-            return {"status": "SKIPPED", "run_id": done}
+        output_dir, overrides, multirun = None, "", False
     parent = os.environ.get(tracking.PARENT_ENV)
-    tags = {"ragexp.config_hash": chash, "ragexp.ablation": cfg.ablation,
-            "ragexp.overrides": overrides, "git.commit": tracking.git_commit(),
-            **tracking.versions(), **provenance.stage_tags(resolved)}
-    if parent:
-        tags["mlflow.parentRunId"] = parent
-    c = tracking.client()
-    run = c.create_run(exp_id, run_name=cfg.ablation if cfg.ablation != "custom" else None,
-                       tags=tags)
-    run_id = run.info.run_id
-    tracking.log_batch(run_id, params=tracking.flatten(resolved))
-    log.info("MLflow run %s (experiment %s)", run_id, resolved["experiment"])
-    try:
-        if early is not None:
-            raise early
-        c.log_inputs(run_id, [provenance.dataset_input(
-            str(cfg.dataset.name), data, dataset.queries(), source=dataset_source(resolved))])
-        result = build_and_run(cfg, dataset)
+    if multirun and not parent:
+        raise RuntimeError("a multirun job without a sweep parent run: ragexp.sweep."
+                           "SweepCallback must be among hydra.callbacks")
+    return Job(resolved, exp_id, dataset, data, early, tracking.config_hash(resolved, data),
+               output_dir, overrides, parent, answerer, judge)
+
+
+def already_finished(cfg: DictConfig, job: Job) -> str | None:
+    """The finished run with this job's identity, unless ``force`` or the data did not load;
+    a sweep links the reused run to its own parent (``sweep.SKIP_LINK``)."""
+    if cfg.force or job.load_error is not None:
+        return None
+    done = tracking.find_finished(job.experiment_id, job.config_hash)
+    if done and job.parent:
+        tracking.client().set_tag(done, f"{SKIP_LINK}{job.parent}", "skipped")
+    return done
+
+
+def run_logged(cfg: DictConfig) -> dict:
+    """Resolve, skip-check, run, log: one job, owned from start to end by
+    ``tracking.tracked_run``. Raises ``ConfigRangeError`` before anything is created when a
+    value is out of range, and whatever failed the run after marking it."""
+    validation.validate(cfg)
+    selection.check_objective(cfg.objective, cfg.measures)
+    job = resolve(cfg)
+    done = already_finished(cfg, job)
+    if done:
+        log.warning("skipping: identical config, data and code already finished as run %s "
+                    "(force=true reruns it)", done)
+        tracking.write_status(job.output_dir, status="SKIPPED", run_id=done,
+                              overrides=job.overrides)
+        return {"status": "SKIPPED", "run_id": done}
+    tags = {"ragexp.config_hash": job.config_hash, "ragexp.ablation": cfg.ablation,
+            "ragexp.overrides": job.overrides, "ragexp.code": tracking.code_identity(),
+            "git.commit": tracking.git_commit(), **tracking.versions(),
+            **provenance.stage_tags(job.resolved)}
+    tags.update(stages.locations(cfg))  # serving finds the data wherever it is started
+    if job.parent:
+        tags["mlflow.parentRunId"] = job.parent
+    with tracking.tracked_run(job.experiment_id, tags=tags,
+                              run_name=cfg.ablation if cfg.ablation != "custom" else None,
+                              params=tracking.flatten(job.resolved), output_dir=job.output_dir,
+                              overrides=job.overrides) as run:
+        log.info("MLflow run %s (experiment %s)", run.run_id, job.resolved["experiment"])
+        if job.load_error is not None:
+            raise job.load_error
+        run.log_inputs([provenance.dataset_input(
+            str(cfg.dataset.name), job.data, job.dataset.queries(),
+            source=dataset_source(job.resolved))])
+        result = build_and_run(cfg, job.dataset, job.answerer, job.judge)
         ident = result.identity
         tags = {"embedder.backend": ident.backend if ident else "none (no stage used it)",
                 "embedder.model": ident.model if ident else "",
                 "embedder.model_file": ident.model_file if ident else "",
-                "embedder.model_sha256": ident.model_sha256 if ident else "", **data}
-        tracking.log_batch(run_id, metrics=result.metrics, tags=tags)
-        log_artifacts(run_id, cfg, result)
-    except BaseException as exc:
-        root = exc
-        while root.__cause__ is not None:  # Hydra wraps constructor errors; report the cause
-            root = root.__cause__
-        error = f"{type(root).__name__}: {' '.join(str(root).split())}"
-        c.set_tag(run_id, "ragexp.error", error[:5000])
-        c.log_text(run_id, traceback.format_exc(), "error.txt")
-        c.set_terminated(run_id, "FAILED")
-        tracking.write_status(output_dir, status="FAILED", run_id=run_id, overrides=overrides,
-                              error=error[:500])
-        raise
-    c.set_terminated(run_id, "FINISHED")
-    tracking.write_status(output_dir, status="FINISHED", run_id=run_id, overrides=overrides)
+                "embedder.model_sha256": ident.model_sha256 if ident else "", **job.data,
+                **result.tags}
+        run.log(result.metrics, tags, lambda out: write_artifacts(out, cfg, result))
+        # The same table as an MLflow table the UI can browse (one artifact, any size).
+        tracking.client().log_table(run.run_id, data=result.per_question,
+                                    artifact_file="per_question.json")
     m = result.metrics
     keys = [ms.key for ms in measures.parse_all(cfg.measures)]
     summary = "  ".join(f"{k}={m[k]:.3f}" for k in (*keys, "abstain.auc") if k in m)
-    print(f"run {run_id} [{cfg.ablation}] {summary}")
-    return {"status": "FINISHED", "run_id": run_id, **m}
+    print(f"run {run.run_id} [{cfg.ablation}] {summary}")
+    return {"status": "FINISHED", "run_id": run.run_id, **m}
 
 
 # The config groups ship inside the package (ragexp/conf), so an installed ragexp composes its
@@ -160,12 +194,37 @@ CONF_DIR = str(Path(__file__).resolve().parent / "conf")
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
-def main(cfg: DictConfig) -> dict | None:
+def main(cfg: DictConfig) -> float | None:
+    """Runs one job; returns its objective (``cfg.objective`` on ``cfg.split``), so a sweeper
+    such as Optuna can drive ragexp. A skipped job returns its recorded objective; a failed job
+    in a sweep returns None (Optuna records a failed trial) and the sweep goes on."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    lifecycle.install_signal_handlers()
+    in_sweep = bool(os.environ.get(tracking.PARENT_ENV))
     try:
-        return run_logged(cfg)
-    except Exception:
-        if os.environ.get(tracking.PARENT_ENV):
-            log.exception("job failed; the sweep goes on and reports it at the end")
+        out = run_logged(cfg)
+    except validation.ConfigRangeError as exc:
+        if not in_sweep:
+            raise SystemExit(f"error: {exc}\nnothing was run") from None
+        tracking.write_status(HydraConfig.get().runtime.output_dir, status="FAILED",
+                              run_id=None, overrides=" ".join(HydraConfig.get().overrides.task),
+                              error=str(exc))
+        log.error("%s", exc)
+        return None
+    except tracking.TrackingError as exc:  # no store: stop, in a sweep too
+        raise SystemExit(f"error: {exc}") from None
+    except Exception as exc:
+        lifecycle.reraise_if_stopped()
+        failures.report(exc, verbose=cfg.verbose)
+        root = exc
+        while root.__cause__ is not None:
+            root = root.__cause__
+        if isinstance(root, DataError) and not in_sweep:
+            sys.exit(2)  # the message names file and line: nothing more to show
+        if in_sweep:
+            log.error("the sweep goes on and reports failed jobs at the end")
             return None
-        raise
+        if cfg.verbose:
+            raise
+        raise SystemExit(1) from None
+    return selection.objective(out, cfg.objective)

@@ -41,6 +41,12 @@ from ragexp.packstore import PackedStore
 log = logging.getLogger(__name__)
 CLAIM_BATCHES = 16  # batches per claim: fewer rounds of locking on big pending sets
 
+log = logging.getLogger(__name__)
+
+
+class CacheWriteError(OSError):
+    """The embedding cache folder cannot be written (permissions, full disk)."""
+
 
 def cache_key(identity: EmbedderIdentity, mode: str, text: str, normalized: bool = True) -> str:
     """Hex sha256 of ``identity.key \\0 norm=... \\0 mode=... \\0 text \\0``."""
@@ -64,14 +70,19 @@ def model_folder(root: str | Path, identity: EmbedderIdentity) -> Path:
     return Path(root) / hashlib.sha256(identity.key.encode()).hexdigest()[:16]
 
 
+class CacheWriteError(OSError):
+    """The embedding cache folder cannot be written (permissions, full disk)."""
+
+
 @dataclass
 class EmbeddingCache:
     """``embed`` returns (len(texts), dim) float32 vectors, embedding only uncached texts.
 
     ``hits`` counts texts served from the cache (including ones another worker embedded while
     this one waited), ``misses`` texts this cache computed (repeats within a call included).
-    A cache that cannot be written (read-only or full disk) warns once, naming the path, and
-    goes on computing.
+    A cache that cannot be written (read-only or full disk) either stops the caller with
+    ``CacheWriteError`` naming the folder (``on_write_error="raise"``: experiment runs) or warns
+    once, naming the path, and goes on computing (``"warn"``: serving).
     """
 
     root: str = ".cache/ragexp/embeddings"
@@ -80,6 +91,7 @@ class EmbeddingCache:
     hits: int = 0
     misses: int = 0
     migrated: int = 0
+    on_write_error: str = "raise"  # "raise": CacheWriteError; "warn": warn once, stop writing
     _stores: dict = field(default_factory=dict, repr=False)
     _unwritable: str | None = field(default=None, repr=False)
 
@@ -89,6 +101,23 @@ class EmbeddingCache:
             self._stores[key] = PackedStore(model_folder(self.root, identity) / "packed",
                                             identity.dim)
         return self._stores[key]
+
+    def _store(self, path: Path, vec: np.ndarray) -> None:
+        """The write boundary: ``_write``, with a failure handled per ``on_write_error``."""
+        if self._unwritable:
+            return
+        try:
+            self._write(path, vec)
+        except OSError as exc:
+            reason = f"{exc.strerror or exc} ({exc.filename or path})"
+            if self.on_write_error == "raise":
+                raise CacheWriteError(
+                    f"cannot write the embedding cache at {Path(self.root).resolve()}: {reason}; "
+                    f"make it writable, free space, or set cache_dir= to a writable folder"
+                ) from exc
+            self._unwritable = True
+            log.warning("embedding cache %s cannot be written (%s): computing vectors without "
+                        "caching them from now on", Path(self.root).resolve(), reason)
 
     def embed(self, embedder: Embedder, texts: list[str], mode: str,
               batch_size: int | None = None, progress: bool = True) -> np.ndarray:
@@ -250,6 +279,11 @@ class EmbeddingCache:
             self._cannot_write(store, exc)
 
     def _cannot_write(self, store: PackedStore, exc: OSError) -> None:
+        if self.on_write_error == "raise":
+            raise CacheWriteError(
+                f"cannot write the embedding cache at {store.folder.resolve()}: "
+                f"{exc.strerror or exc}; make it writable, free space, or set cache_dir= to a "
+                f"writable folder") from exc
         self._unwritable = f"embedding cache {store.folder} cannot be written ({exc}); " \
             "vectors are computed without being cached"
         warnings.warn(self._unwritable, RuntimeWarning, stacklevel=4)

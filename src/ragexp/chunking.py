@@ -2,9 +2,15 @@
 
 ``MarkdownChunker`` is heading-aware: a chunk never crosses a heading, its heading path
 ("Title > Section > Subsection") travels with it (``include_headings`` switches whether it is
-prepended to the text, so its effect can be measured), code fences and tables are atomic, and
-hard-wrapped paragraphs are unwrapped before being split into sentences. Windows are counted in
-words; consecutive windows share about ``overlap_words`` words of whole sentences/items.
+prepended to the text, so its effect can be measured), and hard-wrapped paragraphs are unwrapped
+before being split into sentences. Windows are counted in words of source text (the heading
+path comes on top); consecutive windows share about ``overlap_words`` words of whole units.
+
+Every chunk holds at most ``max_words`` words: a list item longer than that splits at its
+sentences, and a sentence longer than that at word boundaries. Code fences and tables stay
+whole up to ``max(max_words, max_block_words)`` words (a chunk of their own when they exceed
+``max_words``); a longer one splits at line boundaries (a line longer than ``max_words`` at
+words). Every piece keeps exact source offsets.
 
 ``WholeDocumentChunker`` keeps pre-split passages (BEIR) whole.
 """
@@ -35,6 +41,7 @@ class Unit:
     start: int
     end: int
     words: int
+    kind: str = "sentence"  # or "item" (a list item), "block" (a code fence or a table)
 
 
 def _lines_with_offsets(text: str) -> list[tuple[int, str]]:
@@ -77,14 +84,14 @@ def parse_sections(doc: Document) -> list[tuple[str, list[Unit]]]:
         raw = doc.text[start:end]
         first = block[0][1]
         if first.lstrip().startswith("|"):
-            units.append(Unit(raw, start, end, len(raw.split())))
+            units.append(Unit(raw, start, end, len(raw.split()), "block"))
         elif _LIST_ITEM.match(first):
             item: list[tuple[int, str]] = []
             for off, ln in block + [(end, "- ")]:
                 if _LIST_ITEM.match(ln) and item:
                     s, e = item[0][0], item[-1][0] + len(item[-1][1])
                     norm, _ = normalize_ws(doc.text[s:e])
-                    units.append(Unit(norm, s, e, len(norm.split())))
+                    units.append(Unit(norm, s, e, len(norm.split()), "item"))
                     item = []
                 item.append((off, ln))
         else:
@@ -108,7 +115,7 @@ def parse_sections(doc: Document) -> list[tuple[str, list[Unit]]]:
             j = min(j, len(lines) - 1)
             end = lines[j][0] + len(lines[j][1])
             raw = doc.text[off:end]
-            units.append(Unit(raw, off, end, len(raw.split())))
+            units.append(Unit(raw, off, end, len(raw.split()), "block"))
             i = j + 1
             continue
         heading = _HEADING.match(line)
@@ -126,6 +133,57 @@ def parse_sections(doc: Document) -> list[tuple[str, list[Unit]]]:
         i += 1
     flush_section()
     return sections
+
+
+_WORD = re.compile(r"\S+")
+
+
+def _word_pieces(text: str, start: int, end: int, max_words: int, overlap: int) -> list[Unit]:
+    """``text[start:end]`` cut at word boundaries into pieces of at most ``max_words`` words,
+    each next piece starting ``overlap`` words back (as windows do), each with the exact
+    offsets of its first and last word."""
+    words = list(_WORD.finditer(text, start, end))
+    out, i = [], 0
+    while True:
+        part = words[i:i + max_words]
+        out.append(Unit(" ".join(m.group() for m in part), part[0].start(), part[-1].end(),
+                        len(part)))
+        if i + max_words >= len(words):
+            return out
+        i += max_words - overlap
+
+
+def _line_pieces(text: str, unit: Unit, max_words: int, overlap: int) -> list[Unit]:
+    """A block's lines as units (raw, indentation kept); a line too long splits at words."""
+    out: list[Unit] = []
+    for off, line in _lines_with_offsets(text[unit.start:unit.end]):
+        n = len(line.split())
+        if not n:
+            continue
+        s = unit.start + off
+        out.extend([Unit(line, s, s + len(line), n)] if n <= max_words
+                   else _word_pieces(text, s, s + len(line), max_words, overlap))
+    return out
+
+
+def fit(units: list[Unit], text: str, max_words: int, max_block_words: int,
+        overlap: int = 0) -> list[Unit]:
+    """Split every unit that cannot fit a window: see the module docstring for the rule.
+    ``text`` is the document the units' offsets point into; word pieces of one sentence
+    overlap by ``overlap`` words (< ``max_words``)."""
+    out: list[Unit] = []
+    for u in units:
+        if u.words <= max_words or (u.kind == "block" and u.words <= max_block_words):
+            out.append(u)
+        elif u.kind == "block":
+            out.extend(_line_pieces(text, u, max_words, overlap))
+        elif u.kind == "sentence":
+            out.extend(_word_pieces(text, u.start, u.end, max_words, overlap))
+        else:
+            for s in _sentences(text[u.start:u.end], u.start):
+                out.extend([s] if s.words <= max_words
+                           else _word_pieces(text, s.start, s.end, max_words, overlap))
+    return out
 
 
 def _windows(units: list[Unit], max_words: int, overlap_words: int) -> list[list[Unit]]:
@@ -165,11 +223,15 @@ class MarkdownChunker:
     max_words: int = 120
     overlap_words: int = 20
     include_headings: bool = True
+    max_block_words: int = 400
     name: str = "markdown"
 
     def __post_init__(self) -> None:
         if self.max_words < 10:
             raise ValueError(f"chunking.max_words must be >= 10, got {self.max_words}")
+        if self.max_block_words < 1:
+            raise ValueError(f"chunking.max_block_words must be >= 1, got "
+                             f"{self.max_block_words}")
         if not 0 <= self.overlap_words < self.max_words:
             raise ValueError(f"chunking.overlap_words must be in [0, max_words), "
                              f"got {self.overlap_words} with max_words={self.max_words}")
@@ -179,6 +241,8 @@ class MarkdownChunker:
         for doc in docs:
             n = 0
             for heading, units in parse_sections(doc):
+                units = fit(units, doc.text, self.max_words,
+                            max(self.max_words, self.max_block_words), self.overlap_words)
                 for window in _windows(units, self.max_words, self.overlap_words):
                     body = "\n".join(u.text for u in window)
                     text = f"{heading}\n{body}" if self.include_headings else body

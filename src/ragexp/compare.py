@@ -1,30 +1,22 @@
 """Compare runs: a table of what differs and what it measured, and paired significance tests.
 
-Paired tests are over per-question scores of the same golden questions (answerable ones), for
-run R against baseline B with ``d_i = R_i - B_i``:
-
-- mean difference ``mean(d)`` with a 95% bootstrap interval (BCa, 10,000 resamples of d);
-- p-value of a two-sided paired randomisation test: under H0 each ``d_i`` is as likely to be
-  ``-d_i``, so the null distribution of ``mean(d)`` comes from 10,000 random sign flips
-  (scipy.stats.permutation_test). Seeds are fixed, so the output is reproducible.
+The MLflow edge of the comparison: which runs, their metrics and per-question tables. The
+statistics are in ``stats.py`` (paired randomisation test, BCa interval, Holm/BH correction,
+power) and the families of tests in ``significance.py``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
 import pandas as pd
-from scipy import stats
 
-from ragexp import tracking
+from ragexp import readers, significance, stats, tracking
 
 MAIN = ("rr_at_10", "ndcg_at_10", "success_at_1", "success_at_10", "r_at_10")
 REFUSAL = ("abstain.refused_unanswerable", "abstain.refused_answerable",
            "abstain.cv.refused_unanswerable", "abstain.cv.refused_answerable")
-HIDDEN_PARAMS = {"progress", "force", "experiment", "cache_dir", "ablation", "reuse_stages"}
-N_RESAMPLES = 10_000
-ALPHA = 0.05
+HIDDEN_PARAMS = {"progress", "force", "experiment", "cache_dir", "ablation", "verbose",
+                 "objective", "baseline", "reuse_stages"}
+TEXT_COLUMNS = ("id", "kind", "top_item", "answer")  # per_question.csv columns never parsed
 
 
 def runs_frame(experiment: str, parent: str | None = None,
@@ -43,10 +35,13 @@ def runs_frame(experiment: str, parent: str | None = None,
             raise SystemExit(f"unknown run id(s): {', '.join(sorted(missing))}")
         return df.set_index("run_id").loc[run_ids].reset_index()
     filt = "attributes.status = 'FINISHED' and tags.`ragexp.config_hash` != ''"
-    if parent:
-        filt += f" and tags.`mlflow.parentRunId` = '{parent}'"
-    df = mlflow.search_runs(experiment_names=[experiment], filter_string=filt,
-                            order_by=["attributes.start_time DESC"])
+    searches = [filt]
+    if parent:  # its children, and the finished runs it skipped and linked (sweep.SKIP_LINK)
+        searches = [f"{filt} and tags.`mlflow.parentRunId` = '{parent}'",
+                    f"{filt} and tags.`ragexp.in_sweep.{parent}` = 'skipped'"]
+    df = pd.concat([mlflow.search_runs(experiment_names=[experiment], filter_string=f,
+                                       order_by=["attributes.start_time DESC"])
+                    for f in searches], ignore_index=True)
     if df.empty:
         raise SystemExit(f"no finished runs in experiment {experiment!r}"
                          + (f" under parent run {parent}" if parent else "")
@@ -87,74 +82,43 @@ def table(df: pd.DataFrame, per_kind: tuple[str, ...] = ("rr_at_10",)) -> pd.Dat
 
 
 def per_question(run_id: str) -> pd.DataFrame:
-    path = tracking.client().download_artifacts(run_id, "per_question.csv")
-    return pd.read_csv(path)
+    """A run's ``per_question.csv``, ids as strings exactly as written (``01`` is not ``1``);
+    ``readers.InputError`` names the run's file for a missing, empty or repeated id, and a run
+    without the table (a FAILED run, say) is an error saying why."""
+    try:
+        path = tracking.artifact_path(run_id, "per_question.csv")
+    except tracking.RunNotFound as exc:  # a FAILED run, say: why it has no table
+        raise SystemExit(f"error: {exc}") from None
+    try:
+        return readers.read_csv(path, TEXT_COLUMNS)
+    except readers.InputError as exc:
+        raise readers.InputError(f"per_question.csv of run {run_id}", exc.line,
+                                 exc.message) from None
 
 
-@dataclass(frozen=True)
-class Paired:
-    metric: str
-    mean_diff: float
-    ci_low: float
-    ci_high: float
-    p_value: float
-    n: int
+def baseline_tests(df: pd.DataFrame, baseline_id: str,
+                   measures: tuple[str, ...] = significance.DEFAULT_MEASURES,
+                   method: str = "holm") -> dict[str, list[stats.Paired]]:
+    """Every run of ``df`` tested against the baseline, overall and per kind, for each measure;
+    p adjusted over all of these tests as one family (``significance.family``)."""
+    tables = {r: per_question(r) for r in dict.fromkeys([baseline_id, *df["run_id"]])}
+    try:
+        return significance.family(tables, baseline_id, measures, method)
+    except significance.NotPaired as exc:
+        raise SystemExit(str(exc)) from None
 
 
-def paired_test(run: np.ndarray, base: np.ndarray, metric: str) -> Paired:
-    d = np.asarray(run, float) - np.asarray(base, float)
-    if len(d) == 0:
-        raise ValueError("no paired questions")
-    if np.allclose(d, d[0]):
-        return Paired(metric, float(d.mean()), float(d[0]), float(d[0]),
-                      1.0 if d[0] == 0 else 0.0, len(d))
-    perm = stats.permutation_test((d,), np.mean, permutation_type="samples",
-                                  n_resamples=N_RESAMPLES, alternative="two-sided",
-                                  random_state=0)
-    boot = stats.bootstrap((d,), np.mean, n_resamples=N_RESAMPLES, confidence_level=0.95,
-                           random_state=0)
-    ci = boot.confidence_interval
-    return Paired(metric, float(d.mean()), float(ci.low), float(ci.high), float(perm.pvalue),
-                  len(d))
-
-
-def against_baseline(run_id: str, baseline_id: str) -> tuple[list[Paired], list[str]]:
-    """Paired tests on RR@10 and nDCG@10, and the kinds whose RR@10 got worse (``*``: p < 0.05)."""
-    base = per_question(baseline_id)
-    run = per_question(run_id)
-    if set(base["id"]) != set(run["id"]):
-        raise SystemExit(f"runs {run_id[:8]} and {baseline_id[:8]} were evaluated on different "
-                         f"questions: a paired test needs the same golden set")
-    merged = run.merge(base, on=["id", "kind"], suffixes=("", "_base"))
-    merged = merged[merged["kind"] != "unanswerable"].dropna(subset=["rr_at_10"])
-    tests = [paired_test(merged[c], merged[f"{c}_base"], name)
-             for c, name in (("rr_at_10", "rr_at_10"), ("ndcg_at_10", "ndcg_at_10"))]
-    worse = []
-    for kind, group in merged.groupby("kind"):
-        t = paired_test(group["rr_at_10"], group["rr_at_10_base"], "rr_at_10")
-        if t.mean_diff < 0:
-            worse.append(f"{kind}{'*' if t.p_value < ALPHA else ''} ({t.mean_diff:+.3f})")
-    return tests, worse
-
-
-def with_baseline(df: pd.DataFrame, tab: pd.DataFrame, baseline_id: str) -> pd.DataFrame:
+def with_baseline(df: pd.DataFrame, tab: pd.DataFrame, baseline_id: str,
+                  measures: tuple[str, ...] = significance.DEFAULT_MEASURES,
+                  method: str = "holm") -> tuple[pd.DataFrame, dict[str, list[stats.Paired]]]:
+    """``tab`` with the paired-test columns added (``significance.wide_columns``), and the
+    tests themselves."""
+    results = baseline_tests(df, baseline_id, measures, method)
     tab = tab.copy()
-    cols: dict[str, list] = {k: [] for k in ("ΔRR@10 [95% CI]", "p(RR@10)", "ΔnDCG@10 [95% CI]",
-                                             "p(nDCG@10)", "kinds worse")}
-    for run_id in df["run_id"]:
-        if run_id == baseline_id:
-            for k in cols:
-                cols[k].append("baseline")
-            continue
-        tests, worse = against_baseline(run_id, baseline_id)
-        for t, label in zip(tests, ("RR@10", "nDCG@10")):
-            cols[f"Δ{label} [95% CI]"].append(f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, "
-                                              f"{t.ci_high:+.3f}]")
-            cols[f"p({label})"].append(f"{t.p_value:.3f}")
-        cols["kinds worse"].append(", ".join(worse) or "none")
-    for k, v in cols.items():
+    for k, v in significance.wide_columns(results, list(df["run_id"]), baseline_id,
+                                          measures).items():
         tab[k] = v
-    return tab
+    return tab, results
 
 
 def render(tab: pd.DataFrame, fmt: str = "markdown") -> str:
@@ -165,9 +129,3 @@ def render(tab: pd.DataFrame, fmt: str = "markdown") -> str:
     rows = ["| " + " | ".join("" if pd.isna(v) else str(v) for v in row) + " |"
             for row in tab.itertuples(index=False)]
     return "\n".join([header, sep, *rows])
-
-
-NOTE = ("Paired tests over per-question scores of the answerable golden questions: Δ = run − "
-        "baseline; 95% CI by BCa bootstrap (10,000 resamples); p from a two-sided paired "
-        "randomisation (sign-flip) test, 10,000 permutations. 'kinds worse' lists kinds whose "
-        "RR@10 fell, * where p < 0.05.")

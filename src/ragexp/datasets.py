@@ -10,15 +10,16 @@ Two shapes, one interface:
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ragexp.beir import (BeirFormatError, read_corpus, read_qrels, read_queries,
+                         warn_unknown_queries)
 from ragexp.golden import KIND_NAME, golden_files, load_corpus, load_golden
+from ragexp.readers import label, shown
 from ragexp.records import UNANSWERABLE, Chunk, Document, Qrels, Query
 from ragexp.relevance import span_qrels
 from ragexp.units import check_unit, lift_qrels, unit_of
@@ -85,33 +86,6 @@ class MarkdownDataset:
                 "golden_hash": _hash_files(files, groot)}
 
 
-class BeirFormatError(ValueError):
-    pass
-
-
-def _read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict]:
-    if not path.is_file():
-        raise BeirFormatError(f"{path}: file not found (a BEIR folder needs corpus.jsonl, "
-                              f"queries.jsonl and qrels/<split>.tsv)")
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise BeirFormatError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise BeirFormatError(f"{path}:{lineno}: expected a JSON object")
-            missing = [k for k in required if k not in row]
-            if missing:
-                raise BeirFormatError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
-            row["_id"] = str(row["_id"])
-            rows.append(row)
-    return rows
-
-
 @dataclass
 class BeirDataset:
     """A BEIR folder. ``kind_field`` (dotted path into a query's JSON, e.g. ``metadata.kind``)
@@ -138,50 +112,29 @@ class BeirDataset:
             raise ValueError(f"dataset.unit={self.unit!r}: a BEIR dataset is judged per document, "
                              f"so it is scored per document (dataset.unit=document)")
         if not self.path or not root.is_dir():
-            raise BeirFormatError(f"dataset.path={self.path!r} is not a folder; pass "
-                                  f"dataset.path=DIR pointing at a BEIR-format dataset")
-        corpus = _read_jsonl(root / "corpus.jsonl", ("_id", "text"))
-        self._docs = [Document(r["_id"], str(r.get("title") or ""), str(r["text"]))
-                      for r in corpus]
-        doc_ids = {d.doc_id for d in self._docs}
-        self._qrels = self._read_qrels(root / "qrels" / f"{self.split}.tsv", doc_ids)
-        queries = _read_jsonl(root / "queries.jsonl", ("_id", "text"))
+            raise BeirFormatError(f"dataset.path={shown(self.path)}", None, "is not a folder; "
+                                  "pass dataset.path=DIR pointing at a BEIR-format dataset")
+        self._docs = read_corpus(root / "corpus.jsonl")
+        qrels_path = root / "qrels" / f"{self.split}.tsv"
+        self._qrels = read_qrels(qrels_path, {d.doc_id for d in self._docs})
+        queries = read_queries(root / "queries.jsonl")
+        warn_unknown_queries(self._qrels, {r["_id"] for r in queries}, qrels_path)
         kinds = {r["_id"]: self._kind(r) for r in queries}
         judged_una = [q for q, k in kinds.items() if k == UNANSWERABLE
                       and any(g > 0 for g in self._qrels.get(q, {}).values())]
         if judged_una:
-            raise BeirFormatError(f"{root / 'queries.jsonl'}: {len(judged_una)} query(ies) marked "
-                                  f"unanswerable have relevant documents in qrels/{self.split}.tsv "
-                                  f"({', '.join(judged_una[:5])}): fix the marker or the qrels")
+            raise BeirFormatError(root / "queries.jsonl", None, f"{len(judged_una)} query(ies) "
+                                  f"marked unanswerable have relevant documents in "
+                                  f"qrels/{self.split}.tsv "
+                                  f"({', '.join(map(label, judged_una[:5]))}): fix the marker or "
+                                  f"the qrels")
         _report_judgements([r for r in queries if kinds[r["_id"]] != UNANSWERABLE], self._qrels,
                            self.split)
         self._queries = [Query(r["_id"], str(r["text"]), kinds[r["_id"]]) for r in queries
                          if r["_id"] in self._qrels or kinds[r["_id"]] == UNANSWERABLE]
         if not any(q.answerable for q in self._queries):
-            raise BeirFormatError(f"{root}: no query has judgements in qrels/{self.split}.tsv")
-
-    @staticmethod
-    def _read_qrels(path: Path, doc_ids: set[str]) -> Qrels:
-        if not path.is_file():
-            raise BeirFormatError(f"{path}: qrels file not found (check dataset.split)")
-        qrels: Qrels = {}
-        with path.open(encoding="utf-8", newline="") as fh:
-            for lineno, row in enumerate(csv.reader(fh, delimiter="\t"), start=1):
-                if not row or (lineno == 1 and row[0] == "query-id"):
-                    continue
-                if len(row) != 3:
-                    raise BeirFormatError(f"{path}:{lineno}: expected 3 tab-separated columns "
-                                          f"(query-id, corpus-id, score), got {len(row)}")
-                qid, did, score = row
-                try:
-                    grade = int(score)
-                except ValueError:
-                    raise BeirFormatError(f"{path}:{lineno}: score {score!r} is not an integer")
-                if did not in doc_ids:
-                    raise BeirFormatError(f"{path}:{lineno}: corpus-id {did!r} is not in "
-                                          f"corpus.jsonl")
-                qrels.setdefault(qid, {})[did] = grade  # grade 0 too: judged, not relevant
-        return qrels
+            raise BeirFormatError(qrels_path, None, "no query of queries.jsonl has judgements here "
+                                  "(no query has judgements)")
 
     def documents(self) -> list[Document]:
         return list(self._docs)
@@ -192,7 +145,7 @@ class BeirDataset:
     def qrels(self, chunks: list[Chunk]) -> Qrels:
         return {q.qid: dict(self._qrels[q.qid]) for q in self._queries if q.answerable}
 
-    def _kind(self, row: dict) -> str:
+    def _kind(self, qid: str, row: dict) -> str:
         if self.unanswerable_field and _field(row, self.unanswerable_field) == \
                 self.unanswerable_value:
             return UNANSWERABLE
@@ -200,9 +153,9 @@ class BeirDataset:
         if kind is _ABSENT or kind is None or kind == "":
             return "general"
         if not KIND_NAME.fullmatch(str(kind)):
-            raise BeirFormatError(f"{Path(self.path) / 'queries.jsonl'}: query {row['_id']!r}: "
-                                  f"{self.kind_field} {str(kind)[:60]!r} is not a kind name "
-                                  f"(1-40 letters, digits, '_' or '-')")
+            raise BeirFormatError(Path(self.path) / "queries.jsonl", None,
+                                  f"query {shown(row['_id'])}: {self.kind_field} {shown(kind)} "
+                                  f"is not a kind name (1-40 letters, digits, '_' or '-')")
         return str(kind)
 
     def fingerprint(self) -> dict[str, str]:

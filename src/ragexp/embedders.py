@@ -200,6 +200,27 @@ def _packaged_minilm_folder(cache_dir: Path) -> Path:
     return folder
 
 
+def hub_unreachable(timeout_s: float = 3.0) -> str | None:
+    """Why a model download cannot work right now, or None when it may: ``HF_HUB_OFFLINE`` is
+    set, or a TCP connection to the hub (``HF_ENDPOINT``, default huggingface.co; through the
+    HTTPS proxy when one is set) fails within ``timeout_s`` seconds."""
+    import socket
+    import urllib.parse
+    import urllib.request
+
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "TRUE", "YES", "ON"}:
+        return "HF_HUB_OFFLINE is set (no downloads)"
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    target = urllib.request.getproxies().get("https") or endpoint
+    url = urllib.parse.urlsplit(target if "://" in target else f"http://{target}")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=timeout_s).close()
+    except OSError as exc:
+        return f"{endpoint} cannot be reached ({url.hostname}:{port}: {exc})"
+    return None
+
+
 @dataclass
 class FastEmbedEmbedder:
     """An ONNX sentence embedder run by fastembed.
@@ -248,6 +269,7 @@ class FastEmbedEmbedder:
         # fastembed keeps custom models in a per-process registry keyed by name, so the name
         # carries the model file: two folders with different file names must not collide.
         name = f"ragexp/{self.model}@{self.spec.model_file}" if folder else self.spec.name
+        offline = None
         try:
             if folder:
                 known = {d["model"] for d in TextEmbedding.list_supported_models()}
@@ -257,12 +279,25 @@ class FastEmbedEmbedder:
                         normalization=True, sources=ModelSource(hf=name), dim=self.spec.dim,
                         model_file=self.spec.model_file)
                 return TextEmbedding(name, specific_model_path=str(folder), threads=self.threads)
-            return TextEmbedding(name, cache_dir=str(Path(self.cache_dir) / "fastembed"),
-                                 threads=self.threads)
+            offline = hub_unreachable()
+            if offline is None:
+                return TextEmbedding(name, cache_dir=str(Path(self.cache_dir) / "fastembed"),
+                                     threads=self.threads)
+            # One attempt, from the local cache only: fastembed's download retries sleep for
+            # about 39 s before giving up when the hub cannot be reached.
+            from loguru import logger
+
+            logger.disable("fastembed")
+            try:
+                return TextEmbedding(name, cache_dir=str(Path(self.cache_dir) / "fastembed"),
+                                     threads=self.threads, local_files_only=True)
+            finally:
+                logger.enable("fastembed")
         except Exception as exc:  # fastembed raises bare ValueError/OSError on missing weights
+            why = (f"it is not in the local cache {Path(self.cache_dir) / 'fastembed'} and "
+                   f"{offline}" if offline else str(exc).rstrip("."))
             raise EmbedderError(
-                f"could not load embedder {self.model!r} ({self.spec.name}): "
-                f"{str(exc).rstrip('.')}. "
+                f"could not load embedder {self.model!r} ({self.spec.name}): {why}. "
                 f"This model downloads from Hugging Face on first use; without network, download "
                 f"it elsewhere and pass embedder.model_path=DIR (a folder with "
                 f"{self.spec.model_file}, tokenizer.json and tokenizer_config.json). ragexp never "

@@ -24,14 +24,14 @@ problem.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragexp import examples
+from ragexp import examples, readers
+from ragexp.readers import label, shown
 from ragexp.records import UNANSWERABLE, Document, Query, Span
 from ragexp.sections import find_section, outline
 from ragexp.text import content_words, normalize_ws
@@ -51,7 +51,7 @@ class Problem:
         return f"{self.file}:{self.line}: {self.message}"
 
 
-class GoldenError(ValueError):
+class GoldenError(readers.DataError):
     """The golden set does not match the corpus or is malformed."""
 
     def __init__(self, problems: list[Problem]):
@@ -62,14 +62,21 @@ class GoldenError(ValueError):
 
 
 def load_corpus(corpus_dir: str | Path) -> dict[str, Document]:
-    """Every ``*.md`` under ``corpus_dir``, keyed by its path relative to it (posix)."""
+    """Every ``*.md`` under ``corpus_dir``, keyed by its path relative to it (posix), read as
+    ``readers.read_text`` reads (UTF-8, byte-order mark dropped, line ends made ``\n``).
+
+    Raises ``FileNotFoundError`` for a missing or empty folder and ``readers.InputError``
+    (file, line, byte offset) for a file that is not UTF-8 text or whose name is not UTF-8."""
     root = Path(corpus_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"corpus folder not found: {root}")
     docs: dict[str, Document] = {}
     for path in sorted(root.rglob("*.md")):
-        text = path.read_text(encoding="utf-8")
         doc_id = path.relative_to(root).as_posix()
+        if readers.has_surrogate(doc_id) >= 0:  # bytes of the name that are not UTF-8
+            raise readers.InputError(shown(str(path), 200), None, "the file name is not UTF-8; "
+                                     "rename the file (its name is the document id)")
+        text = readers.read_text(path)
         title = next((ln[2:].strip() for ln in text.splitlines() if ln.startswith("# ")), doc_id)
         docs[doc_id] = Document(doc_id=doc_id, title=title, text=text)
     if not docs:
@@ -118,11 +125,12 @@ def _resolve_evidence(qid: str, ev: object, docs: dict[str, Document], bad) -> S
         return None
     extra = sorted(set(ev) - {"doc", "quote", "section"})
     if extra:
-        bad(f"{qid}: unknown evidence field(s) {', '.join(map(repr, extra))} (expected 'doc' "
-            f"with an optional 'quote' or 'section')")
+        bad(f"{qid}: unknown evidence field(s) {', '.join(map(shown, extra[:5]))} (expected "
+            f"'doc' with an optional 'quote' or 'section')")
         return None
     if "quote" in ev and "section" in ev:
-        bad(f"{qid}: evidence names both a quote and a section in {ev['doc']}: give one")
+        bad(f"{qid}: evidence names both a quote and a section in {label(ev['doc'])}: "
+            f"give one")
         return None
     for key in ("quote", "section"):
         if key in ev and (not isinstance(ev[key], str) or not ev[key].strip()):
@@ -130,36 +138,36 @@ def _resolve_evidence(qid: str, ev: object, docs: dict[str, Document], bad) -> S
             return None
     doc = docs.get(ev["doc"])
     if doc is None:
-        bad(f"{qid}: document not found in corpus: {ev['doc']}")
+        bad(f"{qid}: document not found in corpus: {label(ev['doc'])}")
         return None
     if "quote" in ev:
         found = find_quote(doc, ev["quote"])
         if not found:
-            bad(f"{qid}: quote not found in {ev['doc']}: {ev['quote'][:60]!r}")
+            bad(f"{qid}: quote not found in {label(ev['doc'])}: {shown(ev['quote'])}")
         elif len(found) > 1:
-            bad(f"{qid}: quote is ambiguous, found {len(found)} times in {ev['doc']}: "
-                f"{ev['quote'][:60]!r}")
+            bad(f"{qid}: quote is ambiguous, found {len(found)} times in {label(ev['doc'])}: "
+                f"{shown(ev['quote'])}")
         else:
             return found[0]
         return None
     if "section" in ev:
         found_sections = find_section(doc, ev["section"])
         if not found_sections:
-            headings = ", ".join(repr(s.title) for s in outline(doc)[:8]) or "none"
-            bad(f"{qid}: no section {ev['section'][:80]!r} in {ev['doc']} (its headings: "
-                f"{headings})")
+            headings = ", ".join(shown(s.title) for s in outline(doc)[:8]) or "none"
+            bad(f"{qid}: no section {shown(ev['section'], 80)} in {label(ev['doc'])} (its "
+                f"headings: {headings})")
         elif len(found_sections) > 1:
-            where = ", ".join(f"{s.title!r} (line {s.line})" for s in found_sections)
-            bad(f"{qid}: section {ev['section'][:80]!r} is ambiguous in {ev['doc']}: {where}; "
-                f"give more of its heading path")
+            where = ", ".join(f"{shown(s.title)} (line {s.line})" for s in found_sections)
+            bad(f"{qid}: section {shown(ev['section'], 80)} is ambiguous in "
+                f"{label(ev['doc'])}: {where}; give more of its heading path")
         elif not doc.text[found_sections[0].span.start:found_sections[0].span.end].strip():
-            bad(f"{qid}: section {found_sections[0].title!r} of {ev['doc']} (line "
+            bad(f"{qid}: section {found_sections[0].title!r} of {label(ev['doc'])} (line "
                 f"{found_sections[0].line}) has no text under its heading")
         else:
             return found_sections[0].span
         return None
     if not doc.text.strip():
-        bad(f"{qid}: document {ev['doc']} is empty")
+        bad(f"{qid}: document {label(ev['doc'])} is empty")
         return None
     return Span(doc.doc_id, 0, len(doc.text))
 
@@ -175,35 +183,36 @@ def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document]
         bad("expected a JSON object")
         return None
     qid, kind, text = rec.get("id"), rec.get("kind", DEFAULT_KIND), rec.get("question")
-    if not isinstance(qid, str) or not qid:
-        bad("missing or non-string 'id'")
+    if not isinstance(qid, str) or not qid.strip():
+        bad(f"'id' must be a non-empty string, got {shown(qid)}")
         return None
+    name = label(qid)
     if not isinstance(text, str) or not text.strip():
-        bad(f"{qid}: missing or empty 'question'")
+        bad(f"{name}: missing or empty 'question'")
     if not isinstance(kind, str) or not KIND_NAME.fullmatch(kind):
-        bad(f"{qid}: kind {str(kind)[:60]!r} is not a name of 1-40 letters, digits, '_' or '-' "
+        bad(f"{name}: kind {shown(kind)} is not a name of 1-40 letters, digits, '_' or '-' "
             f"(it becomes part of metric names such as ndcg_at_10.<kind>)")
         return None
     evidence = rec.get("evidence") or []
     if not isinstance(evidence, list):
-        bad(f"{qid}: 'evidence' must be a list")
+        bad(f"{name}: 'evidence' must be a list")
         return None
     if kind == UNANSWERABLE and evidence:
-        bad(f"{qid}: unanswerable question has evidence")
+        bad(f"{name}: unanswerable question has evidence")
     if kind != UNANSWERABLE and not evidence:
-        bad(f"{qid}: answerable question ({kind}) has no evidence")
+        bad(f"{name}: answerable question ({kind}) has no evidence")
     if kind != UNANSWERABLE and not str(rec.get("answer", "")).strip():
-        bad(f"{qid}: answerable question has no reference answer")
+        bad(f"{name}: answerable question has no reference answer")
     spans: list[Span] = []
     for ev in evidence:
-        span = _resolve_evidence(qid, ev, docs, bad)
+        span = _resolve_evidence(name, ev, docs, bad)
         if span is not None:
             spans.append(span)
     if kind == "semantic" and isinstance(text, str):
         quotes = " ".join(str(ev.get("quote", "")) for ev in evidence if isinstance(ev, dict))
         shared = content_words(text) & content_words(quotes)
         if len(shared) > MAX_SEMANTIC_OVERLAP:
-            bad(f"{qid}: semantic question shares {len(shared)} content words with its evidence "
+            bad(f"{name}: semantic question shares {len(shared)} content words with its evidence "
                 f"(max {MAX_SEMANTIC_OVERLAP}): {', '.join(sorted(shared))}")
     return Query(qid=qid, text=text or "", kind=kind, answer=str(rec.get("answer", "")),
                  evidence=tuple(spans))
@@ -215,13 +224,18 @@ def check_golden(golden, docs: dict[str, Document]) -> tuple[list[Query], list[P
     queries: list[Query] = []
     first_seen: dict[str, tuple[str, int]] = {}
     for path in golden_files(golden):
-        for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not raw.strip() or raw.lstrip().startswith("//"):  # blank or a comment line
+        try:
+            numbered = list(readers.lines(path))
+        except readers.InputError as exc:
+            problems.append(Problem(exc.file, exc.line or 0, exc.message))
+            continue
+        for lineno, raw in numbered:
+            if raw.lstrip().startswith("//"):  # a comment line
                 continue
             try:
-                rec = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                problems.append(Problem(str(path), lineno, f"invalid JSON: {exc.msg}"))
+                rec = readers.parse_json(raw, path, lineno)
+            except readers.InputError as exc:
+                problems.append(Problem(exc.file, exc.line or 0, exc.message))
                 continue
             query = _check_record(rec, (str(path), lineno), docs, problems)
             if query is None:
@@ -229,7 +243,7 @@ def check_golden(golden, docs: dict[str, Document]) -> tuple[list[Query], list[P
             if query.qid in first_seen:
                 f, ln = first_seen[query.qid]
                 problems.append(Problem(str(path), lineno,
-                                        f"duplicate id {query.qid!r} (first at {f}:{ln})"))
+                                        f"duplicate id {shown(query.qid)} (first at {f}:{ln})"))
                 continue
             first_seen[query.qid] = (str(path), lineno)
             queries.append(query)
@@ -264,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         docs = load_corpus(args.corpus)
         queries, problems = check_golden(args.golden, docs)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, readers.InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     counts = kind_counts(queries)

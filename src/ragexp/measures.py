@@ -202,6 +202,15 @@ def check_depth(k: int, measures: Iterable[Measure]) -> None:
                          f"wrong; set k>={deepest.cutoff} or drop {deepest.name} from measures")
 
 
+def check_reads(k: int, reads: dict[str, int]) -> None:
+    """Stages that read the top ``n`` of the ranking (``{"answer.n_chunks": 3, ...}``) need
+    ``1 <= n <= k``: a deeper read would silently get fewer items. Raises ``ValueError``
+    naming the key, its value and ``k``."""
+    for key, n in reads.items():
+        if not 1 <= n <= k:
+            raise ValueError(f"{key}={n} must be between 1 and the ranking depth k={k}")
+
+
 def resolve(names: Iterable[str], k: int) -> tuple[Measure, ...]:
     """Config -> measures, checked: parse every name, then the depth rule. Called when the
     config is composed, before any run is created."""

@@ -17,13 +17,15 @@ import pandas as pd
 from ragexp import measures as measures_mod
 from ragexp import metrics
 from ragexp.abstain import AbstainResult, AbstainSignal, evaluate_abstain
-from ragexp.answer import Answerer, answer_metrics
+from ragexp.answer import AnswerInput, Answerer, answer_columns, answer_metrics
 from ragexp.cache import EmbeddingCache
 from ragexp.chunking import Chunker
 from ragexp.datasets import Dataset
 from ragexp import units
 from ragexp.docrank import rank_documents
 from ragexp.embedders import Embedder, EmbedderIdentity
+from ragexp.extractive import ExtractiveAnswerer
+from ragexp.judge import Judge, NoJudge
 from ragexp.records import Chunk, Qrels, Ranking, ordered
 from ragexp.rerankers import Reranker
 from ragexp.resources import Resources
@@ -46,6 +48,7 @@ class RunResult:
     resources: Resources = field(repr=False)
     judged: Ranking = field(default_factory=dict, repr=False)  # at the scoring unit
     qrels: Qrels = field(default_factory=dict, repr=False)  # at the scoring unit
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 def rank(retriever: Retriever, reranker: Reranker, resources: Resources,
@@ -55,7 +58,7 @@ def rank(retriever: Retriever, reranker: Reranker, resources: Resources,
     ``ValueError`` for ``k < 1`` (``[:k]`` would silently drop items or keep none)."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    depth = max(k, getattr(reranker, "top_n", 0) or 0)
+    depth = max(k, reranker.top_n)
     ranking = reranker.rerank(queries, retriever.search(queries, depth, cached), resources)
     return {q: {c: scores[c] for c in ordered(scores)[:k]} for q, scores in ranking.items()}
 
@@ -63,6 +66,7 @@ def rank(retriever: Retriever, reranker: Reranker, resources: Resources,
 def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[], Embedder],
                    make_retriever: Callable[[Resources], Retriever], reranker: Reranker,
                    signal: AbstainSignal, *, answerer: Answerer | None = None,
+                   judge: Judge | None = None,
                    cache: EmbeddingCache | None = None, k: int = 100,
                    measures: tuple[measures_mod.Measure, ...] = measures_mod.DEFAULT,
                    budget: float = 0.125, folds: int = 5, bm25_k1: float = 1.5,
@@ -115,15 +119,19 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
         log.warning("no abstain curve: the golden set needs answerable and unanswerable questions")
 
     threshold = abstain.threshold if abstain is not None else float("-inf")
-    answerer = answerer or Answerer()
-    answers = {q.qid: answerer(q.text, [chunks[res.position[c]] for c in ordered(ranking[q.qid])],
-                               confidence[q.qid], threshold, res.bm25) for q in queries}
+    answerer = answerer or ExtractiveAnswerer()
+    inputs = [AnswerInput(q.text, [chunks[res.position[c]] for c in ordered(ranking[q.qid])],
+                          confidence[q.qid], threshold) for q in queries]
+    answers = dict(zip([q.qid for q in queries], answerer.answer(inputs, res.bm25, progress)))
     chunks_of: dict[str, list[str]] = {}
     for c in chunks:
         chunks_of.setdefault(unit_of[c.chunk_id], []).append(c.chunk_id)
     relevant = {q: {c for item, grade in rel.items() if grade > 0 for c in chunks_of.get(item, [])}
                 for q, rel in qrels.items()}
     results.update(answer_metrics(answers, {q.qid: q.answerable for q in queries}, relevant))
+    graded = (judge or NoJudge()).assess(queries, list(answers.values()),
+                                         {c.chunk_id: c for c in chunks}, progress)
+    results.update(graded.metrics)
 
     results.update(without_terms(docs, res, queries))
     results.update({key: float(v) for key, v in res.timings.items()})
@@ -132,10 +140,12 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
     if stages.enabled:
         results.update(stages.counts())
         log.info("stages: %s", ", ".join(f"{k} {v}" for k, v in stages.events.items()))
-    table = _per_question(queries, judged, qrels, scores, confidence, abstain, answers,
-                          measures)
+    table = _per_question(queries, judged, qrels, scores, confidence, abstain, measures)
+    for column, values in {**answer_columns(list(answers.values())), **graded.columns}.items():
+        table[column] = values
     return RunResult(results, table, abstain, ranking, chunks,
-                     res.embedder.identity if res.embedder_used else None, res, judged, qrels)
+                     res.embedder.identity if res.embedder_used else None, res, judged, qrels,
+                     graded.tags)
 
 
 def without_terms(docs, res: Resources, queries) -> dict[str, float]:
@@ -168,7 +178,7 @@ def _latency(rank_judged: Callable, texts: dict[str, str]) -> dict:
             "time.query_p95_ms": float(np.percentile(times, 95))}
 
 
-def _per_question(queries, ranking, qrels, scores, confidence, abstain, answers,
+def _per_question(queries, ranking, qrels, scores, confidence, abstain,
                   measures) -> pd.DataFrame:
     """One row per question; one column per measure, keyed like the metric (empty when the
     question was not scored)."""
@@ -184,7 +194,5 @@ def _per_question(queries, ranking, qrels, scores, confidence, abstain, answers,
             "abstain_signal": s,
             "refused": (s < abstain.threshold) if abstain is not None and s is not None else None,
             "top_item": ranked[0] if ranked else None,
-            "answered": not answers[q.qid].refused,
-            "answer": answers[q.qid].text,
         })
     return pd.DataFrame(rows)

@@ -2,15 +2,18 @@
 
 Each promotion registers a new version of the MLflow registered model ``ragexp-serving``
 (source: the run's artifacts, which hold ``config.yaml``) and moves the alias ``champion`` to
-it; earlier versions stay. With ``gate=True`` a run must match the champion's RR@10 or beat it,
-on the same data, with no per-kind RR@10 regression at p < 0.05 (paired test, ``compare.py``).
+it; earlier versions stay. With a gate rule, the run must pass ``gate.decide`` against the
+champion: no significant regression beyond the margin overall or for any kind (p adjusted over
+the family), refusals within budget, and a significant gain of at least the rule's minimum
+effect.
 """
 
 from __future__ import annotations
 
-from ragexp import tracking
-from ragexp.compare import against_baseline
-from ragexp.serving import ALIAS, MODEL_NAME
+from dataclasses import replace
+
+from ragexp import gate, tracking
+from ragexp.tracking import ALIAS, MODEL_NAME
 
 REQUIRED_METRICS = ("rr_at_10", "ndcg_at_10")
 
@@ -49,40 +52,29 @@ def current_champion(name: str = MODEL_NAME):
         return None
 
 
-def gate_check(run, champion_run) -> list[str]:
-    """Reasons to refuse; empty when the run may replace the champion."""
-    reasons = []
-    same = [run.data.tags.get(k) == champion_run.data.tags.get(k)
-            for k in ("corpus_hash", "golden_hash")]
-    if not all(same):
-        return [f"run and champion {champion_run.info.run_id[:8]} were evaluated on different "
-                f"data; the gate cannot compare them"]
-    rr, champ = run.data.metrics["rr_at_10"], champion_run.data.metrics["rr_at_10"]
-    if rr < champ:
-        reasons.append(f"RR@10 {rr:.3f} is below the champion's {champ:.3f}")
-    _, worse = against_baseline(run.info.run_id, champion_run.info.run_id)
-    significant = [w for w in worse if "*" in w.split(" ")[0]]
-    if significant:
-        reasons.append("significant per-kind RR@10 regression: " + ", ".join(significant))
-    return reasons
-
-
-def promote(run_id: str, name: str = MODEL_NAME, gate: bool = False) -> tuple[str, str]:
-    """Returns (version, message). Raises PromotionRefused with the reasons."""
+def promote(run_id: str, name: str = MODEL_NAME,
+            rule: gate.Rule | None = None) -> tuple[str, str]:
+    """Returns (version, message). With ``rule`` (its ``min_effect`` defaults to 0: any
+    significant gain), the run must pass the gate against the current champion, if any.
+    Raises PromotionRefused with the reasons (the gate's verdict for a refused gate)."""
     run = check_promotable(run_id)
     c = tracking.client()
     champion = current_champion(name)
     if champion is not None and champion.run_id == run_id:
         return champion.version, f"run {run_id} is already the {ALIAS} (version {champion.version})"
-    if gate and champion is not None:
-        reasons = gate_check(run, c.get_run(champion.run_id))
-        if reasons:
-            raise PromotionRefused("gate refused: " + "; ".join(reasons))
-    try:
-        c.get_registered_model(name)
-    except Exception:
-        c.create_registered_model(name, description="ragexp serving configurations; alias "
-                                                    f"'{ALIAS}' is the one served")
+    if rule is not None and champion is not None:
+        if rule.min_effect is None:
+            rule = replace(rule, min_effect=0.0)
+        verdict = gate.evaluate(run_id, champion.run_id, rule, label=ALIAS)
+        if not verdict.passed:
+            raise PromotionRefused("gate refused: " + "; ".join(verdict.reasons)
+                                   + "\n" + verdict.render(rule))
+    with tracking.store_lock():  # two promotions at once must not both create the model
+        try:
+            c.get_registered_model(name)
+        except Exception:
+            c.create_registered_model(name, description="ragexp serving configurations; alias "
+                                                        f"'{ALIAS}' is the one served")
     version = c.create_model_version(
         name, source=run.info.artifact_uri, run_id=run_id,
         tags={"rr_at_10": f"{run.data.metrics['rr_at_10']:.4f}",

@@ -25,7 +25,7 @@ from ragexp.records import Qrels, Query, Ranking
 
 log = logging.getLogger(__name__)
 STAGE_GROUPS = ("dataset", "chunking", "embedder", "retriever", "reranker", "abstain.signal",
-                "answer")
+                "answer", "judge")
 
 
 def _node(cfg: Mapping[str, Any], dotted: str) -> Any:

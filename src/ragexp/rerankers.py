@@ -27,6 +27,9 @@ from ragexp.text import tokenize
 
 class Reranker(Protocol):
     name: str
+    top_n: int  # how many of the first stage's items it rescores (0: none); retrieval goes
+    #             at least this deep
+
 
     def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
         ...
@@ -52,7 +55,7 @@ class NoReranker:
     name = "none"
 
     def __init__(self, name: str = "none", top_n: int = 0):
-        pass
+        self.top_n = 0
 
     def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
         return ranking

@@ -7,6 +7,7 @@ stage needs it) and BM25 is fitted once for the retriever, the abstain signal an
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -31,6 +32,8 @@ class Resources:
     progress: bool = True
     bm25_method: str = "lucene"
     bm25_delta: float = 0.5
+    query_memory: int = 0  # > 0: query vectors live in an in-memory LRU of this many questions
+    #                        and never reach the disk cache (serving); 0: the disk cache
     timings: dict[str, float] = field(default_factory=dict)
     stages: StageStore = field(default_factory=lambda: StageStore(enabled=False))
     chunks_key: str = ""  # stage key of ``chunks``: what tokens, BM25 and vectors derive from
@@ -38,6 +41,7 @@ class Resources:
     _terms: TokenMatrix | None = None
     _bm25: BM25Index | None = None
     _passages: np.ndarray | None = None
+    _recent: OrderedDict = field(default_factory=OrderedDict, repr=False)
 
     def __post_init__(self) -> None:
         if not self.chunks:
@@ -100,7 +104,23 @@ class Resources:
     def query_vectors(self, texts: list[str], cached: bool = True) -> np.ndarray:
         if not cached:
             return self.embedder.embed(texts, "query")
+        if self.query_memory > 0:
+            return self._remembered(texts)
         return self.cache.embed(self.embedder, texts, "query", progress=False)
+
+    def _remembered(self, texts: list[str]) -> np.ndarray:
+        """Query vectors through a bounded LRU: at most ``query_memory`` questions are kept."""
+        todo = list(dict.fromkeys(t for t in texts if t not in self._recent))
+        if todo:
+            for text, vec in zip(todo, self.embedder.embed(todo, "query")):
+                self._recent[text] = vec
+        out = np.stack([self._recent[t] for t in texts]) if texts else np.zeros(
+            (0, self.embedder.identity.dim), dtype=np.float32)
+        for t in texts:
+            self._recent.move_to_end(t)
+        while len(self._recent) > self.query_memory:
+            self._recent.popitem(last=False)
+        return out
 
     def add_time(self, key: str, start: float) -> None:
         self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - start

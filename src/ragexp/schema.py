@@ -2,7 +2,8 @@
 
 Every option file in ``conf/<group>/`` starts from one of these (``defaults: [<name>_schema]``),
 so a misspelt key or a wrong type fails at composition, before a sweep starts, not halfway
-through it. ``_target_`` names the class Hydra instantiates for that option.
+through it. A field's valid range is data on the field (``metadata={"ge": 1}``, keys ``ge``,
+``gt``, ``le``, ``lt``), checked for every composed config by ``ragexp.validation``. ``_target_`` names the class Hydra instantiates for that option.
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ class BeirDatasetConf:
 class MarkdownChunkingConf:
     _target_: str = "ragexp.chunking.MarkdownChunker"
     name: str = "markdown"
-    max_words: int = 120
-    overlap_words: int = 20
+    max_words: int = field(default=120, metadata={"ge": 10})
+    overlap_words: int = field(default=20, metadata={"ge": 0})
     include_headings: bool = True
+    max_block_words: int = 400  # fences/tables up to this stay whole; longer split at lines
 
 
 @dataclass
@@ -59,7 +61,7 @@ class WholeDocChunkingConf:
 class HashEmbedderConf:
     _target_: str = "ragexp.embedders.HashEmbedder"
     name: str = "hash"
-    dim: int = 512
+    dim: int = field(default=512, metadata={"ge": 1})
 
 
 @dataclass
@@ -69,9 +71,10 @@ class FastEmbedConf:
     model: str = MISSING
     model_path: Optional[str] = None
     cache_dir: str = "${cache_dir}"
-    batch_size: int = 32
-    threads: Optional[int] = None
-    dim: Optional[int] = None  # a model outside ragexp's catalogue: output dimension
+    batch_size: int = field(default=32, metadata={"ge": 1})
+    threads: Optional[int] = field(default=None, metadata={"ge": 1})
+    # a model outside ragexp's catalogue: output dimension
+    dim: Optional[int] = field(default=None, metadata={"ge": 1})
     pooling: Optional[str] = None  # a local folder outside the catalogue: MEAN or CLS
     query_prefix: str = ""
     passage_prefix: str = ""
@@ -95,8 +98,8 @@ class HybridRetrieverConf:
     name: str = "hybrid"
     dense: bool = True
     bm25: bool = True
-    rrf_k: float = 60.0
-    depth: int = 100
+    rrf_k: float = field(default=60.0, metadata={"ge": 0})
+    depth: int = field(default=100, metadata={"ge": 1})
 
 
 @dataclass
@@ -111,15 +114,15 @@ class TrecRunRetrieverConf:
 class NoRerankerConf:
     _target_: str = "ragexp.rerankers.NoReranker"
     name: str = "none"
-    top_n: int = 0
+    top_n: int = field(default=0, metadata={"ge": 0})
 
 
 @dataclass
 class LexicalRerankerConf:
     _target_: str = "ragexp.rerankers.LexicalReranker"
     name: str = "lexical"
-    top_n: int = 20
-    proximity_weight: float = 0.2
+    top_n: int = field(default=20, metadata={"ge": 1})
+    proximity_weight: float = field(default=0.2, metadata={"ge": 0})
 
 
 @dataclass
@@ -127,52 +130,118 @@ class CrossEncoderRerankerConf:
     _target_: str = "ragexp.rerankers.CrossEncoderReranker"
     name: str = "cross_encoder"
     model_path: Optional[str] = None
-    top_n: int = 20
+    top_n: int = field(default=20, metadata={"ge": 1})
 
 
 @dataclass
 class LexicalSignalConf:
     _target_: str = "ragexp.abstain.LexicalSignal"
     name: str = "lexical"
-    top_k: int = 5
-    alpha: float = 0.5
+    top_k: int = field(default=5, metadata={"ge": 1})
+    alpha: float = field(default=0.5, metadata={"ge": 0, "le": 1})
 
 
 @dataclass
 class DenseSignalConf:
     _target_: str = "ragexp.abstain.DenseSignal"
     name: str = "dense"
-    top_k: int = 5
+    top_k: int = field(default=5, metadata={"ge": 1})
 
 
 @dataclass
 class LexicalAbstainConf:
     signal: LexicalSignalConf = field(default_factory=LexicalSignalConf)
-    budget: float = 0.125  # share of answerable questions we accept to refuse wrongly
-    folds: int = 5
+    # share of answerable questions we accept to refuse wrongly
+    budget: float = field(default=0.125, metadata={"ge": 0, "le": 1})
+    folds: int = field(default=5, metadata={"ge": 2})
 
 
 @dataclass
 class DenseAbstainConf:
     signal: DenseSignalConf = field(default_factory=DenseSignalConf)
-    budget: float = 0.125
-    folds: int = 5
+    budget: float = field(default=0.125, metadata={"ge": 0, "le": 1})
+    folds: int = field(default=5, metadata={"ge": 2})
 
 
 @dataclass
 class BM25Conf:
-    k1: float = 1.5  # >= 0: term-frequency saturation
-    b: float = 0.75  # in [0, 1]: document-length normalisation
+    k1: float = field(default=1.5, metadata={"ge": 0})  # term-frequency saturation
+    b: float = field(default=0.75, metadata={"ge": 0, "le": 1})  # document-length normalisation
     method: str = "lucene"  # lucene, robertson, atire, bm25l or bm25+ (bm25.py)
-    delta: float = 0.5  # >= 0: lower bound of a present term's tfc (bm25l, bm25+ only)
+    delta: float = field(default=0.5, metadata={"ge": 0})  # bm25l/bm25+: lower bound of tfc
 
 
 @dataclass
-class AnswerConf:
-    _target_: str = "ragexp.answer.Answerer"
+class ExtractiveAnswerConf:
+    _target_: str = "ragexp.extractive.ExtractiveAnswerer"
+    name: str = "extractive"
+    n_chunks: int = field(default=3, metadata={"ge": 1})
+    max_sentences: int = field(default=2, metadata={"ge": 1})
+    min_overlap: float = field(default=0.3, metadata={"ge": 0, "le": 1})
+    min_support: float = field(default=0.6, metadata={"ge": 0, "le": 1})
+
+
+@dataclass
+class LLMEndpointConf:
+    """One OpenAI-compatible chat endpoint (``llm.*``), shared by ``answer=llm`` and
+    ``judge=llm`` through interpolation; each may override any key for itself."""
+
+    base_url: str = "https://api.openai.com/v1"
+    model: str = "gpt-4o-mini"
+    api_key_env: Optional[str] = "OPENAI_API_KEY"  # null: an endpoint without authentication
+    timeout: float = 60.0  # seconds per attempt
+    max_retries: int = 4  # on 408/409/429/5xx, timeouts and connection errors
+    concurrency: int = 4  # requests in flight at once
+    temperature: float = 0.0
+    price_in_per_mtok: Optional[float] = None  # USD per 1M prompt tokens; null: cost not logged
+    price_out_per_mtok: Optional[float] = None  # USD per 1M completion tokens
+    max_error_rate: float = 0.1  # share of calls failing (or unreadable) that fails the run
+
+
+@dataclass
+class LLMAnswerConf:
+    _target_: str = "ragexp.llm_answer.LLMAnswerer"
+    name: str = "llm"
+    base_url: str = "${llm.base_url}"
+    model: str = "${llm.model}"
+    api_key_env: Optional[str] = "${llm.api_key_env}"
+    timeout: float = "${llm.timeout}"  # type: ignore[assignment]
+    max_retries: int = "${llm.max_retries}"  # type: ignore[assignment]
+    concurrency: int = "${llm.concurrency}"  # type: ignore[assignment]
+    temperature: float = "${llm.temperature}"  # type: ignore[assignment]
+    price_in_per_mtok: Optional[float] = "${llm.price_in_per_mtok}"  # type: ignore[assignment]
+    price_out_per_mtok: Optional[float] = "${llm.price_out_per_mtok}"  # type: ignore[assignment]
+    max_tokens: int = 400
     n_chunks: int = 3
     max_sentences: int = 2
-    min_overlap: float = 0.3
+    min_support: float = 0.6
+    max_error_rate: float = "${llm.max_error_rate}"  # type: ignore[assignment]
+
+
+@dataclass
+class NoJudgeConf:
+    _target_: str = "ragexp.judge.NoJudge"
+    name: str = "none"
+
+
+@dataclass
+class LLMJudgeConf:
+    _target_: str = "ragexp.judge.LLMJudge"
+    name: str = "llm"
+    base_url: str = "${llm.base_url}"
+    model: str = "${llm.model}"
+    api_key_env: Optional[str] = "${llm.api_key_env}"
+    timeout: float = "${llm.timeout}"  # type: ignore[assignment]
+    max_retries: int = "${llm.max_retries}"  # type: ignore[assignment]
+    concurrency: int = "${llm.concurrency}"  # type: ignore[assignment]
+    temperature: float = "${llm.temperature}"  # type: ignore[assignment]
+    price_in_per_mtok: Optional[float] = "${llm.price_in_per_mtok}"  # type: ignore[assignment]
+    price_out_per_mtok: Optional[float] = "${llm.price_out_per_mtok}"  # type: ignore[assignment]
+    max_tokens: int = 200
+    # hand-labelled answers for the judge's agreement (kappa); the shipped handbook labels
+    labels: str = "${ragexp.example:handbook/golden/judge/labels.jsonl}"
+    kappa_floor: float = 0.6  # agreement below this marks the run
+    max_error_rate: float = "${llm.max_error_rate}"  # type: ignore[assignment]
 
 
 @dataclass
@@ -184,14 +253,23 @@ class Config:
     reranker: Any = MISSING
     abstain: Any = MISSING
     bm25: BM25Conf = field(default_factory=BM25Conf)
-    answer: AnswerConf = field(default_factory=AnswerConf)
+    answer: Any = MISSING
+    judge: Any = MISSING
+    llm: LLMEndpointConf = field(default_factory=LLMEndpointConf)
     experiment: str = "ragexp-${dataset.name}"
     ablation: str = "custom"
-    k: int = 100  # ranking depth; at least the deepest cutoff in measures (checked at start)
+    # ranking depth; at least the deepest cutoff in measures (validation's cross-field rule)
+    k: int = field(default=100, metadata={"ge": 1})
     measures: list[str] = field(default_factory=lambda: list(DEFAULT_NAMES))  # ir_measures names
     force: bool = False
     progress: bool = True
     cache_dir: str = ".cache/ragexp"
+    verbose: bool = False  # a failed job's traceback on the console too (always in error.txt)
+    split: str = "dev"  # questions scored: dev (selection), test (confirmation) or all
+    split_seed: int = 0
+    split_test_share: float = 0.5
+    objective: str = "nDCG@10"  # what the entry point returns to a sweeper (Optuna)
+    baseline: str = "default"  # ablation of a sweep's job that every other job is tested against
     reuse_stages: bool = True  # chunks/tokens/BM25/vectors from earlier jobs (stagestore.py)
 
 
@@ -204,6 +282,8 @@ SCHEMAS = {
     "reranker": {"none": NoRerankerConf, "lexical": LexicalRerankerConf,
                  "cross_encoder": CrossEncoderRerankerConf},
     "abstain": {"lexical": LexicalAbstainConf, "dense": DenseAbstainConf},
+    "answer": {"extractive": ExtractiveAnswerConf, "llm": LLMAnswerConf},
+    "judge": {"none": NoJudgeConf, "llm": LLMJudgeConf},
 }
 
 

@@ -1,29 +1,33 @@
 """The serving engine: a run's resolved configuration, rebuilt for answering questions.
 
-The index is rebuilt at start-up from the run's config; passage vectors come from the shared
-embedding cache, so a run that was evaluated on this machine starts without embedding again.
-The refusal threshold is the run's measured operating point (``abstain.threshold``).
+The index is rebuilt at start-up from the run's config (``stages.build``, as the runner does),
+reading the run's data and models from the absolute locations the run recorded, whatever the
+current folder; the data's fingerprint must equal the run's (``corpus_hash``, ``golden_hash``
+tags) or the engine refuses to start. Passage vectors come from the run's embedding cache, so a
+run evaluated on this machine starts without embedding again; query vectors stay in a bounded
+in-memory LRU (``QUERY_MEMORY`` questions) and never reach the disk, and a cache that cannot be
+written is warned about once, never a failed request. The refusal threshold is the run's
+measured operating point (``abstain.threshold``).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp import tracking
-from ragexp.answer import Answer
-from ragexp.cache import EmbeddingCache
+from ragexp import failures, stages, tracking
+from ragexp.answer import Answer, AnswerInput
 from ragexp.records import ordered
 from ragexp.pipeline import rank
 from ragexp.resources import Resources
+from ragexp.tracking import ALIAS, MODEL_NAME
 
 log = logging.getLogger(__name__)
-MODEL_NAME = "ragexp-serving"
-ALIAS = "champion"
+QUERY_MEMORY = 1024
+FINGERPRINT_TAGS = ("corpus_hash", "golden_hash")
 MAX_QUESTION = 2000
 MAX_K = 50
 
@@ -64,22 +68,42 @@ class Hit:
     text: str
 
 
+def check_fingerprint(run_id: str, expected: dict[str, str], actual: dict[str, str]) -> None:
+    """Refuse to serve data other than what the run measured: every hash the run recorded
+    (``corpus_hash``, ``golden_hash``) must equal the data's now. Raises ``ServingError``
+    naming both hashes."""
+    wrong = [f"{key} is {actual.get(key)} now, the run recorded {want}"
+             for key, want in sorted(expected.items()) if actual.get(key) != want]
+    if wrong:
+        raise ServingError(f"the data of run {run_id} changed since it was measured ("
+                           f"{'; '.join(wrong)}): its metrics and refusal threshold do not "
+                           f"describe this data; rerun the experiment on it and promote that "
+                           f"run, or restore the data")
+
+
 class Engine:
-    def __init__(self, cfg: DictConfig, threshold: float, run_id: str = "local"):
+    def __init__(self, cfg: DictConfig, threshold: float, run_id: str = "local",
+                 fingerprint: dict[str, str] | None = None):
+        """Build the run's stages from ``cfg``; ``fingerprint``: the data hashes the run
+        recorded, checked against the data found now (``check_fingerprint``)."""
         self.cfg, self.threshold, self.run_id = cfg, threshold, run_id
-        docs = instantiate(cfg.dataset).documents()
-        chunks = instantiate(cfg.chunking).chunk(docs)
-        cache = EmbeddingCache(root=str(Path(cfg.cache_dir) / "embeddings"))
-        self.resources = Resources(chunks, lambda: instantiate(cfg.embedder), cache,
-                                   cfg.bm25.k1, cfg.bm25.b, progress=False,
+        try:
+            dataset = instantiate(cfg.dataset)
+        except Exception as exc:  # moved or deleted data: say so, not a Hydra traceback
+            raise ServingError(f"cannot load the data of run {run_id}: "
+                               f"{failures.describe(exc)}") from exc
+        if fingerprint:
+            check_fingerprint(run_id, fingerprint, dataset.fingerprint())
+        built = stages.build(cfg, serving=True)
+        chunks = built.chunker.chunk(dataset.documents())
+        self.resources = Resources(chunks, built.make_embedder, built.cache, cfg.bm25.k1,
+                                   cfg.bm25.b, progress=False, query_memory=QUERY_MEMORY,
                                    bm25_method=cfg.bm25.method, bm25_delta=cfg.bm25.delta)
-        self.retriever = instantiate(cfg.retriever, _partial_=True)(resources=self.resources)
-        self.reranker = instantiate(cfg.reranker)
-        self.signal = instantiate(cfg.abstain.signal)
-        self.answerer = instantiate(cfg.answer)
+        self.retriever = built.make_retriever(self.resources)
+        self.reranker, self.signal, self.answerer = built.reranker, built.signal, built.answerer
         self.resources.bm25  # fit now, not on the first request
         log.info("engine for run %s: %d chunks, cache hits %d misses %d", run_id, len(chunks),
-                 cache.hits, cache.misses)
+                 built.cache.hits, built.cache.misses)
 
     def has_chunk(self, chunk_id: str) -> bool:
         return chunk_id in self.resources.position
@@ -97,8 +121,8 @@ class Engine:
         top = self._rank(question, self.cfg.k)
         signal = self.signal.compute({"q": question}, {"q": top}, self.resources)["q"]
         chunks, pos = self.resources.chunks, self.resources.position
-        return self.answerer(question, [chunks[pos[c]] for c in ordered(top)], signal,
-                             self.threshold, self.resources.bm25)
+        inp = AnswerInput(question, [chunks[pos[c]] for c in ordered(top)], signal, self.threshold)
+        return self.answerer.answer([inp], self.resources.bm25)[0]
 
     def explain(self, question: str, chunk_id: str) -> dict:
         pos = self.resources.position.get(chunk_id)
@@ -110,19 +134,33 @@ class Engine:
 
     @classmethod
     def from_run(cls, run_id: str) -> "Engine":
+        """The engine of a run (full id or unique prefix), from what the run recorded: its
+        ``config.yaml``, its data locations and fingerprint, its abstain threshold."""
         c = tracking.client()
         try:
+            run_id = tracking.resolve_run_id(run_id)
             run = c.get_run(run_id)
+        except tracking.RunNotFound as exc:
+            raise ServingError(str(exc)) from None
         except Exception as exc:
             raise ServingError(f"no run {run_id!r} in {tracking.tracking_uri()}") from exc
-        path = c.download_artifacts(run_id, "config.yaml")
-        cfg = OmegaConf.load(path)
+        try:
+            cfg = OmegaConf.load(tracking.artifact_path(run_id, "config.yaml"))
+        except tracking.RunNotFound as exc:
+            raise ServingError(str(exc)) from None
+        tags = run.data.tags
+        fingerprint = {k: tags[k] for k in FINGERPRINT_TAGS if k in tags}
+        if not fingerprint:
+            raise ServingError(f"run {run_id} recorded no data fingerprint ("
+                               f"{', '.join(FINGERPRINT_TAGS)}): it did not finish, or is not "
+                               f"a ragexp evaluation run")
+        cfg = stages.with_locations(cfg, tags)
         threshold = run.data.metrics.get("abstain.threshold")
         if threshold is None:
             log.warning("run %s has no abstain threshold: answers will never refuse on "
                         "confidence", run_id)
             threshold = float("-inf")
-        return cls(cfg, threshold, run_id)
+        return cls(cfg, threshold, run_id, fingerprint)
 
 
 def champion_run_id(name: str = MODEL_NAME) -> str:

@@ -20,18 +20,19 @@ import re
 from pathlib import Path
 from typing import Iterable
 
+from ragexp import readers
 from ragexp.records import Qrels, Ranking, ordered
 
 _WS = re.compile(r"\s")
 
 
-class TrecFormatError(ValueError):
+class TrecFormatError(readers.DataError):
     """A TREC file that trec_eval could not read as meant; the message names file and line."""
 
 
 def _check_id(value: str, what: str) -> str:
     if not value or _WS.search(value):
-        raise ValueError(f"{what} {value!r} is empty or holds whitespace: TREC files are "
+        raise ValueError(f"{what} {readers.shown(value)} is empty or holds whitespace: TREC files are "
                          f"whitespace-separated, so such an id cannot be written")
     return value
 
@@ -78,18 +79,16 @@ def _write(path: Path, text: str) -> Path:
 
 
 def _lines(path: Path) -> Iterable[tuple[int, list[str]]]:
+    """Whitespace-split fields of each non-blank line, read as every ragexp reader reads text
+    (``readers.py``: UTF-8, BOM and CRLF accepted, undecodable bytes named by offset)."""
+    if not path.is_file():
+        raise TrecFormatError(f"{path}: file not found")
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise TrecFormatError(f"{path}: file not found") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise TrecFormatError(f"{path}:{line}: not UTF-8 (byte offset {exc.start})") from None
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            yield lineno, line.split()
+        numbered = list(readers.lines(path))
+    except readers.InputError as exc:
+        raise TrecFormatError(str(exc)) from None
+    for lineno, line in numbered:
+        yield lineno, line.split()
 
 
 def read_run(path: str | Path) -> Ranking:

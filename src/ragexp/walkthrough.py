@@ -1,72 +1,67 @@
 """Run sweep -> compare -> promote -> search/ask/serve on the local store and record the real
 output in the README's ``walkthrough`` block (``make walkthrough``; needs ``make sweep`` first).
 
-Each step is the same ``ragexp`` command a user types, run in a subprocess; the HTTP part starts
-``ragexp serve`` on a free loopback port, queries it, and stops it by process group.
+Each step is recorded as one command line, and that very string is what runs: split as a shell
+splits it (``shlex``), executed without a shell, with this interpreter's ``bin/`` first on
+``PATH`` so ``ragexp`` is the installed console script. The HTTP part starts ``ragexp serve`` on
+a free loopback port and queries it with ``curl``; ``-w`` makes curl print the HTTP status
+after the body.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import subprocess
 import sys
-import urllib.error
-import urllib.request
+from pathlib import Path
 
 from ragexp.background import background_server
 from ragexp.readme import replace_block
 from ragexp.report import ablation_runs
 
-
-# The console script installed beside this interpreter (works without an activated venv).
-RAGEXP = [sys.executable, "-m", "ragexp.cli"]
+BIN = str(Path(sys.executable).parent)
 
 
-def sh(*args: str) -> str:
-    proc = subprocess.run([*RAGEXP, *args], capture_output=True, text=True, timeout=600)
-    out = (proc.stdout + proc.stderr).rstrip()
-    return f"$ ragexp {' '.join(_quote(a) for a in args)}\n{out}"
+def run(command: str) -> str:
+    """Execute ``command`` exactly as written; return it as ``$ command`` and its output."""
+    env = {**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
+    proc = subprocess.run(shlex.split(command), capture_output=True, text=True, timeout=600,
+                          env=env)
+    return f"$ {command}\n{(proc.stdout + proc.stderr).rstrip()}"
 
 
-def _quote(arg: str) -> str:
-    return f'"{arg}"' if " " in arg else arg
-
-
-def http(port: int, path: str, body: dict | None = None) -> str:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
-                                 data=json.dumps(body).encode() if body else None,
-                                 headers={"content-type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            status, payload = resp.status, json.load(resp)
-    except urllib.error.HTTPError as exc:
-        status, payload = exc.code, json.load(exc)
-    method = "POST" if body else "GET"
-    shown = f" -d '{json.dumps(body)}'" if body else ""
-    return (f"$ curl -s -X {method} 'http://127.0.0.1:{port}{path}'{shown}   # HTTP {status}\n"
-            + json.dumps(payload, indent=1)[:1500])
+def curl(port: int, path: str, body: dict | None = None) -> str:
+    """The curl command line for one request (POST with a JSON body when ``body``)."""
+    parts = ["curl", "-s", "-w", r"\nHTTP %{http_code}\n"]
+    if body is not None:
+        parts += ["-H", "Content-Type: application/json", "-d", json.dumps(body)]
+    return shlex.join([*parts, f"http://127.0.0.1:{port}{path}"])
 
 
 def serve_and_query() -> list[str]:
-    with background_server(lambda port: [*RAGEXP, "serve", "--port", str(port)]) as port:
-        return [http(port, "/health"),
-                http(port, "/answer", {"question": "How long are dead-lettered jobs kept?"}),
-                http(port, "/search?q=snapshot&k=0")]
+    with background_server(lambda port: ["ragexp", "serve", "--port", str(port)],
+                           env={"PATH": BIN + os.pathsep + os.environ.get("PATH", "")}) as port:
+        return [run(curl(port, "/health")),
+                run(curl(port, "/answer", {"question": "How long are dead-lettered jobs kept?"})),
+                run(curl(port, "/search?q=snapshot&k=0"))]
 
 
 def build(experiment: str) -> str:
     df = ablation_runs(experiment)
-    ids = dict(zip(df["tags.ragexp.ablation"], df["run_id"]))
+    ids = {n: r[:8] for n, r in zip(df["tags.ragexp.ablation"], df["run_id"])}  # prefixes
     best = df.sort_values("metrics.rr_at_10", ascending=False)["tags.ragexp.ablation"].iloc[0]
     picks = [n for n in dict.fromkeys(["default", "hybrid", "bm25", best]) if n in ids]
+    q = shlex.quote
     steps = [
-        sh("compare", "--experiment", experiment, "--runs", *[ids[n] for n in picks],
-           "--baseline", ids["default"]),
-        sh("promote", "--gate", ids[best]),
-        sh("search", "restore a single queue from a snapshot", "-k", "3"),
-        sh("ask", "What does BD-2110 mean?"),
-        sh("ask", "Is there a Helm chart for deploying Brindle on Kubernetes?"),
+        run(f"ragexp compare --experiment {q(experiment)} --runs "
+            f"{' '.join(ids[n] for n in picks)} --baseline {ids['default']}"),
+        run(f"ragexp promote --gate {ids[best]}"),
+        run("ragexp search 'restore a single queue from a snapshot' -k 3"),
+        run("ragexp ask 'What does BD-2110 mean?'"),
+        run("ragexp ask 'Is there a Helm chart for deploying Brindle on Kubernetes?'"),
         *serve_and_query(),
     ]
     return "\n".join(["```text", "\n\n".join(steps), "```"])

@@ -1,0 +1,176 @@
+"""Which process owns a run, what happens to its open runs when it is stopped, and how runs
+left ``RUNNING`` by a process that is gone are found and closed.
+
+- Signals: ``install_signal_handlers`` turns SIGTERM into ``Interrupted`` (a ``BaseException``,
+  like ``KeyboardInterrupt`` for SIGINT), so the run context manager in ``tracking`` sees it and
+  ends its run ``KILLED``; runs that no context manager owns (a sweep's parent) are registered
+  with ``opened`` and closed by an exit hook, ``KILLED`` after a signal, ``FAILED`` otherwise.
+- Ownership: every run is tagged with the pid, the host and the process start time
+  (``/proc/<pid>/stat``, so a reused pid is not mistaken for the owner). ``owner_state`` says
+  whether that process is alive, gone, or not checkable from here (another host).
+- Clean-up: ``close_abandoned`` marks ``FAILED`` every ``RUNNING`` run whose owner is gone, with
+  the reason as the ``ragexp.error`` tag and an end time; runs of a live process, or of another
+  host, are left alone and listed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+log = logging.getLogger(__name__)
+
+PID_TAG, HOST_TAG, START_TAG = "ragexp.pid", "ragexp.host", "ragexp.pid_start"
+_open: dict[str, Callable[[str, str], None]] = {}
+_received: list[int] = []
+_installed: list[bool] = []
+
+
+class Interrupted(BaseException):
+    """SIGTERM, raised in the main thread (not an ``Exception``: no handler meant for job
+    failures may swallow it)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+
+
+def interruption(exc: BaseException) -> bool:
+    """True when ``exc`` is, or was caused by, a stop request (SIGTERM, SIGINT/Ctrl-C)."""
+    return isinstance(exc, (Interrupted, KeyboardInterrupt)) or signal_received() is not None
+
+
+def _on_signal(signum, frame) -> None:
+    _received.append(signum)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Interrupted(signum)
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM/SIGINT raise in the main thread; an exit hook closes runs still registered.
+    Idempotent; outside the main thread (a launcher's worker thread) only the hook is set."""
+    if _installed:
+        return
+    _installed.append(True)
+    atexit.register(close_open_runs)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_signal)
+        signal.signal(signal.SIGINT, _on_signal)
+
+
+def signal_received() -> int | None:
+    """The first stop signal this process received, if any. A signal can surface as another
+    exception (raised inside a C extension's import it becomes ``ImportError``), so the run's
+    end status is decided by this, not by the exception's type."""
+    return _received[0] if _received else None
+
+
+def reraise_if_stopped() -> None:
+    """In a handler for job failures: raise ``Interrupted`` again when the failure was really
+    a stop signal, so a sweep stops instead of going on to the next job."""
+    sig = signal_received()
+    if sig is not None:
+        raise Interrupted(sig)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGTERM/SIGINT while a run is being ended, so the end itself is not cut short; a
+    signal that arrived meanwhile is delivered on leaving."""
+    main = threading.current_thread() is threading.main_thread()
+    if main:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        yield
+    finally:
+        if main:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+
+
+def opened(run_id: str, close: Callable[[str, str], None]) -> None:
+    """Register a run this process must end; ``close(status, reason)`` ends it."""
+    _open[run_id] = close
+
+
+def closed(run_id: str) -> None:
+    _open.pop(run_id, None)
+
+
+def close_open_runs() -> None:
+    """Exit hook: end every run still registered, ``KILLED`` after a stop signal, else
+    ``FAILED`` (the process is exiting on an error before the run's owner could end it)."""
+    sig = signal_received()
+    status, reason = ("KILLED", f"stopped by {signal.Signals(sig).name}") if sig else \
+        ("FAILED", "the process exited before the run was ended")
+    for run_id, close in list(_open.items()):
+        try:
+            close(status, reason)
+        except Exception as exc:  # the store may be the reason we are exiting
+            log.error("could not end run %s as %s: %s", run_id, status, exc)
+        _open.pop(run_id, None)
+
+
+def _start_ticks(pid: int) -> str:
+    """Process start time in clock ticks since boot (field 22 of ``/proc/<pid>/stat``)."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def process_tags() -> dict[str, str]:
+    """Tags naming the process that owns a run."""
+    pid = os.getpid()
+    return {PID_TAG: str(pid), HOST_TAG: socket.gethostname(), START_TAG: _start_ticks(pid)}
+
+
+def owner_state(tags: dict[str, str]) -> str:
+    """``"alive"``, ``"gone"``, or ``"unknown"`` (no owner tags, or another host)."""
+    pid, host = tags.get(PID_TAG), tags.get(HOST_TAG)
+    if not pid or host != socket.gethostname():
+        return "unknown"
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return "gone"
+    except PermissionError:  # exists, owned by another user
+        pass
+    start = tags.get(START_TAG)
+    if start and _start_ticks(int(pid)) not in ("", start):
+        return "gone"  # the pid was reused by a later process
+    return "alive"
+
+
+def close_abandoned(client, experiment_ids: list[str], dry_run: bool = False):
+    """Close (``FAILED``, reason tagged, end time now) the ``RUNNING`` runs of these experiments
+    whose owning process is gone. Returns ``(closed, left)``: the runs closed (or that would be,
+    with ``dry_run``) and ``(run, why)`` for the ``RUNNING`` runs left alone."""
+    runs = client.search_runs(experiment_ids, "attributes.status = 'RUNNING'", max_results=50000)
+    closed_runs, left = [], []
+    for run in runs:
+        state = owner_state(run.data.tags)
+        if state != "gone":
+            why = ("its process is alive" if state == "alive" else
+                   f"owner not checkable from here (host {run.data.tags.get(HOST_TAG, '?')}, "
+                   f"pid {run.data.tags.get(PID_TAG, '?')})")
+            left.append((run, why))
+            continue
+        closed_runs.append(run)
+        if dry_run:
+            continue
+        reason = (f"abandoned: process {run.data.tags[PID_TAG]} on "
+                  f"{run.data.tags[HOST_TAG]} ended without closing the run (hard kill or crash);"
+                  f" closed at {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        client.set_tag(run.info.run_id, "ragexp.error", reason)
+        client.set_tag(run.info.run_id, "ragexp.closed_by", "cleanup")
+        client.set_terminated(run.info.run_id, "FAILED")
+    return closed_runs, left

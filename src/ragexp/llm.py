@@ -1,0 +1,182 @@
+"""A client for any OpenAI-compatible chat endpoint: the network edge of ``answer=llm`` and
+``judge=llm``.
+
+Built on the ``openai`` package, which retries 408/409/429/5xx responses, timeouts and
+connection errors with exponential backoff (0.5 s doubling to at most 8 s, minus up to 25 %
+jitter) and honours a ``Retry-After`` / ``retry-after-ms`` header of up to 120 s (a longer one
+is not retried). Retries are counted from the HTTP requests each call actually sent. Around it this module adds what a measurement
+needs: the API key read from an environment variable named in config and checked when the
+client is built (before any work), a concurrency limit, token counts as reported by the
+endpoint's ``usage``, and cost from a per-1M-token price table.
+
+A call that still fails is a :class:`Completion` with ``error`` set, except for errors that
+will fail every call the same way (401, 403, 404: wrong key, no access, unknown model or URL),
+which raise :class:`LLMError` at once.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from tqdm import tqdm
+
+Messages = list[dict[str, str]]
+
+
+class LLMError(RuntimeError):
+    """A configuration or endpoint error that no retry fixes."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An OpenAI-compatible chat endpoint and how to call it.
+
+    ``where`` is the config key prefix (``answer``, ``judge``) used in error messages.
+    ``timeout`` is seconds per attempt; prices are USD per 1,000,000 tokens.
+    Raises LLMError on a value out of range.
+    """
+
+    base_url: str
+    model: str
+    api_key_env: Optional[str] = "OPENAI_API_KEY"
+    timeout: float = 60.0
+    max_retries: int = 4
+    concurrency: int = 4
+    temperature: float = 0.0
+    max_tokens: int = 400
+    price_in_per_mtok: Optional[float] = None
+    price_out_per_mtok: Optional[float] = None
+    where: str = "llm"
+
+    def __post_init__(self) -> None:
+        checks = [("base_url", bool(self.base_url.strip()), "a URL such as "
+                   "https://api.openai.com/v1 or http://localhost:11434/v1"),
+                  ("model", bool(self.model.strip()), "a model name"),
+                  ("timeout", self.timeout > 0 and math.isfinite(self.timeout), "> 0 seconds"),
+                  ("max_retries", 0 <= self.max_retries <= 20, "in [0, 20]"),
+                  ("concurrency", 1 <= self.concurrency <= 64, "in [1, 64]"),
+                  ("temperature", 0 <= self.temperature <= 2, "in [0, 2]"),
+                  ("max_tokens", self.max_tokens >= 1, ">= 1")]
+        for key in ("price_in_per_mtok", "price_out_per_mtok"):
+            value = getattr(self, key)
+            checks.append((key, value is None or (value >= 0 and math.isfinite(value)),
+                           "null or >= 0 (USD per 1M tokens)"))
+        for key, ok, valid in checks:
+            if not ok:
+                raise LLMError(f"{self.where}.{key}={getattr(self, key)!r} is invalid: must be "
+                               f"{valid}")
+
+    def api_key(self) -> str:
+        """The key from the environment variable ``api_key_env`` names; raises LLMError when
+        that variable is unset or empty. ``api_key_env: null`` means no authentication."""
+        if self.api_key_env is None:
+            return "no-key"
+        key = os.environ.get(self.api_key_env, "").strip()
+        if not key:
+            raise LLMError(
+                f"{self.where}.api_key_env names the environment variable {self.api_key_env!r}, "
+                f"which is not set or empty: export {self.api_key_env}=<your key> before the run, "
+                f"or set {self.where}.api_key_env (or llm.api_key_env) to the variable that holds "
+                f"it (null for an endpoint without authentication)")
+        return key
+
+    def cost_usd(self, tokens_in: int, tokens_out: int) -> float | None:
+        """``tokens_in * price_in / 1e6 + tokens_out * price_out / 1e6``; None without a price."""
+        if self.price_in_per_mtok is None or self.price_out_per_mtok is None:
+            return None
+        return tokens_in * self.price_in_per_mtok / 1e6 + tokens_out * self.price_out_per_mtok / 1e6
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One chat call's outcome: ``text`` (None when it failed, with ``error`` saying why),
+    the token counts the endpoint reported, and the retries it took."""
+
+    text: Optional[str]
+    tokens_in: int = 0
+    tokens_out: int = 0
+    retries: int = 0
+    error: str = ""
+
+
+class ChatClient:
+    """Chat completions against one :class:`Endpoint`; built eagerly so that a missing key
+    fails before any work."""
+
+    def __init__(self, endpoint: Endpoint):
+        import openai
+
+        self.endpoint = endpoint
+        self._openai = openai
+        key = endpoint.api_key()
+        # Counts HTTP attempts per calling thread (the sync client retries on that thread), so
+        # retries are exact whether the call ends in success or in an error.
+        self._attempts = threading.local()
+        http = openai.DefaultHttpxClient(event_hooks={"request": [self._count_attempt]})
+        self._client = openai.OpenAI(base_url=endpoint.base_url, api_key=key, http_client=http,
+                                     timeout=endpoint.timeout, max_retries=endpoint.max_retries)
+
+    def _count_attempt(self, request) -> None:
+        self._attempts.n = getattr(self._attempts, "n", 0) + 1
+
+    def _retries(self) -> int:
+        return max(getattr(self._attempts, "n", 0) - 1, 0)
+
+    def complete(self, messages: Messages) -> Completion:
+        """One chat completion. Returns a Completion (``error`` set when the endpoint failed
+        after its retries or replied with something that is not a chat completion); raises
+        LLMError for 401/403/404."""
+        ep, oa = self.endpoint, self._openai
+        self._attempts.n = 0
+        try:
+            raw = self._client.chat.completions.with_raw_response.create(
+                model=ep.model, messages=messages, temperature=ep.temperature,
+                max_tokens=ep.max_tokens)
+            reply = raw.parse()
+            text = reply.choices[0].message.content or ""
+            usage = reply.usage
+            return Completion(text, int(usage.prompt_tokens) if usage else 0,
+                              int(usage.completion_tokens) if usage else 0, self._retries())
+        except (oa.AuthenticationError, oa.PermissionDeniedError, oa.NotFoundError) as exc:
+            raise LLMError(f"{ep.where}: {ep.base_url} refused the call ({exc.status_code}) for "
+                           f"model {ep.model!r}: {_short(exc)}; check {ep.where}.base_url, "
+                           f"{ep.where}.model and the key in ${ep.api_key_env}") from exc
+        except (oa.APITimeoutError, oa.APIConnectionError) as exc:
+            return Completion(None, retries=self._retries(),
+                              error=f"{type(exc).__name__} after {self._retries()} retries: "
+                                    f"{_short(exc)}")
+        except oa.APIStatusError as exc:
+            return Completion(None, retries=self._retries(),
+                              error=f"HTTP {exc.status_code} after {self._retries()} retries: "
+                                    f"{_short(exc)}")
+        except (oa.APIResponseValidationError, ValueError, AttributeError, IndexError,
+                TypeError) as exc:  # a body that is not a chat completion (malformed JSON...)
+            return Completion(None, retries=self._retries(),
+                              error=f"malformed reply: {type(exc).__name__}: {_short(exc)}")
+
+    def complete_all(self, conversations: Sequence[Messages], progress: bool = False,
+                     desc: str = "llm") -> list[Completion]:
+        """Every conversation, at most ``concurrency`` in flight, results in input order."""
+        if not conversations:
+            return []
+        with ThreadPoolExecutor(max_workers=self.endpoint.concurrency) as pool, \
+                tqdm(total=len(conversations), desc=desc, disable=not progress) as bar:
+            futures = [pool.submit(self.complete, m) for m in conversations]
+            out = []
+            try:
+                for future in futures:
+                    out.append(future.result())
+                    bar.update(1)
+            except BaseException:  # LLMError or Ctrl-C: do not send the calls still queued
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            return out
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]

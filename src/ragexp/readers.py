@@ -1,0 +1,195 @@
+"""Reading a user's input files as text, with one rule for every reader.
+
+Every reader of user data (markdown corpus, golden set, BEIR corpus/queries/qrels, the
+per-question tables ``compare`` reads back) takes its text from here, so they all accept what the
+field's loaders accept and refuse the same things the same way:
+
+- text is UTF-8; a leading UTF-8 byte-order mark is dropped (Windows editors write one);
+- any line ending (``\\n``, ``\\r\\n``, ``\\r``) ends a line, as in Python's universal newlines;
+  JSON Lines are split on those only, never on U+2028 or U+0085, which JSON allows inside strings;
+- bytes that are not UTF-8, UTF-16/32 text and binary files (a NUL byte) are refused with an
+  :class:`InputError` naming the file, the line and the byte offset; the bytes themselves are
+  never pasted into the message, and echoed values go through :func:`shown` (escaped, capped).
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import json
+import re
+from pathlib import Path
+from typing import Iterator
+
+SHOWN_CHARS = 60
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_WIDE_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+              (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
+
+
+class DataError(ValueError):
+    """A user's data that cannot be used as given. The message says what and where in full, so
+    command lines print it without a traceback."""
+
+
+class InputError(DataError):
+    """An input file that cannot be read as meant. ``str()`` is ``file:line: message`` (or
+    ``file: message`` when no line applies); ``file``, ``line`` and ``message`` are kept."""
+
+    def __init__(self, file: str | Path, line: int | None, message: str):
+        self.file, self.line, self.message = str(file), line, message
+        where = f"{file}:{line}" if line else str(file)
+        super().__init__(f"{where}: {message}")
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``repr`` of a value for an error message: control characters, lone surrogates and other
+    unprintable characters escaped, and at most ``limit`` characters (``...`` marks a cut)."""
+    if isinstance(value, str) and len(value) > limit:
+        value = value[:limit]
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def label(value: object, limit: int = SHOWN_CHARS) -> str:
+    """A name for a message: a short printable string as it is (``guide.md``), anything else
+    through :func:`shown`."""
+    if isinstance(value, str) and value and len(value) <= limit and value.isprintable():
+        return value
+    return shown(value, limit)
+
+
+def decode(data: bytes, path: str | Path) -> str:
+    """UTF-8 bytes -> text with ``\\n`` line ends and no byte-order mark.
+
+    Raises :class:`InputError` (file, line, byte offset) for bytes that are not UTF-8, for a
+    UTF-16/32 byte-order mark, and for a NUL byte (a binary file, not text)."""
+    for bom, name in _WIDE_BOMS:
+        if data.startswith(bom):
+            raise InputError(path, None, f"is {name} text (it starts with a {name} byte-order "
+                             f"mark); ragexp reads UTF-8: convert it, e.g. "
+                             f"`iconv -f {name} -t UTF-8`")
+    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        text = data[skip:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        offset = skip + exc.start
+        line = data.count(b"\n", 0, offset) + 1
+        raise InputError(path, line, f"not UTF-8 text: byte 0x{data[offset]:02x} at byte offset "
+                         f"{offset} cannot be decoded ({exc.reason}); save the file as UTF-8 "
+                         f"(from Latin-1: `iconv -f latin1 -t UTF-8`)") from None
+    nul = text.find("\0")
+    if nul != -1:
+        offset = skip + len(text[:nul].encode("utf-8"))
+        raise InputError(path, text.count("\n", 0, nul) + 1,
+                         f"NUL byte at byte offset {offset}: a binary file, not text")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_text(path: str | Path) -> str:
+    """The whole file as text (see :func:`decode`); ``FileNotFoundError`` if it is missing."""
+    return decode(Path(path).read_bytes(), path)
+
+
+def lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """``(line number from 1, line)`` for every line that is not blank."""
+    for lineno, line in enumerate(read_text(path).split("\n"), start=1):
+        if line.strip():
+            yield lineno, line
+
+
+def parse_json(line: str, path: str | Path, lineno: int) -> object:
+    """One JSON value (a JSON Lines line). ``InputError`` names file and line for invalid JSON
+    and for a string holding a lone UTF-16 surrogate (``"\\ud800"``: valid JSON escape syntax,
+    but not Unicode text, so it could never be written out again)."""
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, lineno, f"invalid JSON at column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise InputError(path, lineno, "invalid JSON: nested too deeply") from None
+    if "\\u" in line:
+        bad = first_surrogate(value)
+        if bad is not None:
+            raise InputError(path, lineno, f"a string holds a lone UTF-16 surrogate "
+                             f"({shown(bad)}), which is not Unicode text")
+    return value
+
+
+def first_surrogate(value: object) -> str | None:
+    """The first string (key or value, at any depth) holding a lone surrogate, else None."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def has_surrogate(text: str) -> int:
+    """Index of the first lone surrogate in ``text``, or -1."""
+    match = _SURROGATE.search(text)
+    return match.start() if match else -1
+
+
+def string_id(value: object, path: str | Path, lineno: int, field: str = "_id") -> str:
+    """An id as a string: JSON strings as they are, JSON integers in decimal (as BEIR's and
+    ir_datasets' loaders use them). Refuses empty ids, floats, booleans, null, lists, objects."""
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise InputError(path, lineno, f"{field} must be a non-empty string or an integer, got "
+                     f"{shown(value)}")
+
+
+def duplicates_message(seen: dict[str, list[int]], what: str, limit: int = 20) -> str | None:
+    """``"duplicate <what>: 'd1' at lines 1, 3; ..."`` for every key seen on more than one line
+    (every line of each), or None when there is none."""
+    dups = [(key, nums) for key, nums in seen.items() if len(nums) > 1]
+    if not dups:
+        return None
+    parts = [f"{shown(key)} at lines {', '.join(map(str, nums))}" for key, nums in dups[:limit]]
+    more = f"; and {len(dups) - limit} more" if len(dups) > limit else ""
+    return f"{len(dups)} duplicate {what}(s): {'; '.join(parts)}{more}"
+
+
+def read_csv(path: str | Path, text_columns: tuple[str, ...], key: str = "id"):
+    """A CSV table as a pandas DataFrame, with ``text_columns`` kept exactly as written (no
+    number or missing-value parse: ``007`` stays ``"007"``, ``NA`` stays ``"NA"``) and every other
+    column parsed by pandas, an empty cell being its only missing value.
+
+    Raises :class:`InputError` (file, line) for a table without a ``key`` column, an empty key, or
+    a key on more than one row (every line of each is named)."""
+    import io
+
+    import pandas as pd
+
+    text = read_text(path)
+    header = next(csv.reader(io.StringIO(text)), [])
+    if key not in header:
+        raise InputError(path, 1, f"no {shown(key)} column (columns: {shown(', '.join(header))})")
+    try:
+        table = pd.read_csv(io.StringIO(text), dtype={c: str for c in text_columns if c in header},
+                            keep_default_na=False,
+                            na_values={c: [""] for c in header if c not in text_columns})
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise InputError(path, None, f"not a readable CSV table "
+                         f"({shown(' '.join(str(exc).split()), 200)})") from None
+    keys = table[key].astype(str)
+    blank = keys.index[keys.str.strip() == ""]
+    if len(blank):
+        raise InputError(path, int(blank[0]) + 2, f"empty {key}")
+    seen: dict[str, list[int]] = {}
+    for row, value in enumerate(keys):
+        seen.setdefault(value, []).append(row + 2)
+    message = duplicates_message(seen, key)
+    if message:
+        raise InputError(path, None, message)
+    return table

@@ -1,0 +1,88 @@
+"""Dev and test questions: choose a configuration on dev, confirm it on test. Pure.
+
+A configuration picked as the best of many on some questions is flattered on those questions:
+part of its lead is luck that will not repeat (the winner's curse). So a sweep selects on
+``dev`` and the choice is confirmed on ``test`` questions no selection has seen
+(``ragexp confirm``).
+
+Split rule, stratified by question kind and the same in every process and on every machine:
+within each kind, questions are ordered by ``sha256(f"{seed}:{kind}:{id}")`` and the first
+``floor(test_share * n_kind + 0.5)`` go to ``test``, the rest to ``dev``. Adding a question moves
+no other question between splits unless it lands at the cut of its own kind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Iterable
+
+from ragexp.records import Chunk, Document, Qrels, Query
+
+SPLITS = ("dev", "test", "all")
+
+
+def _digest(seed: int, kind: str, qid: str) -> str:
+    return hashlib.sha256(f"{seed}:{kind}:{qid}".encode()).hexdigest()
+
+
+def assign(queries: Iterable[Query], seed: int, test_share: float = 0.5) -> dict[str, str]:
+    """``{question id: "dev" | "test"}``. Raises ``ValueError`` for a share outside [0, 1]."""
+    if not 0 <= test_share <= 1:
+        raise ValueError(f"split_test_share must be in [0, 1], got {test_share}")
+    by_kind: dict[str, list[str]] = {}
+    for q in queries:
+        by_kind.setdefault(q.kind, []).append(q.qid)
+    out: dict[str, str] = {}
+    for kind, qids in by_kind.items():
+        ranked = sorted(qids, key=lambda qid: _digest(seed, kind, qid))
+        n_test = math.floor(test_share * len(ranked) + 0.5)
+        out.update({qid: "test" if i < n_test else "dev" for i, qid in enumerate(ranked)})
+    return out
+
+
+@dataclass
+class SplitDataset:
+    """A dataset seen through one split: the same documents, only that split's questions and
+    their judgements. Every other attribute (``name``, ``unit``, ...) is the wrapped dataset's."""
+
+    inner: object
+    split: str
+    seed: int
+    test_share: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.split not in SPLITS:
+            raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {self.split!r}")
+        queries = self.inner.queries()
+        side = assign(queries, self.seed, self.test_share)
+        self._queries = [q for q in queries if self.split == "all" or side[q.qid] == self.split]
+        if not self._queries:
+            raise ValueError(f"split {self.split!r} (seed {self.seed}, test share "
+                             f"{self.test_share}) holds no question of {self.inner.name!r}")
+        self._ids = {q.qid for q in self._queries}
+
+    def __getattr__(self, attr: str):  # only called for attributes not found on the wrapper
+        if attr == "inner":
+            raise AttributeError(attr)
+        return getattr(self.inner, attr)
+
+    def documents(self) -> list[Document]:
+        return self.inner.documents()
+
+    def queries(self) -> list[Query]:
+        return list(self._queries)
+
+    def qrels(self, chunks: list[Chunk]) -> Qrels:
+        return {q: rel for q, rel in self.inner.qrels(chunks).items() if q in self._ids}
+
+    def fingerprint(self) -> dict[str, str]:
+        return self.inner.fingerprint()
+
+
+def select(dataset, split: str, seed: int, test_share: float = 0.5):
+    """``dataset`` unchanged for ``split="all"``, else seen through ``split``."""
+    if split == "all":
+        return dataset
+    return SplitDataset(dataset, split, seed, test_share)

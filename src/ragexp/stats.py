@@ -1,0 +1,224 @@
+"""Paired statistics for deciding between retrieval configurations. Pure: no I/O, no MLflow.
+
+Two runs R (candidate) and B (baseline) scored on the same questions give per-question
+differences ``d_i = R_i - B_i`` (i = 1..n). For each measure and question kind:
+
+- **effect**: ``mean(d)``;
+- **interval**: 95% BCa bootstrap interval of ``mean(d)`` (Efron 1987; ``scipy.stats.bootstrap``,
+  10,000 resamples of d, seeded). If BCa is undefined (its acceleration is 0/0 when all but
+  one ``d_i`` are equal) the percentile interval is used instead;
+- **p**: two-sided paired randomisation (sign-flip) test (Fisher 1935; recommended for IR by
+  Smucker, Allan & Carterette, CIKM 2007): under H0 each ``d_i`` is as likely to be ``-d_i``;
+  ``scipy.stats.permutation_test`` with 10,000 random flips (all ``2**n`` when that is fewer,
+  which makes p exact);
+- **adjusted p**: every table or gate tests a *family* of hypotheses (runs x measures x kinds).
+  At alpha = 0.05 one test in twenty of a true null is "significant" by chance, so p-values are
+  adjusted over the whole family: Holm's step-down (Holm 1979, controls the family-wise error
+  rate; the default) or Benjamini-Hochberg (1995, controls the false discovery rate), both
+  computed by ``statsmodels.stats.multitest.multipletests``;
+- **questions needed**: how many questions a paired t-test needs to detect the observed mean
+  difference with 80% power at two-sided alpha = 0.05, from the effect size
+  ``d_z = mean(d) / sd(d)`` (Cohen 1988, sd with n - 1): the least n whose power by
+  statsmodels' ``TTestPower`` (noncentral t) reaches 80%. It is the t-test's number, used as a close guide for the randomisation test;
+  when it is far above the golden set's size, that set is too small to decide the difference.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+N_RESAMPLES = 10_000
+ALPHA = 0.05
+POWER = 0.80
+SEED = 0
+# name -> statsmodels method. Holm by default.
+CORRECTIONS = {"holm": "holm", "bh": "fdr_bh"}
+CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
+ALL = "all"  # the "kind" of a test over every question
+
+
+@dataclass(frozen=True)
+class Paired:
+    """One paired comparison of a candidate against a baseline.
+
+    ``measure``: ir_measures name (``nDCG@10``); ``kind``: ``"all"`` or a question kind;
+    ``n``: paired questions; ``mean_diff``: candidate minus baseline, in the measure's units;
+    ``ci_low``/``ci_high``: 95% BCa interval; ``p``: raw two-sided p; ``p_adj``: p adjusted over
+    its family (NaN until :func:`adjust_family`); ``n_needed``: questions for 80% power
+    (``inf`` when there is no difference to detect).
+    """
+
+    measure: str
+    kind: str
+    n: int
+    mean_diff: float
+    ci_low: float
+    ci_high: float
+    p: float
+    n_needed: float
+    p_adj: float = math.nan
+
+    def significant(self, alpha: float = ALPHA) -> bool:
+        """Adjusted p below alpha (raises if the family was never adjusted)."""
+        if math.isnan(self.p_adj):
+            raise ValueError(f"{self.measure} ({self.kind}): p was never adjusted for its family")
+        return self.p_adj < alpha
+
+
+def _check_pair(run: Sequence[float], base: Sequence[float]) -> np.ndarray:
+    r, b = np.asarray(run, float), np.asarray(base, float)
+    if r.shape != b.shape or r.ndim != 1:
+        raise ValueError(f"paired scores need equal 1-d shapes, got {r.shape} and {b.shape}")
+    if len(r) == 0:
+        raise ValueError("no paired questions")
+    if not (np.isfinite(r).all() and np.isfinite(b).all()):
+        raise ValueError("paired scores contain NaN or infinity: a question was not scored")
+    return r - b
+
+
+def randomisation_p(d: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = SEED) -> float:
+    """Two-sided sign-flip p-value of ``mean(d) != 0`` (see module docstring)."""
+    d = np.asarray(d, float)
+    if np.all(d == 0):
+        return 1.0
+    res = sps.permutation_test((d,), np.mean, permutation_type="samples", vectorized=True,
+                               n_resamples=n_resamples, alternative="two-sided",
+                               random_state=seed)
+    return float(res.pvalue)
+
+
+def bootstrap_ci(d: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = SEED,
+                 level: float = 0.95) -> tuple[float, float]:
+    """``(low, high)`` BCa interval of ``mean(d)``; percentile when BCa is undefined; the point
+    itself when every ``d_i`` is equal (no sampling variation to show)."""
+    d = np.asarray(d, float)
+    if np.all(d == d[0]):
+        return float(d[0]), float(d[0])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy warns when BCa degenerates; handled below
+        ci = sps.bootstrap((d,), np.mean, n_resamples=n_resamples, confidence_level=level,
+                           method="BCa", random_state=seed).confidence_interval
+        if not (np.isfinite(ci.low) and np.isfinite(ci.high)):
+            ci = sps.bootstrap((d,), np.mean, n_resamples=n_resamples, confidence_level=level,
+                               method="percentile", random_state=seed).confidence_interval
+    return float(ci.low), float(ci.high)
+
+
+def questions_needed(d: Sequence[float], power: float = POWER, alpha: float = ALPHA) -> float:
+    """Questions a two-sided paired t-test needs to detect ``mean(d)`` with ``power`` at
+    ``alpha``, for effect size ``d_z = mean(d) / sd(d, ddof=1)`` (statsmodels ``TTestPower``).
+
+    Returns ``inf`` when ``mean(d) == 0`` (nothing to detect) and 2 (the least a t-test can use)
+    when every difference is the same non-zero value. Needs at least 2 differences.
+    """
+    from statsmodels.stats.power import TTestPower
+
+    d = np.asarray(d, float)
+    if len(d) < 2:
+        raise ValueError(f"power needs at least 2 paired questions, got {len(d)}")
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    if mean == 0:
+        return math.inf
+    if sd <= 1e-12 * abs(mean):  # constant up to rounding
+        return 2.0
+    effect = abs(mean) / sd
+
+    def enough(n: int) -> bool:
+        return float(TTestPower().power(effect_size=effect, nobs=n, alpha=alpha,
+                                        alternative="two-sided")) >= power
+
+    # power rises with n: the least n is found by doubling then bisection (statsmodels'
+    # solve_power root finder can fail to converge on very large or very small effects)
+    high = 2
+    while not enough(high):
+        if high > 10**9:
+            return math.inf
+        high *= 2
+    low = high // 2 if high > 2 else 1  # enough(low) is False (or low < 2)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return float(high)
+
+
+def paired(run: Sequence[float], base: Sequence[float], measure: str,
+           kind: str = ALL) -> Paired:
+    """Compare per-question scores ``run`` against ``base`` (same questions, same order).
+
+    Raises ``ValueError`` on unequal lengths, no questions, or non-finite scores.
+    """
+    d = _check_pair(run, base)
+    low, high = bootstrap_ci(d)
+    n_needed = questions_needed(d) if len(d) >= 2 else math.nan
+    return Paired(measure, kind, len(d), float(d.mean()), low, high, randomisation_p(d),
+                  n_needed)
+
+
+def adjust(p: Iterable[float], method: str = "holm") -> np.ndarray:
+    """Adjusted p-values, same order as ``p``; ``method`` is ``holm`` or ``bh``.
+
+    Holm: sort ascending, ``p_adj_(i) = max_{j<=i} min(1, (m - j + 1) p_(j))``.
+    Benjamini-Hochberg: ``p_adj_(i) = min_{j>=i} min(1, m p_(j) / j)``.
+    """
+    if method not in CORRECTIONS:
+        raise ValueError(f"unknown correction {method!r}; choose one of {', '.join(CORRECTIONS)}")
+    p = np.asarray(list(p), float)
+    if p.size == 0:
+        return p
+    if np.isnan(p).any() or (p < 0).any() or (p > 1).any():
+        raise ValueError(f"p-values must lie in [0, 1], got {p.tolist()}")
+    from statsmodels.stats.multitest import multipletests
+
+    return multipletests(p, alpha=ALPHA, method=CORRECTIONS[method])[1]
+
+
+def adjust_family(tests: Sequence[Paired], method: str = "holm") -> list[Paired]:
+    """The same tests with ``p_adj`` set, adjusting over all of them as one family."""
+    adjusted = adjust([t.p for t in tests], method)
+    return [replace(t, p_adj=float(a)) for t, a in zip(tests, adjusted)]
+
+
+def correction_note(method: str, family: str) -> str:
+    """One sentence naming the correction and the family it was applied over."""
+    return (f"p_adj: {CORRECTION_NAMES[method]}-adjusted over {family}"
+            + (" (family-wise error rate)" if method == "holm" else " (false discovery rate)")
+            + f"; * marks p_adj < {ALPHA}.")
+
+
+@dataclass(frozen=True)
+class Tied:
+    """Outcome of :func:`tied_with_best`: the best run by mean, every run not significantly
+    worse than it after correction (the best included), and each run's test against it."""
+
+    best: str
+    tied: tuple[str, ...]
+    tests: Mapping[str, Paired]
+
+
+def tied_with_best(scores: Mapping[str, Sequence[float]], measure: str,
+                   method: str = "holm", alpha: float = ALPHA) -> Tied:
+    """Which runs cannot be told apart from the best one.
+
+    ``scores``: ``{run: per-question scores}``, every array over the same questions in the
+    same order. The best run has the highest mean (ties: first in ``scores``' order). Every
+    other run is tested against it; the family is those ``len(scores) - 1`` tests. A run is
+    tied when its adjusted p is at least ``alpha`` (or it is not worse at all).
+    """
+    if not scores:
+        raise ValueError("no runs to choose from")
+    names = list(scores)
+    means = {r: float(np.mean(np.asarray(scores[r], float))) for r in names}
+    best = max(names, key=lambda r: means[r])  # max keeps the first of equal means
+    others = [r for r in names if r != best]
+    tests = adjust_family([paired(scores[r], scores[best], measure) for r in others], method)
+    by_run = dict(zip(others, tests))
+    tied = [best] + [r for r in others
+                     if not (by_run[r].mean_diff < 0 and by_run[r].p_adj < alpha)]
+    return Tied(best, tuple(tied), by_run)

@@ -1,0 +1,130 @@
+"""Failures a user can act on: a model that cannot be fetched fails in one attempt with ragexp's
+hint, and that hint (not the library's bare error) reaches the console, the sweep summary and
+the run's ``ragexp.error`` tag; tracebacks go to error.txt and the log file unless verbose."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mlflow
+import pytest
+from hydra.errors import InstantiationException
+
+from ragexp import failures
+from ragexp.background import free_port
+from ragexp.embedders import EmbedderError, FastEmbedEmbedder, hub_unreachable
+
+ROOT = Path(__file__).resolve().parents[1]
+HINT = "embedder.model_path=DIR"
+
+
+def test_describe_keeps_ragexp_hint_under_hydra_wrapper():
+    try:
+        try:
+            try:
+                raise ValueError("Could not load model X from any source.")
+            except ValueError as inner:
+                raise EmbedderError(f"could not load X. pass {HINT}") from inner
+        except EmbedderError as mid:
+            raise InstantiationException("Error in call to target 'x':\nEmbedderError(...)") \
+                from mid
+    except InstantiationException as exc:
+        line = failures.describe(exc)
+    assert line == f"EmbedderError: could not load X. pass {HINT}"
+
+
+def test_report_sends_traceback_to_log_file_not_console(tmp_path, caplog):
+    handler = logging.FileHandler(tmp_path / "job.log")
+    logging.getLogger().addHandler(handler)
+    try:
+        try:
+            raise EmbedderError(f"no model; pass {HINT}")
+        except EmbedderError as exc:
+            with caplog.at_level(logging.INFO):
+                line = failures.report(exc, verbose=False)
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+    assert line == f"EmbedderError: no model; pass {HINT}"
+    assert HINT in caplog.text and "Traceback" not in caplog.text
+    assert str(tmp_path / "job.log") in caplog.text and "verbose=true" in caplog.text
+    assert "Traceback (most recent call last)" in (tmp_path / "job.log").read_text()
+
+
+def test_offline_is_detected(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert "HF_HUB_OFFLINE" in hub_unreachable()
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    for var in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")  # nothing listens
+    assert "cannot be reached" in hub_unreachable()
+
+
+@pytest.mark.parametrize("offline_by", ["env", "closed endpoint"])
+def test_bge_without_network_fails_at_once_with_the_hint(tmp_path, monkeypatch, offline_by):
+    if offline_by == "closed endpoint":
+        monkeypatch.delenv("HF_HUB_OFFLINE")
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")
+    start = time.monotonic()
+    with pytest.raises(EmbedderError) as err:
+        FastEmbedEmbedder("BAAI/bge-small-en-v1.5", cache_dir=str(tmp_path))
+    assert time.monotonic() - start < 10  # one attempt: fastembed's retries sleep 39 s
+    msg = str(err.value)
+    assert HINT in msg and "never substitutes" in msg and str(tmp_path) in msg
+
+
+def _sweep(tmp: Path, *extra: str, offline_env: dict) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlflow.db'}",
+           "MLFLOW_DISABLE_TELEMETRY": "true", **offline_env}
+    env.pop("RAGEXP_PARENT_RUN_ID", None)
+    if "HF_HUB_OFFLINE" not in offline_env:
+        env.pop("HF_HUB_OFFLINE", None)
+    return subprocess.run([sys.executable, "-m", "ragexp", *extra, f"cache_dir={tmp / 'cache'}",
+                           "progress=false"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.slow
+def test_sweep_hash_bge_offline(tmp_path):
+    """The issue's literal sweep, offline (no HF_HUB_OFFLINE, the hub unreachable)."""
+    proc = _sweep(tmp_path, "-m", "retriever=dense,hybrid", "embedder=hash,bge",
+                  f"hydra.sweep.dir={tmp_path / 'multirun'}",
+                  offline_env={"HF_ENDPOINT": f"http://127.0.0.1:{free_port()}"})
+    assert proc.returncode == 1
+    out = proc.stdout + proc.stderr
+    assert "2 failed, 2 finished" in proc.stdout
+    failed = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("FAILED")]
+    assert len(failed) == 2 and all("embedder=bge" in ln and HINT in ln for ln in failed)
+    assert "Traceback" not in out  # tracebacks are in error.txt and the job logs
+    assert "retries left" not in out  # fastembed's download retries never ran
+    logs = list((tmp_path / "multirun").glob("*/*.log"))
+    assert any("Traceback (most recent call last)" in p.read_text() for p in logs)
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    df = mlflow.search_runs(experiment_names=["ragexp-handbook"])
+    jobs = df.dropna(subset=["tags.ragexp.config_hash"])
+    bge = jobs[jobs["params.embedder.name"] == "bge"]
+    assert sorted(bge["status"]) == ["FAILED", "FAILED"]
+    # One attempt: fastembed's retries alone sleep 3 + 9 + 27 = 39 s, whatever the load.
+    assert ((bge["end_time"] - bge["start_time"]).dt.total_seconds() < 39).all()
+    assert bge["tags.ragexp.error"].str.contains(HINT, regex=False).all()
+    assert bge["tags.ragexp.error"].str.startswith("EmbedderError").all()
+    assert sorted(jobs[jobs["params.embedder.name"] == "hash"]["status"]) == ["FINISHED"] * 2
+    trace = mlflow.artifacts.load_text(f"runs:/{bge['run_id'].iloc[0]}/error.txt")
+    assert "Traceback" in trace and HINT in trace
+
+
+@pytest.mark.slow
+def test_single_run_verbose_prints_the_traceback(tmp_path):
+    quiet = _sweep(tmp_path, "embedder=bge", f"hydra.run.dir={tmp_path / 'a'}",
+                   offline_env={"HF_HUB_OFFLINE": "1"})
+    assert quiet.returncode == 1 and HINT in quiet.stderr + quiet.stdout
+    assert "Traceback" not in quiet.stderr + quiet.stdout
+    loud = _sweep(tmp_path, "embedder=bge", "verbose=true", f"hydra.run.dir={tmp_path / 'b'}",
+                  offline_env={"HF_HUB_OFFLINE": "1"})
+    assert loud.returncode == 1 and "Traceback" in loud.stderr + loud.stdout

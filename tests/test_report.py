@@ -1,0 +1,113 @@
+"""`make tables` and `make walkthrough` on a temporary store: a row is only a run whose whole
+config is the ablation's composed config; recorded commands are exactly what ran."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from ragexp import report, schema, tracking, walkthrough
+from ragexp.app import CONF_DIR, run_logged
+from ragexp.promote import promote
+
+schema.register()
+
+
+def logged(tmp, *overrides):
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=[f"cache_dir={tmp / 'cache'}", "progress=false",
+                                           *overrides])
+    return run_logged(cfg)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("report")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp / 'mlflow.db'}")
+    true_bm25 = logged(tmp, "+ablation=bm25")  # exactly conf/ablation/bm25.yaml
+    # Planted after it (so "latest run tagged X" would pick them): tagged, but other configs.
+    fake_hybrid = logged(tmp, "+ablation=hybrid", "retriever=bm25")
+    tuned_bm25 = logged(tmp, "+ablation=bm25", "bm25.k1=0.3", "bm25.b=0.1")
+    yield tmp, true_bm25, fake_hybrid, tuned_bm25
+    mp.undo()
+
+
+def test_runner_and_report_agree_on_the_ablation_hash(store):
+    _, true_bm25, fake_hybrid, _ = store
+    tags = tracking.client().get_run(true_bm25["run_id"]).data.tags
+    assert tags["ragexp.ablation"] == "bm25"
+    hashes = report.ablation_hashes(["bm25", "hybrid"])
+    assert hashes[tags["ragexp.config_hash"]] == "bm25"
+    fake = tracking.client().get_run(fake_hybrid["run_id"]).data.tags
+    assert fake["ragexp.ablation"] == "hybrid" and fake["ragexp.config_hash"] not in hashes
+
+
+def test_rows_show_only_runs_with_the_ablations_exact_config(store):
+    _, true_bm25, fake_hybrid, tuned_bm25 = store
+    assert tuned_bm25["rr_at_10"] != pytest.approx(true_bm25["rr_at_10"])  # the plant would show
+    df = report.ablation_runs("ragexp-handbook")
+    assert list(df["run_id"]) == [true_bm25["run_id"]]
+    assert "hybrid" in df.attrs["missing"] and "bm25" not in df.attrs["missing"]
+    content = report.build("ragexp-handbook")
+    rows = [ln for ln in content.splitlines() if ln.startswith("| bm25 | BM25 alone.")]
+    assert len(rows) == 1 and f"| {true_bm25['rr_at_10']:.3f} |" in rows[0]
+    assert not any(ln.startswith("| hybrid |") for ln in content.splitlines())
+    assert "RR@10 identifier" in content and "CV unanswerable refused" in content
+    assert re.search(r"no run with this exact config; run `make sweep`: .*\bhybrid\b", content)
+
+
+def test_readme_block_replacement(tmp_path):
+    from ragexp.readme import MissingMarkers, replace_block
+
+    readme = tmp_path / "README.md"
+    readme.write_text("before\n<!-- results:start -->\nSTALE-BLOCK\n<!-- results:end -->\nafter\n")
+    replace_block(readme, "results", "NEW")
+    text = readme.read_text()
+    assert text == "before\n<!-- results:start -->\nNEW\n<!-- results:end -->\nafter\n"
+    plain = tmp_path / "plain.md"
+    plain.write_text("no markers\n")
+    with pytest.raises(MissingMarkers):
+        replace_block(plain, "results", "x")
+    assert plain.read_text() == "no markers\n"
+
+
+def recorded(steps: list[str]) -> list[tuple[str, str]]:
+    """(command, output) of each ``$ command`` step of a recording."""
+    out = []
+    for step in steps:
+        first, _, rest = step.partition("\n")
+        assert first.startswith("$ ")
+        out.append((first[2:], rest))
+    return out
+
+
+@pytest.mark.slow
+def test_walkthrough_commands_are_what_ran_and_reproduce_their_status(store):
+    _, true_bm25, _, _ = store
+    promote(true_bm25["run_id"])
+    steps = recorded(walkthrough.serve_and_query())
+    statuses = [out.splitlines()[-1] for _, out in steps]
+    assert statuses == ["HTTP 200", "HTTP 200", "HTTP 400"]
+    post = steps[1][0]
+    assert "-d " in post and "Content-Type: application/json" in post
+    assert '"refused"' in steps[1][1] and true_bm25["run_id"] in steps[1][1]
+    # Replay every recorded curl line, literally, against a server on another port.
+    from ragexp.background import background_server
+
+    with background_server(lambda port: ["ragexp", "serve", "--port", str(port)],
+                           env={"PATH": walkthrough.BIN + ":" + __import__("os").environ[
+                               "PATH"]}) as port:
+        for (command, out), want in zip(steps, statuses):
+            again = re.sub(r"127\.0\.0\.1:\d+", f"127.0.0.1:{port}", command)
+            proc = subprocess.run(shlex.split(again), capture_output=True, text=True,
+                                  timeout=120)
+            assert proc.stdout.splitlines()[-1] == want, (again, proc.stdout)
+    prefix = true_bm25["run_id"][:8]
+    cmd, out = recorded([walkthrough.run(f"ragexp compare --format csv --runs {prefix}")])[0]
+    assert cmd == f"ragexp compare --format csv --runs {prefix}"
+    assert out.splitlines()[1].startswith(f"{prefix},")

@@ -1,0 +1,209 @@
+"""Serving from what a run recorded: run id prefixes, data located and fingerprinted from the
+run's tags whatever the current folder, and an embedding cache that never breaks a request."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from hydra import compose, initialize_config_dir
+
+from ragexp import cli, examples, schema, tracking
+from ragexp.api import create_app
+from ragexp.app import CONF_DIR, run_logged
+from ragexp.cache import CacheWriteError, EmbeddingCache
+from ragexp.embedders import HashEmbedder
+from ragexp.resources import Resources
+from ragexp.serving import Engine, ServingError
+
+schema.register()
+CORPUS, GOLDEN = Path(examples.path("handbook/corpus")), Path(examples.path("handbook/golden"))
+BASE = ["embedder=hash", "embedder.dim=64", "retriever=dense", "reranker=none", "progress=false"]
+
+
+def config(*overrides):
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose("config", overrides=[*BASE, *overrides])
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Runs started in ``work/`` with relative data and cache paths, on a copy of the data."""
+    tmp = tmp_path_factory.mktemp("serving-data")
+    work = tmp / "work"
+    shutil.copytree(CORPUS, work / "data" / "corpus")
+    shutil.copytree(GOLDEN, work / "data" / "golden")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp / 'mlflow.db'}")
+    mp.chdir(work)
+    rel = ["dataset.corpus_dir=data/corpus", "dataset.questions=data/golden", "cache_dir=cache"]
+    ids = {"dense": run_logged(config(*rel))["run_id"]}
+    with pytest.raises(Exception):
+        run_logged(config(*rel, "reranker=cross_encoder"))
+    c = tracking.client()
+    exp = tracking.ensure_experiment("ragexp-handbook")
+    ids["failed"] = c.search_runs([exp], "attributes.status = 'FAILED'")[0].info.run_id
+    elsewhere = tmp / "elsewhere"
+    elsewhere.mkdir()
+    mp.chdir(elsewhere)
+    yield tmp, work, ids
+    mp.undo()
+
+
+def test_runs_record_absolute_data_locations(store):
+    tmp, work, ids = store
+    tags = tracking.client().get_run(ids["dense"]).data.tags
+    assert tags["ragexp.path.dataset.corpus_dir"] == str(work / "data" / "corpus")
+    assert tags["ragexp.path.cache_dir"] == str(work / "cache")
+
+
+def test_serving_from_another_folder_uses_the_runs_data_and_cache(store):
+    tmp, work, ids = store
+    assert Path.cwd() == tmp / "elsewhere" and not Path("data").exists()
+    engine = Engine.from_run(ids["dense"][:8])  # a prefix
+    assert engine.run_id == ids["dense"]
+    assert engine.resources.cache.root == str(work / "cache" / "embeddings")
+    n = len(engine.resources.chunks)
+    engine.resources.passage_vectors()
+    assert (engine.resources.cache.hits, engine.resources.cache.misses) == (n, 0)
+    hits = engine.search("What does BD-2110 mean?", 3)
+    assert len(hits) == 3 and any("BD-2110" in h.text for h in hits)
+    before = sorted(p for p in (work / "cache").rglob("*") if p.is_file())
+    for i in range(5):
+        engine.answer(f"distinct question number {i} about snapshots")
+    after = sorted(p for p in (work / "cache").rglob("*") if p.is_file())
+    assert after == before  # query vectors never reach the disk
+
+
+def test_changed_corpus_is_refused_naming_both_hashes(store):
+    tmp, work, ids = store
+    recorded = tracking.client().get_run(ids["dense"]).data.tags["corpus_hash"]
+    extra = work / "data" / "corpus" / "zz-added.md"
+    extra.write_text("# Added later\n\nA document the run never saw.\n")
+    try:
+        from ragexp.datasets import MarkdownDataset
+
+        now = MarkdownDataset(str(work / "data" / "corpus"),
+                              str(work / "data" / "golden")).fingerprint()["corpus_hash"]
+        assert now != recorded
+        with pytest.raises(ServingError) as err:
+            Engine.from_run(ids["dense"])
+        assert recorded in str(err.value) and now in str(err.value)
+    finally:
+        extra.unlink()
+    assert Engine.from_run(ids["dense"]).run_id == ids["dense"]
+
+
+def test_run_id_prefixes_unique_ambiguous_and_invalid(store):
+    tmp, work, ids = store
+    assert tracking.resolve_run_id(ids["dense"][:8]) == ids["dense"]
+    assert tracking.resolve_run_id(ids["dense"].upper()) == ids["dense"]
+    c = tracking.client()
+    exp = tracking.ensure_experiment("scratch")
+    made = [c.create_run(exp).info.run_id for _ in range(17)]  # 17 ids, 16 first characters
+    first = [r[0] for r in made]
+    shared = next(ch for ch in first if first.count(ch) > 1)
+    matching = [r for r in [*made, *ids.values()] if r.startswith(shared)]
+    with pytest.raises(tracking.RunNotFound, match="ambiguous") as err:
+        tracking.resolve_run_id(shared)
+    assert all(r in str(err.value) for r in matching)
+    with pytest.raises(tracking.RunNotFound, match="no run id starts with"):
+        tracking.resolve_run_id("ffffffffffffffffffffffffffffff00")
+    with pytest.raises(tracking.RunNotFound, match="hexadecimal"):
+        tracking.resolve_run_id("abc' OR '1'='1")
+    for r in made:
+        c.delete_run(r)
+
+
+def test_cli_takes_prefixes_and_explains_a_failed_baseline(store, capsys):
+    tmp, work, ids = store
+    assert cli.main(["compare", "--format", "csv", "--runs", ids["dense"][:8]]) == 0
+    assert ids["dense"][:8] in capsys.readouterr().out
+    with pytest.raises(SystemExit) as err:
+        cli.main(["compare", "--runs", ids["dense"][:8], "--baseline", ids["failed"][:8]])
+    msg = str(err.value.code)
+    assert ids["failed"] in msg and "per_question.csv" in msg and "FAILED" in msg
+    assert "reranker.model_path" in msg  # its ragexp.error tag: why it failed
+    assert cli.main(["search", "ledger", "--run", ids["failed"][:10]]) == 2
+    assert "FAILED" in capsys.readouterr().err
+    assert cli.main(["promote", "0123456789abcdef"]) == 2
+    assert "no run id starts with" in capsys.readouterr().err
+
+
+def test_unwritable_cache_degrades_in_serving_and_names_the_path_in_runs(store, tmp_path,
+                                                                         caplog):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be\n")
+    cfg = config(f"cache_dir={blocker / 'cache'}", f"dataset.corpus_dir={CORPUS}",
+                 f"dataset.questions={GOLDEN}")
+    with caplog.at_level(logging.WARNING):
+        engine = Engine(cfg, threshold=0.0, run_id="local")
+        http = TestClient(create_app(engine))
+        for i in range(3):
+            r = http.post("/answer", json={"question": f"How are snapshots restored? ({i})"})
+            assert r.status_code == 200, r.text
+        assert http.get("/search", params={"q": "ledger disk full"}).status_code == 200
+    warnings = [r for r in caplog.records if "cannot be written" in r.getMessage()]
+    assert len(warnings) == 1 and str(blocker) in warnings[0].getMessage()
+    with pytest.raises(CacheWriteError, match=str(blocker)):
+        run_logged(cfg)
+
+
+def test_full_disk_is_a_named_error_for_runs_and_one_warning_for_serving(tmp_path, monkeypatch,
+                                                                         caplog):
+    import errno
+    import os
+
+    def full(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device", dst)
+
+    monkeypatch.setattr(os, "replace", full)
+    texts = [f"text {i}" for i in range(10)]
+    emb = HashEmbedder(dim=16)
+    with pytest.raises(CacheWriteError, match="No space left") as err:
+        EmbeddingCache(str(tmp_path / "c")).embed(emb, texts, "passage", progress=False)
+    assert str(tmp_path / "c") in str(err.value)
+    with caplog.at_level(logging.WARNING):
+        cache = EmbeddingCache(str(tmp_path / "w"), on_write_error="warn")
+        got = cache.embed(emb, texts, "passage", progress=False)
+        again = cache.embed(emb, texts, "passage", progress=False)
+    np.testing.assert_allclose(got, emb.embed(texts, "passage"))
+    np.testing.assert_allclose(again, got)
+    assert sum("cannot be written" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_query_memory_is_a_bounded_lru():
+    seen = []
+
+    class Counting(HashEmbedder):
+        def embed(self, texts, mode="passage"):
+            seen.extend(texts)
+            return super().embed(texts, mode)
+
+    res = Resources.__new__(Resources)  # only the query path: no chunks needed
+    res.__dict__.update(query_memory=3, _embedder=Counting(dim=16), _recent=OrderedDict())
+    emb = HashEmbedder(dim=16)
+    out = res.query_vectors(["a b", "c d", "a b"])
+    np.testing.assert_allclose(out, emb.embed(["a b", "c d", "a b"], "query"))
+    assert seen == ["a b", "c d"]
+    res.query_vectors(["e", "f"])  # 4 distinct: "c d" (least recently used) goes
+    assert list(res._recent) == ["a b", "e", "f"]
+    res.query_vectors(["c d", "a b"])
+    assert seen == ["a b", "c d", "e", "f", "c d"] and len(res._recent) == 3
+
+
+def test_moved_data_is_a_serving_error_naming_the_folder(store):
+    tmp, work, ids = store
+    corpus = work / "data" / "corpus"
+    corpus.rename(work / "data" / "moved")
+    try:
+        with pytest.raises(ServingError, match="cannot load the data of run") as err:
+            Engine.from_run(ids["dense"])
+        assert str(corpus) in str(err.value)
+    finally:
+        (work / "data" / "moved").rename(corpus)

@@ -1,0 +1,135 @@
+"""Stopping ``python -m ragexp`` for real (a subprocess): SIGTERM and SIGINT end every run it
+started ``KILLED`` with an end time; after ``kill -9`` the runs left ``RUNNING`` are closed by
+``ragexp runs cleanup`` and by the next sweep, and nothing of a live process is touched."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+# MiniLM with an empty cache embeds for tens of seconds: long enough to be stopped mid-run.
+SLOW_JOB = ["embedder=minilm", "reranker=none"]
+
+
+def env(tmp: Path) -> dict:
+    out = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlflow.db'}",
+           "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
+    out.pop("RAGEXP_PARENT_RUN_ID", None)
+    return out
+
+
+def start(tmp: Path, *args: str) -> subprocess.Popen:
+    log = open(tmp / f"log-{time.monotonic_ns()}.txt", "w")
+    return subprocess.Popen([sys.executable, "-m", "ragexp", *args, f"cache_dir={tmp / 'cache'}",
+                             "progress=false"], cwd=ROOT, env=env(tmp), stdout=log,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ragexp.cli", *args], cwd=ROOT, env=env(tmp),
+                          capture_output=True, text=True, timeout=300)
+
+
+def wait_running(status: Path, proc: subprocess.Popen, timeout: float = 300) -> str:
+    """The run id once the job's status file says RUNNING."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if status.exists():
+            s = json.loads(status.read_text())
+            if s["status"] == "RUNNING":
+                return s["run_id"]
+            raise AssertionError(f"job ended before it could be stopped: {s}")
+        assert proc.poll() is None, f"exited early with {proc.returncode}"
+        time.sleep(0.2)
+    raise AssertionError("no RUNNING status in time")
+
+
+def store(tmp: Path) -> MlflowClient:
+    return MlflowClient(f"sqlite:///{tmp / 'mlflow.db'}")
+
+
+def all_runs(tmp: Path):
+    c = store(tmp)
+    exp = c.get_experiment_by_name("ragexp-handbook")
+    return c.search_runs([exp.experiment_id])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_ends_a_single_run_killed(tmp_path, sig):
+    proc = start(tmp_path, *SLOW_JOB, f"hydra.run.dir={tmp_path / 'out'}")
+    run_id = wait_running(tmp_path / "out" / "ragexp_status.json", proc)
+    time.sleep(1)
+    proc.send_signal(sig)
+    assert proc.wait(timeout=120) in (128 + sig, -sig)  # exit status says "stopped by sig"
+    run = store(tmp_path).get_run(run_id)
+    assert run.info.status == "KILLED"
+    assert run.info.end_time is not None and run.info.end_time >= run.info.start_time
+    assert signal.Signals(sig).name in run.data.tags["ragexp.error"]
+    status = json.loads((tmp_path / "out" / "ragexp_status.json").read_text())
+    assert status["status"] == "KILLED" and status["run_id"] == run_id
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_ends_a_sweep_child_and_parent_killed(tmp_path, sig):
+    sweep = tmp_path / "multirun"
+    proc = start(tmp_path, "-m", *SLOW_JOB, "retriever=dense,hybrid", f"hydra.sweep.dir={sweep}")
+    child = wait_running(sweep / "0" / "ragexp_status.json", proc)
+    time.sleep(1)
+    proc.send_signal(sig)
+    assert proc.wait(timeout=120) in (128 + sig, -sig)  # exit status says "stopped by sig"
+    runs = {r.info.run_id: r for r in all_runs(tmp_path)}
+    assert len(runs) == 2  # the parent and the one job started; job #1 never began
+    parent = next(r for r in runs.values() if r.data.tags.get("ragexp.role") == "sweep")
+    assert runs[child].data.tags["mlflow.parentRunId"] == parent.info.run_id
+    for run in (runs[child], parent):
+        assert run.info.status == "KILLED" and run.info.end_time is not None
+    assert json.loads(parent.data.tags["ragexp.jobs"]) == {"killed": 1}
+    assert signal.Signals(sig).name in parent.data.tags["ragexp.error"]
+    assert not (sweep / "1").exists()
+
+
+def test_kill_9_then_cleanup_closes_abandoned_runs_and_the_next_sweep_does_too(tmp_path):
+    sweep = tmp_path / "multirun"
+    proc = start(tmp_path, "-m", *SLOW_JOB, "retriever=dense,hybrid", f"hydra.sweep.dir={sweep}")
+    child = wait_running(sweep / "0" / "ragexp_status.json", proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    runs = all_runs(tmp_path)
+    assert sorted(r.info.status for r in runs) == ["RUNNING", "RUNNING"]
+    parent = next(r.info.run_id for r in runs if r.data.tags.get("ragexp.role") == "sweep")
+
+    dry = cli(tmp_path, "runs", "cleanup", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"would close {child}" in dry.stdout and f"would close {parent}" in dry.stdout
+    assert {r.info.status for r in all_runs(tmp_path)} == {"RUNNING"}
+    done = cli(tmp_path, "runs", "cleanup", "--experiment", "ragexp-handbook")
+    assert done.returncode == 0, done.stderr
+    assert "2 run(s) closed, 0 still running" in done.stdout
+    for run in all_runs(tmp_path):
+        assert run.info.status == "FAILED" and run.info.end_time is not None
+        assert run.data.tags["ragexp.error"].startswith(
+            f"abandoned: process {run.data.tags['ragexp.pid']}")
+
+    # a single run killed hard, then a new sweep on the experiment closes it
+    single = start(tmp_path, *SLOW_JOB, f"hydra.run.dir={tmp_path / 'single'}")
+    lost = wait_running(tmp_path / "single" / "ragexp_status.json", single)
+    single.send_signal(signal.SIGKILL)
+    single.wait(timeout=60)
+    again = subprocess.run([sys.executable, "-m", "ragexp", "-m", "embedder=hash", "reranker=none",
+                            f"cache_dir={tmp_path / 'cache'}", "progress=false",
+                            f"hydra.sweep.dir={tmp_path / 'again'}"], cwd=ROOT, env=env(tmp_path),
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"closed abandoned run {lost}" in again.stdout
+    run = store(tmp_path).get_run(lost)
+    assert run.info.status == "FAILED" and "abandoned" in run.data.tags["ragexp.error"]

@@ -1,0 +1,196 @@
+"""Compose-time range validation: every schema field that declares a range is checked (the test
+finds them from the schema itself, so a new ranged field is covered with no edit here), the
+issue's examples fail before anything is created, and cross-field rules plug in."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig, OmegaConf
+
+from ragexp import schema, validation
+from ragexp.app import CONF_DIR
+
+schema.register()
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cfg_with(*overrides: str) -> DictConfig:
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def schema_types() -> list[type]:
+    return [obj for _, obj in inspect.getmembers(schema, inspect.isclass)
+            if dataclasses.is_dataclass(obj) and obj.__module__ == schema.__name__]
+
+
+@functools.lru_cache(maxsize=1)
+def where_each_schema_is_used() -> dict[type, tuple[list[str], str]]:
+    """schema type -> (overrides that select it, its key path), from composing every option of
+    every config group."""
+    found: dict[type, tuple[list[str], str]] = {}
+
+    def walk(node: DictConfig, path: str, overrides: list[str]) -> None:
+        found.setdefault(OmegaConf.get_type(node), (overrides, path))
+        for key in node:
+            child = node._get_node(key)
+            if isinstance(child, DictConfig) and not child._is_missing():
+                walk(child, f"{path}{key}.", overrides)
+
+    walk(cfg_with(), "", [])
+    for group in ("dataset", "chunking", "embedder", "retriever", "reranker", "abstain"):
+        for option in sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml")):
+            overrides = [f"{group}={option}"]
+            if group == "dataset" and option == "beir":
+                overrides.append("dataset.path=/nonexistent")
+            walk(cfg_with(*overrides)[group], f"{group}.", overrides)
+    return found
+
+
+def outside(bounds: dict, value_type) -> object:
+    """A value just outside the first bound (integers for int fields)."""
+    kind, bound = next(iter(bounds.items()))
+    step = 1 if value_type is int else 0.5
+    return {"ge": bound - step, "gt": bound, "le": bound + step, "lt": bound}[kind]
+
+
+RANGED = [(t, name, bounds) for t in schema_types()
+          for name, bounds in validation.ranged_fields(t)]
+
+
+def test_the_schema_declares_ranges_for_the_issue_examples():
+    names = {(t.__name__, n) for t, n, _ in RANGED}
+    assert {("Config", "k"), ("BM25Conf", "k1"), ("BM25Conf", "b"),
+            ("LexicalAbstainConf", "budget"), ("HybridRetrieverConf", "rrf_k"),
+            ("MarkdownChunkingConf", "max_words")} <= names
+    assert len(RANGED) >= 20
+
+
+@pytest.mark.parametrize("schema_type,name,bounds", RANGED,
+                         ids=[f"{t.__name__}.{n}" for t, n, _ in RANGED])
+def test_every_ranged_field_rejects_an_out_of_range_value(schema_type, name, bounds):
+    used = where_each_schema_is_used()
+    assert schema_type in used, f"{schema_type.__name__} is used by no config option"
+    overrides, path = used[schema_type]
+    field_type = {f.name: f.type for f in dataclasses.fields(schema_type)}[name]
+    value = outside(bounds, int if "int" in str(field_type) else float)
+    cfg = cfg_with(*overrides, f"{path}{name}={value}")
+    with pytest.raises(validation.ConfigRangeError) as info:
+        validation.validate(cfg)
+    message = str(info.value)
+    key = f"{path}{name}"
+    assert f"{key}={value}" in message or f"{key}={float(value)}" in message
+    assert validation.describe(bounds) in message
+    # the bound itself is inside the range: this key is not reported
+    bound = next(iter(bounds.values()))
+    if next(iter(bounds)) in ("ge", "le"):
+        at_bound = cfg_with(*overrides, f"{path}{name}={bound}")
+        assert not [p for p in validation.check_ranges(at_bound) if p.startswith(f"{key}=")]
+
+
+def test_the_shipped_configs_and_ablations_are_valid():
+    validation.validate(cfg_with())
+    for ablation in sorted(p.stem for p in (Path(CONF_DIR) / "ablation").glob("*.yaml")):
+        validation.validate(cfg_with(f"+ablation={ablation}"))
+
+
+@pytest.mark.parametrize("override,message", [
+    ("k=0", "k=0 is out of range: must be >= 1"),
+    ("k=-1", "k=-1 is out of range: must be >= 1"),
+    ("bm25.k1=-0.5", "bm25.k1=-0.5 is out of range: must be >= 0"),
+    ("bm25.b=-0.1", "bm25.b=-0.1 is out of range: must be [0, 1]"),
+    ("abstain.budget=2", "abstain.budget=2.0 is out of range: must be [0, 1]"),
+    ("chunking.max_words=0", "chunking.max_words=0 is out of range: must be >= 10"),
+])
+def test_issue_examples_are_refused_at_composition(override, message):
+    with pytest.raises(validation.ConfigRangeError, match=message.replace("[", r"\[")
+                       .replace("]", r"\]").replace(".", r"\.").replace("+", r"\+")):
+        validation.validate(cfg_with(override))
+
+
+def test_rrf_k_negative_is_refused():
+    with pytest.raises(validation.ConfigRangeError, match=r"retriever\.rrf_k=-5\.0 .* >= 0"):
+        validation.validate(cfg_with("retriever=hybrid", "retriever.rrf_k=-5"))
+
+
+def test_every_violation_is_listed_and_the_job_is_named():
+    with pytest.raises(validation.ConfigRangeError) as info:
+        validation.validate(cfg_with("k=0", "abstain.budget=-1"), where="job #3: k=0")
+    text = str(info.value)
+    assert text.startswith("invalid config (job #3: k=0):")
+    assert "k=0 is out of range" in text and "abstain.budget=-1.0 is out of range" in text
+
+
+def test_cross_field_rules_plug_in(monkeypatch):
+    monkeypatch.setattr(validation, "_RULES", list(validation._RULES))
+
+    @validation.cross_field_rule
+    def k_covers_ten_rerank_heads(cfg):
+        return [f"k={cfg.k} is below 10 x reranker.top_n={cfg.reranker.top_n}"] \
+            if cfg.k < 10 * cfg.reranker.top_n else []
+
+    validation.validate(cfg_with("k=200"))
+    with pytest.raises(validation.ConfigRangeError, match="k=100 is below 10 x reranker.top_n=20"):
+        validation.validate(cfg_with("k=100"))
+    with pytest.raises(validation.ConfigRangeError,
+                       match=r"overlap_words=30 is out of range: must be < chunking\.max_words"):
+        validation.validate(cfg_with("k=200", "chunking.max_words=30",
+                                     "chunking.overlap_words=30"))
+
+
+def test_measure_depth_is_a_cross_field_rule():
+    with pytest.raises(validation.ConfigRangeError, match="k=5 is below the deepest measure"):
+        validation.validate(cfg_with("k=5"))
+
+
+def test_describe_reads_as_an_interval():
+    assert validation.describe({"ge": 0, "le": 1}) == "[0, 1]"
+    assert validation.describe({"gt": 0, "lt": 1}) == "(0, 1)"
+    assert validation.describe({"ge": 1}) == ">= 1"
+    assert validation.describe({"lt": 5}) == "< 5"
+
+
+def run_ragexp(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlflow.db'}",
+           "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
+    env.pop("RAGEXP_PARENT_RUN_ID", None)
+    return subprocess.run([sys.executable, "-m", "ragexp", *args, f"cache_dir={tmp / 'cache'}",
+                           "progress=false"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_bad_value_in_one_sweep_option_stops_the_sweep_before_any_run(tmp_path):
+    proc = run_ragexp(tmp_path, "-m", "embedder=hash", "abstain.budget=0.1,2",
+                      f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    assert proc.returncode == 1
+    assert "job #1: embedder=hash abstain.budget=2" in proc.stderr
+    assert "abstain.budget=2.0 is out of range: must be [0, 1]" in proc.stderr
+    assert not (tmp_path / "mlflow.db").exists()  # no store, no parent run, no job
+    assert not list((tmp_path / "multirun").glob("*/ragexp_status.json"))
+
+
+def test_bad_value_in_a_single_run_creates_nothing(tmp_path):
+    proc = run_ragexp(tmp_path, "embedder=hash", "chunking.max_words=0",
+                      f"hydra.run.dir={tmp_path / 'out'}")
+    assert proc.returncode == 1
+    assert "chunking.max_words=0 is out of range: must be >= 10" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_typo_in_a_sweep_override_leaves_no_parent(tmp_path):
+    proc = run_ragexp(tmp_path, "-m", "embedder=hash", "retriever=dense,hybrd",
+                      f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    assert proc.returncode == 1
+    assert "job #1 (embedder=hash retriever=hybrd " in proc.stderr
+    assert "does not compose" in proc.stderr and "Could not find 'retriever/hybrd'" in proc.stderr
+    assert not (tmp_path / "mlflow.db").exists()
