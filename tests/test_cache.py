@@ -260,10 +260,20 @@ def test_old_per_file_cache_is_migrated_on_read(tmp_path, caplog):
     assert again.misses == 0
 
 
+def test_unwritable_cache_stops_a_run_naming_the_folder(tmp_path):
+    from ragexp.cache import CacheWriteError
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(CacheWriteError, match=r"cannot write the embedding cache at .*file/cache"):
+        EmbeddingCache(str(blocker / "cache")).embed(Counting(), TEXTS, "passage",
+                                                     progress=False)
+
+
 def test_unwritable_cache_computes_with_one_warning(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    emb, cache = Counting(), EmbeddingCache(str(blocker / "cache"))
+    emb, cache = Counting(), EmbeddingCache(str(blocker / "cache"), on_write_error="warn")
     with pytest.warns(RuntimeWarning, match=r"cannot be written") as record:
         out = cache.embed(emb, TEXTS, "passage", batch_size=8, progress=False)
         cache.embed(emb, TEXTS, "passage", batch_size=8, progress=False)
