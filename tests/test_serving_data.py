@@ -157,12 +157,13 @@ def test_unwritable_cache_degrades_in_serving_and_names_the_path_in_runs(store, 
 def test_full_disk_is_a_named_error_for_runs_and_one_warning_for_serving(tmp_path, monkeypatch,
                                                                          caplog):
     import errno
-    import os
 
-    def full(src, dst):
-        raise OSError(errno.ENOSPC, "No space left on device", dst)
+    from ragexp.packstore import PackedStore
 
-    monkeypatch.setattr(os, "replace", full)
+    def full(self, keys, vectors):  # the packed store's only write: appending rows
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.folder))
+
+    monkeypatch.setattr(PackedStore, "append", full)
     texts = [f"text {i}" for i in range(10)]
     emb = HashEmbedder(dim=16)
     with pytest.raises(CacheWriteError, match="No space left") as err:
