@@ -12,12 +12,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ragexp.abstain import LexicalSignal
-from ragexp.answer import answer
+from ragexp.answer import AnswerInput
 from ragexp.bm25 import BM25Index
 from ragexp.cache import EmbeddingCache
 from ragexp.chunking import WholeDocumentChunker
 from ragexp.datasets import BeirDataset
 from ragexp.embedders import HashEmbedder
+from ragexp.extractive import ExtractiveAnswerer
 from ragexp.pipeline import run_experiment
 from ragexp.records import Chunk
 from ragexp.rerankers import LexicalReranker, NoReranker
@@ -84,7 +85,8 @@ def test_sentences_split_in_any_script():
 def test_answerer_answers_in_russian():
     chunk = Chunk("c1", "d1", "Москва является столицей России. Байкал самое глубокое озеро.")
     index = BM25Index().fit([chunk.text, "Другой текст без ответа"])
-    out = answer("Москва является столицей чего?", [chunk], 1.0, 0.0, index)
+    out = ExtractiveAnswerer().answer_one(
+        AnswerInput("Москва является столицей чего?", [chunk], 1.0, 0.0), index)
     assert not out.refused and out.text == "Москва является столицей России. [1]"
 
 
