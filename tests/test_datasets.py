@@ -230,7 +230,7 @@ def test_beir_query_marked_unanswerable_with_relevant_documents_is_refused(tmp_p
     rows = [{**QUERY_ROWS[0], "metadata": {"kind": "unanswerable"}}] + QUERY_ROWS[1:]
     root = _beir(tmp_path, **{"queries.jsonl": jsonl(rows)})
     with pytest.raises(BeirFormatError, match=r"1 query\(ies\) marked unanswerable have relevant "
-                                              r"documents .* \('q1'\)"):
+                                              r"documents .* \(q1\)"):
         BeirDataset(path=str(root))
 
 

@@ -145,7 +145,7 @@ class BeirDataset:
     def qrels(self, chunks: list[Chunk]) -> Qrels:
         return {q.qid: dict(self._qrels[q.qid]) for q in self._queries if q.answerable}
 
-    def _kind(self, qid: str, row: dict) -> str:
+    def _kind(self, row: dict) -> str:
         if self.unanswerable_field and _field(row, self.unanswerable_field) == \
                 self.unanswerable_value:
             return UNANSWERABLE
