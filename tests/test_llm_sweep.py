@@ -35,7 +35,8 @@ def sweep(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv(KEY, "sk-fake")
     try:
-        proc = run_ragexp(tmp, "-m", "answer=extractive,llm", "judge=llm", "embedder=hash",
+        # split=all: the fake server's fault modes are keyed to questions of both splits
+        proc = run_ragexp(tmp, "-m", "answer=extractive,llm", "judge=llm", "embedder=hash", "split=all",
                           "retriever=bm25", "reranker=none", f"llm.base_url={fake.url}",
                           f"llm.api_key_env={KEY}", "llm.model=fake", "llm.timeout=1",
                           "llm.max_retries=2", f"llm.price_in_per_mtok={PRICE_IN}",
