@@ -81,7 +81,7 @@ def project(tmp_path_factory):
     env.pop("RAGEXP_PARENT_RUN_ID", None)
     proc = subprocess.run(
         [sys.executable, "-m", "ragexp", "--config-dir", str(tmp / "conf"), "-m",
-         "dataset=quill", "embedder=hash", "retriever=bm25,heading", "reranker=none",
+         "dataset=quill", "split=all", "embedder=hash", "retriever=bm25,heading", "reranker=none",
          f"cache_dir={tmp / 'cache'}", "progress=false", f"hydra.sweep.dir={tmp / 'multirun'}"],
         cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

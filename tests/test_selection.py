@@ -157,7 +157,7 @@ def test_confirm_evaluates_both_on_test_and_logs_the_held_out_difference(sweep, 
 def test_report_shows_adjusted_p_tied_set_and_winner_on_dev_and_test(sweep):
     from ragexp import report
 
-    text = report.build("ragexp-handbook", run_confirm=True)
+    text = report.build("ragexp-handbook", run_confirm=True, overrides=tuple(HASH))
     assert "p_adj(nDCG@10)" in text and "Holm-adjusted" in text
     assert "**Tied with the best**" in text and "**Winner on dev and test**" in text
     assert "optimistic" in text and " test |" in text

@@ -28,9 +28,11 @@ ABLATIONS = Path(__file__).resolve().parent / "conf" / "ablation"
 MISSING = "no run with this exact config; run `make sweep`"
 
 
-def ablation_hashes(names: list[str] | None = None) -> dict[str, str]:
+def ablation_hashes(names: list[str] | None = None,
+                    overrides: tuple[str, ...] = ()) -> dict[str, str]:
     """``{config hash: ablation}``: each ``conf/ablation/NAME.yaml`` composed as the runner
-    composes ``+ablation=NAME`` (Hydra's compose API), hashed as the runner hashes it."""
+    composes ``+ablation=NAME`` plus ``overrides`` (the sweep's own, e.g. ``embedder=hash``;
+    Hydra's compose API), hashed as the runner hashes it."""
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
@@ -42,7 +44,7 @@ def ablation_hashes(names: list[str] | None = None) -> dict[str, str]:
     out, fingerprints = {}, {}
     for name in names or sorted(p.stem for p in ABLATIONS.glob("*.yaml")):
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            cfg = compose("config", overrides=[f"+ablation={name}"])
+            cfg = compose("config", overrides=[f"+ablation={name}", *overrides])
         data_key = OmegaConf.to_yaml(cfg.dataset, resolve=True)
         if data_key not in fingerprints:
             fingerprints[data_key] = instantiate(cfg.dataset).fingerprint()
@@ -51,10 +53,10 @@ def ablation_hashes(names: list[str] | None = None) -> dict[str, str]:
     return out
 
 
-def ablation_runs(experiment: str) -> pd.DataFrame:
+def ablation_runs(experiment: str, overrides: tuple[str, ...] = ()) -> pd.DataFrame:
     """The latest finished run of each ablation whose config hash is the ablation's own
     (``ablation_hashes``); ``attrs["missing"]`` lists the ablations with no such run."""
-    hashes = ablation_hashes()
+    hashes = ablation_hashes(overrides=overrides)
     df = compare.runs_frame(experiment)  # latest finished run of each config hash
     df = df[df["tags.ragexp.config_hash"].isin(hashes)].copy()
     if "params.split" in df:  # test-split runs are confirmations, not candidates
@@ -74,8 +76,9 @@ def describe(name: str) -> str:
     return " ".join(lines)
 
 
-def build(experiment: str, run_confirm: bool = False) -> str:
-    df = ablation_runs(experiment)
+def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...] = ()) -> str:
+    """The results block: one row per ablation whose exact config (with ``overrides``) ran."""
+    df = ablation_runs(experiment, overrides)
     kinds = compare.kinds_in(df, "rr_at_10")
     m = lambda col: df[f"metrics.{col}"].map(lambda v: f"{v:.3f}")  # noqa: E731
     main = pd.DataFrame({"ablation": df["tags.ragexp.ablation"],
@@ -123,8 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--readme", type=Path, help="replace the results block of this file")
     p.add_argument("--confirm", action="store_true",
                    help="confirm the dev winner on test first if it is not yet (ragexp confirm)")
+    p.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="overrides the sweep added to every ablation (e.g. embedder=hash)")
     args = p.parse_args(argv)
-    content = build(args.experiment, run_confirm=args.confirm)
+    content = build(args.experiment, run_confirm=args.confirm, overrides=tuple(args.overrides))
     print(content)
     if args.readme:
         replace_block(args.readme, "results", content)
