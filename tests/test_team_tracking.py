@@ -24,7 +24,8 @@ from ragexp.background import background_server, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
-SWEEP = ["embedder=hash", "retriever=dense,bm25", "reranker=none,lexical"]  # 4 jobs
+# 4 jobs; split=all: every question is embedded, as the cache-row count below expects
+SWEEP = ["embedder=hash", "retriever=dense,bm25", "reranker=none,lexical", "split=all"]
 
 
 def _pg_bin(name: str) -> str | None:

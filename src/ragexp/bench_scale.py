@@ -91,7 +91,7 @@ def sparse_bytes(obj) -> int:
 
 def one_size(n: int, queries: int, dim: int, work: Path) -> dict:
     """Measure one size in this process; returns the JSON-able record."""
-    from ragexp import metrics, synth
+    from ragexp import docrank, metrics, synth
     from ragexp.cache import EmbeddingCache
     from ragexp.chunking import WholeDocumentChunker
     from ragexp.datasets import BeirDataset
@@ -129,7 +129,7 @@ def one_size(n: int, queries: int, dim: int, work: Path) -> dict:
         with sampler.window(st, "search"):
             ranking = rank(HybridRetriever(res), LexicalReranker(), res, texts, 10)
         with sampler.window(st, "metrics"):
-            judged = metrics.collapse_to_documents(ranking, {c.chunk_id: c.doc_id for c in chunks})
+            judged = docrank.collapse_to_documents(ranking, {c.chunk_id: c.doc_id for c in chunks})
             scores = metrics.per_query(judged, ds.qrels(chunks))
             overall = metrics.aggregate(scores, qs)
         table = _table(qs, scores)
