@@ -70,7 +70,10 @@ def test_init_and_a_two_option_sweep_outside_the_repository(venv):
         "embedder=hash", "progress=false"], cwd=work, env=env)
     assert (work / "mlruns" / "mlflow.db").is_file() and (work / ".cache").is_dir()
     mlflow.set_tracking_uri(f"sqlite:///{work / 'mlruns' / 'mlflow.db'}")
-    children = mlflow.search_runs(experiment_names=["ragexp-my_docs"])
+    runs = mlflow.search_runs(experiment_names=["ragexp-my_docs"])
+    # The sweep's parent lives beside its children, though the ablations set the dataset.
+    assert (runs["tags.ragexp.role"] == "sweep").sum() == 1
+    children = runs[runs["tags.ragexp.role"] != "sweep"]
     assert sorted(children["tags.ragexp.ablation"]) == ["my_docs_baseline", "my_docs_hybrid"]
     assert (children["status"] == "FINISHED").all()
     assert sorted(children["params.retriever.name"]) == ["dense", "hybrid"]

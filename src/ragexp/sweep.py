@@ -59,9 +59,10 @@ def compose_jobs(config: DictConfig) -> list[tuple[list[str], DictConfig]] | Non
     return jobs
 
 
-def check_jobs(config: DictConfig) -> int | None:
+def check_jobs(config: DictConfig) -> list | None:
     """Compose and validate every job; raise ``SystemExit`` naming the first bad job and every
-    bad value in it. Returns the number of jobs (``None`` when the sweep cannot be expanded)."""
+    bad value in it. Returns the jobs as ``(overrides, config)`` (``None`` when the sweep cannot
+    be expanded)."""
     try:
         jobs = compose_jobs(config)
     except Exception as exc:
@@ -71,7 +72,7 @@ def check_jobs(config: DictConfig) -> int | None:
             validation.validate(cfg, where=f"job #{i}: {' '.join(overrides)}")
         except validation.ConfigRangeError as exc:
             raise SystemExit(f"error: {exc}\nnothing was run") from None
-    return None if jobs is None else len(jobs)
+    return jobs
 
 
 def statuses(sweep_dir: str | Path) -> list[dict]:
@@ -124,18 +125,22 @@ class SweepCallback(Callback):
     reports and ends the parent after it (see the module docstring)."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        n_jobs = check_jobs(config)
+        jobs = check_jobs(config)
+        # The parent lives where its children do: when every job resolves to one experiment
+        # (ablations that override the dataset, say), that one; else the sweep's own config's.
+        experiments = {str(cfg.experiment) for _, cfg in jobs or []}
+        name = experiments.pop() if len(experiments) == 1 else str(config.experiment)
         try:
-            self._start(config, n_jobs)
+            self._start(config, None if jobs is None else len(jobs), name)
         except (SystemExit, KeyboardInterrupt, lifecycle.Interrupted):
             raise
         except BaseException as exc:
             raise SystemExit(f"error: the sweep could not start, nothing was run: "
                              f"{tracking.error_summary(exc)}") from None
 
-    def _start(self, config: DictConfig, n_jobs: int | None) -> None:
+    def _start(self, config: DictConfig, n_jobs: int | None, name: str) -> None:
         lifecycle.install_signal_handlers()
-        name, sweep_dir = str(config.experiment), str(config.hydra.sweep.dir)
+        sweep_dir = str(config.hydra.sweep.dir)
         exp_id = tracking.ensure_experiment(name)
         for box, run_id in outbox.sync([sweep_dir], tracking.tracking_uri()):
             print(f"synced results kept on disk in {box.root} to run {run_id}")
