@@ -199,9 +199,10 @@ class LLMEndpointConf:
 
 
 @dataclass
-class LLMAnswerConf:
-    _target_: str = "ragexp.llm_answer.LLMAnswerer"
-    name: str = "llm"
+class LLMCallConf:
+    """The endpoint keys ``answer=llm`` and ``judge=llm`` both take, each interpolating the
+    shared ``llm.*`` block (either may override any key for itself)."""
+
     base_url: str = "${llm.base_url}"
     model: str = "${llm.model}"
     api_key_env: Optional[str] = "${llm.api_key_env}"
@@ -211,11 +212,17 @@ class LLMAnswerConf:
     temperature: float = "${llm.temperature}"  # type: ignore[assignment]
     price_in_per_mtok: Optional[float] = "${llm.price_in_per_mtok}"  # type: ignore[assignment]
     price_out_per_mtok: Optional[float] = "${llm.price_out_per_mtok}"  # type: ignore[assignment]
+    max_error_rate: float = "${llm.max_error_rate}"  # type: ignore[assignment]
+
+
+@dataclass
+class LLMAnswerConf(LLMCallConf):
+    _target_: str = "ragexp.llm_answer.LLMAnswerer"
+    name: str = "llm"
     max_tokens: int = 400
     n_chunks: int = 3
     max_sentences: int = 2
     min_support: float = 0.6
-    max_error_rate: float = "${llm.max_error_rate}"  # type: ignore[assignment]
 
 
 @dataclass
@@ -225,23 +232,13 @@ class NoJudgeConf:
 
 
 @dataclass
-class LLMJudgeConf:
+class LLMJudgeConf(LLMCallConf):
     _target_: str = "ragexp.judge.LLMJudge"
     name: str = "llm"
-    base_url: str = "${llm.base_url}"
-    model: str = "${llm.model}"
-    api_key_env: Optional[str] = "${llm.api_key_env}"
-    timeout: float = "${llm.timeout}"  # type: ignore[assignment]
-    max_retries: int = "${llm.max_retries}"  # type: ignore[assignment]
-    concurrency: int = "${llm.concurrency}"  # type: ignore[assignment]
-    temperature: float = "${llm.temperature}"  # type: ignore[assignment]
-    price_in_per_mtok: Optional[float] = "${llm.price_in_per_mtok}"  # type: ignore[assignment]
-    price_out_per_mtok: Optional[float] = "${llm.price_out_per_mtok}"  # type: ignore[assignment]
     max_tokens: int = 200
     # hand-labelled answers for the judge's agreement (kappa); the shipped handbook labels
     labels: str = "${ragexp.example:handbook/golden/judge/labels.jsonl}"
     kappa_floor: float = 0.6  # agreement below this marks the run
-    max_error_rate: float = "${llm.max_error_rate}"  # type: ignore[assignment]
 
 
 @dataclass
