@@ -322,12 +322,32 @@ class TrackedRun:
 
 
     def log_inputs(self, inputs: list) -> None:
-        """MLflow dataset inputs; ``TrackingError`` when the store does not take them."""
-        try:
-            client().log_inputs(self.run_id, inputs)
-        except Exception as exc:
-            raise TrackingError(f"could not record the inputs of run {self.run_id} in "
-                                f"{tracking_uri()}: {' '.join(str(exc).split())[:300]}") from exc
+        """MLflow dataset inputs; ``TrackingError`` when the store does not take them.
+
+        MLflow's SQL store looks a dataset up and inserts it when missing, so two jobs logging
+        the same dataset at once can both insert and one hits the unique key on (experiment,
+        name, digest). Local stores log under ``store_lock``; any store gets up to three
+        retries on a unique-key clash, which find the row the other job wrote."""
+        for attempt in range(4):
+            try:
+                c = client()  # its first call takes store_lock itself: not reentrant
+                with store_lock():
+                    c.log_inputs(self.run_id, inputs)
+                return
+            except Exception as exc:
+                if attempt < 3 and _unique_clash(exc):
+                    time.sleep(0.2 * (attempt + 1))
+                    continue
+                raise TrackingError(
+                    f"could not record the inputs of run {self.run_id} in {tracking_uri()}: "
+                    f"{' '.join(str(exc).split())[:300]}") from exc
+
+
+def _unique_clash(exc: BaseException) -> bool:
+    """Whether a store error is a unique-key violation (sqlite, PostgreSQL, MySQL wording)."""
+    text = str(exc).lower()
+    return any(s in text for s in ("unique constraint", "duplicate key", "duplicate entry",
+                                   "integrityerror"))
 
 
 def _end(run_id: str, status: str, error: str = "", trace: str = "") -> None:
