@@ -114,4 +114,5 @@ def test_bench_code_path_at_a_tiny_size(tmp_path, monkeypatch):
     assert set(record["stages"]) == set(bench_scale.STAGES)
     assert all(v["s"] > 0 and v["peak"] > 0 for v in record["stages"].values())
     assert len(record["sweep_each_s"]) == 2 and record["one_run_s"] > 0
+    assert record["run_peak"] >= record["base"] > 0
     assert record["vectors_bm25"] >= 300 * 16 * 4
