@@ -10,9 +10,9 @@ import sys
 
 
 def _engine(args):
-    from ragexp.serving import Engine, champion_run_id
+    from ragexp.serving import Engine
 
-    return Engine.from_run(args.run or champion_run_id(args.model))
+    return Engine.from_run(args.run) if args.run else Engine.from_model(args.model)
 
 
 def _full_id(ref: str | None) -> str | None:
@@ -205,7 +205,8 @@ def parser() -> argparse.ArgumentParser:
                    help="also copy the Brindle handbook and its questions, to run at once")
     i.set_defaults(fn=cmd_init)
 
-    pr = sub.add_parser("promote", help="make a run's config the serving default (champion)")
+    pr = sub.add_parser("promote", help="log and register a run's serving model, alias "
+                                        "champion")
     pr.add_argument("run_id", help="a run id or a unique prefix of one")
     pr.add_argument("--gate", action="store_true",
                     help="refuse unless it passes the gate against the champion and its gain "
@@ -264,8 +265,9 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("--insecure", action="store_true",
                            help="allow a non-loopback --host without an API key")
         s.add_argument("--run", help="serve this run (id or unique prefix) instead of the "
-                                     "champion")
-        s.add_argument("--model", default=MODEL_NAME)
+                                     "champion model")
+        s.add_argument("--model", default=MODEL_NAME,
+                       help="registered model whose 'champion' is served (default %(default)s)")
         s.set_defaults(fn=fn)
     u = sub.add_parser("ui", help="MLflow UI for the store runs go to (or the server's URL)")
     u.add_argument("--host", default="127.0.0.1")
