@@ -268,3 +268,22 @@ def test_mlflow_models_serve_refuses_changed_data(store):
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=30)
         first.write_bytes(original)
+
+
+@pytest.mark.slow
+def test_walkthrough_records_mlflow_models_serve_as_it_ran(store, reference, monkeypatch):
+    from ragexp import walkthrough
+
+    for key, value in _serve_env().items():
+        monkeypatch.setenv(key, value)
+    server, request = walkthrough.mlflow_serve_and_query()
+    command = server.splitlines()[0]
+    assert command.startswith("$ mlflow models serve -m models:/ragexp-serving@champion "
+                              "--env-manager local -h 127.0.0.1 -p ")
+    curl_line, _, out = request.partition("\n")
+    assert curl_line.startswith("$ curl ") and "/invocations" in curl_line
+    body, status = out.rsplit("\n", 1)
+    assert status == "HTTP 200"
+    row = json.loads(body)["predictions"][0]
+    ans = reference.answer("How long are dead-lettered jobs kept?")
+    assert (row["answer"], row["refused"]) == (ans.text, ans.refused)
