@@ -265,9 +265,8 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("--insecure", action="store_true",
                            help="allow a non-loopback --host without an API key")
         s.add_argument("--run", help="serve this run (id or unique prefix) instead of the "
-                                     "champion model")
-        s.add_argument("--model", default=MODEL_NAME,
-                       help="registered model whose 'champion' is served (default %(default)s)")
+                                     "champion")
+        s.add_argument("--model", default=MODEL_NAME)
         s.set_defaults(fn=fn)
     u = sub.add_parser("ui", help="MLflow UI for the store runs go to (or the server's URL)")
     u.add_argument("--host", default="127.0.0.1")

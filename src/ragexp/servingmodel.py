@@ -21,6 +21,7 @@ local`` in ragexp's environment).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import tempfile
 import warnings
@@ -36,6 +37,7 @@ from ragexp import __version__, stages, tracking
 from ragexp.answer import Answer
 from ragexp.serving import FINGERPRINT_TAGS, Engine, ServingError, check_question
 
+log = logging.getLogger(__name__)
 CODE_PATH = Path(__file__).with_name("model_code.py")
 ARTIFACTS = {"config": "config.yaml", "fingerprint": "fingerprint.json",
              "serving": "serving.json"}
@@ -91,6 +93,8 @@ def engine_from_artifacts(artifacts: dict[str, str]) -> Engine:
     cfg = stages.with_locations(cfg, serving["locations"])
     threshold = serving["threshold"]
     if threshold is None:
+        log.warning("run %s has no abstain threshold: answers will never refuse on confidence",
+                    serving["run_id"])
         threshold = float("-inf")
     return Engine(cfg, threshold, serving["run_id"], fingerprint)
 
@@ -230,7 +234,6 @@ def load_engine(name: str = tracking.MODEL_NAME, version: str | None = None) -> 
     """The engine inside a registered ragexp serving model (default: the version the
     ``champion`` alias points to), loaded as MLflow loads it (``mlflow.pyfunc.load_model``),
     so ``ragexp serve`` serves exactly what ``mlflow models serve`` serves."""
-    mv = model_version(name, version)
-    tracking.client()  # sets the tracking URI the models:/ URI resolves against
+    mv = model_version(name, version)  # also points MLflow at ragexp's tracking URI
     model = mlflow.pyfunc.load_model(f"models:/{name}/{mv.version}")
     return model.unwrap_python_model().engine
