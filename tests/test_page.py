@@ -22,7 +22,7 @@ from hydra import compose, initialize_config_dir
 
 from ragexp import browser, examples, page, schema
 from ragexp.answer import REFUSAL, claim_of, cited_numbers
-from ragexp.api import create_app
+from ragexp.api import create_app, finite_or_null
 from ragexp.app import CONF_DIR
 from ragexp.background import free_port
 from ragexp.serving import Engine
@@ -138,6 +138,22 @@ def test_with_a_key_the_page_loads_without_it_and_nothing_else_does(engine):
     assert http.get("/health", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
 
 
+def test_non_finite_numbers_are_sent_as_null():
+    nan, inf = float("nan"), float("inf")
+    assert finite_or_null({"a": [1.5, nan, {"b": -inf}], "c": (inf, 2), "d": True, "e": 0,
+                           "f": "inf"}) == {"a": [1.5, None, {"b": None}], "c": [None, 2],
+                                            "d": True, "e": 0, "f": "inf"}
+
+
+def test_a_run_without_a_threshold_is_served_with_threshold_null(engine, monkeypatch):
+    monkeypatch.setattr(engine, "threshold", float("-inf"))  # as Engine.from_run sets it
+    http = TestClient(create_app(engine), raise_server_exceptions=False)
+    assert http.get("/health").json()["threshold"] is None
+    r = http.post("/answer", json={"question": REFUSED})
+    assert r.status_code == 200 and r.json()["threshold"] is None
+    assert r.json()["signal"] < THRESHOLD and "threshold" not in r.json()["reason"]  # never
+
+
 # ------------------------------------------------------------------ in headless Chromium
 
 @pytest.mark.slow
@@ -194,6 +210,18 @@ def test_confidence_bar_places_signal_and_threshold(open_url, chrome):
         below = s < t
         assert ("below the refusal threshold" in text) is below
         assert ("below" in chrome.find_element(By.ID, "fill").get_attribute("class")) is below
+
+
+@pytest.mark.slow
+def test_no_threshold_hides_the_mark_and_says_so(open_url, chrome, engine, monkeypatch):
+    from selenium.webdriver.common.by import By
+
+    monkeypatch.setattr(engine, "threshold", float("-inf"))
+    chrome.get(open_url + "/")
+    browser.ask(chrome, ANSWERED)
+    assert not chrome.find_element(By.ID, "tick").is_displayed()
+    assert "no refusal threshold" in chrome.find_element(By.ID, "confidence-text").text
+    assert "refusal threshold none" in chrome.find_element(By.ID, "served").text
 
 
 @pytest.mark.slow

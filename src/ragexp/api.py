@@ -4,6 +4,7 @@ message. ``GET /`` is the page for people (``page.py``)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 
 from fastapi import FastAPI, Query, Request
@@ -32,6 +33,18 @@ def unicode_text(text: str, field: str) -> str:
     return text
 
 
+def finite_or_null(value):
+    """``value`` with every infinite or NaN float replaced by None: JSON has no such numbers
+    (a run without an abstain threshold serves ``threshold: -inf``, sent as null)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_null(v) for v in value]
+    return value
+
+
 def create_app(engine: Engine, api_key: str | None = None) -> FastAPI:
     """The API over ``engine``; with ``api_key``, every request without ``Authorization:
     Bearer <api_key>`` gets 401 (``access.authorized``), except ``GET /``: the page
@@ -39,7 +52,7 @@ def create_app(engine: Engine, api_key: str | None = None) -> FastAPI:
     app = FastAPI(title="ragexp", description=f"serving run {engine.run_id}")
 
     def reply(status: int, body: dict) -> JSONResponse:
-        return JSONResponse({"run_id": engine.run_id, **body}, status_code=status,
+        return JSONResponse(finite_or_null({"run_id": engine.run_id, **body}), status_code=status,
                             headers={"X-Ragexp-Run": engine.run_id})
 
     @app.exception_handler(BadQuestion)
