@@ -103,7 +103,7 @@ def test_growth_exponent_and_targets():
     _, notes = bench_scale.render(records, {"n": 10, "queries": 10, "run_s": 10.0, "log_s": 0.9})
     assert not [n for n in notes if n.startswith("FAIL")]
     assert notes[0] == ("largest corpus measured: 1,000,000 passages; one run on empty caches "
-                        "took 4000 s and the stages peaked at 0 MiB RSS")
+                        "took 4000 s and peaked at 0 MiB RSS")
 
 
 @pytest.mark.slow
