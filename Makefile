@@ -63,8 +63,9 @@ gate: ## quality gate: make gate RUN=<run id> [AGAINST=champion|<run id>]; exit 
 ui: ## MLflow UI on the store runs go to (http://127.0.0.1:5000), or the tracking server's URL
 	$(BIN)/ragexp ui
 
-screenshot: ## screenshot of the MLflow UI comparing the ablation runs (headless Chromium)
+screenshot: ## screenshots (headless Chromium): MLflow UI comparing the ablation runs; serve's page
 	$(BIN)/python -m ragexp.screenshot docs/mlflow-ui.png
+	$(BIN)/python -m ragexp.screenshot --page docs/serve-page.png
 
 clean: ## remove caches and Hydra output folders (keeps mlruns/)
 	rm -rf .cache outputs multirun .pytest_cache

@@ -5,6 +5,7 @@ Hypothesis-generated markdown at several sizes; golden labels still resolve when
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -177,3 +178,32 @@ def test_golden_labels_still_resolve_when_blocks_split(docs, golden, max_words,
         body = c.text[len(c.heading) + 1:]  # include_headings: the heading path comes first
         assert c.text.startswith(c.heading + "\n")
         assert _ws(" ".join(docs[c.doc_id].text[s:e] for s, e in c.spans)) == _ws(body)
+
+
+def test_spaceless_scripts_count_characters_so_a_chinese_paragraph_still_splits():
+    """A Chinese paragraph has no spaces: counted in whitespace words it is one word, and a
+    2,000-character paragraph would be one chunk whatever ``max_words`` says. Each character
+    counts as one word, as ``text.word_count`` counts it (independently: one per Han char)."""
+    han = "".join(chr(0x4E00 + (i * 37) % 20000) for i in range(2000))  # no sentence breaks
+    doc = Document("zh.md", "Zh", f"# Zh\n\n{han}\n")
+    chunks = MarkdownChunker(max_words=50, overlap_words=10, include_headings=False).chunk([doc])
+    sizes = [sum(1 for ch in c.text if 0x4E00 <= ord(ch) <= 0x9FFF) for c in chunks]
+    assert max(sizes) == 50 and all(len(c.text) == n for c, n in zip(chunks, sizes))
+    assert len(chunks) == -(-(2000 - 10) // 40)  # windows of 50 restarting 10 back
+    assert "".join(c.text[10 if i else 0:] for i, c in enumerate(chunks)) == han
+    _check_spans(doc, chunks)
+
+
+def test_mixed_thai_and_latin_sentences_respect_max_words_in_layout_words():
+    from ragexp.text import layout_word_count
+
+    thai = "ภาษาไทยไม่มีการเว้นวรรคระหว่างคำ" * 10
+    text = f"# T\n\nThe queue {thai} then restarts. Short tail.\n"
+    chunks = MarkdownChunker(max_words=40, overlap_words=0, include_headings=False).chunk(
+        [Document("t.md", "T", text)])
+    assert max(layout_word_count(c.text) for c in chunks) <= 40
+    # Thai letters not counting combining vowel and tone marks (unicodedata, independently)
+    letters = sum(1 for ch in thai if not unicodedata.category(ch).startswith("M"))
+    assert len(chunks) >= -(-(letters + 6) // 40)
+    body = text.split("\n\n", 1)[1]
+    assert "".join("".join(c.text.split()) for c in chunks) == "".join(body.split())

@@ -58,6 +58,14 @@ def test_installed_ragexp_is_the_wheel_not_the_checkout(venv):
     assert (Path(out[1]) / "config.yaml").is_file()
 
 
+def test_the_serving_page_ships_in_the_wheel(venv):
+    tmp, py = venv
+    out = sh([str(py), "-c", "import ragexp.page as p; print(p.__file__); print(len(p.html())); "
+                             "print(p.content_security_policy())"], cwd=tmp, env=env_for(tmp))
+    where, size, csp = out.stdout.splitlines()
+    assert str(tmp / "venv") in where and int(size) > 1000 and "'sha256-" in csp
+
+
 def test_init_and_a_two_option_sweep_outside_the_repository(venv):
     tmp, py = venv
     work = tmp / "my-docs"

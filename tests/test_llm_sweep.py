@@ -13,7 +13,7 @@ import pytest
 from fake_llm import FakeLLM
 from mlflow.tracking import MlflowClient
 from sklearn.metrics import cohen_kappa_score
-from test_runner import run_ragexp
+from cli_runs import run_ragexp
 
 from ragexp import examples
 from ragexp.agreement import load_labels

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import mlflow
@@ -12,19 +10,11 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
+from cli_runs import run_ragexp
+
 from ragexp.measures import DEFAULT
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
-
-
-def run_ragexp(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlflow.db'}",
-           "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
-    env.pop("RAGEXP_PARENT_RUN_ID", None)
-    return subprocess.run([sys.executable, "-m", "ragexp", *args, f"cache_dir={tmp / 'cache'}",
-                           "progress=false"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
 
 
 def runs(tmp: Path) -> pd.DataFrame:

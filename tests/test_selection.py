@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import mlflow
@@ -15,10 +13,11 @@ import pytest
 import yaml
 from statsmodels.stats.multitest import multipletests
 
+from cli_runs import run_ragexp
+
 from ragexp import selection, stats
 from ragexp.stats import Paired
 
-ROOT = Path(__file__).resolve().parents[1]
 HASH = ["embedder=hash", "embedder.dim=256"]
 
 
@@ -35,15 +34,6 @@ def test_vs_baseline_metric_names_are_mlflow_keys():
         selection.measure_key("Foo@10")
 
 
-def ragexp(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlflow.db'}",
-           "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
-    env.pop("RAGEXP_PARENT_RUN_ID", None)
-    return subprocess.run([sys.executable, "-m", "ragexp", *args, f"cache_dir={tmp / 'cache'}",
-                           "progress=false"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=900)
-
-
 def runs(tmp: Path):
     mlflow.set_tracking_uri(f"sqlite:///{tmp / 'mlflow.db'}")
     return mlflow.search_runs(experiment_names=["ragexp-handbook"])
@@ -52,7 +42,7 @@ def runs(tmp: Path):
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("selection")
-    proc = ragexp(tmp, "-m", "+ablation=default,bm25,chunks_small", *HASH,
+    proc = run_ragexp(tmp, "-m", "+ablation=default,bm25,chunks_small", *HASH,
                   f"hydra.sweep.dir={tmp / 'multirun'}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     old = os.environ.get("MLFLOW_TRACKING_URI")
@@ -167,7 +157,7 @@ def test_report_shows_adjusted_p_tied_set_and_winner_on_dev_and_test(sweep):
 def test_optuna_sweeper_drives_ragexp_and_resumes(tmp_path):
     args = ["-m", "hydra/sweeper=ragexp_search", "hydra.sweeper.n_trials=4", *HASH,
             f"hydra.sweep.dir={tmp_path / 'multirun'}"]
-    first = ragexp(tmp_path, *args)
+    first = run_ragexp(tmp_path, *args)
     assert first.returncode == 0, first.stderr[-3000:]
     df = runs(tmp_path)
     parent = df[df["tags.ragexp.role"] == "sweep"].iloc[0]
@@ -180,7 +170,7 @@ def test_optuna_sweeper_drives_ragexp_and_resumes(tmp_path):
     assert result["best_value"] == pytest.approx(best[f"metrics.{key}"])
     assert parent["tags.ragexp.best_run"] == best["run_id"]
     # same seed, same trials: every job is skipped and returns its recorded objective
-    again = ragexp(tmp_path, *args[:-1], f"hydra.sweep.dir={tmp_path / 'multirun2'}")
+    again = run_ragexp(tmp_path, *args[:-1], f"hydra.sweep.dir={tmp_path / 'multirun2'}")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "4 skipped" in again.stdout
     result2 = yaml.safe_load((tmp_path / "multirun2" / "optimization_results.yaml").read_text())

@@ -5,7 +5,6 @@ started ``KILLED`` with an end time; after ``kill -9`` the runs left ``RUNNING``
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_runs import cli_env
 from mlflow.tracking import MlflowClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,22 +21,15 @@ pytestmark = pytest.mark.slow
 SLOW_JOB = ["embedder=minilm", "reranker=none"]
 
 
-def env(tmp: Path) -> dict:
-    out = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlflow.db'}",
-           "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
-    out.pop("RAGEXP_PARENT_RUN_ID", None)
-    return out
-
-
 def start(tmp: Path, *args: str) -> subprocess.Popen:
     log = open(tmp / f"log-{time.monotonic_ns()}.txt", "w")
     return subprocess.Popen([sys.executable, "-m", "ragexp", *args, f"cache_dir={tmp / 'cache'}",
-                             "progress=false"], cwd=ROOT, env=env(tmp), stdout=log,
+                             "progress=false"], cwd=ROOT, env=cli_env(tmp), stdout=log,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
 def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ragexp.cli", *args], cwd=ROOT, env=env(tmp),
+    return subprocess.run([sys.executable, "-m", "ragexp.cli", *args], cwd=ROOT, env=cli_env(tmp),
                           capture_output=True, text=True, timeout=300)
 
 
@@ -127,7 +120,7 @@ def test_kill_9_then_cleanup_closes_abandoned_runs_and_the_next_sweep_does_too(t
     single.wait(timeout=60)
     again = subprocess.run([sys.executable, "-m", "ragexp", "-m", "embedder=hash", "reranker=none",
                             f"cache_dir={tmp_path / 'cache'}", "progress=false",
-                            f"hydra.sweep.dir={tmp_path / 'again'}"], cwd=ROOT, env=env(tmp_path),
+                            f"hydra.sweep.dir={tmp_path / 'again'}"], cwd=ROOT, env=cli_env(tmp_path),
                            capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     assert f"closed abandoned run {lost}" in again.stdout

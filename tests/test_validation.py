@@ -7,20 +7,18 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
+from cli_runs import run_ragexp
+
 from ragexp import schema, validation
 from ragexp.app import CONF_DIR
 
 schema.register()
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def cfg_with(*overrides: str) -> DictConfig:
@@ -157,15 +155,6 @@ def test_describe_reads_as_an_interval():
     assert validation.describe({"gt": 0, "lt": 1}) == "(0, 1)"
     assert validation.describe({"ge": 1}) == ">= 1"
     assert validation.describe({"lt": 5}) == "< 5"
-
-
-def run_ragexp(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlflow.db'}",
-           "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
-    env.pop("RAGEXP_PARENT_RUN_ID", None)
-    return subprocess.run([sys.executable, "-m", "ragexp", *args, f"cache_dir={tmp / 'cache'}",
-                           "progress=false"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
 
 
 def test_bad_value_in_one_sweep_option_stops_the_sweep_before_any_run(tmp_path):

@@ -1,15 +1,18 @@
-"""HTTP API over a serving ``Engine`` (FastAPI). Every response names the run serving it (in the
-body as ``run_id`` and in the ``X-Ragexp-Run`` header); bad input gets a 4xx with a message."""
+"""HTTP API over a serving ``Engine`` (FastAPI). Every API response names the run serving it
+(in the body as ``run_id`` and in the ``X-Ragexp-Run`` header); bad input gets a 4xx with a
+message. ``GET /`` is the page for people (``page.py``)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel
 
+from ragexp import page
 from ragexp.access import authorized
 from ragexp.readers import has_surrogate, shown
 from ragexp.serving import BadQuestion, Engine, check_k, check_question, hit_dict
@@ -30,13 +33,26 @@ def unicode_text(text: str, field: str) -> str:
     return text
 
 
+def finite_or_null(value):
+    """``value`` with every infinite or NaN float replaced by None: JSON has no such numbers
+    (a run without an abstain threshold serves ``threshold: -inf``, sent as null)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_null(v) for v in value]
+    return value
+
+
 def create_app(engine: Engine, api_key: str | None = None) -> FastAPI:
     """The API over ``engine``; with ``api_key``, every request without ``Authorization:
-    Bearer <api_key>`` gets 401 (``access.authorized``)."""
+    Bearer <api_key>`` gets 401 (``access.authorized``), except ``GET /``: the page
+    (``page.py``) holds no data and asks for the key itself."""
     app = FastAPI(title="ragexp", description=f"serving run {engine.run_id}")
 
     def reply(status: int, body: dict) -> JSONResponse:
-        return JSONResponse({"run_id": engine.run_id, **body}, status_code=status,
+        return JSONResponse(finite_or_null({"run_id": engine.run_id, **body}), status_code=status,
                             headers={"X-Ragexp-Run": engine.run_id})
 
     @app.exception_handler(BadQuestion)
@@ -52,12 +68,18 @@ def create_app(engine: Engine, api_key: str | None = None) -> FastAPI:
     if api_key is not None:
         @app.middleware("http")
         async def require_key(request: Request, call_next):
-            if not authorized(api_key, request.headers.get("authorization")):
+            is_page = request.method == "GET" and request.url.path == "/"
+            if not is_page and not authorized(api_key, request.headers.get("authorization")):
                 return JSONResponse(
                     {"run_id": engine.run_id, "error": "missing or wrong API key: send "
                      "'Authorization: Bearer <key>'"}, status_code=401,
                     headers={"X-Ragexp-Run": engine.run_id, "WWW-Authenticate": "Bearer"})
             return await call_next(request)
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def index():
+        named = {} if api_key else {"X-Ragexp-Run": engine.run_id}  # keyed: nothing without it
+        return HTMLResponse(page.html(), headers={**page.headers(), **named})
 
     @app.get("/health")
     def health():

@@ -6,7 +6,8 @@ prepended to the text, so its effect can be measured), and hard-wrapped paragrap
 before being split into sentences. Windows are counted in words of source text (the heading
 path comes on top); consecutive windows share about ``overlap_words`` words of whole units.
 
-Every chunk holds at most ``max_words`` words: a list item longer than that splits at its
+Every chunk holds at most ``max_words`` words (``text.layout_word_count``: whitespace tokens,
+each character of a spaceless script such as Chinese or Thai counting as one): a list item longer than that splits at its
 sentences, and a sentence longer than that at word boundaries. Code fences and tables stay
 whole up to ``max(max_words, max_block_words)`` words (a chunk of their own when they exceed
 ``max_words``); a longer one splits at line boundaries (a line longer than ``max_words`` at
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol
 
 from ragexp.records import Chunk, Document
-from ragexp.text import SENTENCE_BREAK, normalize_ws
+from ragexp.text import LAYOUT_WORD, SENTENCE_BREAK, layout_word_count, normalize_ws
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)(?:\s+#+)?\s*$")  # a closing #-run needs a space
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -63,7 +64,7 @@ def _sentences(raw: str, base: int) -> list[Unit]:
             lead = len(norm[start:end]) - len(norm[start:end].lstrip())
             s = start + lead
             units.append(Unit(piece, base + offsets[s], base + offsets[s + len(piece) - 1] + 1,
-                              len(piece.split())))
+                              layout_word_count(piece)))
         start = end
     return units
 
@@ -84,14 +85,14 @@ def parse_sections(doc: Document) -> list[tuple[str, list[Unit]]]:
         raw = doc.text[start:end]
         first = block[0][1]
         if first.lstrip().startswith("|"):
-            units.append(Unit(raw, start, end, len(raw.split()), "block"))
+            units.append(Unit(raw, start, end, layout_word_count(raw), "block"))
         elif _LIST_ITEM.match(first):
             item: list[tuple[int, str]] = []
             for off, ln in block + [(end, "- ")]:
                 if _LIST_ITEM.match(ln) and item:
                     s, e = item[0][0], item[-1][0] + len(item[-1][1])
                     norm, _ = normalize_ws(doc.text[s:e])
-                    units.append(Unit(norm, s, e, len(norm.split()), "item"))
+                    units.append(Unit(norm, s, e, layout_word_count(norm), "item"))
                     item = []
                 item.append((off, ln))
         else:
@@ -115,7 +116,7 @@ def parse_sections(doc: Document) -> list[tuple[str, list[Unit]]]:
             j = min(j, len(lines) - 1)
             end = lines[j][0] + len(lines[j][1])
             raw = doc.text[off:end]
-            units.append(Unit(raw, off, end, len(raw.split()), "block"))
+            units.append(Unit(raw, off, end, layout_word_count(raw), "block"))
             i = j + 1
             continue
         heading = _HEADING.match(line)
@@ -135,19 +136,16 @@ def parse_sections(doc: Document) -> list[tuple[str, list[Unit]]]:
     return sections
 
 
-_WORD = re.compile(r"\S+")
-
-
 def _word_pieces(text: str, start: int, end: int, max_words: int, overlap: int) -> list[Unit]:
     """``text[start:end]`` cut at word boundaries into pieces of at most ``max_words`` words,
     each next piece starting ``overlap`` words back (as windows do), each with the exact
     offsets of its first and last word."""
-    words = list(_WORD.finditer(text, start, end))
+    words = list(LAYOUT_WORD.finditer(text, start, end))
     out, i = [], 0
     while True:
         part = words[i:i + max_words]
-        out.append(Unit(" ".join(m.group() for m in part), part[0].start(), part[-1].end(),
-                        len(part)))
+        s, e = part[0].start(), part[-1].end()
+        out.append(Unit(" ".join(text[s:e].split()), s, e, len(part)))
         if i + max_words >= len(words):
             return out
         i += max_words - overlap
@@ -157,7 +155,7 @@ def _line_pieces(text: str, unit: Unit, max_words: int, overlap: int) -> list[Un
     """A block's lines as units (raw, indentation kept); a line too long splits at words."""
     out: list[Unit] = []
     for off, line in _lines_with_offsets(text[unit.start:unit.end]):
-        n = len(line.split())
+        n = layout_word_count(line)
         if not n:
             continue
         s = unit.start + off

@@ -1,36 +1,48 @@
-"""``make screenshot``: the MLflow UI comparing the latest ablation runs, rendered by headless
-Chromium into a PNG for the README.
+"""``make screenshot``: the README's pictures, rendered by headless Chromium into PNGs.
 
-Starts ``mlflow ui`` on a free loopback port in its own process group (MLflow 3 starts job
-workers beside the server, so it is stopped by group), opens the compare-runs page, and waits
-for the single-page app to render with Chromium's virtual-time budget.
+- ``python -m ragexp.screenshot OUT``: the MLflow UI comparing the latest ablation runs. Starts
+  ``mlflow ui`` on a free loopback port in its own process group (MLflow 3 starts job workers
+  beside the server, so it is stopped by group), opens the compare-runs page, and waits for the
+  single-page app to render with Chromium's virtual-time budget.
+- ``python -m ragexp.screenshot --page OUT``: the page ``ragexp serve`` shows at ``/``, answering
+  a handbook question. Starts the real ``ragexp serve`` (the champion, or ``--run``) on a free
+  loopback port, types the question and presses Ask in Chromium under Selenium (``browser.py``).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import shutil
 import subprocess
 import sys
 import urllib.parse
 from pathlib import Path
 
-from ragexp import tracking
+from ragexp import browser, tracking
 from ragexp.background import background_server
 from ragexp.report import ablation_runs
 
-
-def chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if shutil.which(name):
-            return shutil.which(name)
-    raise SystemExit("no Chromium found: `apt-get install chromium` (Debian) first")
+QUESTION = "How long are dead-lettered jobs kept?"
 
 
-def main(argv: list[str] | None = None) -> int:
-    out = Path((argv or sys.argv[1:] or ["docs/mlflow-ui.png"])[0]).resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    browser = chromium()
+def serve_page(out: Path, question: str, run: str | None) -> None:
+    """Screenshot of ``ragexp serve``'s page at ``/`` after asking ``question``."""
+    from ragexp.serving import ServingError, champion_run_id
+
+    try:
+        run = run or champion_run_id()  # say why before starting a server that would exit
+    except ServingError as exc:
+        raise SystemExit(str(exc)) from None
+    serve = lambda port: [sys.executable, "-m", "ragexp.cli", "serve",  # noqa: E731
+                          "--port", str(port), "--run", run]
+    with background_server(serve) as port:
+        browser.screenshot_answer(f"http://127.0.0.1:{port}/", question, out)
+    print(f"wrote {out} (ragexp serve's page answering {question!r})")
+
+
+def mlflow_compare(out: Path) -> None:
+    """Screenshot of the MLflow UI comparing the ablation runs of the handbook experiment."""
+    chromium = browser.chromium()
     df = ablation_runs("ragexp-handbook")
     exp_id = tracking.ensure_experiment("ragexp-handbook")
     mlflow_ui = lambda port: [sys.executable, "-m", "mlflow", "ui",  # noqa: E731
@@ -40,11 +52,30 @@ def main(argv: list[str] | None = None) -> int:
         query = urllib.parse.urlencode({"runs": json.dumps(list(df["run_id"])),
                                         "experiments": json.dumps([exp_id])})
         url = f"http://127.0.0.1:{port}/#/compare-runs?{query}"
-        subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
+        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
                         "--hide-scrollbars", "--window-size=1600,1200",
                         "--virtual-time-budget=20000", f"--screenshot={out}", url],
                        check=True, capture_output=True, timeout=180)
     print(f"wrote {out} ({len(df)} runs compared)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ragexp.screenshot", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("out", nargs="?", default="docs/mlflow-ui.png", help="PNG to write")
+    p.add_argument("--page", action="store_true", help="the serving page, not the MLflow UI")
+    p.add_argument("--question", default=QUESTION, help="question asked on the page")
+    p.add_argument("--run", help="serve this run (id or unique prefix), not the champion")
+    args = p.parse_args(argv)
+    out = Path(args.out).resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if args.page:
+            serve_page(out, args.question, args.run)
+        else:
+            mlflow_compare(out)
+    except browser.BrowserMissing as exc:
+        raise SystemExit(str(exc)) from None
     return 0
 
 

@@ -171,6 +171,20 @@ def word_count(text: str) -> int:
 # upper- or title-case letter, a letter of a script without case (Han, Arabic, ...), a digit, a
 # quote or a bracket), or right after a CJK full stop, exclamation or question mark (those
 # scripts put no space after them).
+# What a chunk's size counts: a whitespace-separated token, except that each character
+# (grapheme) of a spaceless script counts alone, as ``word_count`` counts it. Unlike
+# ``word_count`` it keeps punctuation-only tokens, so it can cut text at any of them.
+LAYOUT_WORD = regex.compile(rf"(?:[{_SPACELESS}]\p{{M}}*)|[^\s{_SPACELESS}]+")
+
+
+def layout_word_count(text: str) -> int:
+    """Number of ``LAYOUT_WORD`` matches in ``text``: ``len(text.split())`` for text without a
+    spaceless script, one per character of Chinese, Japanese, Thai and the like."""
+    if text.isascii():
+        return len(text.split())
+    return sum(1 for _ in LAYOUT_WORD.finditer(text))
+
+
 SENTENCE_BREAK = regex.compile(
     r"(?<=[.!?])\s+(?=[\p{Lu}\p{Lt}\p{Lo}\p{Nd}`\"'(\[*])|(?<=[。！？｡])\s*(?=\S)")
 

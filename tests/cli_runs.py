@@ -1,0 +1,27 @@
+"""Run the ``ragexp`` CLI in a child process on a throwaway store: the tracking URI, cache and
+environment every subprocess test needs, in one place."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli_env(tmp: Path) -> dict[str, str]:
+    """The environment of a child ``ragexp``: a sqlite store in ``tmp``, offline, no inherited
+    sweep parent."""
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlflow.db'}",
+           "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
+    env.pop("RAGEXP_PARENT_RUN_ID", None)
+    return env
+
+
+def run_ragexp(tmp: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """``python -m ragexp ARGS cache_dir=TMP/cache progress=false`` from the repository root."""
+    return subprocess.run([sys.executable, "-m", "ragexp", *args, f"cache_dir={tmp / 'cache'}",
+                           "progress=false"], cwd=ROOT, env=cli_env(tmp), capture_output=True,
+                          text=True, timeout=timeout)
