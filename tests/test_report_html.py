@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import re
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -20,10 +17,10 @@ import pandas as pd
 import pytest
 from statsmodels.stats.multitest import multipletests
 
+from cli_runs import run_ragexp
 from ragexp import compare, question_failures, readers, report_facts, report_html
 from ragexp.stats import ALL
 
-ROOT = Path(__file__).resolve().parents[1]
 HASH = ["embedder=hash", "embedder.dim=256"]
 
 
@@ -195,15 +192,6 @@ def test_wins_by_kind_against_independent_computation():
 
 # --- end to end: two sweeps and a champion in a temporary store ------------------------------
 
-def ragexp(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlflow.db'}",
-           "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
-    env.pop("RAGEXP_PARENT_RUN_ID", None)
-    return subprocess.run([sys.executable, "-m", "ragexp", *args, f"cache_dir={tmp / 'cache'}",
-                           "progress=false"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=900)
-
-
 @pytest.fixture(scope="module")
 def sweeps(tmp_path_factory):
     from ragexp import cli, sweep_data, tracking
@@ -211,13 +199,14 @@ def sweeps(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("report-html")
     mp = pytest.MonkeyPatch()
     mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp / 'mlflow.db'}")
-    first = ragexp(tmp, "-m", "+ablation=default,bm25", *HASH, f"hydra.sweep.dir={tmp / 's1'}")
+    first = run_ragexp(tmp, "-m", "+ablation=default,bm25", *HASH,
+                       f"hydra.sweep.dir={tmp / 's1'}")
     assert first.returncode == 0, first.stderr[-3000:]
     sweep1 = sweep_data.latest_sweep("ragexp-handbook")
     runs1 = compare.runs_frame("ragexp-handbook", parent=sweep1).set_index("tags.ragexp.ablation")
     assert cli.main(["promote", runs1.loc["bm25", "run_id"]]) == 0  # the champion
     # the second sweep changes BM25 (so every matched run moves) and adds a configuration
-    second = ragexp(tmp, "-m", "+ablation=default,bm25,chunks_small", *HASH, "bm25.k1=0.9",
+    second = run_ragexp(tmp, "-m", "+ablation=default,bm25,chunks_small", *HASH, "bm25.k1=0.9",
                     f"hydra.sweep.dir={tmp / 's2'}")
     assert second.returncode == 0, second.stderr[-3000:]
     sweep2 = sweep_data.latest_sweep("ragexp-handbook")
