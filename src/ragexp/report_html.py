@@ -50,16 +50,20 @@ svg{max-width:100%;height:auto}
 
 
 def esc(v) -> str:
+    """Text made safe for HTML content and attribute values."""
     return html.escape(str(v), quote=True)
 
 
 def fmt(v: float, signed: bool = False) -> str:
+    """Three decimals (with a sign when ``signed``); a dash for a missing value."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
     return f"{v:+.3f}" if signed else f"{v:.3f}"
 
 
 def num(key: str, v: float, cls: str = "", text: str | None = None) -> str:
+    """A table cell showing ``text`` (default: ``v`` to three decimals) that carries ``data-k``
+    and the unrounded ``data-v``."""
     c = f' class="{cls}"' if cls else ""
     return f'<td{c} data-k="{esc(key)}" data-v="{esc(repr(float(v)))}">{esc(text or fmt(v))}</td>'
 
