@@ -80,7 +80,10 @@ def cmd_promote(args) -> int:
     except PromotionRefused as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return 1
+    from ragexp.servingmodel import mlflow_serve_command
+
     print(message)
+    print(f"serve it with `ragexp serve`, or: {mlflow_serve_command(args.model)}")
     return 0
 
 
