@@ -10,9 +10,9 @@ import sys
 
 
 def _engine(args):
-    from ragexp.serving import Engine, champion_run_id
+    from ragexp.serving import Engine
 
-    return Engine.from_run(args.run or champion_run_id(args.model))
+    return Engine.from_run(args.run) if args.run else Engine.from_model(args.model)
 
 
 def _full_id(ref: str | None) -> str | None:
@@ -80,7 +80,10 @@ def cmd_promote(args) -> int:
     except PromotionRefused as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return 1
+    from ragexp.servingmodel import mlflow_serve_command
+
     print(message)
+    print(f"serve it with `ragexp serve`, or: {mlflow_serve_command(args.model)}")
     return 0
 
 
@@ -222,7 +225,8 @@ def parser() -> argparse.ArgumentParser:
                    help="also copy the Brindle handbook and its questions, to run at once")
     i.set_defaults(fn=cmd_init)
 
-    pr = sub.add_parser("promote", help="make a run's config the serving default (champion)")
+    pr = sub.add_parser("promote", help="log and register a run's serving model, alias "
+                                        "champion")
     pr.add_argument("run_id", help="a run id or a unique prefix of one")
     pr.add_argument("--gate", action="store_true",
                     help="refuse unless it passes the gate against the champion and its gain "

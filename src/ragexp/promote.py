@@ -1,8 +1,10 @@
-"""Promote a run's resolved configuration to the serving default.
+"""Promote a run to the serving default: the champion as an MLflow model.
 
-Each promotion registers a new version of the MLflow registered model ``ragexp-serving``
-(source: the run's artifacts, which hold ``config.yaml``) and moves the alias ``champion`` to
-it; earlier versions stay. With a gate rule, the run must pass ``gate.decide`` against the
+Each promotion logs the run's pyfunc serving model (``servingmodel.log_model``: the run's
+``config.yaml``, data fingerprint and index-rebuild information as artifacts, linked to the run),
+registers it as a new version of the MLflow registered model ``ragexp-serving`` (source:
+``models:/<model_id>``, run id: the promoted run) and moves the alias ``champion`` to it;
+earlier versions stay. With a gate rule, the run must pass ``gate.decide`` against the
 champion: no significant regression beyond the margin overall or for any kind (p adjusted over
 the family), refusals within budget, and a significant gain of at least the rule's minimum
 effect.
@@ -60,15 +62,23 @@ def promote(run_id: str, name: str = MODEL_NAME,
     run = check_promotable(run_id)
     c = tracking.client()
     champion = current_champion(name)
-    if champion is not None and champion.run_id == run_id:
+    same_run = champion is not None and champion.run_id == run_id
+    if same_run and champion.source.startswith("models:/"):
         return champion.version, f"run {run_id} is already the {ALIAS} (version {champion.version})"
-    if rule is not None and champion is not None:
+    if rule is not None and champion is not None and not same_run:
         if rule.min_effect is None:
             rule = replace(rule, min_effect=0.0)
         verdict = gate.evaluate(run_id, champion.run_id, rule, label=ALIAS)
         if not verdict.passed:
             raise PromotionRefused("gate refused: " + "; ".join(verdict.reasons)
                                    + "\n" + verdict.render(rule))
+    from ragexp.serving import ServingError
+    from ragexp.servingmodel import log_model
+
+    try:
+        logged = log_model(run)
+    except ServingError as exc:  # no fingerprint: nothing to check serving data against
+        raise PromotionRefused(str(exc)) from None
     with tracking.store_lock():  # two promotions at once must not both create the model
         try:
             c.get_registered_model(name)
@@ -76,10 +86,11 @@ def promote(run_id: str, name: str = MODEL_NAME,
             c.create_registered_model(name, description="ragexp serving configurations; alias "
                                                         f"'{ALIAS}' is the one served")
     version = c.create_model_version(
-        name, source=run.info.artifact_uri, run_id=run_id,
+        name, source=f"models:/{logged.model_id}", run_id=run_id, model_id=logged.model_id,
         tags={"rr_at_10": f"{run.data.metrics['rr_at_10']:.4f}",
-              "ablation": run.data.tags.get("ragexp.ablation", "")},
-        description=f"config of run {run_id}")
+              "ablation": run.data.tags.get("ragexp.ablation", ""),
+              **{k: v for k, v in logged.tags.items() if k in ("corpus_hash", "golden_hash")}},
+        description=f"serving model of run {run_id}")
     c.set_registered_model_alias(name, ALIAS, version.version)
     previous = f" (was version {champion.version}, run {champion.run_id})" if champion else ""
     return version.version, f"{name} version {version.version} is now '{ALIAS}': run {run_id}" \

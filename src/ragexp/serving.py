@@ -162,6 +162,17 @@ class Engine:
             threshold = float("-inf")
         return cls(cfg, threshold, run_id, fingerprint)
 
+    @classmethod
+    def from_model(cls, name: str = MODEL_NAME, version: str | None = None) -> "Engine":
+        """The engine inside registered model ``name`` (``version``, default: the one its
+        ``champion`` alias points to), loaded as ``mlflow models serve`` loads it
+        (``servingmodel.load_engine``). Raises ``ServingError`` when there is no such version,
+        when it predates serving models (re-promote its run), or when the data's fingerprint
+        differs from the model's (naming both hashes)."""
+        from ragexp.servingmodel import load_engine
+
+        return load_engine(name, version)
+
 
 def champion_run_id(name: str = MODEL_NAME) -> str:
     c = tracking.client()

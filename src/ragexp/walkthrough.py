@@ -1,5 +1,6 @@
-"""Run sweep -> compare -> promote -> search/ask/serve on the local store and record the real
-output in the README's ``walkthrough`` block (``make walkthrough``; needs ``make sweep`` first).
+"""Run sweep -> compare -> promote -> search/ask/serve -> ``mlflow models serve`` on the local
+store and record the real output in the README's ``walkthrough`` block (``make walkthrough``;
+needs ``make sweep`` first).
 
 Each step is recorded as one command line, and that very string is what runs: split as a shell
 splits it (``shlex``), executed without a shell, with this interpreter's ``bin/`` first on
@@ -49,6 +50,20 @@ def serve_and_query() -> list[str]:
                 run(curl(port, "/search?q=snapshot&k=0"))]
 
 
+def mlflow_serve_and_query() -> list[str]:
+    """``mlflow models serve`` on the champion model, in the background, asked over
+    ``/invocations``; its own line records the exact command that ran."""
+    from ragexp.servingmodel import mlflow_serve_command
+
+    env = {"PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
+    with background_server(lambda port: shlex.split(mlflow_serve_command(port=port)),
+                           health="/ping", timeout_s=240, env=env) as port:
+        return [f"$ {mlflow_serve_command(port=port)}\n(in the background until the request "
+                f"below is answered)",
+                run(curl(port, "/invocations", {"inputs": ["How long are dead-lettered jobs "
+                                                           "kept?"]}))]
+
+
 def build(experiment: str) -> str:
     df = ablation_runs(experiment)
     ids = {n: r[:8] for n, r in zip(df["tags.ragexp.ablation"], df["run_id"])}  # prefixes
@@ -63,6 +78,7 @@ def build(experiment: str) -> str:
         run("ragexp ask 'What does BD-2110 mean?'"),
         run("ragexp ask 'Is there a Helm chart for deploying Brindle on Kubernetes?'"),
         *serve_and_query(),
+        *mlflow_serve_and_query(),
     ]
     return "\n".join(["```text", "\n\n".join(steps), "```"])
 

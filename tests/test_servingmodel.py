@@ -1,0 +1,313 @@
+"""The champion as an MLflow model: ``promote`` logs and registers a pyfunc model; MLflow's own
+loader, ``ragexp serve`` and ``mlflow models serve`` answer with it exactly as the run's engine
+does; all of them refuse data whose fingerprint differs from the model's; versions registered
+by an older ragexp (a run's artifact folder, no MLmodel) are named with the fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import mlflow
+import pandas as pd
+import pytest
+from fastapi.testclient import TestClient
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from ragexp import cli, examples, schema, tracking
+from ragexp.app import CONF_DIR, run_logged
+from ragexp.background import background_server, free_port
+from ragexp.datasets import MarkdownDataset
+from ragexp.promote import promote
+from ragexp.serving import BadQuestion, Engine, ServingError, champion_run_id
+from ragexp.servingmodel import OUTPUT_COLUMNS, answer_row, questions_of
+
+schema.register()
+CORPUS, GOLDEN = Path(examples.path("handbook/corpus")), Path(examples.path("handbook/golden"))
+BASE = ["embedder=hash", "embedder.dim=64", "retriever=bm25", "reranker=none", "progress=false"]
+QUESTIONS = ["What does BD-2110 mean?", "How long are dead-lettered jobs kept?",
+             "Is there a Helm chart for deploying Brindle on Kubernetes?"]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One run on a copy of the handbook (relative paths, started in ``work/``), promoted; the
+    tests then run from another folder."""
+    tmp = tmp_path_factory.mktemp("servingmodel")
+    work = tmp / "work"
+    shutil.copytree(CORPUS, work / "data" / "corpus")
+    shutil.copytree(GOLDEN, work / "data" / "golden")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp / 'mlflow.db'}")
+    mp.chdir(work)
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=[*BASE, "dataset.corpus_dir=data/corpus",
+                                           "dataset.questions=data/golden", "cache_dir=cache"])
+    run_id = run_logged(cfg)["run_id"]
+    before = tracking.client().get_run(run_id)
+    version, _ = promote(run_id)
+    (tmp / "elsewhere").mkdir()
+    mp.chdir(tmp / "elsewhere")
+    yield {"tmp": tmp, "work": work, "run_id": run_id, "version": version, "before": before}
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def reference(store):
+    """The run's engine built from the tracking store (``from_run``), independent of the model."""
+    return Engine.from_run(store["run_id"])
+
+
+def test_promote_registers_a_pyfunc_model_with_the_runs_artifacts(store):
+    c = tracking.client()
+    run_id = store["run_id"]
+    mv = c.get_model_version("ragexp-serving", store["version"])
+    assert mv.run_id == run_id and mv.source.startswith("models:/m-")
+    logged = c.get_logged_model(mv.source[len("models:/"):])
+    assert logged.source_run_id == run_id and str(logged.status).endswith("READY")
+    assert logged.experiment_id == c.get_run(run_id).info.experiment_id
+    assert c.get_model_version_by_alias("ragexp-serving", "champion").version == mv.version
+    info = mlflow.models.get_model_info(f"models:/ragexp-serving/{mv.version}")
+    assert "python_function" in info.flavors and info.run_id == run_id
+    folder = Path(mlflow.artifacts.download_artifacts(f"models:/ragexp-serving/{mv.version}"))
+    assert (folder / "MLmodel").is_file()
+    arts = folder / "artifacts"
+    run = c.get_run(run_id)
+    assert OmegaConf.load(arts / "config.yaml") == OmegaConf.load(
+        tracking.artifact_path(run_id, "config.yaml"))
+    recorded = {k: run.data.tags[k] for k in ("corpus_hash", "golden_hash")}
+    assert json.loads((arts / "fingerprint.json").read_text()) == recorded
+    # the hashes are those of the data itself, computed again independently of the run
+    data = MarkdownDataset(str(store["work"] / "data" / "corpus"),
+                           str(store["work"] / "data" / "golden")).fingerprint()
+    assert recorded == {k: data[k] for k in recorded}
+    serving = json.loads((arts / "serving.json").read_text())
+    assert serving["run_id"] == run_id
+    assert serving["threshold"] == pytest.approx(run.data.metrics["abstain.threshold"])
+    assert serving["locations"]["ragexp.path.cache_dir"] == str(store["work"] / "cache")
+    assert serving["locations"]["ragexp.path.dataset.corpus_dir"] == str(
+        store["work"] / "data" / "corpus")
+    # the evaluation run was linked to the model, not reopened
+    before = store["before"]
+    assert (run.info.status, run.info.end_time) == ("FINISHED", before.info.end_time)
+    assert logged.model_id in {o.model_id for o in run.outputs.model_outputs}
+
+
+def test_mlflow_loaded_model_answers_as_the_runs_engine(store, reference):
+    model = mlflow.pyfunc.load_model("models:/ragexp-serving@champion")
+    by_frame = model.predict(pd.DataFrame({"question": QUESTIONS}))
+    by_list = model.predict(list(QUESTIONS))
+    assert list(by_frame.columns) == list(OUTPUT_COLUMNS) and len(by_frame) == len(QUESTIONS)
+    pd.testing.assert_frame_equal(by_frame, by_list)
+    for row, question in zip(by_frame.to_dict(orient="records"), QUESTIONS):
+        ans = reference.answer(question)
+        assert row["answer"] == ans.text and row["refused"] == ans.refused
+        assert row["confidence"] == pytest.approx(ans.signal)
+        assert row["citations"] == ans.cited_chunks
+        assert [s["chunk_id"] for s in row["sources"]] == [s.chunk_id for s in ans.sources]
+    answered = by_frame[~by_frame["refused"]]
+    assert len(answered) >= 1
+    for row in answered.to_dict(orient="records"):  # every citation is one of its sources
+        assert row["citations"] and set(row["citations"]) <= {s["chunk_id"]
+                                                              for s in row["sources"]}
+    engine = model.unwrap_python_model().engine
+    assert engine.threshold == pytest.approx(reference.threshold)
+
+
+def test_questions_in_every_shape_and_bad_input_named():
+    assert questions_of(pd.DataFrame({"question": [" a "]})) == ["a"]
+    assert questions_of(pd.DataFrame({0: ["a", "b"]})) == ["a", "b"]
+    assert questions_of(["a", "b"]) == questions_of({"question": ["a", "b"]}) == ["a", "b"]
+    assert questions_of("a") == ["a"]
+    with pytest.raises(ValueError, match=r"columns \['query'\]; it needs a column 'question'"):
+        questions_of(pd.DataFrame({"query": ["a"]}))
+    with pytest.raises(ValueError, match="question 1 is a int"):
+        questions_of(["a", 3])
+    with pytest.raises(BadQuestion, match="question 1 must not be empty"):
+        questions_of(["a", "  "])
+    with pytest.raises(ValueError, match="input is a float"):
+        questions_of(1.5)
+
+
+def test_refused_row_keeps_shape():
+    from ragexp.answer import REFUSAL, Answer
+
+    row = answer_row(Answer("q", REFUSAL, True, float("-inf"), 0.3, reason="low"))
+    assert row == {"answer": REFUSAL, "refused": True, "citations": [], "sources": [],
+                   "confidence": None}
+
+
+def test_ragexp_serve_loads_the_champion_model(store, reference, monkeypatch):
+    import uvicorn
+
+    served = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    assert cli.main(["serve", "--port", "8123"]) == 0
+    http = TestClient(served["app"])
+    health = http.get("/health").json()
+    assert health["run_id"] == store["run_id"] == champion_run_id()
+    assert health["threshold"] == pytest.approx(reference.threshold)
+    got = http.post("/answer", json={"question": QUESTIONS[0]}).json()
+    assert got["text"] == reference.answer(QUESTIONS[0]).text
+    assert http.get("/search", params={"q": "ledger disk full", "k": 2}).status_code == 200
+    assert Engine.from_model().run_id == store["run_id"]
+
+
+def test_changed_data_is_refused_naming_both_hashes(store, capsys):
+    run_id = store["run_id"]
+    recorded = tracking.client().get_run(run_id).data.tags["corpus_hash"]
+    extra = store["work"] / "data" / "corpus" / "zz-added.md"
+    extra.write_text("# Added later\n\nA document the model never saw.\n")
+    try:
+        now = MarkdownDataset(str(store["work"] / "data" / "corpus"),
+                              str(store["work"] / "data" / "golden")).fingerprint()["corpus_hash"]
+        assert now != recorded
+        with pytest.raises(ServingError) as err:
+            Engine.from_model()
+        assert recorded in str(err.value) and now in str(err.value)
+        with pytest.raises(ServingError, match=now):
+            mlflow.pyfunc.load_model("models:/ragexp-serving@champion")
+        assert cli.main(["serve", "--port", str(free_port())]) == 2  # before uvicorn starts
+        err_text = capsys.readouterr().err
+        assert recorded in err_text and now in err_text
+    finally:
+        extra.unlink()
+
+
+def test_versions_registered_from_a_run_folder_ask_for_a_new_promotion(store, capsys):
+    c = tracking.client()
+    run_id = store["run_id"]
+    run = c.get_run(run_id)
+    old = c.create_model_version("ragexp-serving", source=run.info.artifact_uri, run_id=run_id)
+    c.set_registered_model_alias("ragexp-serving", "champion", old.version)
+    try:
+        with pytest.raises(ServingError, match=rf"ragexp promote {run_id}") as err:
+            Engine.from_model()
+        assert f"version {old.version}" in str(err.value) and "MLmodel" in str(err.value)
+        assert cli.main(["ask", "What does BD-2110 mean?"]) == 2
+        assert "is not an MLflow model" in capsys.readouterr().err
+        version, msg = promote(run_id)  # the same run again: a model this time, not a no-op
+        assert int(version) > int(old.version) and "is now 'champion'" in msg
+        assert Engine.from_model().run_id == run_id
+        assert promote(run_id)[0] == version  # and now it is a no-op
+        assert cli.main(["promote", run_id[:8]]) == 0
+        out = capsys.readouterr().out
+        assert f"already the champion (version {version})" in out
+        assert "mlflow models serve -m models:/ragexp-serving@champion --env-manager local" in out
+    finally:
+        c.set_registered_model_alias("ragexp-serving", "champion", store["version"])
+
+
+def test_mlflow_serve_command_points_at_ragexps_store(monkeypatch, tmp_path, capsys):
+    from ragexp.servingmodel import mlflow_serve_command
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    # without the variable, ragexp's store and the command's are the same file
+    command = mlflow_serve_command(port=5001)
+    uri = command.split()[1].split("=", 1)[1]
+    assert Path(uri[len("sqlite:///"):]).resolve() == Path(
+        tracking.tracking_uri()[len("sqlite:///"):])
+    assert command.endswith("mlflow models serve -m models:/ragexp-serving@champion "
+                            "--env-manager local -h 127.0.0.1 -p 5001")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking:5000")
+    assert mlflow_serve_command("other").startswith(
+        "env MLFLOW_TRACKING_URI=http://tracking:5000 mlflow models serve -m "
+        "models:/other@champion ")
+
+
+def test_missing_version_is_a_clear_error(store):
+    with pytest.raises(ServingError, match="no version 99 of registered model"):
+        Engine.from_model(version="99")
+    with pytest.raises(ServingError, match="no 'champion' of registered model 'nothing'"):
+        Engine.from_model("nothing")
+
+
+def _mlflow_serve(port: int) -> list[str]:
+    return [str(Path(sys.executable).parent / "mlflow"), "models", "serve", "-m",
+            "models:/ragexp-serving@champion", "--env-manager", "local", "-h", "127.0.0.1",
+            "-p", str(port)]
+
+
+def _serve_env() -> dict[str, str]:
+    """``mlflow models serve`` execs ``uvicorn`` from PATH: the venv's, with ragexp importable."""
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    return {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p),
+            "MLFLOW_TRACKING_URI": os.environ["MLFLOW_TRACKING_URI"]}
+
+
+@pytest.mark.slow
+def test_mlflow_models_serve_answers_on_loopback(store, reference):
+    with background_server(_mlflow_serve, health="/ping", timeout_s=240,
+                           env=_serve_env()) as port:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as http:
+            by_list = http.post("/invocations", json={"inputs": QUESTIONS})
+            by_records = http.post("/invocations", json={
+                "dataframe_records": [{"question": q} for q in QUESTIONS]})
+            empty = http.post("/invocations", json={"inputs": ["  "]})
+    assert by_list.status_code == by_records.status_code == 200, by_list.text
+    rows = by_list.json()["predictions"]
+    assert rows == by_records.json()["predictions"] and len(rows) == len(QUESTIONS)
+    for row, question in zip(rows, QUESTIONS):
+        ans = reference.answer(question)
+        assert set(row) == set(OUTPUT_COLUMNS)
+        assert (row["answer"], row["refused"], row["citations"]) == (
+            ans.text, ans.refused, ans.cited_chunks)
+        assert row["confidence"] == pytest.approx(ans.signal)
+        assert [s["n"] for s in row["sources"]] == [s.n for s in ans.sources]
+    assert empty.status_code == 400 and "must not be empty" in empty.text
+
+
+@pytest.mark.slow
+def test_mlflow_models_serve_refuses_changed_data(store):
+    recorded = tracking.client().get_run(store["run_id"]).data.tags["golden_hash"]
+    golden = store["work"] / "data" / "golden"
+    first = sorted(golden.glob("*.jsonl"))[0]
+    original = first.read_bytes()
+    first.write_bytes(original + b"\n")  # one more newline: other bytes, same questions
+    port = free_port()
+    proc = subprocess.Popen(_mlflow_serve(port), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, **_serve_env()})
+    try:
+        out, _ = proc.communicate(timeout=240)
+        now = MarkdownDataset(str(store["work"] / "data" / "corpus"),
+                              str(golden)).fingerprint()["golden_hash"]
+        assert now != recorded
+        text = out.decode(errors="replace")
+        assert proc.returncode != 0
+        assert recorded in text and now in text and "changed since it was measured" in text
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+        first.write_bytes(original)
+
+
+@pytest.mark.slow
+def test_walkthrough_records_mlflow_models_serve_as_it_ran(store, reference, monkeypatch):
+    from ragexp import walkthrough
+
+    for key, value in _serve_env().items():
+        monkeypatch.setenv(key, value)
+    server, request = walkthrough.mlflow_serve_and_query()
+    command = server.splitlines()[0]
+    uri = os.environ["MLFLOW_TRACKING_URI"]
+    assert command.startswith(f"$ env MLFLOW_TRACKING_URI={uri} mlflow models serve -m "
+                              f"models:/ragexp-serving@champion --env-manager local -h "
+                              f"127.0.0.1 -p ")
+    curl_line, _, out = request.partition("\n")
+    assert curl_line.startswith("$ curl ") and "/invocations" in curl_line
+    body, status = out.rsplit("\n", 1)
+    assert status == "HTTP 200"
+    row = json.loads(body)["predictions"][0]
+    ans = reference.answer("How long are dead-lettered jobs kept?")
+    assert (row["answer"], row["refused"]) == (ans.text, ans.refused)
