@@ -156,6 +156,8 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
     table = _per_question(queries, judged, qrels, scores, confidence, abstain, measures)
     for column, values in {**answer_columns(list(answers.values())), **graded.columns}.items():
         table[column] = values
+    table["cited_relevant"] = [  # how many cited chunks hold evidence (report.html's failures)
+        sum(c in relevant.get(q.qid, set()) for c in answers[q.qid].cited_chunks) for q in queries]
     return RunResult(results, table, abstain, ranking, chunks,
                      res.embedder.identity if res.embedder_used else None, res, judged, qrels,
                      graded.tags)
@@ -201,7 +203,7 @@ def _per_question(queries, ranking, qrels, scores, confidence, abstain,
         rel = qrels.get(q.qid, {})
         s = confidence.get(q.qid)
         rows.append({
-            "id": q.qid, "kind": q.kind,
+            "id": q.qid, "kind": q.kind, "question": q.text,
             "first_relevant_rank": metrics.first_relevant_rank(ranked, rel) if rel else None,
             **{m.key: scores[q.qid][m.key] if q.qid in scores else None for m in measures},
             "abstain_signal": s,
