@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast check-golden run sweep tables walkthrough own-docs bench bench-scale ui screenshot gate clean
+.PHONY: help install test test-fast check-golden run sweep tables report hero walkthrough own-docs bench bench-scale ui screenshot gate clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -37,6 +37,12 @@ sweep: ## the full named ablation set as one multirun (one parent MLflow run)
 tables: ## regenerate the README's golden-set counts and result tables (MLflow store)
 	$(BIN)/python -m ragexp.golden check --readme README.md
 	$(BIN)/python -m ragexp.report --confirm --readme README.md
+
+report: ## the latest sweep's page: report.html (also logged on the sweep's parent run)
+	$(BIN)/ragexp report --html report.html
+
+hero: ## the README's hero image: which configuration wins on which kind (latest handbook sweep)
+	$(BIN)/ragexp report --chart docs/wins-by-kind.png
 
 walkthrough: ## run compare -> promote -> search/ask/serve and record it in the README
 	$(BIN)/python -m ragexp.walkthrough --readme README.md

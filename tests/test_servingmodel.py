@@ -197,8 +197,30 @@ def test_versions_registered_from_a_run_folder_ask_for_a_new_promotion(store, ca
         assert int(version) > int(old.version) and "is now 'champion'" in msg
         assert Engine.from_model().run_id == run_id
         assert promote(run_id)[0] == version  # and now it is a no-op
+        assert cli.main(["promote", run_id[:8]]) == 0
+        out = capsys.readouterr().out
+        assert f"already the champion (version {version})" in out
+        assert "mlflow models serve -m models:/ragexp-serving@champion --env-manager local" in out
     finally:
         c.set_registered_model_alias("ragexp-serving", "champion", store["version"])
+
+
+def test_mlflow_serve_command_points_at_ragexps_store(monkeypatch, tmp_path, capsys):
+    from ragexp.servingmodel import mlflow_serve_command
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    # without the variable, ragexp's store and the command's are the same file
+    command = mlflow_serve_command(port=5001)
+    uri = command.split()[1].split("=", 1)[1]
+    assert Path(uri[len("sqlite:///"):]).resolve() == Path(
+        tracking.tracking_uri()[len("sqlite:///"):])
+    assert command.endswith("mlflow models serve -m models:/ragexp-serving@champion "
+                            "--env-manager local -h 127.0.0.1 -p 5001")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking:5000")
+    assert mlflow_serve_command("other").startswith(
+        "env MLFLOW_TRACKING_URI=http://tracking:5000 mlflow models serve -m "
+        "models:/other@champion ")
 
 
 def test_missing_version_is_a_clear_error(store):
@@ -278,8 +300,10 @@ def test_walkthrough_records_mlflow_models_serve_as_it_ran(store, reference, mon
         monkeypatch.setenv(key, value)
     server, request = walkthrough.mlflow_serve_and_query()
     command = server.splitlines()[0]
-    assert command.startswith("$ mlflow models serve -m models:/ragexp-serving@champion "
-                              "--env-manager local -h 127.0.0.1 -p ")
+    uri = os.environ["MLFLOW_TRACKING_URI"]
+    assert command.startswith(f"$ env MLFLOW_TRACKING_URI={uri} mlflow models serve -m "
+                              f"models:/ragexp-serving@champion --env-manager local -h "
+                              f"127.0.0.1 -p ")
     curl_line, _, out = request.partition("\n")
     assert curl_line.startswith("$ curl ") and "/invocations" in curl_line
     body, status = out.rsplit("\n", 1)

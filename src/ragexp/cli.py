@@ -80,7 +80,10 @@ def cmd_promote(args) -> int:
     except PromotionRefused as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return 1
+    from ragexp.servingmodel import mlflow_serve_command
+
     print(message)
+    print(f"serve it with `ragexp serve`, or: {mlflow_serve_command(args.model)}")
     return 0
 
 
@@ -166,8 +169,40 @@ def cmd_serve(args) -> int:
     if key is None and not is_loopback(args.host):
         print(f"warning: serving on {args.host} without access control (--insecure)",
               file=sys.stderr)
-    uvicorn.run(create_app(_engine(args), api_key=key), host=args.host, port=args.port,
+    engine = _engine(args)
+    engine.tracer = _tracer(engine, args.traces)
+    uvicorn.run(create_app(engine, api_key=key), host=args.host, port=args.port,
                 log_level="info")
+    return 0
+
+
+def _tracer(engine, flag: bool | None):
+    """The tracer ``serve`` uses: ``--traces/--no-traces`` if given, else the run config's
+    ``traces.enabled`` (default on), into ``traces.experiment`` (default ``ragexp-serving``)."""
+    from ragexp import tracing
+
+    enabled, experiment = tracing.settings(engine.cfg)
+    enabled = enabled if flag is None else flag
+    tracer = tracing.for_engine(engine, enabled, experiment)
+    print(f"traces: {'on, into experiment ' + experiment if enabled else 'off'}",
+          file=sys.stderr)
+    return tracer
+
+
+def cmd_report(args) -> int:
+    from pathlib import Path
+
+    if not (args.html or args.chart):  # the README's markdown result tables
+        from ragexp.report import print_tables
+
+        return print_tables(args.experiment, Path(args.readme) if args.readme else None,
+                            args.confirm, tuple(args.overrides))
+    from ragexp import report_html, sweep_data
+
+    parent = _full_id(args.parent) if args.parent else sweep_data.latest_sweep(args.experiment)
+    print(report_html.write(parent, Path(args.html) if args.html else None,
+                            Path(args.chart) if args.chart else None,
+                            upload=bool(args.html) and not args.no_upload))
     return 0
 
 
@@ -264,10 +299,29 @@ def parser() -> argparse.ArgumentParser:
                                 "must send as 'Authorization: Bearer <key>'")
             s.add_argument("--insecure", action="store_true",
                            help="allow a non-loopback --host without an API key")
+            s.add_argument("--traces", action=argparse.BooleanOptionalAction, default=None,
+                           help="write an MLflow trace per /answer and /search (default: the "
+                                "run config's traces.enabled, which defaults to on)")
         s.add_argument("--run", help="serve this run (id or unique prefix) instead of the "
                                      "champion")
         s.add_argument("--model", default=MODEL_NAME)
         s.set_defaults(fn=fn)
+    r = sub.add_parser("report", help="the README's result tables (markdown); with --html OUT "
+                                      "one standalone page for a sweep")
+    r.add_argument("--experiment", default="ragexp-handbook")
+    r.add_argument("--html", metavar="OUT", help="write the sweep's page here (and log it as "
+                   "report.html on the sweep's parent run)")
+    r.add_argument("--chart", metavar="PNG", help="write the wins-by-kind chart here")
+    r.add_argument("--parent", help="the sweep's parent run id or a unique prefix (default: the "
+                   "experiment's latest finished sweep)")
+    r.add_argument("--no-upload", action="store_true",
+                   help="do not log report.html on the sweep's parent run")
+    r.add_argument("--readme", help="markdown tables: replace the results block of this file")
+    r.add_argument("--confirm", action="store_true", help="markdown tables: confirm the dev "
+                   "winner on test first if it is not yet (ragexp confirm)")
+    r.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="markdown tables: overrides the sweep added to every ablation")
+    r.set_defaults(fn=cmd_report)
     u = sub.add_parser("ui", help="MLflow UI for the store runs go to (or the server's URL)")
     u.add_argument("--host", default="127.0.0.1")
     u.add_argument("--port", type=int, default=5000)
@@ -276,6 +330,9 @@ def parser() -> argparse.ArgumentParser:
     from ragexp.housekeeping import add_parser as add_runs
 
     add_runs(sub)
+    from ragexp.traces_cli import add_parser as add_traces
+
+    add_traces(sub)
     return p
 
 

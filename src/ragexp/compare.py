@@ -16,7 +16,8 @@ REFUSAL = ("abstain.refused_unanswerable", "abstain.refused_answerable",
            "abstain.cv.refused_unanswerable", "abstain.cv.refused_answerable")
 HIDDEN_PARAMS = {"progress", "force", "experiment", "cache_dir", "ablation", "verbose",
                  "objective", "baseline", "reuse_stages"}
-TEXT_COLUMNS = ("id", "kind", "top_item", "answer")  # per_question.csv columns never parsed
+# per_question.csv columns never parsed
+TEXT_COLUMNS = ("id", "kind", "question", "top_item", "answer", "cited", "refusal_reason")
 
 
 def runs_frame(experiment: str, parent: str | None = None,

@@ -129,11 +129,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
                    help="overrides the sweep added to every ablation (e.g. embedder=hash)")
     args = p.parse_args(argv)
-    content = build(args.experiment, run_confirm=args.confirm, overrides=tuple(args.overrides))
+    return print_tables(args.experiment, args.readme, args.confirm, tuple(args.overrides))
+
+
+def print_tables(experiment: str, readme: Path | None = None, run_confirm: bool = False,
+                 overrides: tuple[str, ...] = ()) -> int:
+    """Print the results block (``build``); with ``readme``, also replace that file's block."""
+    content = build(experiment, run_confirm=run_confirm, overrides=overrides)
     print(content)
-    if args.readme:
-        replace_block(args.readme, "results", content)
-        print(f"\nwrote {args.readme}", file=sys.stderr)
+    if readme:
+        replace_block(readme, "results", content)
+        print(f"\nwrote {readme}", file=sys.stderr)
     return 0
 
 

@@ -5,7 +5,7 @@
   beside the server, so it is stopped by group), opens the compare-runs page, and waits for the
   single-page app to render with Chromium's virtual-time budget.
 - ``python -m ragexp.screenshot --page OUT``: the page ``ragexp serve`` shows at ``/``, answering
-  a handbook question. Starts the real ``ragexp serve`` (the champion, or ``--run``) on a free
+  a handbook question. Starts the real ``ragexp serve`` (the champion model, or ``--run``) on a free
   loopback port, types the question and presses Ask in Chromium under Selenium (``browser.py``).
 """
 
@@ -30,11 +30,12 @@ def serve_page(out: Path, question: str, run: str | None) -> None:
     from ragexp.serving import ServingError, champion_run_id
 
     try:
-        run = run or champion_run_id()  # say why before starting a server that would exit
+        if not run:
+            champion_run_id()  # say why before starting a server that would exit
     except ServingError as exc:
         raise SystemExit(str(exc)) from None
     serve = lambda port: [sys.executable, "-m", "ragexp.cli", "serve",  # noqa: E731
-                          "--port", str(port), "--run", run]
+                          "--port", str(port), *(["--run", run] if run else [])]
     with background_server(serve) as port:
         browser.screenshot_answer(f"http://127.0.0.1:{port}/", question, out)
     print(f"wrote {out} (ragexp serve's page answering {question!r})")

@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import shlex
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -44,6 +46,7 @@ ARTIFACTS = {"config": "config.yaml", "fingerprint": "fingerprint.json",
 OUTPUT_COLUMNS = ("answer", "refused", "citations", "sources", "confidence")
 METADATA_KEY = "ragexp_serving"  # MLmodel metadata marking a ragexp serving model
 LOGGED_MODEL_NAME = "ragexp-serving"
+LOCAL_STORE = "sqlite:///mlruns/mlflow.db"  # tracking.tracking_uri() without MLFLOW_TRACKING_URI
 
 
 @dataclass(frozen=True)
@@ -228,6 +231,16 @@ def model_version(name: str, version: str | None = None):
         raise ServingError(f"version {mv.version} of {name!r} ({mv.source}) is not a ragexp "
                            f"serving model (no '{METADATA_KEY}' in its MLmodel metadata)")
     return mv
+
+
+def mlflow_serve_command(name: str = tracking.MODEL_NAME, port: int | None = None) -> str:
+    """The shell command that serves ``name``'s champion with ``mlflow models serve``, pointed
+    at the store ragexp uses: ``MLFLOW_TRACKING_URI`` when set, else ragexp's local default
+    (``LOCAL_STORE``, relative to the current folder; MLflow's own default is another file)."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or LOCAL_STORE
+    command = (f"env MLFLOW_TRACKING_URI={shlex.quote(uri)} mlflow models serve -m "
+               f"models:/{name}@{tracking.ALIAS} --env-manager local")
+    return command + (f" -h 127.0.0.1 -p {port}" if port else "")
 
 
 def load_engine(name: str = tracking.MODEL_NAME, version: str | None = None) -> Engine:

@@ -5,7 +5,9 @@ an out-of-range value in any sweep option stops the sweep before anything is cre
 delivers results a previous run of this sweep folder kept on disk (``outbox``), closes runs of
 the experiment whose process is gone (``lifecycle.close_abandoned``), and only then creates the
 parent run. ``on_multirun_end`` ends the parent ``FINISHED`` (every job finished or skipped) or
-``FAILED``, with the tag ``ragexp.jobs`` counting finished, failed, killed and skipped jobs; a
+``FAILED``, with the tag ``ragexp.jobs`` counting finished, failed, killed and skipped jobs, after
+logging the sweep's page ``report.html`` on it (``report_html``; a failure to build it is the tag
+``ragexp.report_error``, never a failed sweep); a
 stop signal ends it ``KILLED`` through ``lifecycle``'s exit hook. Errors here stop the sweep
 (``SystemExit``): Hydra only warns about an ``Exception`` raised in a callback and would run
 the jobs without a parent.
@@ -175,6 +177,17 @@ class SweepCallback(Callback):
         except Exception as exc:  # the sweep's own outcome is still recorded below
             log.exception("sweep comparisons failed")
             tracking.client().set_tag(self.parent_id, "ragexp.selection_error",
+                                      tracking.error_summary(exc)[:5000])
+        try:  # the sweep's page, report.html on the parent (report_html)
+            from ragexp.report_html import write
+
+            print(write(self.parent_id))
+        except (KeyboardInterrupt, lifecycle.Interrupted):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a report never fails the sweep
+            log.warning("no report.html for sweep %s: %s", self.parent_id,
+                        tracking.error_summary(exc), exc_info=not isinstance(exc, SystemExit))
+            tracking.client().set_tag(self.parent_id, "ragexp.report_error",
                                       tracking.error_summary(exc)[:5000])
         try:
             counts = end_parent(self.parent_id, sweep_dir)

@@ -50,17 +50,15 @@ def serve_and_query() -> list[str]:
                 run(curl(port, "/search?q=snapshot&k=0"))]
 
 
-MLFLOW_SERVE = ("mlflow models serve -m models:/ragexp-serving@champion --env-manager local "
-                "-h 127.0.0.1 -p {port}")
-
-
 def mlflow_serve_and_query() -> list[str]:
     """``mlflow models serve`` on the champion model, in the background, asked over
     ``/invocations``; its own line records the exact command that ran."""
+    from ragexp.servingmodel import mlflow_serve_command
+
     env = {"PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
-    with background_server(lambda port: shlex.split(MLFLOW_SERVE.format(port=port)),
+    with background_server(lambda port: shlex.split(mlflow_serve_command(port=port)),
                            health="/ping", timeout_s=240, env=env) as port:
-        return [f"$ {MLFLOW_SERVE.format(port=port)}\n(in the background until the request "
+        return [f"$ {mlflow_serve_command(port=port)}\n(in the background until the request "
                 f"below is answered)",
                 run(curl(port, "/invocations", {"inputs": ["How long are dead-lettered jobs "
                                                            "kept?"]}))]

@@ -1,0 +1,123 @@
+"""Which questions a run got wrong, and why, from its per-question table. Pure: no I/O.
+
+A question **fails** when the answer a user would get is wrong in a way the golden set can see:
+
+- an answerable question (one the run scored: its measure cell is filled) is refused, or is
+  answered without any cited chunk holding its evidence (``cited_relevant == 0``);
+- an unanswerable question (measure cell empty) is answered instead of refused.
+
+Each failure gets one reason, the earliest stage that explains it:
+
+==========================  ===============================================================
+``retrieval miss``          answerable; no relevant item among the ``shown`` passages the
+                            answerer was given (``first_relevant_rank`` empty or > ``shown``)
+``refused``                 answerable; evidence was shown, yet the answer was refused (the
+                            detail is the run's ``refusal_reason``: low confidence, or every
+                            sentence dropped by the citation checker)
+``unsupported citation``    answerable; evidence was shown and it answered, citing only chunks
+                            that hold none of the evidence
+``answered unanswerable``   unanswerable; answered instead of refused
+==========================  ===============================================================
+
+A table logged before ``cited_relevant`` existed cannot show unsupported citations: answered
+questions are then not judged, and :func:`failed_questions` says so in ``attrs["note"]``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+REASONS = ("retrieval miss", "refused", "unsupported citation", "answered unanswerable")
+COLUMNS = ("id", "kind", "question", "reason", "detail")
+
+
+def _flag(value) -> bool | None:
+    """A boolean cell as pandas read it (bool, 'True'/'False', 1/0) or None when empty."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, str):
+        return {"true": True, "false": False}.get(value.strip().lower())
+    return bool(value)
+
+
+def _rank(value) -> int | None:
+    try:
+        r = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(r) else int(r)
+
+
+def _text(row, col: str) -> str:
+    v = row.get(col, "")
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+
+
+def failed_questions(table: pd.DataFrame, score_column: str, shown: int) -> pd.DataFrame:
+    """Failed questions of one run, one row each: ``id``, ``kind``, ``question``, ``reason``
+    (one of :data:`REASONS`), ``detail`` (a sentence with the numbers behind it).
+
+    ``table``: a run's ``per_question.csv`` (columns ``id``, ``kind``, ``score_column``,
+    ``first_relevant_rank``, ``answered``, ``refusal_reason``, ``cited``, ``abstain_signal``,
+    optional ``question`` and ``cited_relevant``); ``score_column``: a measure's column (its
+    emptiness marks an unanswerable question); ``shown``: passages the answerer was given
+    (the run's ``answer.n_chunks``). Raises ``ValueError`` when a needed column is missing.
+    """
+    need = {"id", "kind", score_column, "first_relevant_rank", "answered"}
+    missing = need - set(table.columns)
+    if missing:
+        raise ValueError(f"per-question table lacks column(s) {', '.join(sorted(missing))}")
+    if shown < 1:
+        raise ValueError(f"shown passages must be >= 1, got {shown}")
+    judge_citations = "cited_relevant" in table.columns
+    rows = []
+    for row in table.to_dict("records"):
+        answerable = not pd.isna(row[score_column])
+        answered = _flag(row["answered"])
+        if answered is None:
+            continue  # no answer recorded for this question: nothing to judge
+        cited = _text(row, "cited")
+        reason = detail = None
+        if not answerable:
+            if answered:
+                reason = "answered unanswerable"
+                detail = (f"confidence {float(row.get('abstain_signal', math.nan)):.3f} was not "
+                          f"below the refusal threshold; cited {cited or 'nothing'}")
+        else:
+            rank = _rank(row["first_relevant_rank"])
+            n_rel = _rank(row.get("cited_relevant")) if judge_citations else None
+            unsupported = answered and judge_citations and (n_rel or 0) == 0
+            if not answered or unsupported:
+                if rank is None or rank > shown:
+                    reason = "retrieval miss"
+                    where = ("no relevant item retrieved" if rank is None
+                             else f"first relevant item at rank {rank}")
+                    then = (f"refused ({_text(row, 'refusal_reason') or 'no reason recorded'})"
+                            if not answered else f"answered citing {cited or 'nothing'}")
+                    detail = f"{where}, the answerer was shown the top {shown}; {then}"
+                elif not answered:
+                    reason = "refused"
+                    detail = (f"evidence at rank {rank} of {shown} shown; "
+                              f"{_text(row, 'refusal_reason') or 'no reason recorded'}")
+                else:
+                    reason = "unsupported citation"
+                    detail = (f"evidence at rank {rank} of {shown} shown, but the answer cites "
+                              f"{cited or 'nothing'}, none holding it")
+        if reason:
+            rows.append({"id": str(row["id"]), "kind": str(row["kind"]),
+                         "question": _text(row, "question"), "reason": reason,
+                         "detail": detail})
+    out = pd.DataFrame(rows, columns=list(COLUMNS))
+    out.attrs["note"] = ("" if judge_citations else
+                         "this run's per-question table has no cited_relevant column (logged "
+                         "by an older ragexp): answered questions were not checked for "
+                         "unsupported citations")
+    return out
+
+
+def counts(failures: pd.DataFrame) -> dict[str, int]:
+    """Failures per reason, every reason listed (0 when none)."""
+    found = failures["reason"].value_counts().to_dict() if len(failures) else {}
+    return {r: int(found.get(r, 0)) for r in REASONS}
