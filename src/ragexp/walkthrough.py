@@ -1,6 +1,7 @@
-"""Run sweep -> compare -> promote -> search/ask/serve -> ``mlflow models serve`` on the local
-store and record the real output in the README's ``walkthrough`` block (``make walkthrough``;
-needs ``make sweep`` first).
+"""Run sweep -> compare -> promote -> search/ask/serve (traced, one answer marked wrong) ->
+``traces mine`` -> ``traces accept`` -> ``mlflow models serve`` on the local store and record the
+real output in the README's ``walkthrough`` block (``make walkthrough``; needs ``make sweep``
+first).
 
 Each step is recorded as one command line, and that very string is what runs: split as a shell
 splits it (``shlex``), executed without a shell, with this interpreter's ``bin/`` first on
@@ -42,12 +43,51 @@ def curl(port: int, path: str, body: dict | None = None) -> str:
     return shlex.join([*parts, f"http://127.0.0.1:{port}{path}"])
 
 
+# What the walkthrough asks ``ragexp serve``: the last answer is marked wrong through
+# ``/feedback``, as a user of the page would. Every /answer and /search writes one trace.
+ASKED = ("How long are dead-lettered jobs kept?",
+         "Which port does the admin console listen on?",
+         "Can I pause a queue without losing its jobs?")
+MINED = "mined"  # where the walkthrough's candidate and accepted golden questions go
+
+
+def body(output: str) -> dict:
+    """The JSON body of a recorded curl step (``$ curl ...`` line, body, ``HTTP nnn``)."""
+    return json.loads(output.splitlines()[1])
+
+
 def serve_and_query() -> list[str]:
     with background_server(lambda port: ["ragexp", "serve", "--port", str(port)],
                            env={"PATH": BIN + os.pathsep + os.environ.get("PATH", "")}) as port:
-        return [run(curl(port, "/health")),
-                run(curl(port, "/answer", {"question": "How long are dead-lettered jobs kept?"})),
-                run(curl(port, "/search?q=snapshot&k=0"))]
+        steps = [run(curl(port, "/health"))]
+        steps += [run(curl(port, "/answer", {"question": q})) for q in ASKED]
+        steps.append(run(curl(port, "/search?q=snapshot&k=0")))
+        wrong = body(steps[len(ASKED)])["trace_id"]
+        steps.append(run(curl(port, "/feedback", {"trace_id": wrong, "wrong": True,
+                                                  "comment": "cites the wrong section"})))
+        return steps
+
+
+def mine_and_accept() -> list[str]:
+    """Mine the traces this walkthrough's ``ragexp serve`` wrote (the newest ones: one per
+    /answer, the /search with k=0 was refused before ranking), then accept the candidate the
+    user marked wrong into ``mined/accepted.jsonl``, validated as the golden set is."""
+    out = f"{MINED}/candidates.jsonl"
+    Path(MINED, "accepted.jsonl").unlink(missing_ok=True)  # the walkthrough starts it afresh
+    steps = [run(f"ragexp traces mine --max-traces {len(ASKED)} --out {out}")]
+    marked = [r["id"] for r in candidates(out) if r.get("reason") == "marked_wrong"]
+    if marked:
+        steps.append(run(f"ragexp traces accept {out} --into {MINED}/accepted.jsonl "
+                         f"--id {marked[0]}"))
+    return steps
+
+
+def candidates(path: str) -> list[dict]:
+    """The records of a candidate file (its ``//`` comment lines skipped)."""
+    if not Path(path).exists():
+        return []
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines()
+            if line.strip() and not line.lstrip().startswith("//")]
 
 
 def mlflow_serve_and_query() -> list[str]:
@@ -78,6 +118,7 @@ def build(experiment: str) -> str:
         run("ragexp ask 'What does BD-2110 mean?'"),
         run("ragexp ask 'Is there a Helm chart for deploying Brindle on Kubernetes?'"),
         *serve_and_query(),
+        *mine_and_accept(),
         *mlflow_serve_and_query(),
     ]
     return "\n".join(["```text", "\n\n".join(steps), "```"])
