@@ -21,3 +21,53 @@ class ReverseReranker:
             out[qid] = {item: float(len(items) - pos)
                         for pos, item in enumerate([*reversed(head), *tail])}
         return out
+
+
+class ReversedRetriever:
+    """Wraps a retriever and reverses the order of what it returns: a planted regression."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
+        out = {}
+        for qid, scores in self.inner.search(queries, k, cached).items():
+            items = ordered(scores)
+            out[qid] = {item: float(pos + 1) for pos, item in enumerate(items)}
+        return out
+
+
+class StrippedCitations:
+    """Wraps an answerer and strips the ``[n]`` citations from the sentences it writes, before
+    the citation checker sees them: a planted serving fault."""
+
+    name = "stripped"
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def answer(self, inputs, bm25, progress: bool = False):
+        from ragexp.answer import claim_of, finish, sources_for
+
+        out = []
+        for inp, ans in zip(inputs, self.inner.answer(inputs, bm25)):
+            if ans.refused:
+                out.append(ans)
+                continue
+            sources = sources_for(inp, len(ans.sources))
+            out.append(finish(inp, [claim_of(s) for s in ans.sentences], sources, bm25,
+                              0.6, "every sentence lost its citation"))
+        return out
+
+
+class AlwaysRefuses:
+    """An answerer that refuses every question, whatever its confidence: a planted fault."""
+
+    name = "always_refuses"
+
+    def answer(self, inputs, bm25, progress: bool = False):
+        from ragexp.answer import REFUSAL, Answer, sources_for
+
+        return [Answer(inp.question, REFUSAL, True, inp.signal, inp.threshold,
+                       sources=sources_for(inp, 3), reason="planted: always refuses")
+                for inp in inputs]

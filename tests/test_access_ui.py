@@ -51,7 +51,7 @@ def test_key_comparison_uses_hmac_compare_digest(monkeypatch):
 
 
 def fake_engine():
-    return SimpleNamespace(run_id="r" * 32, threshold=0.5,
+    return SimpleNamespace(run_id="r" * 32, threshold=0.5, cfg={"traces": {"enabled": False}},
                            resources=SimpleNamespace(chunks=[1, 2, 3]))
 
 

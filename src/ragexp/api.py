@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel
 
-from ragexp import page
+from ragexp import page, tracing
 from ragexp.access import authorized
 from ragexp.readers import has_surrogate, shown
 from ragexp.serving import BadQuestion, Engine, check_k, check_question, hit_dict
@@ -20,6 +20,12 @@ from ragexp.serving import BadQuestion, Engine, check_k, check_question, hit_dic
 
 class AnswerRequest(BaseModel):
     question: str
+
+
+class FeedbackRequest(BaseModel):
+    trace_id: str
+    wrong: bool = True
+    comment: str = ""
 
 
 def unicode_text(text: str, field: str) -> str:
@@ -89,13 +95,30 @@ def create_app(engine: Engine, api_key: str | None = None) -> FastAPI:
     @app.get("/search")
     def search(q: str = Query(""), k: int = Query(5)):
         question = check_question(unicode_text(q, "q"), "q")
-        return reply(200, {"query": question,
-                           "hits": [hit_dict(h) for h in engine.search(question, check_k(k))]})
+        hits = engine.search(question, check_k(k))
+        return reply(200, {"query": question, "hits": [hit_dict(h) for h in hits],
+                           "trace_id": engine.tracer.last_trace_id()})
 
     @app.post("/answer")
     def answer(body: AnswerRequest):
         ans = engine.answer(check_question(unicode_text(body.question, "question"), "question"))
-        return reply(200, asdict(ans))
+        return reply(200, {**asdict(ans), "trace_id": engine.tracer.last_trace_id()})
+
+    @app.post("/feedback")
+    def feedback(body: FeedbackRequest):
+        """A user's "this answer was wrong" on a served trace (``tracing.record_feedback``)."""
+        trace_id = unicode_text(body.trace_id, "trace_id")
+        comment = unicode_text(body.comment, "comment")
+        if len(comment) > tracing.MAX_COMMENT:
+            raise BadQuestion(f"comment is {len(comment)} characters; the limit is "
+                              f"{tracing.MAX_COMMENT}", 413)
+        engine.tracer.flush()  # a trace answered a moment ago may still be queued
+        try:
+            tracing.record_feedback(trace_id, body.wrong, comment)
+        except tracing.UnknownTrace:
+            raise BadQuestion(f"unknown trace_id {shown(trace_id)}; ids come from /answer and "
+                              f"/search while tracing is on", 404) from None
+        return reply(200, {"trace_id": trace_id, "recorded": True})
 
     @app.get("/explain")
     def explain(q: str = Query(""), chunk_id: str = Query("")):

@@ -10,7 +10,8 @@ verdict is on their ratio (both throughputs are printed so a slow machine is vis
 3. BM25 retrieval for all queries at 100,000 documents vs ``bm25s`` on the same tokens;
 4. a second run with the same embedder and chunking must embed nothing;
 5. the packed embedding cache at 100,000 passages: reading every cached vector against
-   ``np.load`` of the same matrix, and its disk use against the raw vectors (``bench_cache.py``).
+   ``np.load`` of the same matrix, and its disk use against the raw vectors (``bench_cache.py``);
+6. MLflow Tracing of served answers, on against off (``bench_traces.py``).
 
 ``python -m ragexp.bench [--readme README.md]``; exits 1 if a target fails, 2 if the README lacks
 its ``<!-- bench:start -->`` / ``<!-- bench:end -->`` markers (then nothing is written).
@@ -40,6 +41,7 @@ import numpy as np  # noqa: E402
 from ragexp import examples  # noqa: E402
 from ragexp.bm25 import BM25Index  # noqa: E402
 from ragexp.bench_cache import cache_rows  # noqa: E402
+from ragexp.bench_traces import trace_rows  # noqa: E402
 from ragexp.cache import EmbeddingCache  # noqa: E402
 from ragexp.chunking import MarkdownChunker  # noqa: E402
 from ragexp.embedders import FastEmbedEmbedder  # noqa: E402
@@ -249,8 +251,10 @@ def main(argv: list[str] | None = None) -> int:
         rows += [dense, bench_bm25(docs.values(), questions),
                  bench_rerun(emb, MarkdownChunker().chunk(docs.values()), Path(tmp))]
     rows += cache_rows(args.cache_passages)[0]
+    traced, trace_notes = trace_rows(questions, Row)
+    rows += traced
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    notes = [note, f"peak memory (RSS, whole bench): {peak:.0f} MiB"]
+    notes = [note, *trace_notes, f"peak memory (RSS, whole bench): {peak:.0f} MiB"]
     table = render(rows)
     print("\n" + table + "\n\n" + "\n".join(f"- {n}" for n in notes))
     failed = [r.name for r in rows if r.ok is False]

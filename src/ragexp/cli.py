@@ -169,9 +169,24 @@ def cmd_serve(args) -> int:
     if key is None and not is_loopback(args.host):
         print(f"warning: serving on {args.host} without access control (--insecure)",
               file=sys.stderr)
-    uvicorn.run(create_app(_engine(args), api_key=key), host=args.host, port=args.port,
+    engine = _engine(args)
+    engine.tracer = _tracer(engine, args.traces)
+    uvicorn.run(create_app(engine, api_key=key), host=args.host, port=args.port,
                 log_level="info")
     return 0
+
+
+def _tracer(engine, flag: bool | None):
+    """The tracer ``serve`` uses: ``--traces/--no-traces`` if given, else the run config's
+    ``traces.enabled`` (default on), into ``traces.experiment`` (default ``ragexp-serving``)."""
+    from ragexp import tracing
+
+    enabled, experiment = tracing.settings(engine.cfg)
+    enabled = enabled if flag is None else flag
+    tracer = tracing.for_engine(engine, enabled, experiment)
+    print(f"traces: {'on, into experiment ' + experiment if enabled else 'off'}",
+          file=sys.stderr)
+    return tracer
 
 
 def cmd_report(args) -> int:
@@ -284,6 +299,9 @@ def parser() -> argparse.ArgumentParser:
                                 "must send as 'Authorization: Bearer <key>'")
             s.add_argument("--insecure", action="store_true",
                            help="allow a non-loopback --host without an API key")
+            s.add_argument("--traces", action=argparse.BooleanOptionalAction, default=None,
+                           help="write an MLflow trace per /answer and /search (default: the "
+                                "run config's traces.enabled, which defaults to on)")
         s.add_argument("--run", help="serve this run (id or unique prefix) instead of the "
                                      "champion")
         s.add_argument("--model", default=MODEL_NAME)
@@ -312,6 +330,9 @@ def parser() -> argparse.ArgumentParser:
     from ragexp.housekeeping import add_parser as add_runs
 
     add_runs(sub)
+    from ragexp.traces_cli import add_parser as add_traces
+
+    add_traces(sub)
     return p
 
 

@@ -56,10 +56,23 @@ def rank(retriever: Retriever, reranker: Reranker, resources: Resources,
     """Retrieve deep enough for the reranker's head, rerank, keep the best ``k`` per query.
     The one ranking path shared by evaluation, latency measurement and serving. Raises
     ``ValueError`` for ``k < 1`` (``[:k]`` would silently drop items or keep none)."""
+    found = retrieve(retriever, reranker, queries, k, cached)
+    return rerank_top(reranker, resources, queries, found, k)
+
+
+def retrieve(retriever: Retriever, reranker: Reranker, queries: dict[str, str], k: int,
+             cached: bool = True) -> Ranking:
+    """The first half of :func:`rank`: retrieve ``max(k, reranker.top_n)`` items per query (the
+    reranker's whole head). Raises ``ValueError`` for ``k < 1``."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    depth = max(k, reranker.top_n)
-    ranking = reranker.rerank(queries, retriever.search(queries, depth, cached), resources)
+    return retriever.search(queries, max(k, reranker.top_n), cached)
+
+
+def rerank_top(reranker: Reranker, resources: Resources, queries: dict[str, str],
+               found: Ranking, k: int) -> Ranking:
+    """The second half of :func:`rank`: rerank ``found`` and keep the best ``k`` per query."""
+    ranking = reranker.rerank(queries, found, resources)
     return {q: {c: scores[c] for c in ordered(scores)[:k]} for q, scores in ranking.items()}
 
 

@@ -242,6 +242,14 @@ class LLMJudgeConf(LLMCallConf):
 
 
 @dataclass
+class TracesConf:
+    """MLflow Tracing of ``ragexp serve`` (``tracing.py``); not part of a run's identity."""
+
+    enabled: bool = True
+    experiment: str = "ragexp-serving"
+
+
+@dataclass
 class Config:
     dataset: Any = MISSING
     chunking: Any = MISSING
@@ -253,6 +261,7 @@ class Config:
     answer: Any = MISSING
     judge: Any = MISSING
     llm: LLMEndpointConf = field(default_factory=LLMEndpointConf)
+    traces: TracesConf = field(default_factory=TracesConf)  # serving only
     experiment: str = "ragexp-${dataset.name}"
     ablation: str = "custom"
     # ranking depth; at least the deepest cutoff in measures (validation's cross-field rule)

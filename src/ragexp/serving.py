@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp import failures, stages, tracking
+from ragexp import failures, stages, tracing, tracking
 from ragexp.answer import Answer, AnswerInput
 from ragexp.records import ordered
-from ragexp.pipeline import rank
+from ragexp.pipeline import rerank_top, retrieve
 from ragexp.resources import Resources
 from ragexp.tracking import ALIAS, MODEL_NAME
 
@@ -82,6 +82,8 @@ def check_fingerprint(run_id: str, expected: dict[str, str], actual: dict[str, s
 
 
 class Engine:
+    tracer: tracing.Tracer = tracing.OFF  # ``ragexp serve`` sets an enabled one (tracing.py)
+
     def __init__(self, cfg: DictConfig, threshold: float, run_id: str = "local",
                  fingerprint: dict[str, str] | None = None):
         """Build the run's stages from ``cfg``; ``fingerprint``: the data hashes the run
@@ -108,21 +110,42 @@ class Engine:
     def has_chunk(self, chunk_id: str) -> bool:
         return chunk_id in self.resources.position
 
-    def _rank(self, question: str, k: int) -> dict[str, float]:
-        return rank(self.retriever, self.reranker, self.resources, {"q": question}, k)["q"]
+    def _rank(self, question: str, k: int, req: tracing.Request) -> dict[str, float]:
+        """``pipeline.rank`` for one question, its two halves recorded as stages of ``req``."""
+        queries = {"q": question}
+        with req.stage("retrieve") as attrs:
+            found = retrieve(self.retriever, self.reranker, queries, k)
+            attrs.update(tracing.ranking_attributes(found["q"], self.retriever))
+        with req.stage("rerank") as attrs:
+            top = rerank_top(self.reranker, self.resources, queries, found, k)["q"]
+            attrs.update(tracing.ranking_attributes(top, self.reranker))
+        return top
 
     def search(self, question: str, k: int = 5) -> list[Hit]:
-        scores = self._rank(question, k)
-        chunks, pos = self.resources.chunks, self.resources.position
-        return [Hit(i, cid, chunks[pos[cid]].doc_id, chunks[pos[cid]].heading, scores[cid],
-                    chunks[pos[cid]].text) for i, cid in enumerate(ordered(scores), start=1)]
+        with self.tracer.request("search", question) as req:
+            scores = self._rank(question, k, req)
+            chunks, pos = self.resources.chunks, self.resources.position
+            hits = [Hit(i, cid, chunks[pos[cid]].doc_id, chunks[pos[cid]].heading, scores[cid],
+                        chunks[pos[cid]].text) for i, cid in enumerate(ordered(scores), start=1)]
+            req.outputs = {"hits": [{"chunk_id": h.chunk_id, "score": h.score} for h in hits]}
+        return hits
 
     def answer(self, question: str) -> Answer:
-        top = self._rank(question, self.cfg.k)
-        signal = self.signal.compute({"q": question}, {"q": top}, self.resources)["q"]
-        chunks, pos = self.resources.chunks, self.resources.position
-        inp = AnswerInput(question, [chunks[pos[c]] for c in ordered(top)], signal, self.threshold)
-        return self.answerer.answer([inp], self.resources.bm25)[0]
+        with self.tracer.request("answer", question) as req:
+            top = self._rank(question, self.cfg.k, req)
+            with req.stage("abstain") as attrs:
+                signal = self.signal.compute({"q": question}, {"q": top}, self.resources)["q"]
+                attrs.update({"ragexp.confidence": float(signal),
+                              "ragexp.threshold": float(self.threshold),
+                              "ragexp.below_threshold": bool(signal < self.threshold)})
+            chunks, pos = self.resources.chunks, self.resources.position
+            inp = AnswerInput(question, [chunks[pos[c]] for c in ordered(top)], signal,
+                              self.threshold)
+            with req.stage("answer") as attrs:
+                ans = self.answerer.answer([inp], self.resources.bm25)[0]
+                attrs.update(tracing.answer_attributes(ans))
+            req.outputs = {"text": ans.text, "refused": ans.refused}
+        return ans
 
     def explain(self, question: str, chunk_id: str) -> dict:
         pos = self.resources.position.get(chunk_id)
