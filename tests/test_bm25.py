@@ -62,6 +62,11 @@ def test_every_method_scores_equal_bm25s_on_random_corpora(method, seed):
     got = ours.score(texts)
     want = np.stack([ref_scores(ref, q, len(docs)) for q in queries])
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-6)
+    # best_scores: each query's best over every document, bm25s's too, in blocks of 1 to 3
+    best = want.max(axis=1)
+    for block in (8, 16 * len(docs), 10**9):  # 1 query, 2 queries, all at once per block
+        np.testing.assert_allclose(ours.best_scores(texts, block_bytes=block), best,
+                                   rtol=1e-9, atol=1e-6)
     # top_k: exactly the documents holding a query term, best first, with bm25s's scores.
     idx, scores = ours.top_k(texts, 10)
     for row, q in enumerate(queries):

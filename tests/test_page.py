@@ -274,12 +274,10 @@ def test_feedback_button_is_disabled_without_a_trace(open_url, chrome):
     want = api_answer(open_url, ANSWERED)
     chrome.get(open_url + "/")
     browser.ask(chrome, ANSWERED)
+    assert want["trace_id"] is None  # an Engine traces nothing unless given a tracer
     button = chrome.find_element(By.ID, "wrong")
-    if want.get("trace_id") is None:
-        assert not button.is_enabled()
-        assert "tracing is off" in button.get_attribute("title")
-    else:
-        assert button.is_enabled()
+    assert not button.is_enabled() and not chrome.find_element(By.ID, "comment").is_enabled()
+    assert "tracing is off" in button.get_attribute("title")
 
 
 @pytest.mark.slow
@@ -307,3 +305,52 @@ def test_api_key_is_asked_for_kept_in_the_tab_and_sent(engine, chrome):
         assert js(chrome, "return localStorage.length") == 0
         assert js(chrome, "return sessionStorage.getItem('ragexp.apiKey')") == KEY
         assert KEY not in chrome.current_url and KEY not in chrome.page_source
+
+
+@pytest.fixture
+def traced_url(engine, tmp_path, monkeypatch):
+    """The engine served with tracing on, into a store of its own (as ``ragexp serve`` does)."""
+    from ragexp import tracing
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setattr(engine, "tracer", tracing.for_engine(engine, True, "ragexp-page-test"))
+    with serving(create_app(engine)) as url:
+        yield url
+    engine.tracer.flush()
+
+
+@pytest.mark.slow
+def test_wrong_button_records_feedback_on_the_shown_answers_trace(traced_url, chrome):
+    import mlflow
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from ragexp.tracing import FEEDBACK_NAME, WRONG_TAG
+
+    other = api_answer(traced_url, ANSWERED)["trace_id"]  # a trace the page does not show
+    chrome.get(traced_url + "/")
+    browser.ask(chrome, ANSWERED)
+    button, msg = chrome.find_element(By.ID, "wrong"), chrome.find_element(By.ID, "feedback-msg")
+    assert button.is_enabled()
+    shown_id = re.search(r"tr-[0-9a-f]{32}", button.get_attribute("title")).group()
+    assert shown_id != other
+    comment = 'cites the wrong table <b>"row"</b>'
+    chrome.find_element(By.ID, "comment").send_keys(comment)
+    button.click()
+    WebDriverWait(chrome, 60).until(lambda _: msg.text)
+    assert msg.text == f"Recorded: trace {shown_id} marked wrong." and not button.is_enabled()
+    # read back from the store with MLflow's own client
+    client = mlflow.MlflowClient()
+    trace = client.get_trace(shown_id)
+    assert trace.info.tags[WRONG_TAG] == "true"
+    assert trace.data.spans[0].inputs == {"question": ANSWERED}
+    (fb,) = [a for a in trace.info.assessments if a.name == FEEDBACK_NAME]
+    assert fb.feedback.value is True and fb.rationale == comment
+    assert WRONG_TAG not in client.get_trace(other).info.tags
+
+    # a trace the store does not have: the page says so and the button stays usable
+    browser.ask(chrome, ANSWERED)
+    js(chrome, "current.trace_id = 'tr-' + '0'.repeat(32)")
+    chrome.find_element(By.ID, "wrong").click()
+    WebDriverWait(chrome, 60).until(lambda _: msg.text.startswith("Not recorded"))
+    assert "unknown trace_id" in msg.text and chrome.find_element(By.ID, "wrong").is_enabled()

@@ -124,7 +124,7 @@ def test_failure_reasons_on_a_planted_table(tmp_path):
     detail = dict(zip(fails["id"], fails["detail"]))
     assert "rank 5" in detail["q2"] and "top 3" in detail["q2"] and "refusal threshold" in detail[
         "q2"]
-    assert "no relevant item retrieved" in detail["q3"] and "a#1" in detail["q3"]
+    assert "no relevant chunk retrieved" in detail["q3"] and "a#1" in detail["q3"]
     assert "b#2 c#1" in detail["q5"] and "0.950" in detail["q6"]
     assert question_failures.counts(fails) == {"retrieval miss": 2, "refused": 2,
                                                "unsupported citation": 1,
@@ -133,6 +133,11 @@ def test_failure_reasons_on_a_planted_table(tmp_path):
     # with more passages shown, q2's evidence was shown: refused, not a retrieval miss
     wider = question_failures.failed_questions(planted(tmp_path), "ndcg_at_10", shown=5)
     assert dict(zip(wider["id"], wider["reason"]))["q2"] == "refused"
+    docs = question_failures.failed_questions(planted(tmp_path), "ndcg_at_10", 3, "document")
+    assert "first relevant document at rank 5" in dict(zip(docs["id"], docs["detail"]))["q2"]
+    quiet = planted(tmp_path).assign(abstain_signal=float("nan"))
+    q6 = question_failures.failed_questions(quiet, "ndcg_at_10", 3).set_index("id").loc["q6"]
+    assert q6["reason"] == "answered unanswerable" and "no confidence recorded" in q6["detail"]
 
 
 def test_a_table_without_cited_relevant_is_not_judged_on_citations(tmp_path):

@@ -20,6 +20,7 @@ from ragexp.cache import CacheWriteError, EmbeddingCache
 from ragexp.embedders import HashEmbedder
 from ragexp.resources import Resources
 from ragexp.serving import Engine, ServingError
+from ragexp.stagestore import forget_memory
 
 schema.register()
 CORPUS, GOLDEN = Path(examples.path("handbook/corpus")), Path(examples.path("handbook/golden"))
@@ -150,6 +151,9 @@ def test_unwritable_cache_degrades_in_serving_and_names_the_path_in_runs(store, 
         assert http.get("/search", params={"q": "ledger disk full"}).status_code == 200
     warnings = [r for r in caplog.records if "cannot be written" in r.getMessage()]
     assert len(warnings) == 1 and str(blocker) in warnings[0].getMessage()
+    # as a new process would: no stages or rankings kept from the module's earlier runs
+    # (with them, this run would have nothing to embed, so nothing to write)
+    forget_memory()
     with pytest.raises(CacheWriteError, match=str(blocker)):
         run_logged(cfg)
 

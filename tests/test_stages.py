@@ -82,17 +82,18 @@ QUERY_TIME = [("memory", dict(reranker=NoReranker())), ("disk", dict(rrf_k=20.0)
 def test_query_time_change_rebuilds_nothing(dataset, tmp_path, change, where):
     root = str(tmp_path / "stages")
     first = _run(dataset, tmp_path, StageStore(root))
-    assert first.metrics["stages.built"] == 5 and first.metrics["stages.reused"] == 0
+    assert first.metrics["stages.built"] == 7 and first.metrics["stages.reused"] == 0
     if where == "disk":
         forget_memory()  # as a new process would: nothing in memory, everything on disk
     chunker, emb = CountingChunker(), CountingEmbedder(dim=64)
     store = StageStore(root)
     second = _run(dataset, tmp_path, store, chunker=chunker, embedder=emb, **change)
     assert chunker.calls == [] and emb.texts == []  # nothing chunked, no passage embedded
+    in_memory = "memory" if where == "memory" else "built"  # kept in memory only
     expected = {"chunks": where, "tokens": where, "bm25": where, "vectors": where,
-                "dense_index": "memory" if where == "memory" else "built"}
+                "dense_index": in_memory, "dense_search": in_memory, "bm25_search": in_memory}
     assert store.events == expected
-    assert second.metrics["stages.built"] == (1 if where == "disk" else 0)
+    assert second.metrics["stages.built"] == (3 if where == "disk" else 0)
     # ... and the run measures exactly what a run without the store measures
     forget_memory()
     alone = _run(dataset, tmp_path, StageStore(enabled=False), **change)
@@ -106,7 +107,8 @@ def test_changes_rebuild_what_they_determine(dataset, tmp_path):
     store = StageStore(root)
     _run(dataset, tmp_path, store, k1=1.2)  # BM25 parameters: only BM25
     assert store.events == {"chunks": "memory", "tokens": "memory", "bm25": "built",
-                            "vectors": "memory", "dense_index": "memory"}
+                            "vectors": "memory", "dense_index": "memory",
+                            "dense_search": "memory", "bm25_search": "built"}
     store = StageStore(root)
     emb = CountingEmbedder(dim=64)
     chunker = CountingChunker(max_words=80)
@@ -193,3 +195,28 @@ def test_token_matrix_reads_back_each_chunks_terms():
     assert tm.ids.dtype == np.int32 and len(set(tm.vocab)) == len(tm.vocab)
     with pytest.raises(IndexError):
         tm[4]
+
+
+@pytest.mark.parametrize("retriever", ["dense", "bm25"])
+def test_first_stage_rankings_are_reused_only_for_the_same_queries_and_depth(
+        dataset, tmp_path, retriever):
+    from ragexp.resources import Resources
+    from ragexp.retrievers import BM25Retriever, DenseRetriever
+
+    chunks = MarkdownChunker().chunk(dataset.documents())
+    make = {"dense": DenseRetriever, "bm25": BM25Retriever}[retriever]
+
+    def fresh(store):
+        res = Resources(chunks, lambda: HashEmbedder(dim=64),
+                        EmbeddingCache(str(tmp_path / "emb")), progress=False, stages=store,
+                        chunks_key="handbook")
+        return make(res)
+
+    kept, plain = fresh(StageStore(root=None)), fresh(StageStore(enabled=False))
+    q1, q2 = {"a": "dead letter retention"}, {"a": "snapshot schedule"}
+    first = kept.search(q1, 10)
+    first["a"].clear()  # a caller changing its ranking does not change the kept one
+    assert kept.search(q1, 10) == plain.search(q1, 10) and plain.search(q1, 10)["a"]
+    assert kept.search(q2, 10) == plain.search(q2, 10) != plain.search(q1, 10)
+    assert kept.search(q1, 3) == plain.search(q1, 3) and len(plain.search(q1, 3)["a"]) == 3
+    assert kept.search(q1, 10, cached=False) == plain.search(q1, 10)

@@ -72,7 +72,8 @@ def test_per_question_table_is_one_csv_and_one_mlflow_table(tmp_path, monkeypatc
     run_id = c.create_run(exp_id).info.run_id
     out = tmp_path / "out"
     out.mkdir()
-    tracking.log_per_question(run_id, table, out)
+    tracking.write_per_question(table, out)
+    tracking.log_per_question_table(run_id, table)
     pd.testing.assert_frame_equal(pd.read_csv(out / "per_question.csv"), table)
     mlflow.set_experiment(experiment_id=exp_id)  # load_table searches the active experiment
     back = mlflow.load_table("per_question.json", run_ids=[run_id])
@@ -94,9 +95,15 @@ def test_growth_exponent_and_targets():
     assert [n for n in notes if n.startswith("FAIL")] == [
         "FAIL: sweep ratio at 1,000,000: 2.50", "FAIL: peak memory at 1,000,000: 3.00x",
         "FAIL: per-question logging share: 12.0%"]
-    assert not [n for n in bench_scale.render(records[:2], {"n": 10, "queries": 10,
-                                                            "run_s": 10.0, "log_s": 0.9})[1]
-                if n.startswith("FAIL")]
+    assert [n for n in bench_scale.render(records[:2], {"n": 10, "queries": 10,
+                                                        "run_s": 10.0, "log_s": 0.9})[1]
+            if n.startswith("FAIL")] == ["FAIL: no corpus of 1,000,000 passages measured: the "
+                                         "sweep and memory targets are unchecked"]
+    records[2].update(sweep_s=1.9 * records[2]["one_run_s"], peak=19)
+    _, notes = bench_scale.render(records, {"n": 10, "queries": 10, "run_s": 10.0, "log_s": 0.9})
+    assert not [n for n in notes if n.startswith("FAIL")]
+    assert notes[0] == ("largest corpus measured: 1,000,000 passages; one run on empty caches "
+                        "took 4000 s and peaked at 0 MiB RSS")
 
 
 @pytest.mark.slow
@@ -107,4 +114,5 @@ def test_bench_code_path_at_a_tiny_size(tmp_path, monkeypatch):
     assert set(record["stages"]) == set(bench_scale.STAGES)
     assert all(v["s"] > 0 and v["peak"] > 0 for v in record["stages"].values())
     assert len(record["sweep_each_s"]) == 2 and record["one_run_s"] > 0
+    assert record["run_peak"] >= record["base"] > 0
     assert record["vectors_bm25"] >= 300 * 16 * 4

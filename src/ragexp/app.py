@@ -70,7 +70,7 @@ def plot_curve(result: RunResult, path: Path) -> None:
 def write_artifacts(out: Path, cfg: DictConfig, result: RunResult) -> None:
     """The run's artifact files, written into ``out``."""
     (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    result.per_question.to_csv(out / "per_question.csv", index=False)
+    tracking.write_per_question(result.per_question, out)
     provenance.trec_files(out, result.judged, result.qrels, tag=cfg.ablation)
     if result.abstain is not None:
         (out / "abstain_curve.json").write_text(json.dumps(result.abstain.to_json(), indent=1))
@@ -178,9 +178,7 @@ def run_logged(cfg: DictConfig) -> dict:
                 "embedder.model_sha256": ident.model_sha256 if ident else "", **job.data,
                 **result.tags}
         run.log(result.metrics, tags, lambda out: write_artifacts(out, cfg, result))
-        # The same table as an MLflow table the UI can browse (one artifact, any size).
-        tracking.client().log_table(run.run_id, data=result.per_question,
-                                    artifact_file="per_question.json")
+        tracking.log_per_question_table(run.run_id, result.per_question)
     m = result.metrics
     keys = [ms.key for ms in measures.parse_all(cfg.measures)]
     summary = "  ".join(f"{k}={m[k]:.3f}" for k in (*keys, "abstain.auc") if k in m)

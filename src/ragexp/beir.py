@@ -16,6 +16,7 @@ ids that are not strings or integers, text that is not a string.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from pathlib import Path
@@ -84,10 +85,28 @@ def _unique(rows: list[tuple[int, dict]], path: Path) -> list[tuple[int, str, di
 
 def read_corpus(path: Path) -> list[Document]:
     """``corpus.jsonl``: ``{"_id", "title" (optional, may be null), "text"}`` per line, in file
-    order. Raises ``BeirFormatError`` naming file and line."""
+    order. Raises ``BeirFormatError`` naming file and line.
+
+    The last corpus read in this process is kept with the sha256 of its bytes: reading a file
+    with the same bytes again (the next job of a sweep) returns it without parsing."""
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        digest = None  # _records says what is wrong with the path
+    key = str(path.resolve())
+    held = _LAST_CORPUS.get(key)
+    if digest is not None and held is not None and held[0] == digest:
+        return list(held[1])
     rows = _unique(_records(path, ("_id", "text")), path)
-    return [Document(rid, _text(row, "title", path, n, optional=True), _text(row, "text", path, n))
+    docs = [Document(rid, _text(row, "title", path, n, optional=True), _text(row, "text", path, n))
             for n, rid, row in rows]
+    _LAST_CORPUS.clear()
+    if digest is not None:
+        _LAST_CORPUS[key] = (digest, docs)
+    return list(docs)
+
+
+_LAST_CORPUS: dict[str, tuple[str, list[Document]]] = {}
 
 
 def read_queries(path: Path) -> list[dict]:

@@ -1,6 +1,7 @@
 """``make bench`` rows for the packed embedding cache at 100,000 passages.
 
-Reading: all cached vectors of a 100,000 x 384 store, found by key and gathered, against
+Reading: all cached vectors of a 100,000 x 384 store (texts of 20 to 140 words, written by
+``EmbeddingCache.embed`` as a run writes them), found by key and gathered, against
 ``np.load`` of the same matrix saved as one ``.npy`` (the floor: one sequential read). The full
 ``EmbeddingCache.embed`` path also hashes every text (sha256, the cache key), which ``np.load``
 does not: that row is printed for information with the hashing time beside it. Disk: the
@@ -10,7 +11,6 @@ store's bytes against the raw float32 matrix.
 from __future__ import annotations
 
 import tempfile
-import time
 from collections import namedtuple
 from pathlib import Path
 
@@ -34,19 +34,12 @@ class RandomEmbedder:
         return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def best(fn, repeats: int = 5) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), out
-
-
 def cache_rows(n: int = 100_000, dim: int = 384) -> tuple[list[Row], list[str]]:
+    from ragexp.bench import best_of  # bench imports this module
     words = "lease broker queue snapshot retry partition leader follower segment".split()
-    texts = [f"passage {i}: " + " ".join(words[(i + j) % len(words)] for j in range(80))
-             for i in range(n)]
+    lengths = np.random.default_rng(7).integers(20, 140, size=n)  # embedded in length order
+    texts = [f"passage {i}: " + " ".join(words[(i + j) % len(words)] for j in range(m))
+             for i, m in enumerate(lengths)]
     emb = RandomEmbedder(dim)
     with tempfile.TemporaryDirectory(prefix="ragexp-bench-cache-") as tmp:
         root = Path(tmp) / "cache"
@@ -59,7 +52,7 @@ def cache_rows(n: int = 100_000, dim: int = 384) -> tuple[list[Row], list[str]]:
         def store_read():
             store = EmbeddingCache(str(root)).store(emb.identity)
             store.refresh()
-            out = np.empty((n, dim), dtype=np.float32)
+            out = store.empty(n)
             store.gather(*store.find(keys), out)
             return out
 
@@ -69,12 +62,13 @@ def cache_rows(n: int = 100_000, dim: int = 384) -> tuple[list[Row], list[str]]:
             assert cache.misses == 0
             return out
 
-        t_load, loaded = best(lambda: np.load(Path(tmp) / "matrix.npy"))
-        t_store, via_store = best(store_read)
-        t_full, via_full = best(full_read)
-        t_hash, _ = best(lambda: _digests(emb.identity, "passage", texts))
-        t_load = min(t_load, best(lambda: np.load(Path(tmp) / "matrix.npy"))[0])
+        loaded, via_store, via_full = np.load(Path(tmp) / "matrix.npy"), store_read(), full_read()
         same = np.array_equal(via_store, loaded) and np.array_equal(via_full, loaded)
+        del via_store, via_full
+        times = best_of({"load": lambda: np.load(Path(tmp) / "matrix.npy"), "store": store_read,
+                         "full": full_read,
+                         "hash": lambda: _digests(emb.identity, "passage", texts)}, repeats=7)
+        t_load, t_store, t_full, t_hash = (times[k] for k in ("load", "store", "full", "hash"))
         disk = EmbeddingCache(str(root)).store(emb.identity).disk_bytes()
     mb = 1 << 20
     shape = f"{n:,} x {dim}-d"

@@ -152,6 +152,16 @@ class BM25Index:
         return (np.asarray((q @ self._by_term).todense())
                 + (q @ self.absent)[:, None])
 
+    def best_scores(self, queries: list[str], block_bytes: int = 1 << 27) -> np.ndarray:
+        """(n_queries,) each query's highest score over every document: ``score(...).max(1)``,
+        computed a block of queries at a time so at most ``block_bytes`` of scores are held
+        (the whole matrix is 8 GB for 1,000 queries over a million passages)."""
+        rows = max(1, block_bytes // (8 * max(1, self.n_docs)))
+        out = np.empty(len(queries))
+        for start in range(0, len(queries), rows):
+            out[start:start + rows] = self.score(queries[start:start + rows]).max(axis=1)
+        return out
+
     def top_k(self, queries: list[str], k: int) -> TopK:
         """The best ``k`` documents holding at least one query term, per query (see ``TopK``).
 

@@ -3,8 +3,10 @@
 Key = sha256 over (embedder identity key, normalisation, mode, text): the identity key holds the
 model name, the model file's sha256 and the dimension, so a changed model never reads stale
 vectors. Vectors are packed (``packstore.py``): ``<root>/<model>/packed/`` holds append-only
-shards of float32 rows with a 32-byte key per row, so reading N cached vectors is one gather
-over memory-mapped files, and disk use is the raw vectors plus 32 bytes a vector.
+shards of float32 rows with a 32-byte key per row, written in the order of the texts (each claim
+of texts is embedded in batches of similar length, then appended in text order), so rereading
+N cached vectors is about one sequential read, and disk use is the raw vectors plus 32 bytes a
+vector.
 
 Workers of one sweep never embed the same text twice. Before embedding a batch, a worker claims
 its keys under the model folder's lock (``filelock``): a claim is a file of keys that its owner
@@ -123,14 +125,14 @@ class EmbeddingCache:
               batch_size: int | None = None, progress: bool = True) -> np.ndarray:
         """Vectors for ``texts``; see the class docstring for what is counted and shared."""
         ident = embedder.identity
-        out = np.zeros((len(texts), ident.dim), dtype=np.float32)
         if not texts:
-            return out
+            return np.zeros((0, ident.dim), dtype=np.float32)
         if not self.enabled:
             self.misses += len(texts)
             return embedder.embed(list(texts), mode)
         digests = _digests(ident, mode, texts)
         store = self.store(ident)
+        out = store.empty(len(texts))  # every row is filled below: read, migrated or embedded
         store.refresh()
         todo = self._read(store, digests, out)
         if todo:
@@ -184,9 +186,7 @@ class EmbeddingCache:
         looks at a window of the queue only, so a round costs the same at any queue length."""
         store = self.store(embedder.identity)
         text_of = {d: texts[pos[0]] for d, pos in todo.items()}
-        # Embed in length order: a batch is padded to its longest text, so mixing short and
-        # long texts wastes most of the model's work (measured: about 2x on the handbook).
-        queue = deque(sorted(todo, key=lambda d: len(text_of[d])))
+        queue = deque(todo)  # text order: rows are appended in it, so a reread is one read
         deferred: list[bytes] = []  # keys another worker had claimed when last looked at
         unit = batch_size * CLAIM_BATCHES
         bar = tqdm(total=len(queue), desc=f"embed {mode}s", unit="text", miniters=64,
@@ -219,17 +219,15 @@ class EmbeddingCache:
                             None)
             if take:
                 try:
-                    for start in range(0, len(take), batch_size):
-                        batch = take[start:start + batch_size]
-                        vectors = embedder.embed([text_of[d] for d in batch], mode)
-                        self._append(store, batch, vectors)
-                        out[[todo[d][0] for d in batch]] = vectors
-                        for d, vec in zip(batch, vectors):
-                            positions = todo.pop(d)
-                            if len(positions) > 1:  # the same text more than once
-                                out[positions[1:]] = vec
-                            self.misses += len(positions)
-                        bar.update(len(batch))
+                    vectors = self._embed_unit(embedder, mode, [text_of[d] for d in take],
+                                               batch_size, bar)
+                    self._append(store, take, vectors)
+                    out[[todo[d][0] for d in take]] = vectors
+                    for d, vec in zip(take, vectors):
+                        positions = todo.pop(d)
+                        if len(positions) > 1:  # the same text more than once
+                            out[positions[1:]] = vec
+                        self.misses += len(positions)
                 finally:
                     if claims is not None:
                         claims.release()
@@ -238,6 +236,19 @@ class EmbeddingCache:
             elif busy is not None and not queue:
                 _Claims.wait(busy)  # only others' keys are left: wait for one claim, then read
         bar.close()
+
+    @staticmethod
+    def _embed_unit(embedder, mode, unit: list[str], batch_size: int, bar) -> np.ndarray:
+        """Vectors of ``unit`` in its order, embedded in batches of similar length: a batch is
+        padded to its longest text, so mixing short and long texts wastes most of the model's
+        work (measured: about 2x on the handbook)."""
+        order = sorted(range(len(unit)), key=lambda i: len(unit[i]))
+        vectors = np.empty((len(unit), embedder.identity.dim), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            batch = order[start:start + batch_size]
+            vectors[batch] = embedder.embed([unit[i] for i in batch], mode)
+            bar.update(len(batch))
+        return vectors
 
     def _collect(self, store, pending, todo, out, bar) -> None:
         """Move pending keys that reached the store (another worker wrote them) into ``out``."""

@@ -105,6 +105,7 @@ class BeirDataset:
     _docs: list[Document] = field(default_factory=list, init=False, repr=False)
     _queries: list[Query] = field(default_factory=list, init=False, repr=False)
     _qrels: Qrels = field(default_factory=dict, init=False, repr=False)
+    _fingerprint: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         root = Path(self.path)
@@ -159,10 +160,15 @@ class BeirDataset:
         return str(kind)
 
     def fingerprint(self) -> dict[str, str]:
-        root = Path(self.path)
-        return {"corpus_hash": _hash_files([root / "corpus.jsonl"], root),
+        """Hashes of the files' bytes, computed once per dataset object (a job asks for it
+        twice: for its identity and for its stage keys)."""
+        if not self._fingerprint:
+            root = Path(self.path)
+            self._fingerprint = {
+                "corpus_hash": _hash_files([root / "corpus.jsonl"], root),
                 "golden_hash": _hash_files([root / "queries.jsonl",
                                             root / "qrels" / f"{self.split}.tsv"], root)}
+        return dict(self._fingerprint)
 
 
 def _report_judgements(queries: list[dict], qrels: Qrels, split: str) -> None:

@@ -10,7 +10,9 @@ The vector is appended before its key, so a key on disk always has its row; a to
 mid-append, a full disk) is ignored: a shard's valid length is ``min(keys // 32, f32 // 4*dim)``.
 Only the shard's own writer ever appends to it, so appends need no lock. Readers read every
 shard's keys into one sorted index (the first 8 bytes of each key, verified against all 32), and
-gather vectors through a memory map: reading N cached vectors costs about one read of N rows.
+gather vectors with sequential reads of the shards: reading N cached vectors costs about one
+read of N rows. ``EmbeddingCache`` writes rows in the order of the texts, so a reread of the same
+texts is one ``readinto`` per shard.
 """
 
 from __future__ import annotations
@@ -23,6 +25,22 @@ from pathlib import Path
 import numpy as np
 
 KEY_BYTES = 32
+_PAGE, _ALIGN = 4096, 256
+
+
+def _read_rows(path: Path, start: int, stop: int, row_bytes: int, dest: np.ndarray) -> None:
+    """Read rows [start, stop) of a shard file into ``dest`` (C-contiguous, that many rows);
+    raises ``OSError`` if the file is shorter than it was when indexed."""
+    view = memoryview(dest.reshape(-1).view(np.uint8))
+    with open(path, "rb", buffering=0) as fh:
+        fh.seek(start * row_bytes)
+        done = 0
+        while done < len(view):
+            got = fh.readinto(view[done:])
+            if not got:
+                raise OSError(f"{path}: ended at byte {start * row_bytes + done} while reading "
+                              f"rows {start}..{stop}")
+            done += got
 
 
 @dataclass
@@ -79,8 +97,8 @@ class PackedStore:
             self._merge(*(np.concatenate(x) for x in zip(*parts)))
 
     def _merge(self, keys: np.ndarray, shard_of: np.ndarray, row_of: np.ndarray) -> None:
-        order = np.argsort(keys[:, 0], kind="stable")
-        keys, shard_of, row_of = keys[order], shard_of[order], row_of[order]
+        order = np.argsort(keys[:, 0])
+        keys, shard_of, row_of = keys.take(order, axis=0), shard_of[order], row_of[order]
         if not len(self._keys):
             self._keys, self._shard_of, self._row_of = keys, shard_of, row_of
             return
@@ -94,17 +112,23 @@ class PackedStore:
 
     def find(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(shard index, row) for each key of ``keys`` ((n, 4) uint64); -1 where absent.
-        Rare first-word collisions are resolved by scanning the equal run."""
+        The queries are sorted first, so the binary search walks the index in order (about 8x
+        faster than random probes at 100,000 keys). Rare first-word collisions are resolved by
+        scanning the equal run."""
         sorted_keys, shard_of, row_of = self._keys, self._shard_of, self._row_of
         shard = np.full(len(keys), -1, dtype=np.int64)
         row = np.full(len(keys), -1, dtype=np.int64)
         if not len(sorted_keys) or not len(keys):
             return shard, row
         first = sorted_keys[:, 0]
-        pos = np.minimum(np.searchsorted(first, keys[:, 0]), len(first) - 1)
-        exact = (sorted_keys[pos] == keys).all(axis=1)
+        order = np.argsort(keys[:, 0])
+        pos = np.empty(len(keys), dtype=np.int64)
+        pos[order] = np.searchsorted(first, keys[order, 0])
+        np.minimum(pos, len(first) - 1, out=pos)
+        found = sorted_keys.take(pos, axis=0)
+        exact = (found == keys).all(axis=1)
         shard[exact], row[exact] = shard_of[pos[exact]], row_of[pos[exact]]
-        for i in np.flatnonzero(~exact & (first[pos] == keys[:, 0])):
+        for i in np.flatnonzero(~exact & (found[:, 0] == keys[:, 0])):
             j = pos[i]
             while j < len(first) and first[j] == keys[i, 0]:
                 if (sorted_keys[j] == keys[i]).all():
@@ -113,18 +137,40 @@ class PackedStore:
                 j += 1
         return shard, row
 
+    def empty(self, n: int, file_offset: int = 0) -> np.ndarray:
+        """An uninitialised (n, dim) float32 array for ``gather`` to fill, placed so that reading
+        a shard from byte ``file_offset`` into it is fast: its data starts 256 bytes past the
+        file offset's place within a 4 KiB page. When destination and file offset share their
+        place within a page, the kernel's copy stalls on 4K aliasing (measured 3x slower for
+        150 MB on the bench machine)."""
+        nbytes = n * self.row_bytes
+        raw = np.empty(nbytes + 2 * _PAGE, dtype=np.uint8)
+        start = (file_offset + _ALIGN - raw.ctypes.data) % _PAGE
+        return raw[start:start + nbytes].view(np.float32).reshape(n, self.dim)
+
     def gather(self, shard: np.ndarray, row: np.ndarray, out: np.ndarray) -> None:
-        """Copy the stored rows into ``out`` (one row per found key; -1 rows left untouched)."""
+        """Copy the stored rows into ``out`` (one row per found key; -1 rows left untouched).
+
+        Per shard: rows wanted in file order into consecutive rows of ``out`` are read straight
+        into it (one ``readinto``); many rows in any order are read with the shard in one
+        sequential read and one fancy index; a few rows are picked through a memory map."""
         for s in np.unique(shard[shard >= 0]):
             meta = self._shards[self._names[s]]
-            mm = np.memmap(meta.path.with_suffix(".f32"), dtype=np.float32, mode="r",
-                           shape=(meta.rows, self.dim))
-            if len(self._shards) == 1 and (shard >= 0).all():
-                np.take(mm, row, axis=0, out=out)  # every key in this shard: no scatter
+            path = meta.path.with_suffix(".f32")
+            where = np.flatnonzero(shard == s)
+            rows = row[where]
+            lo, hi = int(rows.min()), int(rows.max()) + 1
+            if out.flags.c_contiguous and (np.diff(rows) == 1).all() and \
+                    (np.diff(where) == 1).all():
+                _read_rows(path, lo, hi, self.row_bytes, out[where[0]:where[-1] + 1])
+            elif len(rows) * 4 >= hi - lo:
+                span = self.empty(hi - lo, lo * self.row_bytes)
+                _read_rows(path, lo, hi, self.row_bytes, span)
+                out[where] = span.take(rows - lo, axis=0)
             else:
-                where = np.flatnonzero(shard == s)
-                out[where] = np.take(mm, row[where], axis=0)
-            del mm
+                mm = np.memmap(path, dtype=np.float32, mode="r", shape=(meta.rows, self.dim))
+                out[where] = mm.take(rows, axis=0)
+                del mm
 
     # -- writing --------------------------------------------------------------------------
     def append(self, keys: np.ndarray, vectors: np.ndarray) -> None:

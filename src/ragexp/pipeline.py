@@ -167,7 +167,9 @@ def without_terms(docs, res: Resources, queries) -> dict[str, float]:
     """Counts of documents, chunks and questions that yield no terms (``text.tokenize``: empty,
     punctuation or stopwords only). They can only score 0 (BM25) or cosine 0 (hash embedder), so
     a run reports them, with a warning naming the first few, rather than measuring them silently."""
-    with_terms = {c.doc_id for c, terms in zip(res.chunks, res.terms) if terms}
+    lengths = res.terms.lengths()
+    chunks = res.chunks
+    with_terms = {chunks[i].doc_id for i in np.flatnonzero(lengths)}
     empty = {"documents": [d.doc_id for d in docs if d.doc_id not in with_terms],
              "questions": [q.qid for q in queries if not tokenize(q.text)]}
     for what, ids in empty.items():
@@ -175,7 +177,7 @@ def without_terms(docs, res: Resources, queries) -> dict[str, float]:
             log.warning("%d %s have no terms (empty, or stopwords only) and can only score 0: "
                         "%s", len(ids), what, ", ".join(ids[:5]))
     return {"data.docs_without_terms": float(len(empty["documents"])),
-            "data.chunks_without_terms": float(sum(not t for t in res.terms)),
+            "data.chunks_without_terms": float((lengths == 0).sum()),
             "data.queries_without_terms": float(len(empty["questions"]))}
 
 

@@ -16,6 +16,7 @@ import importlib
 import json
 import logging
 from collections import Counter
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Mapping
@@ -36,12 +37,20 @@ def _node(cfg: Mapping[str, Any], dotted: str) -> Any:
     return cfg
 
 
+@lru_cache(maxsize=1)
+def _distributions() -> Mapping[str, list[str]]:
+    """``importlib.metadata.packages_distributions()``, read once per process: it walks every
+    installed distribution's file list (seconds in a large environment, once per stage group
+    of every job before this was cached)."""
+    return metadata.packages_distributions()
+
+
 def module_version(module_name: str) -> str:
     """Version of the distribution that provides ``module_name`` (``pkg==1.2``); for a module
     that no installed distribution owns (a file in the user's repository), ``file:<sha256[:12]>``
     of its source, so an edited stage still shows as a different one."""
     top = module_name.split(".")[0]
-    for dist in metadata.packages_distributions().get(top, []):
+    for dist in _distributions().get(top, []):
         try:
             return f"{dist}=={metadata.version(dist)}"
         except metadata.PackageNotFoundError:

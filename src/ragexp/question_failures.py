@@ -19,6 +19,10 @@ Each failure gets one reason, the earliest stage that explains it:
 ``answered unanswerable``   unanswerable; answered instead of refused
 ==========================  ===============================================================
 
+``first_relevant_rank`` is a rank in the run's scoring unit (``dataset.unit``): for chunks it
+is exactly whether the evidence was among the passages shown; for sections or documents (ranked
+by their best chunk) it is the rank of the first relevant unit, which the detail names as such.
+
 A table logged before ``cited_relevant`` existed cannot show unsupported citations: answered
 questions are then not judged, and :func:`failed_questions` says so in ``attrs["note"]``.
 """
@@ -43,11 +47,17 @@ def _flag(value) -> bool | None:
 
 
 def _rank(value) -> int | None:
+    n = _number(value)
+    return None if n is None else int(n)
+
+
+def _number(value) -> float | None:
+    """A float cell, or None when empty or not a number."""
     try:
-        r = float(value)
+        v = float(value)
     except (TypeError, ValueError):
         return None
-    return None if math.isnan(r) else int(r)
+    return None if math.isnan(v) else v
 
 
 def _text(row, col: str) -> str:
@@ -55,7 +65,8 @@ def _text(row, col: str) -> str:
     return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
 
 
-def failed_questions(table: pd.DataFrame, score_column: str, shown: int) -> pd.DataFrame:
+def failed_questions(table: pd.DataFrame, score_column: str, shown: int,
+                     unit: str = "chunk") -> pd.DataFrame:
     """Failed questions of one run, one row each: ``id``, ``kind``, ``question``, ``reason``
     (one of :data:`REASONS`), ``detail`` (a sentence with the numbers behind it).
 
@@ -63,7 +74,7 @@ def failed_questions(table: pd.DataFrame, score_column: str, shown: int) -> pd.D
     ``first_relevant_rank``, ``answered``, ``refusal_reason``, ``cited``, ``abstain_signal``,
     optional ``question`` and ``cited_relevant``); ``score_column``: a measure's column (its
     emptiness marks an unanswerable question); ``shown``: passages the answerer was given
-    (the run's ``answer.n_chunks``). Raises ``ValueError`` when a needed column is missing.
+    (the run's ``answer.n_chunks``); ``unit``: the run's scoring unit. Raises ``ValueError`` when a needed column is missing.
     """
     need = {"id", "kind", score_column, "first_relevant_rank", "answered"}
     missing = need - set(table.columns)
@@ -83,8 +94,10 @@ def failed_questions(table: pd.DataFrame, score_column: str, shown: int) -> pd.D
         if not answerable:
             if answered:
                 reason = "answered unanswerable"
-                detail = (f"confidence {float(row.get('abstain_signal', math.nan)):.3f} was not "
-                          f"below the refusal threshold; cited {cited or 'nothing'}")
+                signal = _number(row.get("abstain_signal"))
+                detail = ((f"confidence {signal:.3f} was not below the refusal threshold"
+                           if signal is not None else "no confidence recorded")
+                          + f"; cited {cited or 'nothing'}")
         else:
             rank = _rank(row["first_relevant_rank"])
             n_rel = _rank(row.get("cited_relevant")) if judge_citations else None
@@ -92,8 +105,8 @@ def failed_questions(table: pd.DataFrame, score_column: str, shown: int) -> pd.D
             if not answered or unsupported:
                 if rank is None or rank > shown:
                     reason = "retrieval miss"
-                    where = ("no relevant item retrieved" if rank is None
-                             else f"first relevant item at rank {rank}")
+                    where = (f"no relevant {unit} retrieved" if rank is None
+                             else f"first relevant {unit} at rank {rank}")
                     then = (f"refused ({_text(row, 'refusal_reason') or 'no reason recorded'})"
                             if not answered else f"answered citing {cited or 'nothing'}")
                     detail = f"{where}, the answerer was shown the top {shown}; {then}"

@@ -215,7 +215,9 @@ def failures_section(data: SweepData, labels, order: list[str]) -> list[str]:
     for i, run in enumerate(order):
         row = data.runs.set_index("run_id").loc[run]
         shown = int(float(row.get("params.answer.n_chunks", 3)))
-        fails = question_failures.failed_questions(data.tables[run], col, shown)
+        unit = str(row.get("params.dataset.unit", "chunk"))
+        fails = question_failures.failed_questions(data.tables[run], col, shown,
+                                                   "chunk" if unit == "nan" else unit)
         counts = question_failures.counts(fails)
         summary.append(f'<tr><td class="l">{esc(labels[run])}</td>'
                        + "".join(num(f"nfail|{run}|{r}", counts[r], "", str(counts[r]))

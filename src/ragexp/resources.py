@@ -6,6 +6,8 @@ stage needs it) and BM25 is fitted once for the retriever, the abstain signal an
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -72,9 +74,7 @@ class Resources:
     def bm25(self) -> BM25Index:
         if self._bm25 is None:
             start = time.perf_counter()
-            key = stage_key("bm25", self.chunks_key, self.bm25_k1, self.bm25_b, self.bm25_method,
-                            self.bm25_delta)
-            self._bm25 = self.stages.get("bm25", key, lambda: BM25Index(
+            self._bm25 = self.stages.get("bm25", self._bm25_key(), lambda: BM25Index(
                 self.bm25_k1, self.bm25_b, self.bm25_method, self.bm25_delta).fit_terms(self.terms))
             self.add_time("time.index_s", start)
         return self._bm25
@@ -97,6 +97,22 @@ class Resources:
                                 lambda: FlatIPIndex(vectors), disk=False)
         self.add_time("time.index_s", start)
         return index
+
+    def searched(self, stage: str, queries: dict[str, str], k: int,
+                 search: Callable[[], dict]) -> dict:
+        """A first-stage ranking of this batch of ``queries`` at depth ``k``, kept in memory
+        (the latest per ``stage``) for the next job of a sweep: it depends only on the index
+        (its stage key), the query texts and ``k``, never on the reranker, fusion or abstain
+        settings that sweeps vary. Returns a copy, so callers may change what they get."""
+        index_key = self._vectors_key() if stage == "dense_search" else self._bm25_key()
+        texts = hashlib.sha256(json.dumps(list(queries.items())).encode()).hexdigest()
+        ranking = self.stages.get(stage, stage_key(stage, index_key, texts, k), search,
+                                  disk=False)
+        return {q: dict(scores) for q, scores in ranking.items()}
+
+    def _bm25_key(self) -> str:
+        return stage_key("bm25", self.chunks_key, self.bm25_k1, self.bm25_b, self.bm25_method,
+                         self.bm25_delta)
 
     def _vectors_key(self) -> str:
         return stage_key("vectors", self.chunks_key, self.embedder.identity.key)

@@ -34,10 +34,18 @@ class DenseRetriever:
         self.index = resources.dense_index()
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
+        """``cached`` False (latency measurement) embeds the queries and searches every time;
+        True may reuse the ranking an earlier job of the sweep computed (``Resources.searched``)."""
         _check_k(k)
-        qids = list(queries)
-        if not qids:
+        if not queries:
             return {}
+        if not cached:
+            return self._search(queries, k, cached)
+        return self.resources.searched("dense_search", queries, k,
+                                       lambda: self._search(queries, k, cached))
+
+    def _search(self, queries: dict[str, str], k: int, cached: bool) -> Ranking:
+        qids = list(queries)
         vectors = self.resources.query_vectors([queries[q] for q in qids], cached=cached)
         scores, ids = self.index.search(vectors, k)
         chunks = self.resources.chunks
@@ -57,10 +65,18 @@ class BM25Retriever:
         self.index = resources.bm25
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
+        """``cached`` False (latency measurement) scores every time; True may reuse the ranking
+        an earlier job of the sweep computed (``Resources.searched``)."""
         _check_k(k)
-        qids = list(queries)
-        if not qids:
+        if not queries:
             return {}
+        if not cached:
+            return self._search(queries, k)
+        return self.resources.searched("bm25_search", queries, k,
+                                       lambda: self._search(queries, k))
+
+    def _search(self, queries: dict[str, str], k: int) -> Ranking:
+        qids = list(queries)
         chunks, out = self.resources.chunks, {}
         # Blocks of queries: scoring holds (queries x candidate documents) values, gigabytes
         # for 1,000 queries over a million passages if done at once.

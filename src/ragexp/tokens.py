@@ -48,6 +48,10 @@ class TokenMatrix(Sequence):
         vocab = self.vocab
         return [vocab[j] for j in self.ids[self.offsets[i]:self.offsets[i + 1]].tolist()]
 
+    def lengths(self) -> np.ndarray:
+        """(len(self),) int64: each chunk's number of terms."""
+        return np.diff(self.offsets)
+
     @property
     def nbytes(self) -> int:
         return self.ids.nbytes + self.offsets.nbytes

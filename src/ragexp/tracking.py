@@ -125,12 +125,15 @@ def ensure_experiment(name: str) -> str:
             return exp.experiment_id
 
 
-def log_per_question(run_id: str, table, folder: Path) -> None:
-    """The per-question table, twice: ``per_question.csv`` written into ``folder`` (the caller
-    uploads it with the run's other artifacts) and an MLflow table ``per_question.json``
-    (``log_table``: browsable in the UI's artifact view, read back with ``mlflow.load_table``).
-    One artifact each, whatever the number of questions."""
+def write_per_question(table, folder: Path) -> None:
+    """The per-question table as ``per_question.csv`` in ``folder`` (the run's artifacts, uploaded
+    with the others): one file whatever the number of questions."""
     table.to_csv(folder / "per_question.csv", index=False)
+
+
+def log_per_question_table(run_id: str, table) -> None:
+    """The same table as the MLflow table ``per_question.json`` (``log_table``: browsable in the
+    UI's artifact view, read back with ``mlflow.load_table``): one artifact, any size."""
     client().log_table(run_id, data=table, artifact_file="per_question.json")
 
 

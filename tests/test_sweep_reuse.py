@@ -1,0 +1,104 @@
+"""A sweep's jobs in one process reuse what is keyed by config or content (stages, the parsed
+corpus, the map of installed distributions) and measure exactly what fresh jobs measure."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+
+from ragexp import beir, provenance, synth, tracking
+from ragexp.app import CONF_DIR, run_logged
+from ragexp.stagestore import forget_memory
+
+VOLATILE = ("time.", "stage", "cache.")
+VARIANTS = [["reranker=none", "retriever.rrf_k=20", "abstain.budget=0.1"],
+            ["reranker=lexical", "retriever.rrf_k=60", "abstain.budget=0.25"],
+            ["reranker=lexical", "retriever.rrf_k=20", "abstain.budget=0.25"]]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    root = synth.generate(tmp_path_factory.mktemp("reuse"), 800, 60, seed=3)
+    with (root / "queries.jsonl").open("a") as fh:  # unanswerable questions: an abstain curve
+        for i in range(15):
+            fh.write(json.dumps({"_id": f"u{i}", "text": f"zuvepo lorem {i} nothing here",
+                                 "metadata": {"kind": "unanswerable"}}) + "\n")
+    return root
+
+
+@pytest.fixture()
+def store(tmp_path):
+    old = os.environ.get("MLFLOW_TRACKING_URI")
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    yield tmp_path
+    if old is None:
+        os.environ.pop("MLFLOW_TRACKING_URI")
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = old
+
+
+def _job(folder, cache, overrides):
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=[
+            "dataset=beir", f"dataset.path={folder}", "chunking=none", "embedder=hash",
+            "embedder.dim=32", "retriever=hybrid", f"cache_dir={cache}", "progress=false",
+            "force=true", "experiment=reuse", *overrides])
+    out = run_logged(cfg)
+    assert out["status"] == "FINISHED"
+    table = pd.read_csv(tracking.client().download_artifacts(out["run_id"], "per_question.csv"))
+    tags = tracking.client().get_run(out["run_id"]).data.tags
+    return out, table, tags
+
+
+def _cold():
+    forget_memory()
+    beir._LAST_CORPUS.clear()
+    provenance._distributions.cache_clear()
+
+
+@pytest.mark.slow
+def test_reused_jobs_measure_what_fresh_jobs_measure(folder, store, monkeypatch):
+    parsed = []
+    real = beir._records
+    monkeypatch.setattr(beir, "_records", lambda path, req: parsed.append(path.name)
+                        or real(path, req))
+    _cold()
+    reused = [_job(folder, store / "shared", v) for v in VARIANTS]
+    assert parsed.count("corpus.jsonl") == 1  # the corpus is parsed by the first job only
+    for out, _, _ in reused[1:]:
+        assert out["stages.built"] == 0 and out["stages.reused"] == 7
+    fresh = []
+    for i, v in enumerate(VARIANTS):
+        _cold()
+        fresh.append(_job(folder, store / f"fresh{i}", [*v, "reuse_stages=false"]))
+    assert parsed.count("corpus.jsonl") == 1 + len(VARIANTS)
+    for (r_out, r_table, r_tags), (f_out, f_table, f_tags) in zip(reused, fresh):
+        measured = {k: v for k, v in r_out.items() if not k.startswith(VOLATILE)
+                    and k != "run_id"}
+        assert "abstain.auc" in measured and "ndcg_at_10" in measured
+        assert measured == {k: v for k, v in f_out.items() if not k.startswith(VOLATILE)
+                            and k != "run_id"}
+        pd.testing.assert_frame_equal(r_table, f_table)
+        stage_tags = {k: v for k, v in r_tags.items() if k.startswith("stage.")}
+        assert stage_tags and stage_tags == {k: v for k, v in f_tags.items()
+                                             if k.startswith("stage.")}
+        assert r_tags["corpus_hash"] == f_tags["corpus_hash"]
+    # the variants differ, so the comparison above compared something
+    assert reused[0][0]["ndcg_at_10"] != reused[1][0]["ndcg_at_10"]
+
+
+def test_a_corpus_file_with_new_bytes_is_read_again(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"_id": "a", "text": "one"}\n{"_id": "b", "text": "two"}\n')
+    first = beir.read_corpus(path)
+    first.pop()  # the caller's list is its own: the kept corpus is not changed
+    assert [d.text for d in beir.read_corpus(path)] == ["one", "two"]
+    path.write_text('{"_id": "a", "text": "one"}\n{"_id": "b", "text": "TWO"}\n')
+    assert [d.text for d in beir.read_corpus(path)] == ["one", "TWO"]
+    path.write_text('{"_id": "a", "text": "one"}\n{"_id": "a", "text": "TWO"}\n')
+    with pytest.raises(beir.BeirFormatError, match="_id"):
+        beir.read_corpus(path)  # a broken file is reported, never served from memory
