@@ -104,8 +104,18 @@ def test_mlflow_loaded_model_answers_as_the_runs_engine(store, reference):
     model = mlflow.pyfunc.load_model("models:/ragexp-serving@champion")
     by_frame = model.predict(pd.DataFrame({"question": QUESTIONS}))
     by_list = model.predict(list(QUESTIONS))
-    assert list(by_frame.columns) == list(OUTPUT_COLUMNS) and len(by_frame) == len(QUESTIONS)
-    pd.testing.assert_frame_equal(by_frame, by_list)
+    assert list(by_frame.columns) == [*OUTPUT_COLUMNS, "trace_id"]
+    assert len(by_frame) == len(QUESTIONS)
+    pd.testing.assert_frame_equal(by_frame.drop(columns="trace_id"),
+                                  by_list.drop(columns="trace_id"))
+    # one trace per answer (tracing is on by default), recording this run and the answer
+    ids = [*by_frame["trace_id"], *by_list["trace_id"]]
+    assert len(set(ids)) == 2 * len(QUESTIONS) and all(str(t).startswith("tr-") for t in ids)
+    model.unwrap_python_model().engine.tracer.flush()
+    root = next(s for s in mlflow.get_trace(ids[0]).data.spans if s.parent_id is None)
+    assert root.attributes["ragexp.run_id"] == store["run_id"]
+    assert root.attributes["ragexp.model_version"] == str(store["version"])
+    assert root.inputs == {"question": QUESTIONS[0]}
     for row, question in zip(by_frame.to_dict(orient="records"), QUESTIONS):
         ans = reference.answer(question)
         assert row["answer"] == ans.text and row["refused"] == ans.refused
@@ -254,11 +264,15 @@ def test_mlflow_models_serve_answers_on_loopback(store, reference):
                 "dataframe_records": [{"question": q} for q in QUESTIONS]})
             empty = http.post("/invocations", json={"inputs": ["  "]})
     assert by_list.status_code == by_records.status_code == 200, by_list.text
-    rows = by_list.json()["predictions"]
-    assert rows == by_records.json()["predictions"] and len(rows) == len(QUESTIONS)
+    rows, again = by_list.json()["predictions"], by_records.json()["predictions"]
+    assert len(rows) == len(again) == len(QUESTIONS)
+    traced = [r.pop("trace_id") for r in rows] + [r.pop("trace_id") for r in again]
+    assert rows == again and len(set(traced)) == len(traced)  # one trace per answer
+    for row in rows:
+        row["trace_id"] = traced.pop(0)
     for row, question in zip(rows, QUESTIONS):
         ans = reference.answer(question)
-        assert set(row) == set(OUTPUT_COLUMNS)
+        assert set(row) == {*OUTPUT_COLUMNS, "trace_id"} and row["trace_id"].startswith("tr-")
         assert (row["answer"], row["refused"], row["citations"]) == (
             ans.text, ans.refused, ans.cited_chunks)
         assert row["confidence"] == pytest.approx(ans.signal)

@@ -35,7 +35,7 @@ import mlflow
 import pandas as pd
 from omegaconf import OmegaConf
 
-from ragexp import __version__, stages, tracking
+from ragexp import __version__, stages, tracing, tracking
 from ragexp.answer import Answer
 from ragexp.serving import FINGERPRINT_TAGS, Engine, ServingError, check_question
 
@@ -142,19 +142,34 @@ def answer_row(ans: Answer) -> dict[str, Any]:
 
 
 class RagexpModel(mlflow.pyfunc.PythonModel):
-    """Questions in, answers out: one row per question with ``OUTPUT_COLUMNS``."""
+    """Questions in, answers out: one row per question with ``OUTPUT_COLUMNS`` and
+    ``trace_id``, the MLflow trace of that answer (null when tracing is off)."""
 
     engine: Engine | None = None
+    _traced = False
 
     def load_context(self, context) -> None:
         self.engine = engine_from_artifacts(context.artifacts)
+
+    def _trace(self) -> None:
+        """On the first prediction, trace as the run's config says (``tracing.settings``: on by
+        default, into experiment ``ragexp-serving``); ``ragexp serve`` sets its own tracer on the
+        engine instead and never predicts through the model."""
+        if not self._traced:
+            self._traced = True
+            enabled, experiment = tracing.settings(self.engine.cfg)
+            self.engine.tracer = tracing.for_engine(self.engine, enabled, experiment)
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         """``model_input``: a DataFrame as MLflow's schema enforcement frames every input (a
         list of strings becomes column ``0``); any shape ``questions_of`` takes otherwise."""
         questions = questions_of(model_input)
-        rows = [answer_row(self.engine.answer(q)) for q in questions]
-        return pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS))
+        self._trace()
+        rows = []
+        for q in questions:
+            row = answer_row(self.engine.answer(q))
+            rows.append({**row, "trace_id": self.engine.tracer.last_trace_id()})
+        return pd.DataFrame(rows, columns=[*OUTPUT_COLUMNS, "trace_id"])
 
 
 def signature():
@@ -168,7 +183,8 @@ def signature():
         outputs=Schema([ColSpec("string", "answer"), ColSpec("boolean", "refused"),
                         ColSpec(Array("string"), "citations"),
                         ColSpec(Array(source), "sources"),
-                        ColSpec("double", "confidence", required=False)]))
+                        ColSpec("double", "confidence", required=False),
+                        ColSpec("string", "trace_id", required=False)]))
 
 
 def log_model(run) -> "mlflow.entities.LoggedModel":
@@ -249,4 +265,6 @@ def load_engine(name: str = tracking.MODEL_NAME, version: str | None = None) -> 
     so ``ragexp serve`` serves exactly what ``mlflow models serve`` serves."""
     mv = model_version(name, version)  # also points MLflow at ragexp's tracking URI
     model = mlflow.pyfunc.load_model(f"models:/{name}/{mv.version}")
-    return model.unwrap_python_model().engine
+    engine = model.unwrap_python_model().engine
+    engine.model_version = str(mv.version)  # what its traces record (tracing.for_engine)
+    return engine
