@@ -81,6 +81,18 @@ def check_fingerprint(run_id: str, expected: dict[str, str], actual: dict[str, s
                            f"run, or restore the data")
 
 
+def recorded_fingerprint(run) -> dict[str, str]:
+    """The data hashes (``FINGERPRINT_TAGS``) an MLflow run recorded. Raises ``ServingError``
+    when it recorded none: it did not finish, or is not a ragexp evaluation run."""
+    tags = run.data.tags
+    fingerprint = {k: tags[k] for k in FINGERPRINT_TAGS if k in tags}
+    if not fingerprint:
+        raise ServingError(f"run {run.info.run_id} recorded no data fingerprint ("
+                           f"{', '.join(FINGERPRINT_TAGS)}): it did not finish, or is not a "
+                           f"ragexp evaluation run")
+    return fingerprint
+
+
 class Engine:
     tracer: tracing.Tracer = tracing.OFF  # ``ragexp serve`` sets an enabled one (tracing.py)
 
@@ -172,11 +184,7 @@ class Engine:
         except tracking.RunNotFound as exc:
             raise ServingError(str(exc)) from None
         tags = run.data.tags
-        fingerprint = {k: tags[k] for k in FINGERPRINT_TAGS if k in tags}
-        if not fingerprint:
-            raise ServingError(f"run {run_id} recorded no data fingerprint ("
-                               f"{', '.join(FINGERPRINT_TAGS)}): it did not finish, or is not "
-                               f"a ragexp evaluation run")
+        fingerprint = recorded_fingerprint(run)
         cfg = stages.with_locations(cfg, tags)
         threshold = run.data.metrics.get("abstain.threshold")
         if threshold is None:

@@ -37,7 +37,7 @@ from omegaconf import OmegaConf
 
 from ragexp import __version__, stages, tracing, tracking
 from ragexp.answer import Answer
-from ragexp.serving import FINGERPRINT_TAGS, Engine, ServingError, check_question
+from ragexp.serving import Engine, ServingError, check_question, recorded_fingerprint
 
 log = logging.getLogger(__name__)
 CODE_PATH = Path(__file__).with_name("model_code.py")
@@ -63,11 +63,7 @@ def spec_of_run(run) -> ServingSpec:
     """The ``ServingSpec`` of an MLflow run. Raises ``ServingError`` when the run recorded no
     data fingerprint (it did not finish, or is not a ragexp evaluation run)."""
     tags = run.data.tags
-    fingerprint = {k: tags[k] for k in FINGERPRINT_TAGS if k in tags}
-    if not fingerprint:
-        raise ServingError(f"run {run.info.run_id} recorded no data fingerprint ("
-                           f"{', '.join(FINGERPRINT_TAGS)}): it did not finish, or is not a "
-                           f"ragexp evaluation run")
+    fingerprint = recorded_fingerprint(run)
     threshold = run.data.metrics.get("abstain.threshold")
     locations = {k: v for k, v in tags.items() if k.startswith(stages.LOCATION_TAG)}
     return ServingSpec(run.info.run_id, threshold, locations, fingerprint)
