@@ -245,11 +245,13 @@ def model_version(name: str, version: str | None = None):
     return mv
 
 
-def mlflow_serve_command(name: str = tracking.MODEL_NAME, port: int | None = None) -> str:
+def mlflow_serve_command(name: str = tracking.MODEL_NAME, port: int | None = None,
+                         uri: str | None = None) -> str:
     """The shell command that serves ``name``'s champion with ``mlflow models serve``, pointed
-    at the store ragexp uses: ``MLFLOW_TRACKING_URI`` when set, else ragexp's local default
-    (``LOCAL_STORE``, relative to the current folder; MLflow's own default is another file)."""
-    uri = os.environ.get("MLFLOW_TRACKING_URI") or LOCAL_STORE
+    at the store ragexp uses: ``uri`` if given, else ``MLFLOW_TRACKING_URI`` when set, else
+    ragexp's local default (``LOCAL_STORE``, relative to the current folder; MLflow's own
+    default is another file)."""
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or LOCAL_STORE
     command = (f"env MLFLOW_TRACKING_URI={shlex.quote(uri)} mlflow models serve -m "
                f"models:/{name}@{tracking.ALIAS} --env-manager local")
     return command + (f" -h 127.0.0.1 -p {port}" if port else "")

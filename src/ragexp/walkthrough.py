@@ -25,6 +25,9 @@ from ragexp.readme import replace_block
 from ragexp.report import ablation_runs
 
 BIN = str(Path(sys.executable).parent)
+# The store as the user named it (``make walkthrough``: unset, so ragexp's relative default);
+# read before MLflow, once pointed at a store, exports its absolute URI to this process.
+USER_URI = os.environ.get("MLFLOW_TRACKING_URI")
 
 
 def run(command: str) -> str:
@@ -96,10 +99,13 @@ def mlflow_serve_and_query() -> list[str]:
     from ragexp.servingmodel import mlflow_serve_command
 
     env = {"PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
-    with background_server(lambda port: shlex.split(mlflow_serve_command(port=port)),
-                           health="/ping", timeout_s=240, env=env) as port:
-        return [f"$ {mlflow_serve_command(port=port)}\n(in the background until the request "
-                f"below is answered)",
+
+    def command(port: int) -> str:
+        return mlflow_serve_command(port=port, uri=USER_URI)
+
+    with background_server(lambda port: shlex.split(command(port)), health="/ping",
+                           timeout_s=240, env=env) as port:
+        return [f"$ {command(port)}\n(in the background until the request below is answered)",
                 run(curl(port, "/invocations", {"inputs": ["How long are dead-lettered jobs "
                                                            "kept?"]}))]
 
