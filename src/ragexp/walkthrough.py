@@ -96,12 +96,12 @@ def candidates(path: str) -> list[dict]:
 def mlflow_serve_and_query() -> list[str]:
     """``mlflow models serve`` on the champion model, in the background, asked over
     ``/invocations``; its own line records the exact command that ran."""
-    from ragexp.servingmodel import mlflow_serve_command
+    from ragexp.servingmodel import LOCAL_STORE, mlflow_serve_command
 
     env = {"PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
 
     def command(port: int) -> str:
-        return mlflow_serve_command(port=port, uri=USER_URI)
+        return mlflow_serve_command(port=port, uri=USER_URI or LOCAL_STORE)
 
     with background_server(lambda port: shlex.split(command(port)), health="/ping",
                            timeout_s=240, env=env) as port:
