@@ -33,6 +33,9 @@ USER_URI = os.environ.get("MLFLOW_TRACKING_URI")
 def run(command: str) -> str:
     """Execute ``command`` exactly as written; return it as ``$ command`` and its output."""
     env = {**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
+    env.pop("MLFLOW_TRACKING_URI", None)  # each command sees the store as the user named it
+    if USER_URI:
+        env["MLFLOW_TRACKING_URI"] = USER_URI
     proc = subprocess.run(shlex.split(command), capture_output=True, text=True, timeout=600,
                           env=env)
     return f"$ {command}\n{(proc.stdout + proc.stderr).rstrip()}"
