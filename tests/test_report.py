@@ -3,6 +3,7 @@ config is the ablation's composed config; recorded commands are exactly what ran
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -87,12 +88,27 @@ def recorded(steps: list[str]) -> list[tuple[str, str]]:
 
 
 @pytest.mark.slow
-def test_walkthrough_commands_are_what_ran_and_reproduce_their_status(store):
+def test_walkthrough_commands_are_what_ran_and_reproduce_their_status(store, tmp_path,
+                                                                      monkeypatch):
     _, true_bm25, _, _ = store
     promote(true_bm25["run_id"])
     steps = recorded(walkthrough.serve_and_query())
     statuses = [out.splitlines()[-1] for _, out in steps]
-    assert statuses == ["HTTP 200", "HTTP 200", "HTTP 400"]
+    # health, one answer per asked question, the refused search, the feedback
+    assert statuses == ["HTTP 200"] * (1 + len(walkthrough.ASKED)) + ["HTTP 400", "HTTP 200"]
+    marked = json.loads(steps[-1][1].splitlines()[0])
+    assert marked["recorded"] is True
+    assert marked["trace_id"] == json.loads(steps[len(walkthrough.ASKED)][1].splitlines()[0])[
+        "trace_id"]
+    # the loop back: this walkthrough's traces mined, the marked one accepted and validated
+    monkeypatch.setattr(walkthrough, "MINED", str(tmp_path / "mined"))
+    mined = recorded(walkthrough.mine_and_accept())
+    assert mined[0][0].startswith(f"ragexp traces mine --max-traces {len(walkthrough.ASKED)}")
+    assert "marked_wrong" in mined[0][1]
+    assert mined[1][0].startswith("ragexp traces accept") and "accepted 1 question" in mined[1][1]
+    [accepted] = [json.loads(line) for line in
+                  (tmp_path / "mined" / "accepted.jsonl").read_text().splitlines()]
+    assert accepted["question"] == walkthrough.ASKED[-1] and accepted["reason"] == "marked_wrong"
     post = steps[1][0]
     assert "-d " in post and "Content-Type: application/json" in post
     assert '"refused"' in steps[1][1] and true_bm25["run_id"] in steps[1][1]

@@ -25,17 +25,21 @@ from ragexp.readme import replace_block
 from ragexp.report import ablation_runs
 
 BIN = str(Path(sys.executable).parent)
-# The store as the user named it (``make walkthrough``: unset, so ragexp's relative default);
-# read before MLflow, once pointed at a store, exports its absolute URI to this process.
-USER_URI = os.environ.get("MLFLOW_TRACKING_URI")
+# The store as the user named it (``make walkthrough``: unset, so ragexp's relative default),
+# read by ``main`` before MLflow, once pointed at a store, exports its absolute URI to this
+# process; the recorded commands then run with it. Unset (``NAMED`` false) when this module is
+# used without ``main``, as the tests do: commands then inherit this process's store.
+USER_URI: str | None = None
+NAMED = False
 
 
 def run(command: str) -> str:
     """Execute ``command`` exactly as written; return it as ``$ command`` and its output."""
     env = {**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
-    env.pop("MLFLOW_TRACKING_URI", None)  # each command sees the store as the user named it
-    if USER_URI:
-        env["MLFLOW_TRACKING_URI"] = USER_URI
+    if NAMED:  # each command sees the store as the user named it
+        env.pop("MLFLOW_TRACKING_URI", None)
+        if USER_URI:
+            env["MLFLOW_TRACKING_URI"] = USER_URI
     proc = subprocess.run(shlex.split(command), capture_output=True, text=True, timeout=600,
                           env=env)
     return f"$ {command}\n{(proc.stdout + proc.stderr).rstrip()}"
@@ -104,7 +108,8 @@ def mlflow_serve_and_query() -> list[str]:
     env = {"PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
 
     def command(port: int) -> str:
-        return mlflow_serve_command(port=port, uri=USER_URI or LOCAL_STORE)
+        return mlflow_serve_command(port=port,
+                                    uri=USER_URI or (LOCAL_STORE if NAMED else None))
 
     with background_server(lambda port: shlex.split(command(port)), health="/ping",
                            timeout_s=240, env=env) as port:
@@ -138,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--experiment", default="ragexp-handbook")
     p.add_argument("--readme", help="write the output into this file's walkthrough block")
     args = p.parse_args(argv)
+    global USER_URI, NAMED
+    USER_URI, NAMED = os.environ.get("MLFLOW_TRACKING_URI"), True
     content = build(args.experiment)
     print(content)
     if args.readme:
