@@ -39,6 +39,7 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
+import shlex  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -360,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.readme:
         from ragexp.bench import machine_facts
         from ragexp.readme import replace_block
-        replace_block(args.readme, "bench-scale", f"Measured with `make bench-scale` on "
+        command = shlex.join(["python", "-m", "ragexp.bench_scale", *(argv or sys.argv[1:])])
+        replace_block(args.readme, "bench-scale", f"Measured with `{command}` on "
                       f"{datetime.date.today().isoformat()}. {machine_facts()}.\n\n{text}")
     return 1 if any(n.startswith("FAIL") for n in notes) else 0
 
