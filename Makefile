@@ -54,7 +54,7 @@ bench: ## benchmarks: prints one table of ratios measured side by side
 	$(BIN)/python -m ragexp.bench --readme README.md
 
 bench-scale: ## scale benchmark on synthetic BEIR folders of 10k, 100k and 1M passages (long)
-	$(BIN)/python -m ragexp.bench_scale --jobs 4 --readme README.md
+	$(BIN)/python -m ragexp.bench_scale --readme README.md
 
 gate: ## quality gate: make gate RUN=<run id> [AGAINST=champion|<run id>]; exit 1 on a regression
 	$(if $(RUN),,$(error make gate needs RUN=<run id>))

@@ -51,6 +51,27 @@ def test_blas_and_scan_paths_agree_and_restore_the_threshold(vectors):
     np.testing.assert_array_equal(single, i1)
 
 
+def test_flat_search_is_faiss_index_flat_ip_without_a_copy():
+    """Same ids and scores as ``faiss.IndexFlatIP`` on both FAISS paths, over the caller's own
+    matrix (an IndexFlatIP would hold a second copy of every vector)."""
+    rng = np.random.default_rng(7)
+    base, queries = _unit(rng, 20_000, 64), _unit(rng, 300, 64)
+    ref = faiss.IndexFlatIP(64)
+    ref.add(base)
+    ours = FlatIPIndex(base)
+    assert np.shares_memory(ours.vectors, base)
+    for blas in (True, False):
+        old = faiss.cvar.distance_compute_blas_threshold
+        faiss.cvar.distance_compute_blas_threshold = 1 if blas else 1 << 30
+        try:
+            expected = ref.search(queries, 50)
+        finally:
+            faiss.cvar.distance_compute_blas_threshold = old
+        got = ours.search(queries, 50, blas=blas)
+        np.testing.assert_array_equal(got[1], expected[1])
+        np.testing.assert_array_equal(got[0], expected[0])
+
+
 def test_k_larger_than_the_index(vectors):
     base, queries = vectors
     scores, ids = FlatIPIndex(base[:5]).search(queries[:3], 10)

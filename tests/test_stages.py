@@ -4,7 +4,9 @@ when two processes miss at once, and stale or unreadable stage files."""
 
 from __future__ import annotations
 
+
 import multiprocessing as mp
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from ragexp.cache import EmbeddingCache
 from ragexp.chunking import MarkdownChunker
 from ragexp.datasets import MarkdownDataset
 from ragexp.embedders import HashEmbedder
-from ragexp.pipeline import run_experiment
+from ragexp.pipeline import LATENCY_SAMPLE, run_experiment
 from ragexp.rerankers import LexicalReranker, NoReranker
 from ragexp.retrievers import HybridRetriever
 from ragexp.stagestore import StageStore, forget_memory, stage_key
@@ -82,7 +84,8 @@ QUERY_TIME = [("memory", dict(reranker=NoReranker())), ("disk", dict(rrf_k=20.0)
 def test_query_time_change_rebuilds_nothing(dataset, tmp_path, change, where):
     root = str(tmp_path / "stages")
     first = _run(dataset, tmp_path, StageStore(root))
-    assert first.metrics["stages.built"] == 7 and first.metrics["stages.reused"] == 0
+    assert first.metrics["stages.built"] == 8 and first.metrics["stages.reused"] == 0
+    assert first.metrics["time.query_replayed"] == 0
     if where == "disk":
         forget_memory()  # as a new process would: nothing in memory, everything on disk
     chunker, emb = CountingChunker(), CountingEmbedder(dim=64)
@@ -91,9 +94,14 @@ def test_query_time_change_rebuilds_nothing(dataset, tmp_path, change, where):
     assert chunker.calls == [] and emb.texts == []  # nothing chunked, no passage embedded
     in_memory = "memory" if where == "memory" else "built"  # kept in memory only
     expected = {"chunks": where, "tokens": where, "bm25": where, "vectors": where,
-                "dense_index": in_memory, "dense_search": in_memory, "bm25_search": in_memory}
+                "dense_index": in_memory, "dense_search": in_memory, "bm25_search": in_memory,
+                "bm25_best": in_memory}
     assert store.events == expected
-    assert second.metrics["stages.built"] == (3 if where == "disk" else 0)
+    assert second.metrics["stages.built"] == (4 if where == "disk" else 0)
+    # latency: every query's first stage replayed from memory, or searched again when nothing
+    # is in memory (a new process)
+    n_latency = min(LATENCY_SAMPLE, len(dataset.queries()))
+    assert second.metrics["time.query_replayed"] == (n_latency if where == "memory" else 0)
     # ... and the run measures exactly what a run without the store measures
     forget_memory()
     alone = _run(dataset, tmp_path, StageStore(enabled=False), **change)
@@ -108,7 +116,8 @@ def test_changes_rebuild_what_they_determine(dataset, tmp_path):
     _run(dataset, tmp_path, store, k1=1.2)  # BM25 parameters: only BM25
     assert store.events == {"chunks": "memory", "tokens": "memory", "bm25": "built",
                             "vectors": "memory", "dense_index": "memory",
-                            "dense_search": "memory", "bm25_search": "built"}
+                            "dense_search": "memory", "bm25_search": "built",
+                            "bm25_best": "built"}
     store = StageStore(root)
     emb = CountingEmbedder(dim=64)
     chunker = CountingChunker(max_words=80)
@@ -118,6 +127,42 @@ def test_changes_rebuild_what_they_determine(dataset, tmp_path):
     old = {c.text for c in MarkdownChunker().chunk(dataset.documents())}
     new = {c.text for c in MarkdownChunker(max_words=80).chunk(dataset.documents())}
     assert sorted(emb.texts) == sorted(new - old) and new & old
+
+
+def test_latency_first_stage_is_searched_once_and_replayed_with_its_time(dataset, tmp_path):
+    """``Resources.searched_alone``: the first job searches (and times) each latency query; a
+    later job on the same index gets the same ranking and the first job's measured seconds."""
+    from ragexp.resources import Resources
+
+    chunks = MarkdownChunker().chunk(dataset.documents())
+    calls = []
+
+    def slow_search(tag):
+        def search():
+            calls.append(tag)
+            time.sleep(0.05)
+            return {"q": {chunks[0].chunk_id: 1.0}}
+        return search
+
+    store = StageStore(str(tmp_path / "stages"))
+    jobs = [Resources(chunks, lambda: CountingEmbedder(dim=64), stages=store, chunks_key="c")
+            for _ in range(2)]
+    got = [job.searched_alone("bm25_search", {"q": "text"}, 10, slow_search(i))
+           for i, job in enumerate(jobs)]
+    assert calls == [0] and got[0] == got[1] == {"q": {chunks[0].chunk_id: 1.0}}
+    assert jobs[0].replayed == 0 and jobs[0].replayed_s == 0.0
+    assert jobs[1].replayed == 1 and jobs[1].replayed_s >= 0.05
+    # another query, or another index (BM25 parameters), is searched afresh
+    jobs[1].searched_alone("bm25_search", {"q": "other text"}, 10, slow_search(2))
+    other = Resources(chunks, lambda: CountingEmbedder(dim=64), stages=store, chunks_key="c",
+                      bm25_k1=1.2)
+    other.searched_alone("bm25_search", {"q": "text"}, 10, slow_search(3))
+    assert calls == [0, 2, 3] and other.replayed == 0
+    # without a store (a lone run, serving) every call searches
+    alone = Resources(chunks, lambda: CountingEmbedder(dim=64), chunks_key="c")
+    for _ in range(2):
+        alone.searched_alone("bm25_search", {"q": "text"}, 10, slow_search(4))
+    assert calls == [0, 2, 3, 4, 4] and alone.replayed == 0
 
 
 def test_results_identical_with_and_without_the_store(dataset, tmp_path):

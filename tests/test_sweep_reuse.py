@@ -64,13 +64,16 @@ def _cold():
 def test_reused_jobs_measure_what_fresh_jobs_measure(folder, store, monkeypatch):
     parsed = []
     real = beir._records
-    monkeypatch.setattr(beir, "_records", lambda path, req: parsed.append(path.name)
-                        or real(path, req))
+    monkeypatch.setattr(beir, "_records", lambda path, req, *text: parsed.append(path.name)
+                        or real(path, req, *text))
     _cold()
     reused = [_job(folder, store / "shared", v) for v in VARIANTS]
     assert parsed.count("corpus.jsonl") == 1  # the corpus is parsed by the first job only
     for out, _, _ in reused[1:]:
-        assert out["stages.built"] == 0 and out["stages.reused"] == 7
+        assert out["stages.built"] == 0 and out["stages.reused"] == 8
+        # the latency sample's first stage was searched by the first job and replayed here
+        assert out["time.query_replayed"] > 0
+    assert reused[0][0]["time.query_replayed"] == 0
     fresh = []
     for i, v in enumerate(VARIANTS):
         _cold()

@@ -56,7 +56,7 @@ class LexicalSignal:
 
     def compute(self, queries, ranking, resources):
         bm25 = resources.bm25
-        best = bm25.best_scores(list(queries.values()))
+        best = resources.best_bm25_scores(list(queries.values()))
         out = {}
         for (qid, text), top in zip(queries.items(), best):
             q_terms = tokenize(text)

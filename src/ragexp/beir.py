@@ -20,8 +20,10 @@ import hashlib
 import logging
 import re
 from pathlib import Path
+from typing import Iterable, Iterator
 
-from ragexp.readers import InputError, duplicates_message, lines, parse_json, shown, string_id
+from ragexp.readers import (InputError, decode, duplicates_message, lines, parse_json, shown,
+                            string_id)
 from ragexp.records import Document, Qrels
 
 log = logging.getLogger(__name__)
@@ -33,13 +35,16 @@ class BeirFormatError(InputError):
     """A BEIR folder or file ragexp cannot read as its author meant."""
 
 
-def _records(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
-    if not path.is_file():
+def _records(path: Path, required: tuple[str, ...],
+             text: str | None = None) -> Iterator[tuple[int, dict]]:
+    """``(line number, JSON object)`` per record of ``path`` (``text``: its text, already read),
+    parsed one line at a time. Raises ``BeirFormatError`` naming file and line."""
+    if text is None and not path.is_file():
         raise BeirFormatError(path, None, "file not found (a BEIR folder needs corpus.jsonl, "
                               "queries.jsonl and qrels/<split>.tsv)")
-    out = []
+    empty = True
     try:
-        for lineno, line in lines(path):
+        for lineno, line in lines(path, text):
             row = parse_json(line, path, lineno)
             if not isinstance(row, dict):
                 raise BeirFormatError(path, lineno, f"expected a JSON object, got "
@@ -47,14 +52,14 @@ def _records(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
             missing = [k for k in required if k not in row]
             if missing:
                 raise BeirFormatError(path, lineno, f"missing field(s) {', '.join(missing)}")
-            out.append((lineno, row))
+            empty = False
+            yield lineno, row
     except BeirFormatError:
         raise
     except InputError as exc:
         raise BeirFormatError(exc.file, exc.line, exc.message) from None
-    if not out:
+    if empty:
         raise BeirFormatError(path, None, "no records (the file is empty)")
-    return out
 
 
 def _text(row: dict, key: str, path: Path, lineno: int, optional: bool = False) -> str:
@@ -67,20 +72,22 @@ def _text(row: dict, key: str, path: Path, lineno: int, optional: bool = False) 
     return value
 
 
-def _unique(rows: list[tuple[int, dict]], path: Path) -> list[tuple[int, str, dict]]:
-    seen: dict[str, list[int]] = {}
-    out = []
+def _unique(rows: Iterable[tuple[int, dict]], path: Path) -> Iterator[tuple[int, str, dict]]:
+    """``(line number, string id, row)`` per row, as they come; once all have come, raises
+    ``BeirFormatError`` naming every line of every id given more than once."""
+    first: dict[str, int] = {}
+    again: dict[str, list[int]] = {}
     for lineno, row in rows:
         try:
             rid = string_id(row["_id"], path, lineno)
         except InputError as exc:
             raise BeirFormatError(exc.file, exc.line, exc.message) from None
-        seen.setdefault(rid, []).append(lineno)
-        out.append((lineno, rid, row))
-    message = duplicates_message(seen, "_id")
+        if first.setdefault(rid, lineno) != lineno:
+            again.setdefault(rid, [first[rid]]).append(lineno)
+        yield lineno, rid, row
+    message = duplicates_message(dict(sorted(again.items(), key=lambda kv: kv[1][0])), "_id")
     if message:
         raise BeirFormatError(path, None, message + ": each record needs its own id")
-    return out
 
 
 def read_corpus(path: Path) -> list[Document]:
@@ -90,16 +97,20 @@ def read_corpus(path: Path) -> list[Document]:
     The last corpus read in this process is kept with the sha256 of its bytes: reading a file
     with the same bytes again (the next job of a sweep) returns it without parsing."""
     try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        data = path.read_bytes()
     except OSError:
-        digest = None  # _records says what is wrong with the path
+        data = None  # _records says what is wrong with the path
+    digest = None if data is None else hashlib.sha256(data).hexdigest()
     key = str(path.resolve())
     held = _LAST_CORPUS.get(key)
     if digest is not None and held is not None and held[0] == digest:
         return list(held[1])
-    rows = _unique(_records(path, ("_id", "text")), path)
+    text = None if data is None else decode(data, path)
+    del data  # parsed one line at a time from the text: the bytes are not needed again
+    rows = _unique(_records(path, ("_id", "text"), text), path)
     docs = [Document(rid, _text(row, "title", path, n, optional=True), _text(row, "text", path, n))
             for n, rid, row in rows]
+    del text
     _LAST_CORPUS.clear()
     if digest is not None:
         _LAST_CORPUS[key] = (digest, docs)

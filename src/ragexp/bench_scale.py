@@ -85,15 +85,19 @@ class PeakRSS:
 
 
 def sparse_bytes(obj) -> int:
-    """Bytes of every scipy sparse matrix held directly by ``obj`` (the BM25 index)."""
+    """Bytes of the scipy sparse matrices held directly by ``obj`` (the BM25 index), each
+    buffer counted once: ``weights`` and its transpose ``_by_term`` share theirs."""
     from scipy import sparse
 
-    total = 0
+    buffers = {}
     for value in vars(obj).values():
         if sparse.issparse(value):
-            total += sum(getattr(value, a).nbytes for a in ("data", "indices", "indptr")
-                         if hasattr(value, a))
-    return total
+            for a in ("data", "indices", "indptr"):
+                array = getattr(value, a, None)
+                if array is not None:
+                    base = array if array.base is None else array.base
+                    buffers[id(base)] = base.nbytes
+    return sum(buffers.values())
 
 
 def one_size(n: int, queries: int, dim: int, work: Path) -> dict:
@@ -304,11 +308,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=1000, help="queries per size")
     parser.add_argument("--log-questions", type=int, default=100_000,
                         help="questions of the logging run (0: skip it)")
-    parser.add_argument("--dim", type=int, default=256)
+    parser.add_argument("--dim", type=int, default=384,
+                        help="hash embedder dimension (384: that of the shipped MiniLM and BGE "
+                             "models, so vectors weigh what a real run's do)")
     parser.add_argument("--work", default=".cache/ragexp/bench-scale",
                         help="synthetic folders (kept for reuse) and throwaway stores")
     parser.add_argument("--jobs", type=int, default=1,
-                        help="sizes measured at once, each in its own process")
+                        help="sizes measured at once, each in its own process (more than 1 "
+                             "slows each: their absolute times then include contention)")
     parser.add_argument("--readme")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--one-queries", type=int, help=argparse.SUPPRESS)

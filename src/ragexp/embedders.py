@@ -21,7 +21,8 @@ from typing import Protocol
 
 import numpy as np
 
-from ragexp.text import ANALYZER, tokenize
+from ragexp.text import ANALYZER
+from ragexp.tokens import TokenMatrix
 
 log = logging.getLogger(__name__)
 
@@ -80,15 +81,42 @@ class HashEmbedder:
                                          "crc32", self.dim)
 
     def embed(self, texts: list[str], mode: str = "passage") -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            counts: dict[str, int] = {}
-            for term in tokenize(text):
-                counts[term] = counts.get(term, 0) + 1
-            for term, tf in counts.items():
-                h = zlib.crc32(term.encode())
-                out[row, h % self.dim] += (1.0 if (h >> 31) & 1 else -1.0) * (1.0 + np.log(tf))
-        return l2_normalize(out)
+        """(len(texts), dim) float32, rows L2-normalised (all zero for a text without terms).
+
+        Array operations over the whole batch, bit for bit what adding each distinct term of a
+        text in turn (first appearance first) into a float32 row gives: a bucket that several
+        terms hash to is summed in that order, one float32 rounding per term."""
+        tokens = TokenMatrix.build(texts)
+        out = np.zeros(len(texts) * self.dim, dtype=np.float32)
+        if len(tokens.ids):
+            crc = np.array([zlib.crc32(t.encode()) for t in tokens.vocab], dtype=np.int64)
+            bucket, sign = crc % self.dim, np.where((crc >> 31) & 1, 1.0, -1.0)
+            row = np.repeat(np.arange(len(texts), dtype=np.int64), tokens.lengths())
+            pair = row * len(tokens.vocab) + tokens.ids
+            # Each (text, term) once, in text order then first appearance, with its count.
+            _, first, tf = np.unique(pair, return_index=True, return_counts=True)
+            order = np.argsort(first, kind="stable")
+            first, tf = first[order], tf[order]
+            term = tokens.ids[first]
+            slot = row[first] * self.dim + bucket[term]
+            value = sign[term] * (1.0 + np.log(tf))
+            # The k-th term into a slot is added in pass k, after the 1st..(k-1)-th.
+            rank = _rank_within(slot)
+            for k in range(int(rank.max()) + 1):
+                at = rank == k
+                out[slot[at]] = (out[slot[at]].astype(np.float64) + value[at]).astype(np.float32)
+        return l2_normalize(out.reshape(len(texts), self.dim))
+
+
+def _rank_within(keys: np.ndarray) -> np.ndarray:
+    """(n,) int: how many earlier entries of ``keys`` hold the same value (0 for the first)."""
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    group_start = np.repeat(starts, np.diff(np.r_[starts, len(keys)]))
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[order] = np.arange(len(keys)) - group_start
+    return rank
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Protocol, Sequence
+from typing import Mapping, Optional, Protocol, Sequence
 
 from ragexp.answer import Answer, body
 from ragexp.llm import ChatClient, Completion, Endpoint, LLMError, Messages
@@ -97,7 +97,7 @@ class Judge(Protocol):
     name: str
 
     def assess(self, queries: Sequence[Query], answers: Sequence[Answer],
-               chunks: dict[str, Chunk], progress: bool = False) -> JudgeResult: ...
+               chunks: Mapping[str, Chunk], progress: bool = False) -> JudgeResult: ...
 
 
 class NoJudge:

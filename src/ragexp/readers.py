@@ -91,11 +91,19 @@ def read_text(path: str | Path) -> str:
     return decode(Path(path).read_bytes(), path)
 
 
-def lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """``(line number from 1, line)`` for every line that is not blank."""
-    for lineno, line in enumerate(read_text(path).split("\n"), start=1):
+def lines(path: str | Path, text: str | None = None) -> Iterator[tuple[int, str]]:
+    """``(line number from 1, line)`` for every line of ``path`` (or of ``text``, already read
+    from it) that is not blank. Lines are cut one at a time, never all at once: a million-line
+    corpus holds one line's copy, not a million."""
+    text = read_text(path) if text is None else text
+    start, lineno = 0, 1
+    while start <= len(text):
+        end = text.find("\n", start)
+        end = len(text) if end == -1 else end
+        line = text[start:end]
         if line.strip():
             yield lineno, line
+        start, lineno = end + 1, lineno + 1
 
 
 def parse_json(line: str, path: str | Path, lineno: int) -> object:

@@ -15,14 +15,14 @@ Qrels = dict[str, dict[str, int]]
 UNANSWERABLE = "unanswerable"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Document:
     doc_id: str
     title: str
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Span:
     """Character range ``[start, end)`` of a document."""
 
@@ -34,7 +34,7 @@ class Span:
         return self.end - self.start
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Chunk:
     """A retrievable unit. ``spans`` are the source ranges its text came from, which is what lets
     relevance be decided from evidence offsets rather than chunk ids."""
@@ -46,7 +46,7 @@ class Chunk:
     spans: tuple[tuple[int, int], ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Query:
     qid: str
     text: str

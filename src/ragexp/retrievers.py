@@ -34,13 +34,15 @@ class DenseRetriever:
         self.index = resources.dense_index()
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
-        """``cached`` False (latency measurement) embeds the queries and searches every time;
-        True may reuse the ranking an earlier job of the sweep computed (``Resources.searched``)."""
+        """``cached`` False (latency measurement) embeds the queries and searches uncached,
+        once per sweep (``Resources.searched_alone``); True may reuse the ranking an earlier
+        job of the sweep computed (``Resources.searched``)."""
         _check_k(k)
         if not queries:
             return {}
         if not cached:
-            return self._search(queries, k, cached)
+            return self.resources.searched_alone("dense_search", queries, k,
+                                                 lambda: self._search(queries, k, cached))
         return self.resources.searched("dense_search", queries, k,
                                        lambda: self._search(queries, k, cached))
 
@@ -65,13 +67,15 @@ class BM25Retriever:
         self.index = resources.bm25
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
-        """``cached`` False (latency measurement) scores every time; True may reuse the ranking
-        an earlier job of the sweep computed (``Resources.searched``)."""
+        """``cached`` False (latency measurement) scores uncached, once per sweep
+        (``Resources.searched_alone``); True may reuse the ranking an earlier job of the sweep
+        computed (``Resources.searched``)."""
         _check_k(k)
         if not queries:
             return {}
         if not cached:
-            return self._search(queries, k)
+            return self.resources.searched_alone("bm25_search", queries, k,
+                                                 lambda: self._search(queries, k))
         return self.resources.searched("bm25_search", queries, k,
                                        lambda: self._search(queries, k))
 

@@ -89,6 +89,17 @@ class StageStore:
                  else "built", key)
         return value
 
+    def scratch(self, stage: str, key: str, factory: Callable[[], Any]) -> Any:
+        """A mutable value (``factory()``, e.g. a dict) that later jobs of this process with the
+        same ``key`` share: memory only, no event recorded; a fresh one each call when the store
+        is disabled. For what a job fills in piece by piece, such as timed searches."""
+        if not self.enabled:
+            return factory()
+        held = _MEMORY.get(stage)
+        if held is None or held[0] != key:
+            held = _MEMORY[stage] = (key, factory())
+        return held[1]
+
     def _from_disk_or_build(self, stage: str, key: str, build) -> tuple[Any, str]:
         if self.root is None:
             return build(), "built"
