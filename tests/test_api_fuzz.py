@@ -5,7 +5,6 @@ time; every failure it found is pinned below as a plain regression test."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 import urllib.parse
 
@@ -14,11 +13,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from loopback import serving
 
 from ragexp import schema
 from ragexp.api import create_app
 from ragexp.app import CONF_DIR
-from ragexp.background import free_port
 from ragexp.serving import Engine
 
 schema.register()
@@ -29,25 +28,13 @@ FUZZ_SECONDS = 45
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory):
     """A real uvicorn serving an engine built on the shipped handbook (hash embedder, BM25)."""
-    import uvicorn
-
     tmp = tmp_path_factory.mktemp("api")
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("config", overrides=["embedder=hash", "embedder.dim=64", "retriever=bm25",
                                            "reranker=none", f"cache_dir={tmp / 'cache'}",
                                            "progress=false"])
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(Engine(cfg, 0.1, "fuzz")), host="127.0.0.1",
-                                           port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serving(create_app(Engine(cfg, 0.1, "fuzz"))) as url:
+        yield url
 
 
 def _post_raw(base_url: str, path: str, body: bytes) -> httpx.Response:

@@ -157,3 +157,18 @@ def test_ablation_overrides(name):
     changed = {k for k in ("chunking", "embedder", "retriever", "reranker", "abstain")
                if cfg[k] != base[k]}
     assert changed == {k.split(".")[0] for k in EXPECTED[name]}
+
+
+def test_sweep_level_switches_do_not_change_what_a_run_measures():
+    """``sweep_report``, ``reuse_stages`` and ``force`` change how a sweep runs, not what a
+    run measures: the config hash (which ``--skip``, tables and gates match on) ignores them,
+    while a measured key changes it."""
+    from ragexp.tracking import config_hash
+
+    base = {"retriever": {"name": "dense"}, "k": 100, "sweep_report": True,
+            "reuse_stages": True, "force": False}
+    data = {"corpus_hash": "c", "golden_hash": "g"}
+    same = [config_hash({**base, **change}, data, code="x") for change in
+            ({}, {"sweep_report": False}, {"reuse_stages": False}, {"force": True})]
+    assert len(set(same)) == 1
+    assert config_hash({**base, "k": 10}, data, code="x") != same[0]

@@ -8,7 +8,7 @@ import math
 import ir_measures
 import numpy as np
 import pytest
-from ir_measures import RR, R, Qrel, ScoredDoc, Success, nDCG
+from ir_measures import RR, Qrel, ScoredDoc
 
 from ragexp.measures import DEFAULT, parse_all
 from ragexp.metrics import aggregate, first_relevant_rank, per_query

@@ -10,21 +10,18 @@ from __future__ import annotations
 
 import re
 import shutil
-import threading
-import time
-from contextlib import contextmanager
 from html.parser import HTMLParser
 
 import httpx
 import pytest
 from fastapi.testclient import TestClient
 from hydra import compose, initialize_config_dir
+from loopback import serving
 
-from ragexp import browser, examples, page, schema
+from ragexp import browser, examples, schema
 from ragexp.answer import REFUSAL, claim_of, cited_numbers
 from ragexp.api import create_app, finite_or_null
 from ragexp.app import CONF_DIR
-from ragexp.background import free_port
 from ragexp.serving import Engine
 
 schema.register()
@@ -56,25 +53,6 @@ def engine(tmp_path_factory):
             f"dataset.questions={examples.path('handbook/golden')}", "dataset.name=handbook",
             f"cache_dir={tmp / 'cache'}", "progress=false"])
     return Engine(cfg, THRESHOLD, "page-test-run")
-
-
-@contextmanager
-def serving(app):
-    import uvicorn
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.fixture(scope="module")

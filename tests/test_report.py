@@ -77,6 +77,25 @@ def test_readme_block_replacement(tmp_path):
     assert plain.read_text() == "no markers\n"
 
 
+@pytest.mark.parametrize("main", ["ragexp.bench:main", "ragexp.bench_scale:main",
+                                  "ragexp.owndocs:main", "ragexp.walkthrough:main"])
+def test_readme_commands_refuse_a_readme_without_their_block_before_measuring(tmp_path, capsys,
+                                                                              main):
+    """Each ``--readme`` command exits 2 naming the file and markers, and measures nothing."""
+    import importlib
+
+    from ragexp.readme import has_block
+
+    plain = tmp_path / "plain.md"
+    plain.write_text("no markers\n")
+    module, name = main.split(":")
+    assert getattr(importlib.import_module(module), name)(["--readme", str(plain)]) == 2
+    err = capsys.readouterr().err
+    assert str(plain) in err and ":start -->" in err and "nothing written" in err
+    assert plain.read_text() == "no markers\n"
+    assert has_block(None, "bench") is True
+
+
 def recorded(steps: list[str]) -> list[tuple[str, str]]:
     """(command, output) of each ``$ command`` step of a recording."""
     out = []

@@ -204,10 +204,14 @@ def sweeps(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("report-html")
     mp = pytest.MonkeyPatch()
     mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp / 'mlflow.db'}")
-    first = run_ragexp(tmp, "-m", "+ablation=default,bm25", *HASH,
+    first = run_ragexp(tmp, "-m", "+ablation=default,bm25", *HASH, "sweep_report=false",
                        f"hydra.sweep.dir={tmp / 's1'}")
     assert first.returncode == 0, first.stderr[-3000:]
     sweep1 = sweep_data.latest_sweep("ragexp-handbook")
+    # sweep_report=false: no page, and the command that builds it later is printed
+    assert f"ragexp report --html report.html --parent {sweep1}" in first.stdout
+    with pytest.raises(tracking.RunNotFound, match="has no report.html"):
+        tracking.artifact_path(sweep1, report_html.ARTIFACT)
     runs1 = compare.runs_frame("ragexp-handbook", parent=sweep1).set_index("tags.ragexp.ablation")
     assert cli.main(["promote", runs1.loc["bm25", "run_id"]]) == 0  # the champion
     # the second sweep changes BM25 (so every matched run moves) and adds a configuration

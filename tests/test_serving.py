@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 import time
 
 import httpx
-import numpy as np
 import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir

@@ -4,7 +4,6 @@ run's tags whatever the current folder, and an embedding cache that never breaks
 from __future__ import annotations
 
 import logging
-import shutil
 from collections import OrderedDict
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from hydra import compose, initialize_config_dir
+from workspaces import RELATIVE, handbook_copy
 
 from ragexp import cli, examples, schema, tracking
 from ragexp.api import create_app
@@ -36,24 +36,17 @@ def config(*overrides):
 def store(tmp_path_factory):
     """Runs started in ``work/`` with relative data and cache paths, on a copy of the data."""
     tmp = tmp_path_factory.mktemp("serving-data")
-    work = tmp / "work"
-    shutil.copytree(CORPUS, work / "data" / "corpus")
-    shutil.copytree(GOLDEN, work / "data" / "golden")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp / 'mlflow.db'}")
-    mp.chdir(work)
-    rel = ["dataset.corpus_dir=data/corpus", "dataset.questions=data/golden", "cache_dir=cache"]
-    ids = {"dense": run_logged(config(*rel))["run_id"]}
-    with pytest.raises(Exception):
-        run_logged(config(*rel, "reranker=cross_encoder"))
-    c = tracking.client()
-    exp = tracking.ensure_experiment("ragexp-handbook")
-    ids["failed"] = c.search_runs([exp], "attributes.status = 'FAILED'")[0].info.run_id
-    elsewhere = tmp / "elsewhere"
-    elsewhere.mkdir()
-    mp.chdir(elsewhere)
-    yield tmp, work, ids
-    mp.undo()
+    with handbook_copy(tmp) as (work, mp):
+        ids = {"dense": run_logged(config(*RELATIVE))["run_id"]}
+        with pytest.raises(Exception):
+            run_logged(config(*RELATIVE, "reranker=cross_encoder"))
+        c = tracking.client()
+        exp = tracking.ensure_experiment("ragexp-handbook")
+        ids["failed"] = c.search_runs([exp], "attributes.status = 'FAILED'")[0].info.run_id
+        elsewhere = tmp / "elsewhere"
+        elsewhere.mkdir()
+        mp.chdir(elsewhere)
+        yield tmp, work, ids
 
 
 def test_runs_record_absolute_data_locations(store):
@@ -212,3 +205,21 @@ def test_moved_data_is_a_serving_error_naming_the_folder(store):
         assert str(corpus) in str(err.value)
     finally:
         (work / "data" / "moved").rename(corpus)
+
+
+@pytest.mark.parametrize("dropped", [["method"], ["method", "delta"]])
+def test_a_config_older_than_a_setting_serving_reads_is_refused_naming_it(dropped):
+    """A run recorded before ``bm25.method`` existed: serving it would guess how it ranked."""
+    from omegaconf import OmegaConf, open_dict
+
+    cfg = config(f"dataset.corpus_dir={CORPUS}", f"dataset.questions={GOLDEN}")
+    old = OmegaConf.create(OmegaConf.to_container(cfg))
+    with open_dict(old):
+        for key in dropped:
+            del old.bm25[key]
+    with pytest.raises(ServingError) as err:
+        Engine(old, threshold=0.0, run_id="0ld")
+    message = str(err.value)
+    assert "run 0ld" in message and "rerun the experiment" in message
+    assert all(f"bm25.{key}" in message for key in dropped)
+    assert Engine(cfg, threshold=0.0, run_id="new").resources.bm25.method == "lucene"

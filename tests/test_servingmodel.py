@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,9 +18,10 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 from hydra import compose, initialize_config_dir
+from workspaces import RELATIVE, handbook_copy
 from omegaconf import OmegaConf
 
-from ragexp import cli, examples, schema, tracking
+from ragexp import cli, schema, tracking
 from ragexp.app import CONF_DIR, run_logged
 from ragexp.background import background_server, free_port
 from ragexp.datasets import MarkdownDataset
@@ -30,7 +30,6 @@ from ragexp.serving import BadQuestion, Engine, ServingError, champion_run_id
 from ragexp.servingmodel import OUTPUT_COLUMNS, answer_row, questions_of
 
 schema.register()
-CORPUS, GOLDEN = Path(examples.path("handbook/corpus")), Path(examples.path("handbook/golden"))
 BASE = ["embedder=hash", "embedder.dim=64", "retriever=bm25", "reranker=none", "progress=false"]
 QUESTIONS = ["What does BD-2110 mean?", "How long are dead-lettered jobs kept?",
              "Is there a Helm chart for deploying Brindle on Kubernetes?"]
@@ -41,22 +40,15 @@ def store(tmp_path_factory):
     """One run on a copy of the handbook (relative paths, started in ``work/``), promoted; the
     tests then run from another folder."""
     tmp = tmp_path_factory.mktemp("servingmodel")
-    work = tmp / "work"
-    shutil.copytree(CORPUS, work / "data" / "corpus")
-    shutil.copytree(GOLDEN, work / "data" / "golden")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp / 'mlflow.db'}")
-    mp.chdir(work)
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose("config", overrides=[*BASE, "dataset.corpus_dir=data/corpus",
-                                           "dataset.questions=data/golden", "cache_dir=cache"])
-    run_id = run_logged(cfg)["run_id"]
-    before = tracking.client().get_run(run_id)
-    version, _ = promote(run_id)
-    (tmp / "elsewhere").mkdir()
-    mp.chdir(tmp / "elsewhere")
-    yield {"tmp": tmp, "work": work, "run_id": run_id, "version": version, "before": before}
-    mp.undo()
+    with handbook_copy(tmp) as (work, mp):
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            cfg = compose("config", overrides=[*BASE, *RELATIVE])
+        run_id = run_logged(cfg)["run_id"]
+        before = tracking.client().get_run(run_id)
+        version, _ = promote(run_id)
+        (tmp / "elsewhere").mkdir()
+        mp.chdir(tmp / "elsewhere")
+        yield {"tmp": tmp, "work": work, "run_id": run_id, "version": version, "before": before}
 
 
 @pytest.fixture(scope="module")

@@ -47,7 +47,7 @@ from ragexp.chunking import MarkdownChunker  # noqa: E402
 from ragexp.embedders import FastEmbedEmbedder  # noqa: E402
 from ragexp.golden import load_corpus, load_golden  # noqa: E402
 from ragexp.index import FlatIPIndex  # noqa: E402
-from ragexp.readme import MissingMarkers, check_block, replace_block  # noqa: E402
+from ragexp.readme import has_block, replace_block  # noqa: E402
 from ragexp.resources import Resources  # noqa: E402
 from ragexp.text import normalize_ws, split_sentences, tokenize  # noqa: E402
 
@@ -233,12 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-passages", type=int, default=100_000,
                         help="vectors in the packed-cache read/disk rows")
     args = parser.parse_args(argv)
-    if args.readme:
-        try:
-            check_block(args.readme, "bench")
-        except MissingMarkers as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+    if not has_block(args.readme, "bench"):
+        return 2
     docs = load_corpus(args.corpus)
     questions = [q.text for q in load_golden(args.golden, docs)]
     header = machine_facts()

@@ -327,13 +327,9 @@ def main(argv: list[str] | None = None) -> int:
         measure = logging_share if args.log_only else one_size
         print(json.dumps(measure(args.one, args.one_queries, args.dim, work)))
         return 0
-    if args.readme:
-        from ragexp.readme import MissingMarkers, check_block
-        try:
-            check_block(args.readme, "bench-scale")
-        except MissingMarkers as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+    from ragexp.readme import has_block
+    if not has_block(args.readme, "bench-scale"):
+        return 2
     sizes = [int(s) for s in args.sizes.split(",")]
     jobs = [(n, min(args.queries, n), False) for n in sizes]
     if args.log_questions:

@@ -90,8 +90,8 @@ def trace_rows(questions: list[str], Row, rounds: int = 3):
         Row(f"tracing, light load, {len(questions)} questions x {rounds} rounds: median "
             f"/answer latency, traces on vs off", f"{med['on']:.1f} ms", f"{med['off']:.1f} ms",
             f"{ratio:.3f}", "<= 1.05", ratio <= 1.05),
-        Row(f"tracing, back-to-back requests: answers/s, traces off vs on (information: trace "
-            f"writing competes for the CPU)", f"{qps['off']:.1f} q/s", f"{qps['on']:.1f} q/s",
+        Row("tracing, back-to-back requests: answers/s, traces off vs on (information: trace "
+            "writing competes for the CPU)", f"{qps['off']:.1f} q/s", f"{qps['on']:.1f} q/s",
             f"{qps['off'] / qps['on']:.2f}", "-", None),
     ]
     notes = [f"tracing: CPU per request {1000 * cpu['off'] / n:.1f} ms untraced, "

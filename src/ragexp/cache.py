@@ -72,10 +72,6 @@ def model_folder(root: str | Path, identity: EmbedderIdentity) -> Path:
     return Path(root) / hashlib.sha256(identity.key.encode()).hexdigest()[:16]
 
 
-class CacheWriteError(OSError):
-    """The embedding cache folder cannot be written (permissions, full disk)."""
-
-
 @dataclass
 class EmbeddingCache:
     """``embed`` returns (len(texts), dim) float32 vectors, embedding only uncached texts.

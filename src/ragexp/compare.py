@@ -15,7 +15,7 @@ MAIN = ("rr_at_10", "ndcg_at_10", "success_at_1", "success_at_10", "r_at_10")
 REFUSAL = ("abstain.refused_unanswerable", "abstain.refused_answerable",
            "abstain.cv.refused_unanswerable", "abstain.cv.refused_answerable")
 HIDDEN_PARAMS = {"progress", "force", "experiment", "cache_dir", "ablation", "verbose",
-                 "objective", "baseline", "reuse_stages"}
+                 "objective", "baseline", "reuse_stages", "sweep_report"}
 # per_question.csv columns never parsed
 TEXT_COLUMNS = ("id", "kind", "question", "top_item", "answer", "cited", "refusal_reason")
 

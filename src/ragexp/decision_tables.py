@@ -36,7 +36,7 @@ def tied_table(df: pd.DataFrame, objective: str) -> tuple[list[str], str | None]
     lines = [f"**Tied with the best** ({objective} on the dev questions; best: "
              f"`{names[tied.best]}`; tied: {', '.join(f'`{names[r]}`' for r in tied.tied)})", "",
              compare.render(pd.DataFrame(rows)), "",
-             f"Every ablation tested against the best, paired per question; "
+             "Every ablation tested against the best, paired per question; "
              + stats.correction_note("holm", f"these {len(scores) - 1} tests")
              + " Tied = not significantly worse than the best: the golden set cannot tell them "
                "apart."]

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ragexp.readme import check_block, replace_block
+from ragexp.readme import has_block, replace_block
 
 BIN = Path(sys.executable).parent  # ragexp and python of this environment
 COMMANDS = (
@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ragexp.owndocs", description=__doc__)
     p.add_argument("--readme", help="write the output into this file's own-docs block")
     args = p.parse_args(argv)
-    if args.readme:
-        check_block(args.readme, "own-docs")
+    if not has_block(args.readme, "own-docs"):
+        return 2
     content = build()
     print(content)
     if args.readme:

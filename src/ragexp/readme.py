@@ -4,6 +4,7 @@ and is written only by the command that measures it, never by hand."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 
@@ -23,6 +24,19 @@ def check_block(path: str | Path, name: str) -> None:
     path = Path(path)
     if not path.is_file() or not pattern.search(path.read_text(encoding="utf-8")):
         raise MissingMarkers(f"{path}: markers {start} ... {end} not found; nothing written")
+
+
+def has_block(path: str | Path | None, name: str) -> bool:
+    """For a command's ``--readme``: True when ``path`` is None or has the ``name`` block; else
+    prints why to stderr and returns False (the command then exits 2 before measuring)."""
+    if path is None:
+        return True
+    try:
+        check_block(path, name)
+    except MissingMarkers as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def replace_block(path: str | Path, name: str, content: str) -> None:

@@ -183,9 +183,9 @@ def kind_section(data: SweepData, tests, reference: str, ref_label: str,
                 cls = "same" if d.better is None else "good" if d.better else "bad"
                 cells.append(num(f"diff|{run}|{m}|{g}", t.mean_diff, cls + (" sig" if sig else ""),
                                  f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]"))
-                cells.append(num(f"p|{run}|{m}|{g}", t.p, "", significance._fmt_p(t.p)))
+                cells.append(num(f"p|{run}|{m}|{g}", t.p, "", significance.format_p(t.p)))
                 cells.append(num(f"padj|{run}|{m}|{g}", t.p_adj, "sig" if sig else "",
-                                 significance._fmt_p(t.p_adj) + ("*" if sig else "")))
+                                 significance.format_p(t.p_adj) + ("*" if sig else "")))
             rows.append("<tr>" + "".join(cells) + "</tr>")
         n = next((t.n for (r, m, k), t in tests.items() if k == g), "")
         out += [f"<h3>{'All questions' if g == ALL else esc(g)} (n={n})</h3>",

@@ -277,6 +277,7 @@ class Config:
     objective: str = "nDCG@10"  # what the entry point returns to a sweeper (Optuna)
     baseline: str = "default"  # ablation of a sweep's job that every other job is tested against
     reuse_stages: bool = True  # chunks/tokens/BM25/vectors from earlier jobs (stagestore.py)
+    sweep_report: bool = True  # report.html on a sweep's parent run at its end (10-90 s)
 
 
 SCHEMAS = {

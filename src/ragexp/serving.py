@@ -13,7 +13,7 @@ measured operating point (``abstain.threshold``).
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -93,6 +93,15 @@ def recorded_fingerprint(run) -> dict[str, str]:
     return fingerprint
 
 
+def config_gaps(cfg: DictConfig) -> list[str]:
+    """Dotted keys of the fixed config nodes serving reads (``bm25``) that ``cfg`` lacks: a run
+    recorded before the key existed (``bm25.method``, ``bm25.delta``)."""
+    from ragexp.schema import BM25Conf
+
+    held = cfg.get("bm25") or {}
+    return [f"bm25.{f.name}" for f in fields(BM25Conf) if f.name not in held]
+
+
 class Engine:
     tracer: tracing.Tracer = tracing.OFF  # ``ragexp serve`` sets an enabled one (tracing.py)
 
@@ -101,6 +110,12 @@ class Engine:
         """Build the run's stages from ``cfg``; ``fingerprint``: the data hashes the run
         recorded, checked against the data found now (``check_fingerprint``)."""
         self.cfg, self.threshold, self.run_id = cfg, threshold, run_id
+        gaps = config_gaps(cfg)
+        if gaps:
+            raise ServingError(f"the config.yaml of run {run_id} has no {', '.join(gaps)}: it "
+                               f"was recorded by an older ragexp, and serving it would have to "
+                               f"guess how it ranked; rerun the experiment with this version "
+                               f"and promote that run")
         try:
             dataset = instantiate(cfg.dataset)
         except Exception as exc:  # moved or deleted data: say so, not a Hydra traceback

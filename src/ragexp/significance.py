@@ -92,7 +92,8 @@ def family(tables: Mapping[str, pd.DataFrame], baseline: str, measures: Sequence
     return {r: [next(adjusted) for _ in tests] for r, tests in raw.items()}
 
 
-def _fmt_p(p: float) -> str:
+def format_p(p: float) -> str:
+    """A p value as tables show it: three decimals, or ``<0.001``."""
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
@@ -122,8 +123,8 @@ def wide_columns(results: Mapping[str, list[Paired]], run_ids: Sequence[str], ba
             star = "*" if t.p_adj < alpha else ""
             cols[f"Δ{m} [95% CI]"].append(f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, "
                                           f"{t.ci_high:+.3f}]{star}")
-            cols[f"p({m})"].append(_fmt_p(t.p))
-            cols[f"p_adj({m})"].append(_fmt_p(t.p_adj))
+            cols[f"p({m})"].append(format_p(t.p))
+            cols[f"p_adj({m})"].append(format_p(t.p_adj))
         overall = next(t for t in tests if t.measure == first and t.kind == ALL)
         cols[f"n for 80% power ({first})"].append(f"{_fmt_n(overall.n_needed)} of {overall.n}")
         worse = [f"{t.kind}{'*' if t.p_adj < alpha else ''} ({t.mean_diff:+.3f})"
@@ -141,7 +142,7 @@ def long_table(results: Mapping[str, list[Paired]], names: Mapping[str, str] | N
             rows.append({"run": run[:8], "name": (names or {}).get(run, ""),
                          "measure": t.measure, "kind": t.kind, "n": t.n,
                          "Δ [95% CI]": f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]",
-                         "p": _fmt_p(t.p), "p_adj": _fmt_p(t.p_adj)
+                         "p": format_p(t.p), "p_adj": format_p(t.p_adj)
                          + ("*" if t.p_adj < alpha else ""),
                          "n for 80% power": _fmt_n(t.n_needed)})
     return pd.DataFrame(rows)

@@ -6,8 +6,8 @@ delivers results a previous run of this sweep folder kept on disk (``outbox``), 
 the experiment whose process is gone (``lifecycle.close_abandoned``), and only then creates the
 parent run. ``on_multirun_end`` ends the parent ``FINISHED`` (every job finished or skipped) or
 ``FAILED``, with the tag ``ragexp.jobs`` counting finished, failed, killed and skipped jobs, after
-logging the sweep's page ``report.html`` on it (``report_html``; a failure to build it is the tag
-``ragexp.report_error``, never a failed sweep); a
+logging the sweep's page ``report.html`` on it (``report_html``; ``sweep_report=false`` skips
+it; a failure to build it is the tag ``ragexp.report_error``, never a failed sweep); a
 stop signal ends it ``KILLED`` through ``lifecycle``'s exit hook. Errors here stop the sweep
 (``SystemExit``): Hydra only warns about an ``Exception`` raised in a callback and would run
 the jobs without a parent.
@@ -181,7 +181,11 @@ class SweepCallback(Callback):
         try:  # the sweep's page, report.html on the parent (report_html)
             from ragexp.report_html import write
 
-            print(write(self.parent_id))
+            if config.get("sweep_report", True):
+                print(write(self.parent_id))
+            else:
+                print(f"no report.html (sweep_report=false); later: ragexp report --html "
+                      f"report.html --parent {self.parent_id}")
         except (KeyboardInterrupt, lifecycle.Interrupted):
             raise
         except BaseException as exc:  # noqa: BLE001 - a report never fails the sweep

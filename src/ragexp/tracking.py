@@ -48,7 +48,7 @@ _READY: set[str] = set()
 # Keys that change how a run is shown or forced, or where caches live, not what it measures
 # (a dotted key is nested: the embedder's model cache follows ``cache_dir``).
 VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment", "verbose", "objective",
-                "baseline", "embedder.cache_dir", "reuse_stages", "traces",
+                "baseline", "embedder.cache_dir", "reuse_stages", "sweep_report", "traces",
                 "llm")  # llm.* counts through the answer.* and judge.* keys it resolves into
 
 

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from ragexp.background import background_server
-from ragexp.readme import replace_block
+from ragexp.readme import has_block, replace_block
 from ragexp.report import ablation_runs
 
 BIN = str(Path(sys.executable).parent)
@@ -143,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--experiment", default="ragexp-handbook")
     p.add_argument("--readme", help="write the output into this file's walkthrough block")
     args = p.parse_args(argv)
+    if not has_block(args.readme, "walkthrough"):
+        return 2
     global USER_URI, NAMED
     USER_URI, NAMED = os.environ.get("MLFLOW_TRACKING_URI"), True
     content = build(args.experiment)
