@@ -109,8 +109,9 @@ class BM25Index:
         vocabulary are used as they are.
 
         Built with array operations, never a Python object per posting: the weights of a
-        million passages (about 45 million postings) take 0.5 GB, and no more than one block of
-        ``_BLOCK`` postings' temporaries is held on top."""
+        million passages (about 45 million postings) take 0.5 GB; while fitting, int32 arrays
+        of a few bytes per token are held on top, and float64 temporaries of one block of
+        ``_BLOCK`` postings at a time."""
         if not len(docs):
             raise ValueError("BM25 needs at least one document")
         tokens = docs if isinstance(docs, TokenMatrix) else TokenMatrix.build(
