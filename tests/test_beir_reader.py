@@ -191,6 +191,7 @@ def test_qrels_naming_unknown_queries_warns_with_count_and_first_ids(tmp_path, c
     ('{"_id": "d9"}', "missing field(s) text"),
     ('["d9", "t"]', "expected a JSON object, got list"),
     ('{"_id": "d9", "text": "t"', "invalid JSON at column 26"),
+    ('{"_id": "d9", "text": "t}', "invalid JSON at column 23: Unterminated string starting there"),
     ('{"_id": "d9", "text": "bad \\udc80 half"}', "lone UTF-16 surrogate"),
 ])
 def test_corpus_line_refused_with_file_and_line(tmp_path, line, fragment):

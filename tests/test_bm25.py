@@ -4,6 +4,8 @@ and documents that hold a query term but score 0."""
 
 from __future__ import annotations
 
+import os
+
 import bm25s
 import ir_measures
 import numpy as np
@@ -242,3 +244,22 @@ def test_top_k_equals_a_full_sort_on_a_larger_corpus(method, k):
         assert idx[row, :len(order)].tolist() == order.tolist()
         assert (idx[row, len(order):] == -1).all()
         np.testing.assert_allclose(scores[row, :len(order)], full[row, order], atol=1e-9)
+
+
+def test_coverage_is_the_same_bits_in_every_process():
+    """``coverage`` sums idf over a set of terms; a set's order depends on the process's string
+    hash seed, so summing in set order gave values one ulp apart between a sweep's job and a
+    rerun (seen on the abstain signal). Two processes with different seeds must agree bit for
+    bit."""
+    import subprocess
+    import sys
+
+    code = ("from ragexp.bm25 import BM25Index\n"
+            "docs = [f'w{i} w{i+1} w{i*7 % 13} common' for i in range(200)]\n"
+            "b = BM25Index().fit(docs)\n"
+            "qs = [{f'w{i}' for i in range(j, j + 9)} | {'common', 'absent'} for j in range(40)]\n"
+            "print([b.coverage(q, {f'w{j}' for j in range(0, 60, 3)}).hex() for q in qs])\n")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout
+            for seed in ("1", "2", "3", "4")}
+    assert len(outs) == 1 and "0x" in next(iter(outs))

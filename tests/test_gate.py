@@ -117,7 +117,7 @@ def test_gate_against_the_champion_and_promote_gate_share_the_rule(runs, capsys)
     assert cli.main(["gate", runs["neutral"]]) == 2  # no champion yet: an error, not a verdict
     assert "no 'champion'" in capsys.readouterr().err
     assert cli.main(["gate", "f" * 32, "--against", runs["base"]]) == 2
-    assert f"no run '{'f' * 32}'" in capsys.readouterr().err
+    assert f"no run id starts with '{'f' * 32}'" in capsys.readouterr().err
     promote(runs["base"])
     assert cli.main(["gate", runs["reversed"]]) == 1
     assert "against champion" in capsys.readouterr().out

@@ -100,6 +100,22 @@ def test_utf16_and_utf32_files_are_named_as_such(tmp_path, codec, name):
         read_text(path)
 
 
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_utf16_without_a_byte_order_mark_is_named_as_such(tmp_path, codec):
+    """Not "a binary file": every other byte NUL is ASCII text in UTF-16 without its BOM."""
+    path = tmp_path / "corpus.jsonl"
+    text = '{"_id": "d1", "text": "Größe of the café, 東京"}\n' * 50
+    path.write_bytes(text.encode(codec))
+    name = codec.upper().replace("-LE", "LE").replace("-BE", "BE")
+    with pytest.raises(InputError, match=rf"looks like {name} text without a byte-order mark"
+                       rf".*iconv -f {name} -t UTF-8"):
+        read_text(path)
+    # UTF-8 with a few NULs is still a binary file, not UTF-16
+    path.write_bytes(text.encode() + b"\x00\x00")
+    with pytest.raises(InputError, match="NUL byte at byte offset"):
+        read_text(path)
+
+
 def test_shown_escapes_and_caps():
     assert shown("a\x00b\ud800") == repr("a\x00b\ud800")
     assert len(shown("x" * 10_000)) <= 60 and shown("x" * 10_000).endswith("...")

@@ -94,6 +94,8 @@ def test_readme_commands_refuse_a_readme_without_their_block_before_measuring(tm
     assert str(plain) in err and ":start -->" in err and "nothing written" in err
     assert plain.read_text() == "no markers\n"
     assert has_block(None, "bench") is True
+    assert not has_block(tmp_path / "missing.md", "bench")
+    assert "missing.md: file not found" in capsys.readouterr().err
 
 
 def recorded(steps: list[str]) -> list[tuple[str, str]]:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 from workspaces import RELATIVE, handbook_copy
 
 from ragexp import cli, examples, schema, tracking
@@ -129,12 +130,48 @@ def test_cli_takes_prefixes_and_explains_a_failed_baseline(store, capsys):
     assert "no run id starts with" in capsys.readouterr().err
 
 
+def test_gate_confirm_and_compare_take_prefixes_everywhere(store, capsys, monkeypatch):
+    """Every command that takes a run id takes a unique prefix (gate and confirm once took only
+    full ids: gate said the run did not exist, confirm crashed inside MLflow)."""
+    import ragexp.confirm
+    from ragexp import compare
+
+    tmp, work, ids = store
+    run = ids["dense"]
+    assert cli.main(["gate", run[:8], "--against", run[:9]]) == 0  # itself: no regression
+    out = capsys.readouterr().out
+    assert f"gate: run {run[:8]}" in out and f"against run {run[:8]}" in out and "PASS" in out
+    seen = []
+
+    def fake_confirm(run_id, baseline, *rest):
+        seen.append((run_id, baseline))
+        raise ragexp.confirm.ConfirmError("stop here")
+
+    monkeypatch.setattr(ragexp.confirm, "confirm", fake_confirm)
+    assert cli.main(["confirm", run[:8], "--baseline", run[:10]]) == 2
+    assert seen == [(run, run)]
+    # compare --parent lists the parent's experiment, not the default one
+    c = tracking.client()
+    exp = c.create_experiment("ragexp-beir-elsewhere")
+    parent = c.create_run(exp).info.run_id
+    asked = []
+    monkeypatch.setattr(compare, "runs_frame", lambda experiment, **kw: asked.append(
+        (experiment, kw["parent"])) or (_ for _ in ()).throw(SystemExit("stop")))
+    with pytest.raises(SystemExit):
+        cli.main(["compare", "--parent", parent[:8]])
+    assert asked == [("ragexp-beir-elsewhere", parent)]
+    with pytest.raises(SystemExit):
+        cli.main(["compare", "--parent", parent[:8], "--experiment", "mine"])
+    assert asked[-1] == ("mine", parent)
+
+
 def test_unwritable_cache_degrades_in_serving_and_names_the_path_in_runs(store, tmp_path,
                                                                          caplog):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the cache folder should be\n")
     cfg = config(f"cache_dir={blocker / 'cache'}", f"dataset.corpus_dir={CORPUS}",
                  f"dataset.questions={GOLDEN}")
+    forget_memory()  # a new ``ragexp serve`` process: every stage is built, none can be stored
     with caplog.at_level(logging.WARNING):
         engine = Engine(cfg, threshold=0.0, run_id="local")
         http = TestClient(create_app(engine))
@@ -143,7 +180,10 @@ def test_unwritable_cache_degrades_in_serving_and_names_the_path_in_runs(store, 
             assert r.status_code == 200, r.text
         assert http.get("/search", params={"q": "ledger disk full"}).status_code == 200
     warnings = [r for r in caplog.records if "cannot be written" in r.getMessage()]
-    assert len(warnings) == 1 and str(blocker) in warnings[0].getMessage()
+    # one warning per store that cannot be written (embeddings, stages), each naming its path,
+    # not one per request
+    assert sorted(r.name for r in warnings) == ["ragexp.cache", "ragexp.stagestore"]
+    assert all(str(blocker) in r.getMessage() for r in warnings)
     # as a new process would: no stages or rankings kept from the module's earlier runs
     # (with them, this run would have nothing to embed, so nothing to write)
     forget_memory()
@@ -210,7 +250,7 @@ def test_moved_data_is_a_serving_error_naming_the_folder(store):
 @pytest.mark.parametrize("dropped", [["method"], ["method", "delta"]])
 def test_a_config_older_than_a_setting_serving_reads_is_refused_naming_it(dropped):
     """A run recorded before ``bm25.method`` existed: serving it would guess how it ranked."""
-    from omegaconf import OmegaConf, open_dict
+    from omegaconf import open_dict
 
     cfg = config(f"dataset.corpus_dir={CORPUS}", f"dataset.questions={GOLDEN}")
     old = OmegaConf.create(OmegaConf.to_container(cfg))
@@ -223,3 +263,26 @@ def test_a_config_older_than_a_setting_serving_reads_is_refused_naming_it(droppe
     assert "run 0ld" in message and "rerun the experiment" in message
     assert all(f"bm25.{key}" in message for key in dropped)
     assert Engine(cfg, threshold=0.0, run_id="new").resources.bm25.method == "lucene"
+
+
+def test_serving_loads_the_runs_stages_instead_of_rebuilding_them(store):
+    """The engine reads chunks, tokens, BM25 and vectors the run stored under cache_dir/stages
+    (a new process would find them on disk), and serves exactly what building them serves."""
+    from ragexp.stagestore import forget_memory
+
+    tmp, work, ids = store
+    forget_memory()  # as a new ``ragexp serve`` process: nothing in memory
+    engine = Engine.from_run(ids["dense"])
+    events = engine.resources.stages.events
+    # (tokens are not needed at all when BM25 itself comes from disk)
+    assert {events[s] for s in ("chunks", "bm25", "vectors")} == {"disk"}, events
+    assert events.get("tokens", "disk") == "disk"
+    question = "How long are dead-lettered jobs kept?"
+    served = engine.search(question, k=5)
+    again = engine.search(question, k=5)  # searches are never shared between requests
+    assert engine.resources.stages.events.get("dense_search") is None
+    cfg = OmegaConf.merge(engine.cfg, {"reuse_stages": False})
+    rebuilt = Engine(cfg, engine.threshold, "rebuilt")
+    assert not rebuilt.resources.stages.enabled
+    assert [(h.chunk_id, h.score) for h in served] == [(h.chunk_id, h.score) for h in again] \
+        == [(h.chunk_id, h.score) for h in rebuilt.search(question, k=5)]

@@ -79,6 +79,8 @@ def test_reused_jobs_measure_what_fresh_jobs_measure(folder, store, monkeypatch)
         _cold()
         fresh.append(_job(folder, store / f"fresh{i}", [*v, "reuse_stages=false"]))
     assert parsed.count("corpus.jsonl") == 1 + len(VARIANTS)
+    for f_out, _, _ in fresh:  # reuse off: every stage built, and the run says so
+        assert f_out["stages.built"] == 8 and f_out["stages.reused"] == 0
     for (r_out, r_table, r_tags), (f_out, f_table, f_tags) in zip(reused, fresh):
         measured = {k: v for k, v in r_out.items() if not k.startswith(VOLATILE)
                     and k != "run_id"}

@@ -82,7 +82,8 @@ def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float:
         raise ValueError(f"kappa needs two equally long, non-empty ratings ({len(a)}, {len(b)})")
     n = len(a)
     p_o = sum(x == y for x, y in zip(a, b)) / n
-    p_e = sum((list(a).count(c) / n) * (list(b).count(c) / n) for c in set(a) | set(b))
+    labels = sorted(set(a) | set(b), key=repr)  # one summation order in every process
+    p_e = sum((list(a).count(c) / n) * (list(b).count(c) / n) for c in labels)
     if math.isclose(p_e, 1.0):
         return math.nan
     return (p_o - p_e) / (1 - p_e)

@@ -22,7 +22,6 @@ from ragexp import (failures, lifecycle, measures, provenance, schema, selection
 from ragexp.pipeline import RunResult, run_experiment
 from ragexp.readers import DataError
 from ragexp.sweep import SKIP_LINK
-from ragexp.stagestore import StageStore
 
 log = logging.getLogger("ragexp")
 schema.register()
@@ -40,7 +39,7 @@ def build_and_run(cfg: DictConfig, dataset, answerer=None, judge=None) -> RunRes
         budget=cfg.abstain.budget, folds=cfg.abstain.folds, bm25_k1=cfg.bm25.k1,
         bm25_b=cfg.bm25.b, bm25_method=cfg.bm25.method, bm25_delta=cfg.bm25.delta,
         progress=cfg.progress,
-        stages=StageStore(root=str(Path(cfg.cache_dir) / "stages"), enabled=cfg.reuse_stages))
+        stages=stages.stage_store(cfg))
 
 
 def plot_curve(result: RunResult, path: Path) -> None:

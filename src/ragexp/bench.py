@@ -224,7 +224,7 @@ def render(rows: list[Row]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ragexp.bench",
-                                     description=__doc__.split("\n")[0])
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--readme", help="replace the bench block of this markdown file")
     parser.add_argument("--corpus", default=examples.path("handbook/corpus"))
     parser.add_argument("--golden", default=examples.path("handbook/golden"),

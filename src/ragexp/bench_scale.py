@@ -306,7 +306,7 @@ def render(records: list[dict], logged: dict | None = None) -> tuple[str, list[s
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ragexp.bench_scale",
-                                     description=__doc__.split("\n")[0])
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--queries", type=int, default=1000, help="queries per size")
     parser.add_argument("--log-questions", type=int, default=100_000,

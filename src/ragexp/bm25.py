@@ -247,10 +247,11 @@ class BM25Index:
 
             sum_{t in Q, t in F} idf(t) / sum_{t in Q} idf(t)
         """
-        total = sum(self.term_idf(t) for t in query_terms)
+        terms = sorted(query_terms)  # a set's order changes with each process's string hash
+        total = sum(self.term_idf(t) for t in terms)  # seed: summed in one order, bit for bit
         if total <= 0:
             return 0.0
-        return sum(self.term_idf(t) for t in query_terms if t in found) / total
+        return sum(self.term_idf(t) for t in terms if t in found) / total
 
     def explain(self, query: str, doc_index: int) -> list[tuple[str, float]]:
         """Each analysed query term's contribution to one document's score (sums to it)."""

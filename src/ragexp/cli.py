@@ -23,10 +23,13 @@ def _full_id(ref: str | None) -> str | None:
 
 
 def cmd_compare(args) -> int:
-    from ragexp import compare, significance
+    from ragexp import compare, significance, tracking
 
     args.parent, args.baseline = _full_id(args.parent), _full_id(args.baseline)
     args.runs = [_full_id(r) for r in args.runs] if args.runs else args.runs
+    if args.experiment is None:  # a sweep's runs live in its parent's experiment
+        args.experiment = (tracking.experiment_name_of(args.parent) if args.parent
+                           else "ragexp-handbook")
 
     df = compare.runs_frame(args.experiment, parent=args.parent, run_ids=args.runs)
     if args.baseline and args.baseline not in set(df["run_id"]):
@@ -93,11 +96,13 @@ def cmd_gate(args) -> int:
 
     rule = _rule(args, promoting=False)
     label = "run"
-    reference = args.against
+    run_id, reference = _full_id(args.run_id), args.against
     if reference == "champion":
         reference, label = champion_run_id(args.model), "champion"
+    else:
+        reference = _full_id(reference)
     try:
-        verdict = gate.evaluate(args.run_id, reference, rule, label)
+        verdict = gate.evaluate(run_id, reference, rule, label)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -110,6 +115,7 @@ def cmd_confirm(args) -> int:
     from ragexp.confirm import ConfirmError, confirm
 
     measures = tuple(args.measure or significance.DEFAULT_MEASURES)
+    args.run_id, args.baseline = _full_id(args.run_id), _full_id(args.baseline)
     try:
         table, tests, baseline = confirm(args.run_id, args.baseline, measures, args.correction)
     except ConfirmError as exc:
@@ -219,7 +225,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
 
     c = sub.add_parser("compare", help="table of runs; paired tests with --baseline")
-    c.add_argument("--experiment", default="ragexp-handbook")
+    c.add_argument("--experiment", help="experiment to list (default: the --parent run's, "
+                   "else ragexp-handbook)")
     c.add_argument("--parent", help="only the child runs of this sweep (parent run id; as "
                    "everywhere, a unique prefix of it will do)")
     c.add_argument("--runs", nargs="+", help="exactly these run ids (or unique prefixes)")

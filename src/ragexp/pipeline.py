@@ -51,6 +51,18 @@ class RunResult:
     tags: dict[str, str] = field(default_factory=dict)
 
 
+def chunked(dataset: Dataset, chunker: Chunker, stages: StageStore,
+            docs: list | None = None) -> tuple[list[Chunk], str]:
+    """``(chunks, their stage key)``: the dataset's documents (``docs`` if already read)
+    chunked, or the chunks an earlier job or run stored under the same key (data fingerprint +
+    dataset type + chunker + ragexp code; see ``stagestore.py``)."""
+    key = stage_key("chunks", dataset.fingerprint() if stages.enabled else "",
+                    type(dataset).__qualname__, getattr(dataset, "level", ""),
+                    f"{type(chunker).__module__}.{chunker!r}")
+    return stages.get("chunks", key, lambda: chunker.chunk(
+        dataset.documents() if docs is None else docs)), key
+
+
 def rank(retriever: Retriever, reranker: Reranker, resources: Resources,
          queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
     """Retrieve deep enough for the reranker's head, rerank, keep the best ``k`` per query.
@@ -90,11 +102,8 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
     measures_mod.check_depth(k, measures)
     stages = stages or StageStore(enabled=False)
     queries, docs = dataset.queries(), dataset.documents()
-    chunks_key = stage_key("chunks", dataset.fingerprint() if stages.enabled else "",
-                           type(dataset).__qualname__, getattr(dataset, "level", ""),
-                           f"{type(chunker).__module__}.{chunker!r}")
     start = time.perf_counter()
-    chunks = stages.get("chunks", chunks_key, lambda: chunker.chunk(docs))
+    chunks, chunks_key = chunked(dataset, chunker, stages, docs)
     chunk_s = time.perf_counter() - start
     qrels = dataset.qrels(chunks)
     log.info("%d documents -> %d chunks; %d questions", len(docs), len(chunks), len(queries))
@@ -153,9 +162,8 @@ def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[
     results.update({key: float(v) for key, v in res.timings.items()})
     results.update({"cache.hits": float(res.cache.hits), "cache.misses": float(res.cache.misses),
                     "index.chunks": float(len(chunks))})
-    if stages.enabled:
-        results.update(stages.counts())
-        log.info("stages: %s", ", ".join(f"{k} {v}" for k, v in stages.events.items()))
+    results.update(stages.counts())  # with reuse off too: everything built, and said so
+    log.info("stages: %s", ", ".join(f"{k} {v}" for k, v in stages.events.items()))
     table = _per_question(queries, judged, qrels, scores, confidence, abstain, measures)
     for column, values in {**answer_columns(list(answers.values())), **graded.columns}.items():
         table[column] = values

@@ -69,6 +69,11 @@ def decode(data: bytes, path: str | Path) -> str:
             raise InputError(path, None, f"is {name} text (it starts with a {name} byte-order "
                              f"mark); ragexp reads UTF-8: convert it, e.g. "
                              f"`iconv -f {name} -t UTF-8`")
+    wide = _utf16_without_bom(data)
+    if wide:
+        raise InputError(path, None, f"looks like {wide} text without a byte-order mark (every "
+                         f"other byte is NUL); ragexp reads UTF-8: convert it, e.g. "
+                         f"`iconv -f {wide} -t UTF-8`")
     skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
         text = data[skip:].decode("utf-8")
@@ -84,6 +89,20 @@ def decode(data: bytes, path: str | Path) -> str:
         raise InputError(path, text.count("\n", 0, nul) + 1,
                          f"NUL byte at byte offset {offset}: a binary file, not text")
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _utf16_without_bom(data: bytes, sample: int = 4096) -> str | None:
+    """``"UTF-16LE"``/``"UTF-16BE"`` when the first ``sample`` bytes look like mostly-ASCII
+    UTF-16 (NUL in nearly every odd, resp. even, byte and almost never in the others), else
+    None. UTF-8 text never holds NUL bytes in that pattern."""
+    head = data[:sample]
+    if len(head) < 8:
+        return None
+    even, odd = head[0::2], head[1::2]
+    for name, zeros, other in (("UTF-16LE", odd, even), ("UTF-16BE", even, odd)):
+        if zeros.count(0) >= 0.9 * len(zeros) and other.count(0) <= 0.1 * len(other):
+            return name
+    return None
 
 
 def read_text(path: str | Path) -> str:
@@ -113,7 +132,9 @@ def parse_json(line: str, path: str | Path, lineno: int) -> object:
     try:
         value = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise InputError(path, lineno, f"invalid JSON at column {exc.colno}: {exc.msg}") from None
+        # json says "Unterminated string starting at" and gives the place apart
+        msg = exc.msg[:-3] + " there" if exc.msg.endswith(" at") else exc.msg
+        raise InputError(path, lineno, f"invalid JSON at column {exc.colno}: {msg}") from None
     except RecursionError:
         raise InputError(path, lineno, "invalid JSON: nested too deeply") from None
     if "\\u" in line:

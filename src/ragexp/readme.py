@@ -22,7 +22,9 @@ def check_block(path: str | Path, name: str) -> None:
     measuring, so a missing block costs no measurement time)."""
     pattern, start, end = _pattern(name)
     path = Path(path)
-    if not path.is_file() or not pattern.search(path.read_text(encoding="utf-8")):
+    if not path.is_file():
+        raise MissingMarkers(f"{path}: file not found; nothing written")
+    if not pattern.search(path.read_text(encoding="utf-8")):
         raise MissingMarkers(f"{path}: markers {start} ... {end} not found; nothing written")
 
 

@@ -62,6 +62,7 @@ class Resources:
     _bm25: BM25Index | None = None
     _passages: np.ndarray | None = None
     _recent: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    share_searches: bool = True  # False (serving): searches are never kept for later callers
     replayed_s: float = 0.0  # first-stage seconds replayed by ``searched_alone``
     replayed: int = 0  # batches whose first stage ``searched_alone`` replayed
 
@@ -125,6 +126,8 @@ class Resources:
         (the latest per ``stage``) for the next job of a sweep: it depends only on the index
         (its stage key), the query texts and ``k``, never on the reranker, fusion or abstain
         settings that sweeps vary. Returns a copy, so callers may change what they get."""
+        if not self.share_searches:
+            return search()
         index_key = self._vectors_key() if stage == "dense_search" else self._bm25_key()
         texts = hashlib.sha256(json.dumps(list(queries.items())).encode()).hexdigest()
         ranking = self.stages.get(stage, stage_key(stage, index_key, texts, k), search,
@@ -140,6 +143,8 @@ class Resources:
         ``replayed_s``, so its measured latency still counts the first stage, as measured once
         in this process on the same index and queries; each replay adds 1 to ``replayed``.
         Without a stage store (a lone run, serving) every call searches."""
+        if not self.share_searches:
+            return search()
         index_key = self._vectors_key() if stage == "dense_search" else self._bm25_key()
         book = self.stages.scratch(f"{stage}_alone", stage_key(f"{stage}_alone", index_key, k),
                                    dict)
@@ -157,6 +162,8 @@ class Resources:
     def best_bm25_scores(self, texts: list[str]) -> np.ndarray:
         """(len(texts),) ``bm25.best_scores(texts)``, kept in memory for the next job of a
         sweep (it depends on the BM25 index and the texts only)."""
+        if not self.share_searches:
+            return self.bm25.best_scores(texts)
         key = stage_key("bm25_best", self._bm25_key(),
                         hashlib.sha256(json.dumps(texts).encode()).hexdigest())
         return self.stages.get("bm25_best", key, lambda: self.bm25.best_scores(texts),

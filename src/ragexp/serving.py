@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from ragexp import failures, stages, tracing, tracking
 from ragexp.answer import Answer, AnswerInput
 from ragexp.records import ordered
-from ragexp.pipeline import rerank_top, retrieve
+from ragexp.pipeline import chunked, rerank_top, retrieve
 from ragexp.resources import Resources
 from ragexp.tracking import ALIAS, MODEL_NAME
 
@@ -124,15 +124,20 @@ class Engine:
         if fingerprint:
             check_fingerprint(run_id, fingerprint, dataset.fingerprint())
         built = stages.build(cfg, serving=True)
-        chunks = built.chunker.chunk(dataset.documents())
+        # The run stored its chunks, tokens, BM25 and vectors under cache_dir/stages: loading
+        # them beats rebuilding (a minute and more at a million passages). Searches are never
+        # shared between requests.
+        store = stages.stage_store(cfg)
+        chunks, chunks_key = chunked(dataset, built.chunker, store)
         self.resources = Resources(chunks, built.make_embedder, built.cache, cfg.bm25.k1,
                                    cfg.bm25.b, progress=False, query_memory=QUERY_MEMORY,
-                                   bm25_method=cfg.bm25.method, bm25_delta=cfg.bm25.delta)
+                                   bm25_method=cfg.bm25.method, bm25_delta=cfg.bm25.delta,
+                                   stages=store, chunks_key=chunks_key, share_searches=False)
         self.retriever = built.make_retriever(self.resources)
         self.reranker, self.signal, self.answerer = built.reranker, built.signal, built.answerer
         self.resources.bm25  # fit now, not on the first request
-        log.info("engine for run %s: %d chunks, cache hits %d misses %d", run_id, len(chunks),
-                 built.cache.hits, built.cache.misses)
+        log.info("engine for run %s: %d chunks, cache hits %d misses %d, stages %s", run_id,
+                 len(chunks), built.cache.hits, built.cache.misses, store.events)
 
     def has_chunk(self, chunk_id: str) -> bool:
         return chunk_id in self.resources.position

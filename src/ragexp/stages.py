@@ -28,6 +28,7 @@ from ragexp.embedders import Embedder
 from ragexp.rerankers import Reranker
 from ragexp.resources import Resources
 from ragexp.retrievers import Retriever
+from ragexp.stagestore import StageStore
 
 # Config keys holding a file-system location (relative ones are relative to the run's cwd).
 PATH_KEYS = ("dataset.corpus_dir", "dataset.questions", "dataset.path", "cache_dir",
@@ -50,6 +51,13 @@ class Stages:
 
     def as_kwargs(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def stage_store(cfg: DictConfig) -> StageStore:
+    """Chunks, tokens, BM25 and vectors shared by the jobs of a sweep and by serving, under
+    ``cache_dir/stages`` (``reuse_stages=false``: built every time)."""
+    return StageStore(root=str(Path(cfg.cache_dir) / "stages"),
+                      enabled=bool(cfg.get("reuse_stages", True)))
 
 
 def embedding_cache(cfg: DictConfig, on_write_error: str = "raise") -> EmbeddingCache:

@@ -254,6 +254,15 @@ class RunNotFound(LookupError):
     """A run reference that matches no run, or more than one."""
 
 
+def experiment_name_of(run_id: str) -> str:
+    """Name of the experiment holding run ``run_id`` (a full id); ``RunNotFound`` if none."""
+    c = client()
+    try:
+        return c.get_experiment(c.get_run(run_id).info.experiment_id).name
+    except Exception as exc:
+        raise RunNotFound(f"no run {run_id} in {tracking_uri()}") from exc
+
+
 def resolve_run_id(ref: str) -> str:
     """The full id of the run that ``ref`` names: a full run id or a unique prefix of one
     (``compare`` prints 8 characters), searched in every experiment of the store.
