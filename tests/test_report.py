@@ -148,3 +148,17 @@ def test_walkthrough_commands_are_what_ran_and_reproduce_their_status(store, tmp
     cmd, out = recorded([walkthrough.run(f"ragexp compare --format csv --runs {prefix}")])[0]
     assert cmd == f"ragexp compare --format csv --runs {prefix}"
     assert out.splitlines()[1].startswith(f"{prefix},")
+
+
+def test_differing_params_come_out_in_one_order_whatever_order_mlflow_gives():
+    import pandas as pd
+
+    from ragexp.compare import differing_params
+
+    cols = {"params.retriever.name": ["dense", "hybrid"], "params.reranker.top_n": ["20", "0"],
+            "params.k": ["100", "100"], "params.force": ["False", "True"],
+            "params.reranker.name": ["lexical", "none"], "run_id": ["a", "b"]}
+    orders = {tuple(differing_params(pd.DataFrame({k: cols[k] for k in keys})))
+              for keys in (list(cols), list(reversed(cols)))}
+    assert orders == {("params.reranker.name", "params.reranker.top_n",
+                       "params.retriever.name")}
