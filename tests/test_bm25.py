@@ -263,3 +263,47 @@ def test_coverage_is_the_same_bits_in_every_process():
                            env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout
             for seed in ("1", "2", "3", "4")}
     assert len(outs) == 1 and "0x" in next(iter(outs))
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+def test_fit_from_arrays_gives_the_weights_of_the_definition_bit_for_bit(method):
+    """``fit_terms`` (array operations over the token matrix) against the formula applied one
+    document and one distinct term at a time, on a Zipf-like corpus with empty documents: the
+    same vocabulary order and the same float64 weights, to the bit."""
+    from ragexp.bm25 import idf, tfc
+    from ragexp.tokens import TokenMatrix
+
+    rng = np.random.default_rng(11)
+    vocab = [f"t{i}" for i in range(400)]
+    p = 1 / np.arange(1, 401) ** 1.1
+    docs = [list(rng.choice(vocab, size=int(rng.integers(0, 80)), p=p / p.sum()))
+            for _ in range(600)] + [[]]
+    fitted = BM25Index(k1=1.2, b=0.7, method=method, delta=0.5).fit_terms(
+        TokenMatrix.build(docs, analyse=lambda terms: terms))
+    order: dict[str, int] = {}
+    for d in docs:
+        for t in d:
+            order.setdefault(t, len(order))
+    assert fitted.vocab == order
+    n, lengths = len(docs), np.array([len(d) for d in docs], dtype=np.float64)
+    df = np.zeros(len(order))
+    for d in docs:
+        for t in set(d):
+            df[order[t]] += 1
+    term_idf = idf(method, df, n)
+    absent = (term_idf * tfc(method, 0.0, 1.0, 1.2, 0.5) if method in ("bm25l", "bm25+")
+              else np.zeros(len(order)))
+    avgdl = lengths.mean()
+    dense = fitted.weights.toarray()
+    expected = np.zeros_like(dense)
+    for i, d in enumerate(docs):
+        norm = 1 - 0.7 + 0.7 * lengths[i] / avgdl
+        counts: dict[str, int] = {}
+        for t in d:
+            counts[t] = counts.get(t, 0) + 1
+        for t, tf in counts.items():
+            j = order[t]
+            expected[i, j] = (term_idf[j] * tfc(method, np.float64(tf), np.float64(norm), 1.2, 0.5)
+                              - absent[j])
+    assert np.array_equal(dense, expected)
+    assert fitted.weights.nnz == sum(len(set(d)) for d in docs)
