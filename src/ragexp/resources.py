@@ -128,10 +128,9 @@ class Resources:
         settings that sweeps vary. Returns a copy, so callers may change what they get."""
         if not self.share_searches:
             return search()
-        index_key = self._vectors_key() if stage == "dense_search" else self._bm25_key()
         texts = hashlib.sha256(json.dumps(list(queries.items())).encode()).hexdigest()
-        ranking = self.stages.get(stage, stage_key(stage, index_key, texts, k), search,
-                                  disk=False)
+        key = stage_key(stage, self._index_key(stage), texts, k)
+        ranking = self.stages.get(stage, key, search, disk=False)
         return {q: dict(scores) for q, scores in ranking.items()}
 
     def searched_alone(self, stage: str, queries: dict[str, str], k: int,
@@ -145,9 +144,8 @@ class Resources:
         Without a stage store (a lone run, serving) every call searches."""
         if not self.share_searches:
             return search()
-        index_key = self._vectors_key() if stage == "dense_search" else self._bm25_key()
-        book = self.stages.scratch(f"{stage}_alone", stage_key(f"{stage}_alone", index_key, k),
-                                   dict)
+        book = self.stages.scratch(f"{stage}_alone",
+                                   stage_key(f"{stage}_alone", self._index_key(stage), k), dict)
         text = json.dumps(list(queries.items()))
         held = book.get(text)
         if held is None:
@@ -168,6 +166,10 @@ class Resources:
                         hashlib.sha256(json.dumps(texts).encode()).hexdigest())
         return self.stages.get("bm25_best", key, lambda: self.bm25.best_scores(texts),
                                disk=False).copy()
+
+    def _index_key(self, stage: str) -> str:
+        """Stage key of the index a first-stage search (``dense_search``/``bm25_search``) reads."""
+        return self._vectors_key() if stage == "dense_search" else self._bm25_key()
 
     def _bm25_key(self) -> str:
         return stage_key("bm25", self.chunks_key, self.bm25_k1, self.bm25_b, self.bm25_method,
