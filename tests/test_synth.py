@@ -116,3 +116,13 @@ def test_bench_code_path_at_a_tiny_size(tmp_path, monkeypatch):
     assert len(record["sweep_each_s"]) == 2 and record["one_run_s"] > 0
     assert record["run_peak"] >= record["base"] > 0
     assert record["vectors_bm25"] >= 300 * 16 * 4
+
+
+@pytest.mark.parametrize("sizes", ["10k", "", "10000,-5", "0"])
+def test_bench_scale_refuses_sizes_that_are_not_passage_counts(sizes, capsys):
+    from ragexp import bench_scale
+
+    with pytest.raises(SystemExit) as err:
+        bench_scale.main(["--sizes", sizes])
+    assert err.value.code == 2
+    assert f"argument --sizes: {sizes!r} is not a comma-separated list" in capsys.readouterr().err

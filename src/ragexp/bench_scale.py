@@ -304,10 +304,23 @@ def render(records: list[dict], logged: dict | None = None) -> tuple[str, list[s
     return "\n".join(lines), notes + [f"FAIL: {f}" for f in failed]
 
 
+def _sizes(text: str) -> list[int]:
+    """``--sizes``: positive integers, comma-separated; argparse reports anything else."""
+    try:
+        sizes = [int(s) for s in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of positive "
+                                         f"passage counts, such as 10000,100000")
+    return sizes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ragexp.bench_scale",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--sizes", type=_sizes, default=_sizes("10000,100000,1000000"),
+                        help="passages per synthetic folder, comma-separated")
     parser.add_argument("--queries", type=int, default=1000, help="queries per size")
     parser.add_argument("--log-questions", type=int, default=100_000,
                         help="questions of the logging run (0: skip it)")
@@ -333,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     from ragexp.readme import has_block
     if not has_block(args.readme, "bench-scale"):
         return 2
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = args.sizes
     jobs = [(n, min(args.queries, n), False) for n in sizes]
     if args.log_questions:
         n = min([s for s in sizes if s >= args.log_questions] or [args.log_questions])
