@@ -372,3 +372,20 @@ def test_mined_cases_once_accepted_catch_the_fault(traffic, fault, tmp_path):
             return np.mean([not engine.answer(q.text).refused for q in answerable])
 
         assert rate(faulty) == 0 and rate(healthy) >= 0.3, (rate(healthy), rate(faulty))
+
+
+def test_mode_labels_are_the_same_in_every_process():
+    """A failure mode's label is its commonest terms; ties are kept in text order, not in a
+    set's order (which follows the process's string-hash seed)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from ragexp.mining import Served, modes\n"
+            "s = Served(trace_id='t', request='answer',\n"
+            "           question='Can I pause a queue without losing its jobs?')\n"
+            "print([m.label for m in modes([(s, ['marked_wrong'])], embed=None)])\n")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+            for seed in ("1", "2", "3", "4", "5")}
+    assert len(outs) == 1 and "paus queue" in next(iter(outs)), outs

@@ -170,7 +170,9 @@ def modes(flagged: Sequence[tuple[Served, list[str]]], embed: Callable[[list[str
             groups.setdefault(int(label), []).append(s)
         ranked = sorted(groups.values(), key=lambda g: (-len(g), g[0].question))
         for i, group in enumerate(ranked, start=1):
-            terms = Counter(t for s in group for t in set(tokenize(s.question)))
+            # each question's distinct terms in text order: ties in the count keep that order,
+            # so the label is the same in every process (a set's order is not)
+            terms = Counter(t for s in group for t in dict.fromkeys(tokenize(s.question)))
             label = " ".join(t for t, _ in terms.most_common(3))
             out.append(Mode(f"{reason}/{i}", reason, label, group))
     return sorted(out, key=lambda m: (-len(m.members), REASONS.index(m.reason),
