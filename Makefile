@@ -26,7 +26,7 @@ test-fast: ## run the suite without the slow end-to-end tests
 	$(BIN)/pytest -q -m 'not slow'
 
 check-golden: ## validate the golden set against the corpus and print counts per kind
-	$(BIN)/python -m ragexp.golden check
+	$(BIN)/python -m ragexp.data.golden check
 
 run: ## one experiment on the defaults
 	$(BIN)/python -m ragexp
@@ -35,8 +35,8 @@ sweep: ## the full named ablation set as one multirun (one parent MLflow run)
 	$(BIN)/python -m ragexp -m '+ablation=glob(*)'
 
 tables: ## regenerate the README's golden-set counts and result tables (MLflow store)
-	$(BIN)/python -m ragexp.golden check --readme README.md
-	$(BIN)/python -m ragexp.report --confirm --readme README.md
+	$(BIN)/python -m ragexp.data.golden check --readme README.md
+	$(BIN)/python -m ragexp.cli.tables --confirm --readme README.md
 
 report: ## the latest sweep's page: report.html (also logged on the sweep's parent run)
 	$(BIN)/ragexp report --html report.html
@@ -45,16 +45,16 @@ hero: ## the README's hero image: which configuration wins on which kind (latest
 	$(BIN)/ragexp report --chart docs/wins-by-kind.png
 
 walkthrough: ## run compare -> promote -> search/ask/serve and record it in the README
-	$(BIN)/python -m ragexp.walkthrough --readme README.md
+	$(BIN)/python -m tools.walkthrough --readme README.md
 
 own-docs: ## run the README's "Evaluate your own documents" commands in a fresh folder and record them
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m ragexp.owndocs --readme README.md
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tools.owndocs --readme README.md
 
 bench: ## benchmarks: prints one table of ratios measured side by side
-	$(BIN)/python -m ragexp.bench --readme README.md
+	$(BIN)/python -m tools.bench --readme README.md
 
 bench-scale: ## scale benchmark on synthetic BEIR folders of 10k, 100k and 1M passages (long)
-	$(BIN)/python -m ragexp.bench_scale --readme README.md
+	$(BIN)/python -m tools.bench_scale --readme README.md
 
 gate: ## quality gate: make gate RUN=<run id> [AGAINST=champion|<run id>]; exit 1 on a regression
 	$(if $(RUN),,$(error make gate needs RUN=<run id>))
@@ -64,8 +64,8 @@ ui: ## MLflow UI on the store runs go to (http://127.0.0.1:5000), or the trackin
 	$(BIN)/ragexp ui
 
 screenshot: ## screenshots (headless Chromium): MLflow UI comparing the ablation runs; serve's page
-	$(BIN)/python -m ragexp.screenshot docs/mlflow-ui.png
-	$(BIN)/python -m ragexp.screenshot --page docs/serve-page.png
+	$(BIN)/python -m tools.screenshot docs/mlflow-ui.png
+	$(BIN)/python -m tools.screenshot --page docs/serve-page.png
 
 clean: ## remove caches and Hydra output folders (keeps mlruns/)
 	rm -rf .cache outputs multirun .pytest_cache

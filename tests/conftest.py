@@ -15,13 +15,13 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from ragexp import examples  # noqa: E402
-from ragexp.chunking import MarkdownChunker  # noqa: E402
-from ragexp.golden import load_corpus, load_golden  # noqa: E402
+from ragexp.data import shipped
+from ragexp.stages.chunking import MarkdownChunker  # noqa: E402
+from ragexp.data.golden import load_corpus, load_golden  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = Path(examples.path("handbook/corpus"))
-GOLDEN = Path(examples.path("handbook/golden"))
+CORPUS = Path(shipped.path("handbook/corpus"))
+GOLDEN = Path(shipped.path("handbook/golden"))
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +50,7 @@ def chunks(docs):
 @pytest.fixture(scope="session")
 def minilm(tmp_path_factory):
     """The packaged MiniLM embedder, assembled in a private cache folder."""
-    from ragexp.embedders import FastEmbedEmbedder
+    from ragexp.index.embedders import FastEmbedEmbedder
 
     return FastEmbedEmbedder("minilm-int8", cache_dir=str(tmp_path_factory.mktemp("fe-cache")))
 

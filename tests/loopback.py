@@ -8,7 +8,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
-from ragexp.background import free_port
+from tools.background import free_port
 
 
 @contextmanager

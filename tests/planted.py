@@ -47,7 +47,7 @@ class StrippedCitations:
         self.inner = inner
 
     def answer(self, inputs, bm25, progress: bool = False):
-        from ragexp.answer import claim_of, finish, sources_for
+        from ragexp.answer.base import claim_of, finish, sources_for
 
         out = []
         for inp, ans in zip(inputs, self.inner.answer(inputs, bm25)):
@@ -66,7 +66,7 @@ class AlwaysRefuses:
     name = "always_refuses"
 
     def answer(self, inputs, bm25, progress: bool = False):
-        from ragexp.answer import REFUSAL, Answer, sources_for
+        from ragexp.answer.base import REFUSAL, Answer, sources_for
 
         return [Answer(inp.question, REFUSAL, True, inp.signal, inp.threshold,
                        sources=sources_for(inp, 3), reason="planted: always refuses")

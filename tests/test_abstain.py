@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from ragexp.abstain import _folds, auc, curve, evaluate_abstain, operating_point
+from ragexp.stages.abstain import _folds, auc, curve, evaluate_abstain, operating_point
 from ragexp.records import Query
 
 
@@ -168,10 +168,10 @@ def test_cross_validation_needs_two_questions_of_each_class():
 # ---------------------------------------------------------------- signals
 
 def _resources(tmp_path, texts):
-    from ragexp.cache import EmbeddingCache
-    from ragexp.embedders import HashEmbedder
+    from ragexp.index.cache import EmbeddingCache
+    from ragexp.index.embedders import HashEmbedder
     from ragexp.records import Chunk
-    from ragexp.resources import Resources
+    from ragexp.index.resources import Resources
 
     chunks = [Chunk(f"c{i}", "d", t) for i, t in enumerate(texts)]
     return Resources(chunks, lambda: HashEmbedder(dim=64), EmbeddingCache(str(tmp_path)),
@@ -185,8 +185,8 @@ TEXTS = ["alpha beta gamma", "beta delta", "gamma epsilon zeta", "eta theta", "i
 def test_lexical_signal_by_hand(tmp_path):
     from rank_bm25 import BM25Okapi
 
-    from ragexp.abstain import LexicalSignal
-    from ragexp.text import tokenize
+    from ragexp.stages.abstain import LexicalSignal
+    from ragexp.text.analysis import tokenize
 
     res = _resources(tmp_path, TEXTS)
     ref = BM25Okapi([tokenize(t) for t in TEXTS])
@@ -207,11 +207,11 @@ def test_lexical_signal_by_hand(tmp_path):
 
 
 def test_lexical_signal_is_bounded_on_the_handbook(golden, chunks, tmp_path):
-    from ragexp.abstain import LexicalSignal
-    from ragexp.cache import EmbeddingCache
-    from ragexp.embedders import HashEmbedder
-    from ragexp.resources import Resources
-    from ragexp.retrievers import BM25Retriever
+    from ragexp.stages.abstain import LexicalSignal
+    from ragexp.index.cache import EmbeddingCache
+    from ragexp.index.embedders import HashEmbedder
+    from ragexp.index.resources import Resources
+    from ragexp.stages.retrievers import BM25Retriever
 
     res = Resources(chunks, lambda: HashEmbedder(), EmbeddingCache(str(tmp_path)),
                     progress=False)
@@ -222,8 +222,8 @@ def test_lexical_signal_is_bounded_on_the_handbook(golden, chunks, tmp_path):
 
 
 def test_dense_signal_is_the_best_cosine_in_the_top_k(tmp_path):
-    from ragexp.abstain import DenseSignal
-    from ragexp.embedders import HashEmbedder
+    from ragexp.stages.abstain import DenseSignal
+    from ragexp.index.embedders import HashEmbedder
 
     res = _resources(tmp_path, TEXTS)
     ranking = {"q": {"c3": 3.0, "c0": 2.0, "c2": 1.0}, "e": {}}

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from loopback import serving
 
-from ragexp import schema
-from ragexp.api import create_app
-from ragexp.app import CONF_DIR
-from ragexp.serving import Engine
+from ragexp.run import schema
+from ragexp.serving.api import create_app
+from ragexp.run.app import CONF_DIR
+from ragexp.serving.engine import Engine
 
 schema.register()
 FUZZ_EXAMPLES = 60  # per generation mode; with the time bound, about 20 s on 2 busy cores

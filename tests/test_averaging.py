@@ -13,17 +13,17 @@ import pytest
 from conftest import jsonl, write_tree
 from ir_measures import Qrel, ScoredDoc
 
-from ragexp.abstain import LexicalSignal
-from ragexp.cache import EmbeddingCache
-from ragexp.chunking import WholeDocumentChunker
-from ragexp.datasets import BeirDataset
-from ragexp.embedders import HashEmbedder
-from ragexp.measures import DEFAULT, parse_all
-from ragexp.metrics import aggregate, per_query
-from ragexp.pipeline import run_experiment
+from ragexp.stages.abstain import LexicalSignal
+from ragexp.index.cache import EmbeddingCache
+from ragexp.stages.chunking import WholeDocumentChunker
+from ragexp.data.datasets import BeirDataset
+from ragexp.index.embedders import HashEmbedder
+from ragexp.evaluation.measures import DEFAULT, parse_all
+from ragexp.evaluation.metrics import aggregate, per_query
+from ragexp.run.pipeline import run_experiment
 from ragexp.records import Query
-from ragexp.rerankers import NoReranker
-from ragexp.retrievers import BM25Retriever
+from ragexp.stages.rerankers import NoReranker
+from ragexp.stages.retrievers import BM25Retriever
 
 MEASURES = parse_all(["Success@1", "Success@10", "R@5", "R@100", "P@10", "RR@10", "AP@100",
                       "nDCG@10", "nDCG@100"])
@@ -88,7 +88,7 @@ def test_beir_query_judged_all_zero_counts_with_zero(tmp_path, caplog):
     root = write_tree(tmp_path / "beir", {"corpus.jsonl": jsonl(corpus),
                                           "queries.jsonl": jsonl(queries),
                                           "qrels/test.tsv": qrels})
-    with caplog.at_level(logging.WARNING, logger="ragexp.datasets"):
+    with caplog.at_level(logging.WARNING, logger="ragexp.data.datasets"):
         ds = BeirDataset(path=str(root))
     said = [r.getMessage() for r in caplog.records]
     left_out = [m for m in said if "left out" in m]

@@ -15,16 +15,16 @@ from conftest import jsonl, write_tree
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragexp.abstain import LexicalSignal
-from ragexp.beir import BeirFormatError, read_corpus, read_qrels, read_queries
-from ragexp.cache import EmbeddingCache
-from ragexp.chunking import WholeDocumentChunker
-from ragexp.datasets import BeirDataset
-from ragexp.embedders import HashEmbedder
-from ragexp.pipeline import run_experiment
-from ragexp.readers import shown
-from ragexp.rerankers import NoReranker
-from ragexp.retrievers import BM25Retriever
+from ragexp.stages.abstain import LexicalSignal
+from ragexp.data.beir import BeirFormatError, read_corpus, read_qrels, read_queries
+from ragexp.index.cache import EmbeddingCache
+from ragexp.stages.chunking import WholeDocumentChunker
+from ragexp.data.datasets import BeirDataset
+from ragexp.index.embedders import HashEmbedder
+from ragexp.run.pipeline import run_experiment
+from ragexp.data.readers import shown
+from ragexp.stages.rerankers import NoReranker
+from ragexp.stages.retrievers import BM25Retriever
 
 FAST = settings(max_examples=30, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -168,7 +168,7 @@ def test_qrels_naming_unknown_queries_warns_with_count_and_first_ids(tmp_path, c
     root = write_tree(tmp_path / "beir", {"corpus.jsonl": jsonl(DOCS[:2]),
                                           "queries.jsonl": jsonl(QUERIES[:2]),
                                           "qrels/test.tsv": qrels})
-    with caplog.at_level(logging.WARNING, logger="ragexp.beir"):
+    with caplog.at_level(logging.WARNING, logger="ragexp.data.beir"):
         ds = BeirDataset(path=str(root))
     assert [q.qid for q in ds.queries()] == ["q1", "q2"]
     (message,) = [r.getMessage() for r in caplog.records if "not in queries.jsonl" in

@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 from conftest import jsonl, write_tree
 
-from ragexp.abstain import LexicalSignal
-from ragexp.bm25 import METHODS, BM25Index, idf
-from ragexp.cache import EmbeddingCache
-from ragexp.chunking import WholeDocumentChunker
-from ragexp.datasets import BeirDataset
-from ragexp.embedders import HashEmbedder
-from ragexp.pipeline import run_experiment
-from ragexp.rerankers import NoReranker
-from ragexp.retrievers import BM25Retriever
-from ragexp.text import tokenize
+from ragexp.stages.abstain import LexicalSignal
+from ragexp.index.bm25 import METHODS, BM25Index, idf
+from ragexp.index.cache import EmbeddingCache
+from ragexp.stages.chunking import WholeDocumentChunker
+from ragexp.data.datasets import BeirDataset
+from ragexp.index.embedders import HashEmbedder
+from ragexp.run.pipeline import run_experiment
+from ragexp.stages.rerankers import NoReranker
+from ragexp.stages.retrievers import BM25Retriever
+from ragexp.text.analysis import tokenize
 
 VOCAB = [f"t{i:02d}" for i in range(12)]  # each analyses to itself (no stopword, stem = word)
 
@@ -254,7 +254,7 @@ def test_coverage_is_the_same_bits_in_every_process():
     import subprocess
     import sys
 
-    code = ("from ragexp.bm25 import BM25Index\n"
+    code = ("from ragexp.index.bm25 import BM25Index\n"
             "docs = [f'w{i} w{i+1} w{i*7 % 13} common' for i in range(200)]\n"
             "b = BM25Index().fit(docs)\n"
             "qs = [{f'w{i}' for i in range(j, j + 9)} | {'common', 'absent'} for j in range(40)]\n"
@@ -270,8 +270,8 @@ def test_fit_from_arrays_gives_the_weights_of_the_definition_bit_for_bit(method)
     """``fit_terms`` (array operations over the token matrix) against the formula applied one
     document and one distinct term at a time, on a Zipf-like corpus with empty documents: the
     same vocabulary order and the same float64 weights, to the bit."""
-    from ragexp.bm25 import idf, tfc
-    from ragexp.tokens import TokenMatrix
+    from ragexp.index.bm25 import idf, tfc
+    from ragexp.text.tokens import TokenMatrix
 
     rng = np.random.default_rng(11)
     vocab = [f"t{i}" for i in range(400)]

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragexp.cache import EmbeddingCache, _digests, cache_key, model_folder
-from ragexp.embedders import EmbedderIdentity, HashEmbedder
-from ragexp.packstore import PackedStore
+from ragexp.index.cache import EmbeddingCache, _digests, cache_key, model_folder
+from ragexp.index.embedders import EmbedderIdentity, HashEmbedder
+from ragexp.index.packstore import PackedStore
 
 TEXTS = [f"text number {i} about leases and brokers" for i in range(40)]
 
@@ -261,7 +261,7 @@ def test_old_per_file_cache_is_migrated_on_read(tmp_path, caplog):
 
 
 def test_unwritable_cache_stops_a_run_naming_the_folder(tmp_path):
-    from ragexp.cache import CacheWriteError
+    from ragexp.index.cache import CacheWriteError
 
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")

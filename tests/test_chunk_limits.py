@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragexp.chunking import MarkdownChunker
+from ragexp.stages.chunking import MarkdownChunker
 from ragexp.records import Document
-from ragexp.relevance import span_qrels
+from ragexp.data.relevance import span_qrels
 
 
 def _ws(text: str) -> str:
@@ -195,7 +195,7 @@ def test_spaceless_scripts_count_characters_so_a_chinese_paragraph_still_splits(
 
 
 def test_mixed_thai_and_latin_sentences_respect_max_words_in_layout_words():
-    from ragexp.text import layout_word_count
+    from ragexp.text.analysis import layout_word_count
 
     thai = "ภาษาไทยไม่มีการเว้นวรรคระหว่างคำ" * 10
     text = f"# T\n\nThe queue {thai} then restarts. Short tail.\n"

@@ -11,9 +11,9 @@ import sys
 import pytest
 from conftest import ROOT
 
-from ragexp.chunking import MarkdownChunker, WholeDocumentChunker, parse_sections
+from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker, parse_sections
 from ragexp.records import Chunk, Document, Query, Span
-from ragexp.relevance import is_relevant, overlap, span_qrels
+from ragexp.data.relevance import is_relevant, overlap, span_qrels
 
 FENCE = re.compile(r"^\s*(```|~~~)")
 SIZES = [(mw, ov) for mw in (40, 80, 120, 250) for ov in (0, 20)]
@@ -157,9 +157,9 @@ def test_whole_document_chunker(manual):
 # ---------------------------------------------------------------- shipped corpus
 
 def test_chunk_ids_and_texts_are_stable_across_runs(chunks):
-    code = ("import json; from ragexp import examples; from ragexp.golden import load_corpus; "
-            "from ragexp.chunking import MarkdownChunker; "
-            "cs = MarkdownChunker().chunk(load_corpus(examples.path('handbook/corpus')).values()); "
+    code = ("import json; from ragexp import examples; from ragexp.data.golden import load_corpus; "
+            "from ragexp.stages.chunking import MarkdownChunker; "
+            "cs = MarkdownChunker().chunk(load_corpus(shipped.path('handbook/corpus')).values()); "
             "print(json.dumps([[c.chunk_id, c.text, c.spans] for c in cs]))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, check=True, timeout=60)

@@ -11,10 +11,10 @@ from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from ragexp import schema
-from ragexp.app import CONF_DIR
-from ragexp.embedders import EmbedderError
-from ragexp.resources import Resources
+from ragexp.run import schema
+from ragexp.run.app import CONF_DIR
+from ragexp.index.embedders import EmbedderError
+from ragexp.index.resources import Resources
 
 schema.register()
 GROUPS = ("dataset", "chunking", "embedder", "retriever", "reranker", "abstain", "answer",
@@ -63,8 +63,8 @@ def test_bge_fails_clearly_offline(tmp_path):
 
 @pytest.mark.parametrize("name", options("retriever"))
 def test_retriever_options_instantiate(name, chunks, tmp_path):
-    from ragexp.embedders import HashEmbedder
-    from ragexp.trec import write_run
+    from ragexp.index.embedders import HashEmbedder
+    from ragexp.data.trec import write_run
 
     res = Resources(chunks, lambda: HashEmbedder(dim=64), progress=False)
     res.cache.enabled = False
@@ -79,7 +79,7 @@ def test_retriever_options_instantiate(name, chunks, tmp_path):
 
 
 def test_retriever_with_every_signal_off_raises(chunks):
-    from ragexp.embedders import HashEmbedder
+    from ragexp.index.embedders import HashEmbedder
 
     cfg = cfg_with("retriever=hybrid", "retriever.dense=false", "retriever.bm25=false")
     res = Resources(chunks, lambda: HashEmbedder(dim=64), progress=False)
@@ -163,7 +163,7 @@ def test_sweep_level_switches_do_not_change_what_a_run_measures():
     """``sweep_report``, ``reuse_stages`` and ``force`` change how a sweep runs, not what a
     run measures: the config hash (which ``--skip``, tables and gates match on) ignores them,
     while a measured key changes it."""
-    from ragexp.tracking import config_hash
+    from ragexp.tracking.store import config_hash
 
     base = {"retriever": {"name": "dense"}, "k": 100, "sweep_report": True,
             "reuse_stages": True, "force": False}

@@ -10,15 +10,15 @@ import shutil
 import pytest
 from conftest import CORPUS, GOLDEN, jsonl, write_tree
 
-from ragexp.abstain import LexicalSignal
-from ragexp.cache import EmbeddingCache
-from ragexp.chunking import MarkdownChunker
-from ragexp.datasets import BeirDataset, BeirFormatError, MarkdownDataset
-from ragexp.embedders import HashEmbedder
-from ragexp.pipeline import run_experiment
+from ragexp.stages.abstain import LexicalSignal
+from ragexp.index.cache import EmbeddingCache
+from ragexp.stages.chunking import MarkdownChunker
+from ragexp.data.datasets import BeirDataset, BeirFormatError, MarkdownDataset
+from ragexp.index.embedders import HashEmbedder
+from ragexp.run.pipeline import run_experiment
 from ragexp.records import Chunk
-from ragexp.rerankers import NoReranker
-from ragexp.retrievers import BM25Retriever
+from ragexp.stages.rerankers import NoReranker
+from ragexp.stages.retrievers import BM25Retriever
 
 CORPUS_ROWS = [
     {"_id": "d1", "title": "Zebras", "text": "Zebra herds migrate across the Serengeti every "
@@ -50,7 +50,7 @@ def _beir(tmp_path, **override):
 
 
 def test_beir_loads_doc_level_graded_qrels(tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="ragexp.datasets"):
+    with caplog.at_level(logging.WARNING, logger="ragexp.data.datasets"):
         ds = BeirDataset(path=str(_beir(tmp_path)))
     assert ds.unit == "document"
     assert [(d.doc_id, d.title) for d in ds.documents()] == [
@@ -243,7 +243,7 @@ def test_beir_is_scored_per_document_only(tmp_path):
 def test_each_beir_folder_gets_its_own_experiment_name():
     from hydra import compose, initialize_config_dir
 
-    from ragexp import app
+    from ragexp.run import app
 
     with initialize_config_dir(config_dir=app.CONF_DIR, version_base="1.3"):
         cfg = compose("config", overrides=["dataset=beir", "dataset.path=/data/beir/sci fact"])

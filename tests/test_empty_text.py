@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 from conftest import jsonl, write_tree
 
-from ragexp.abstain import DenseSignal, LexicalSignal
-from ragexp.cache import EmbeddingCache
-from ragexp.chunking import MarkdownChunker, WholeDocumentChunker
-from ragexp.datasets import BeirDataset
-from ragexp.embedders import HashEmbedder
-from ragexp.index import FlatIPIndex
-from ragexp.pipeline import run_experiment
-from ragexp.rerankers import LexicalReranker, NoReranker
-from ragexp.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
+from ragexp.stages.abstain import DenseSignal, LexicalSignal
+from ragexp.index.cache import EmbeddingCache
+from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
+from ragexp.data.datasets import BeirDataset
+from ragexp.index.embedders import HashEmbedder
+from ragexp.index.flat import FlatIPIndex
+from ragexp.run.pipeline import run_experiment
+from ragexp.stages.rerankers import LexicalReranker, NoReranker
+from ragexp.stages.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
 
 CORPUS = [
     {"_id": "empty", "title": "", "text": ""},

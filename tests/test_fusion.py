@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from ragexp.embedders import HashEmbedder
-from ragexp.fusion import rrf
+from ragexp.index.embedders import HashEmbedder
+from ragexp.stages.fusion import rrf
 from ragexp.records import Chunk, ordered
-from ragexp.resources import Resources
-from ragexp.retrievers import HybridRetriever
+from ragexp.index.resources import Resources
+from ragexp.stages.retrievers import HybridRetriever
 
 R1 = {"q": {"a": 3.0, "b": 2.0, "c": 1.0}}   # a, b, c
 R2 = {"q": {"b": 5.0, "d": 4.0, "a": 0.5}}   # b, d, a
@@ -58,7 +58,7 @@ def test_negative_k_raises():
 
 @pytest.fixture()
 def resources(tmp_path):
-    from ragexp.cache import EmbeddingCache
+    from ragexp.index.cache import EmbeddingCache
 
     chunks = [Chunk(f"c{i}", "d", text) for i, text in
               enumerate(["alpha beta", "beta gamma", "gamma delta", "delta alpha"])]

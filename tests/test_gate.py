@@ -9,10 +9,14 @@ import os
 import pytest
 from hydra import compose, initialize_config_dir
 
-from ragexp import cli, gate, schema, stats, tracking
-from ragexp.app import CONF_DIR, run_logged
-from ragexp.promote import PromotionRefused, promote
-from ragexp.stats import Paired
+from ragexp.cli import main as cli
+from ragexp.decide import gate
+from ragexp.evaluation import stats
+from ragexp.run import schema
+from ragexp.tracking import store as tracking
+from ragexp.run.app import CONF_DIR, run_logged
+from ragexp.serving.promote import PromotionRefused, promote
+from ragexp.evaluation.stats import Paired
 
 schema.register()
 BASE = ["retriever=bm25", "reranker=none", "embedder=hash"]
@@ -144,7 +148,7 @@ def test_gate_refuses_runs_on_different_questions(runs, tmp_path):
 def test_tests_need_the_same_questions_scored_in_both_runs():
     import pandas as pd
 
-    from ragexp import significance
+    from ragexp.evaluation import significance
 
     a = pd.DataFrame({"id": ["q1", "q2", "q3"], "kind": ["factual"] * 3,
                       "ndcg_at_10": [0.5, 1.0, None]})

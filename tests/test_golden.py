@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 from conftest import CORPUS, GOLDEN, ROOT, jsonl, write_tree
 
-from ragexp.golden import GoldenError, check_golden, find_quote, load_corpus, load_golden, main
+from ragexp.data.golden import GoldenError, check_golden, find_quote, load_corpus, load_golden, main
 
 MINIMUM = {"identifier": 15, "semantic": 20, "procedural": 15, "factual": 25, "unanswerable": 15}
 
@@ -24,7 +24,7 @@ def _ws(text: str) -> str:
 # ---------------------------------------------------------------- the shipped golden set
 
 def test_check_cli_passes_on_shipped_data_and_prints_counts():
-    proc = subprocess.run([sys.executable, "-m", "ragexp.golden", "check"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "ragexp.data.golden", "check"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     printed = dict(re.findall(r"^\| (\w+) \| (\d+) \|$", proc.stdout, flags=re.M))
@@ -313,8 +313,8 @@ def test_hash_lines_in_code_fences_are_not_sections(tmp_path):
 def test_section_labels_survive_rechunking(tmp_path, max_words, overlap):
     """A chunk is relevant to a section label exactly when it lies inside that section, at any
     chunk size; with whole-document chunks the document holding the section is relevant."""
-    from ragexp.chunking import MarkdownChunker, WholeDocumentChunker
-    from ragexp.relevance import span_qrels
+    from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
+    from ragexp.data.relevance import span_qrels
 
     long_docker = SECTIONED.replace("Run the image with the data volume mounted.",
                                     " ".join(f"Step {i} runs the image." for i in range(30)))

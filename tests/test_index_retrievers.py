@@ -6,13 +6,13 @@ import faiss
 import numpy as np
 import pytest
 
-from ragexp.cache import EmbeddingCache
-from ragexp.embedders import HashEmbedder
-from ragexp.index import FlatIPIndex
+from ragexp.index.cache import EmbeddingCache
+from ragexp.index.embedders import HashEmbedder
+from ragexp.index.flat import FlatIPIndex
 from ragexp.records import Chunk, ordered
-from ragexp.rerankers import CrossEncoderReranker, LexicalReranker, NoReranker, shortest_window
-from ragexp.resources import Resources
-from ragexp.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
+from ragexp.stages.rerankers import CrossEncoderReranker, LexicalReranker, NoReranker, shortest_window
+from ragexp.index.resources import Resources
+from ragexp.stages.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
 
 
 def _unit(rng, n, d):

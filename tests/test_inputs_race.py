@@ -16,8 +16,8 @@ import pytest
 from mlflow.entities import Dataset, DatasetInput
 from mlflow.tracking import MlflowClient
 
-from ragexp import tracking
-from ragexp.tracking import TrackedRun
+from ragexp.tracking import store as tracking
+from ragexp.tracking.runs import TrackedRun
 
 
 def _dataset() -> list[DatasetInput]:
@@ -28,7 +28,7 @@ def _dataset() -> list[DatasetInput]:
 CHILD = """
 import sys, time
 from mlflow.entities import Dataset, DatasetInput
-from ragexp.tracking import TrackedRun
+from ragexp.tracking.runs import TrackedRun
 run_id, start = sys.argv[1], float(sys.argv[2])
 time.sleep(max(0.0, start - time.time()))  # every process logs at the same instant
 TrackedRun(run_id, outbox=None).log_inputs([DatasetInput(Dataset(

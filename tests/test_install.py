@@ -52,7 +52,7 @@ def env_for(tmp: Path) -> dict:
 
 def test_installed_ragexp_is_the_wheel_not_the_checkout(venv):
     tmp, py = venv
-    out = sh([str(py), "-c", "import ragexp, ragexp.app as a; print(ragexp.__file__); "
+    out = sh([str(py), "-c", "import ragexp, ragexp.run.app as a; print(ragexp.__file__); "
                              "print(a.CONF_DIR)"], cwd=tmp, env=env_for(tmp)).stdout.split()
     assert all(str(tmp / "venv") in line for line in out), out
     assert (Path(out[1]) / "config.yaml").is_file()
@@ -60,7 +60,7 @@ def test_installed_ragexp_is_the_wheel_not_the_checkout(venv):
 
 def test_the_serving_page_ships_in_the_wheel(venv):
     tmp, py = venv
-    out = sh([str(py), "-c", "import ragexp.page as p; print(p.__file__); print(len(p.html())); "
+    out = sh([str(py), "-c", "import ragexp.serving.page as p; print(p.__file__); print(len(p.html())); "
                              "print(p.content_security_policy())"], cwd=tmp, env=env_for(tmp))
     where, size, csp = out.stdout.splitlines()
     assert str(tmp / "venv") in where and int(size) > 1000 and "'sha256-" in csp

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ragexp import lifecycle, outbox, tracking
+from ragexp.index import stagestore
+from ragexp.tracking import lifecycle, outbox, runs, store as tracking
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def store(tmp_path, monkeypatch):
 
 
 def open_run(exp, out, **kw):
-    return tracking.tracked_run(exp, run_name="t", tags={"ragexp.config_hash": "h"},
+    return runs.tracked_run(exp, run_name="t", tags={"ragexp.config_hash": "h"},
                                 params={"k": 10}, output_dir=str(out), overrides="k=10", **kw)
 
 
@@ -195,13 +196,14 @@ def test_code_identity_is_part_of_the_run_identity(tmp_path):
     assert tracking.config_hash({**resolved, "force": True}, data) == tracking.config_hash(
         resolved, data)
     pkg = tmp_path / "ragexp"
-    shutil.copytree(Path(tracking.__file__).parent, pkg,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    before = tracking.source_hash(pkg)
-    assert before == tracking.source_hash(Path(tracking.__file__).parent)
-    (pkg / "metrics.py").write_text((pkg / "metrics.py").read_text() + "\n# edited\n")
-    assert tracking.source_hash(pkg) != before
-    assert tracking.code_identity().endswith(f"+src.{tracking.source_hash(Path(tracking.__file__).parent)}")
+    shutil.copytree(stagestore.PACKAGE, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    before = stagestore.source_hash(pkg)
+    assert before == stagestore.source_hash(stagestore.PACKAGE)
+    # an edit in a subpackage changes the identity as one at the top would
+    metrics = pkg / "evaluation" / "metrics.py"
+    metrics.write_text(metrics.read_text() + "\n# edited\n")
+    assert stagestore.source_hash(pkg) != before
+    assert tracking.code_identity().endswith(f"+src.{before[:12]}")
 
 
 def test_store_lock_is_beside_a_sqlite_store(tmp_path):
@@ -222,8 +224,8 @@ def test_http_retries_are_bounded_unless_the_user_set_them(store, monkeypatch):
 def test_a_change_to_ragexp_reruns_a_finished_config(store, monkeypatch):
     from hydra import compose, initialize_config_dir
 
-    from ragexp import schema
-    from ragexp.app import CONF_DIR, run_logged
+    from ragexp.run import schema
+    from ragexp.run.app import CONF_DIR, run_logged
 
     schema.register()
     c, exp, tmp = store

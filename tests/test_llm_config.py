@@ -7,11 +7,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 from test_config import cfg_with
 
-from ragexp import app
-from ragexp.extractive import ExtractiveAnswerer
-from ragexp.judge import LLMJudge, NoJudge
-from ragexp.llm import LLMError
-from ragexp.llm_answer import LLMAnswerer
+from ragexp.run import app
+from ragexp.answer.extractive import ExtractiveAnswerer
+from ragexp.answer.judge import LLMJudge, NoJudge
+from ragexp.answer.llm import LLMError
+from ragexp.answer.llm_answer import LLMAnswerer
 from hydra.utils import instantiate
 
 KEY = "RAGEXP_TEST_CFG_KEY"
@@ -51,8 +51,8 @@ def test_missing_key_fails_the_run_before_any_work(override, tmp_path, monkeypat
     def no_work(*args, **kwargs):
         raise AssertionError("the corpus was loaded or chunked before the key was checked")
 
-    monkeypatch.setattr("ragexp.datasets.MarkdownDataset.__post_init__", no_work)
-    monkeypatch.setattr("ragexp.chunking.MarkdownChunker.chunk", no_work)
+    monkeypatch.setattr("ragexp.data.datasets.MarkdownDataset.__post_init__", no_work)
+    monkeypatch.setattr("ragexp.stages.chunking.MarkdownChunker.chunk", no_work)
     cfg = cfg_with(override, f"llm.api_key_env={KEY}", "embedder=hash",
                    f"cache_dir={tmp_path / 'cache'}")
     with pytest.raises(Exception) as info:
@@ -70,7 +70,7 @@ def test_missing_key_fails_the_run_before_any_work(override, tmp_path, monkeypat
 def test_llm_block_counts_in_run_identity_only_through_the_stages_that_use_it(monkeypatch):
     from omegaconf import OmegaConf
 
-    from ragexp.tracking import config_hash
+    from ragexp.tracking.store import config_hash
 
     def chash(*overrides):
         cfg = cfg_with(*overrides)

@@ -15,8 +15,8 @@ from mlflow.tracking import MlflowClient
 from sklearn.metrics import cohen_kappa_score
 from cli_runs import run_ragexp
 
-from ragexp import examples
-from ragexp.agreement import load_labels
+from ragexp.data import shipped
+from ragexp.answer.agreement import load_labels
 
 pytestmark = pytest.mark.slow
 KEY = "RAGEXP_TEST_SWEEP_KEY"
@@ -93,7 +93,7 @@ def test_invented_and_missing_citations_are_refused(sweep):
     table = tables["llm"].set_index("id")
     by_text = {e["question"]: e["mode"] for e in fake.calls("answer", 200)}
     from conftest import GOLDEN
-    from ragexp.golden import load_corpus, load_golden
+    from ragexp.data.golden import load_corpus, load_golden
     from conftest import CORPUS
 
     golden = {q.qid: q.text for q in load_golden(GOLDEN, load_corpus(CORPUS))}
@@ -120,7 +120,7 @@ def test_judge_columns_and_rates_agree_and_kappa_matches_sklearn(sweep):
             m["metrics.judge.correctness"])
         assert not table.loc[~table["answered"].astype(bool), "judge_grounded"].notna().any()
     labels = {lab.item.question + lab.item.answer: lab for lab in load_labels(
-        examples.path("handbook/golden/judge/labels.jsonl"))}
+        shipped.path("handbook/golden/judge/labels.jsonl"))}
     sent = {}
     for e in fake.calls("judge", 200):
         key = e["question"] + re.search(r"\nAnswer: (.*)", e["prompt"]).group(1)

@@ -8,8 +8,8 @@ import ir_measures
 import pytest
 from ir_measures import Qrel, ScoredDoc
 
-from ragexp import measures
-from ragexp.measures import DEFAULT, FAMILIES, check_depth, from_key, of_run, parse, parse_all
+from ragexp.evaluation import measures
+from ragexp.evaluation.measures import DEFAULT, FAMILIES, check_depth, from_key, of_run, parse, parse_all
 
 
 def test_default_is_todays_set_plus_r_at_100():
@@ -110,7 +110,7 @@ def _trec(ms, qrels, ranking):
 
 def test_short_rankings_match_trec_eval():
     # Lists shorter than the cutoff: P@k still divides by k, AP@k and R@k by the relevant count.
-    from ragexp.metrics import per_query
+    from ragexp.evaluation.metrics import per_query
 
     ranking = {"q1": {"a": 3.0, "b": 2.0, "c": 1.0}, "q2": {"x": 1.0}}
     qrels = {"q1": {"a": 1, "c": 2, "z": 1}, "q2": {"x": 0, "y": 0}}
@@ -137,7 +137,7 @@ def test_the_entry_point_refuses_before_any_run_is_created(overrides, says, tmp_
                                                            monkeypatch):
     from hydra import compose, initialize_config_dir
 
-    from ragexp.app import CONF_DIR, run_logged
+    from ragexp.run.app import CONF_DIR, run_logged
 
     db = tmp_path / "mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")

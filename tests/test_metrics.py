@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from ir_measures import RR, Qrel, ScoredDoc
 
-from ragexp.measures import DEFAULT, parse_all
-from ragexp.metrics import aggregate, first_relevant_rank, per_query
+from ragexp.evaluation.measures import DEFAULT, parse_all
+from ragexp.evaluation.metrics import aggregate, first_relevant_rank, per_query
 from ragexp.records import Query, ordered
 
 # Every family at several cutoffs, each compared with trec_eval (RR@k is handled apart: below).

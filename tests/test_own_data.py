@@ -46,7 +46,7 @@ QUESTIONS = [
 ]
 USER_STAGE = '''
 """A user's own retriever: ranks chunks by how many query words their heading holds."""
-from ragexp.text import tokenize
+from ragexp.text.analysis import tokenize
 
 
 class HeadingRetriever:

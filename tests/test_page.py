@@ -18,11 +18,13 @@ from fastapi.testclient import TestClient
 from hydra import compose, initialize_config_dir
 from loopback import serving
 
-from ragexp import browser, examples, schema
-from ragexp.answer import REFUSAL, claim_of, cited_numbers
-from ragexp.api import create_app, finite_or_null
-from ragexp.app import CONF_DIR
-from ragexp.serving import Engine
+from ragexp.data import shipped
+from ragexp.run import schema
+from tools import browser
+from ragexp.answer.base import REFUSAL, claim_of, cited_numbers
+from ragexp.serving.api import create_app, finite_or_null
+from ragexp.run.app import CONF_DIR
+from ragexp.serving.engine import Engine
 
 schema.register()
 KEY = "page-test-key-0123456789"
@@ -44,13 +46,13 @@ Every quokka gets its carrot allowance <img src=y onerror="document.title='pwned
 def engine(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("page")
     corpus = tmp / "corpus"
-    shutil.copytree(examples.path("handbook/corpus"), corpus)
+    shutil.copytree(shipped.path("handbook/corpus"), corpus)
     (corpus / "quokka.md").write_text(EVIL_DOC, encoding="utf-8")
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("config", overrides=[
             "embedder=hash", "embedder.dim=64", "retriever=bm25", "reranker=none",
             "dataset=markdown", f"dataset.corpus_dir={corpus}",
-            f"dataset.questions={examples.path('handbook/golden')}", "dataset.name=handbook",
+            f"dataset.questions={shipped.path('handbook/golden')}", "dataset.name=handbook",
             f"cache_dir={tmp / 'cache'}", "progress=false"])
     return Engine(cfg, THRESHOLD, "page-test-run")
 
@@ -288,7 +290,7 @@ def test_api_key_is_asked_for_kept_in_the_tab_and_sent(engine, chrome):
 @pytest.fixture
 def traced_url(engine, tmp_path, monkeypatch):
     """The engine served with tracing on, into a store of its own (as ``ragexp serve`` does)."""
-    from ragexp import tracing
+    from ragexp.serving import tracing
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.setattr(engine, "tracer", tracing.for_engine(engine, True, "ragexp-page-test"))
@@ -303,7 +305,7 @@ def test_wrong_button_records_feedback_on_the_shown_answers_trace(traced_url, ch
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from ragexp.tracing import FEEDBACK_NAME, WRONG_TAG
+    from ragexp.serving.tracing import FEEDBACK_NAME, WRONG_TAG
 
     other = api_answer(traced_url, ANSWERED)["trace_id"]  # a trace the page does not show
     chrome.get(traced_url + "/")

@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 from conftest import CORPUS, GOLDEN
 
-from ragexp.abstain import DenseSignal, LexicalSignal
-from ragexp.cache import EmbeddingCache
-from ragexp.chunking import MarkdownChunker
-from ragexp.datasets import MarkdownDataset
-from ragexp.embedders import HashEmbedder
-from ragexp.measures import DEFAULT
-from ragexp.pipeline import run_experiment
+from ragexp.stages.abstain import DenseSignal, LexicalSignal
+from ragexp.index.cache import EmbeddingCache
+from ragexp.stages.chunking import MarkdownChunker
+from ragexp.data.datasets import MarkdownDataset
+from ragexp.index.embedders import HashEmbedder
+from ragexp.evaluation.measures import DEFAULT
+from ragexp.run.pipeline import run_experiment
 from ragexp.records import ordered
-from ragexp.relevance import span_qrels
-from ragexp.rerankers import LexicalReranker, NoReranker
-from ragexp.retrievers import BM25Retriever, HybridRetriever
+from ragexp.data.relevance import span_qrels
+from ragexp.stages.rerankers import LexicalReranker, NoReranker
+from ragexp.stages.retrievers import BM25Retriever, HybridRetriever
 
 ANSWERABLE = ("identifier", "semantic", "procedural", "factual")
 MEASURE_KEYS = [m.key for m in DEFAULT]
@@ -161,7 +161,7 @@ def test_cache_counts_and_a_warm_rerun(hybrid_run, dataset, cache_dir, golden):
 def test_answer_settings_trade_answers_for_refusals(dataset, cache_dir, bm25_run):
     """A stricter answer.min_overlap can only refuse more: the answer rate falls (or holds)
     and refusals of unanswerable questions rise (or hold); the default run sits between."""
-    from ragexp.extractive import ExtractiveAnswerer as Answerer
+    from ragexp.answer.extractive import ExtractiveAnswerer as Answerer
 
     def run(min_overlap):
         return run_experiment(dataset, MarkdownChunker(), lambda: HashEmbedder(), BM25Retriever,

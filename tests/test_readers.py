@@ -15,8 +15,8 @@ from conftest import ROOT, jsonl, write_tree
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragexp.golden import GoldenError, check_golden, load_corpus, load_golden, main
-from ragexp.readers import InputError, decode, parse_json, read_text, shown
+from ragexp.data.golden import GoldenError, check_golden, load_corpus, load_golden, main
+from ragexp.data.readers import InputError, decode, parse_json, read_text, shown
 
 FAST = settings(max_examples=40, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -165,7 +165,7 @@ def test_golden_check_on_a_latin1_or_binary_file_prints_one_line_no_traceback(tm
     for name, data in (("latin.md", "# Caf\xe9\n".encode("latin-1")),
                        ("image.md", bytes(range(256)) * 8)):
         (corpus / name).write_bytes(data)
-        proc = subprocess.run([sys.executable, "-m", "ragexp.golden", "check", "--corpus",
+        proc = subprocess.run([sys.executable, "-m", "ragexp.data.golden", "check", "--corpus",
                                str(corpus), "--golden", str(tmp_path / "golden")], cwd=ROOT,
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2

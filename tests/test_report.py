@@ -11,9 +11,12 @@ import subprocess
 import pytest
 from hydra import compose, initialize_config_dir
 
-from ragexp import report, schema, tracking, walkthrough
-from ragexp.app import CONF_DIR, run_logged
-from ragexp.promote import promote
+from ragexp.cli import tables as report
+from ragexp.run import schema
+from ragexp.tracking import store as tracking
+from tools import walkthrough
+from ragexp.run.app import CONF_DIR, run_logged
+from ragexp.serving.promote import promote
 
 schema.register()
 
@@ -63,7 +66,7 @@ def test_rows_show_only_runs_with_the_ablations_exact_config(store):
 
 
 def test_readme_block_replacement(tmp_path):
-    from ragexp.readme import MissingMarkers, replace_block
+    from tools.readme import MissingMarkers, replace_block
 
     readme = tmp_path / "README.md"
     readme.write_text("before\n<!-- results:start -->\nSTALE-BLOCK\n<!-- results:end -->\nafter\n")
@@ -77,14 +80,14 @@ def test_readme_block_replacement(tmp_path):
     assert plain.read_text() == "no markers\n"
 
 
-@pytest.mark.parametrize("main", ["ragexp.bench:main", "ragexp.bench_scale:main",
-                                  "ragexp.owndocs:main", "ragexp.walkthrough:main"])
+@pytest.mark.parametrize("main", ["tools.bench:main", "tools.bench_scale:main",
+                                  "tools.owndocs:main", "tools.walkthrough:main"])
 def test_readme_commands_refuse_a_readme_without_their_block_before_measuring(tmp_path, capsys,
                                                                               main):
     """Each ``--readme`` command exits 2 naming the file and markers, and measures nothing."""
     import importlib
 
-    from ragexp.readme import has_block
+    from tools.readme import has_block
 
     plain = tmp_path / "plain.md"
     plain.write_text("no markers\n")
@@ -134,7 +137,7 @@ def test_walkthrough_commands_are_what_ran_and_reproduce_their_status(store, tmp
     assert "-d " in post and "Content-Type: application/json" in post
     assert '"refused"' in steps[1][1] and true_bm25["run_id"] in steps[1][1]
     # Replay every recorded curl line, literally, against a server on another port.
-    from ragexp.background import background_server
+    from tools.background import background_server
 
     with background_server(lambda port: ["ragexp", "serve", "--port", str(port)],
                            env={"PATH": walkthrough.BIN + ":" + __import__("os").environ[
@@ -153,7 +156,7 @@ def test_walkthrough_commands_are_what_ran_and_reproduce_their_status(store, tmp
 def test_differing_params_come_out_in_one_order_whatever_order_mlflow_gives():
     import pandas as pd
 
-    from ragexp.compare import differing_params
+    from ragexp.decide.compare import differing_params
 
     cols = {"params.retriever.name": ["dense", "hybrid"], "params.reranker.top_n": ["20", "0"],
             "params.k": ["100", "100"], "params.force": ["False", "True"],

@@ -18,8 +18,11 @@ import pytest
 from statsmodels.stats.multitest import multipletests
 
 from cli_runs import run_ragexp
-from ragexp import compare, question_failures, readers, report_facts, report_html
-from ragexp.stats import ALL
+from ragexp.data import readers
+from ragexp.decide import compare
+from ragexp.evaluation import question_failures
+from ragexp.report import facts as report_facts, html as report_html
+from ragexp.evaluation.stats import ALL
 
 HASH = ["embedder=hash", "embedder.dim=256"]
 
@@ -199,7 +202,9 @@ def test_wins_by_kind_against_independent_computation():
 
 @pytest.fixture(scope="module")
 def sweeps(tmp_path_factory):
-    from ragexp import cli, sweep_data, tracking
+    from ragexp.cli import main as cli
+    from ragexp.report import sweep_data
+    from ragexp.tracking import store as tracking
 
     tmp = tmp_path_factory.mktemp("report-html")
     mp = pytest.MonkeyPatch()
@@ -338,7 +343,7 @@ def test_failed_questions_on_the_page_agree_with_the_per_question_tables(sweeps)
 @pytest.mark.slow
 def test_report_command_writes_html_and_chart_and_markdown_still_works(sweeps, tmp_path,
                                                                        capsys):
-    from ragexp import cli
+    from ragexp.cli import main as cli
 
     _, sweep1, _, _, _, _ = sweeps
     out, png = tmp_path / "r.html", tmp_path / "wins.png"

@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from cli_runs import run_ragexp
 
-from ragexp.measures import DEFAULT
+from ragexp.evaluation.measures import DEFAULT
 
 pytestmark = pytest.mark.slow
 
@@ -106,7 +106,7 @@ def test_rerun_skips_finished_configs_unless_forced(sweep, tmp_path):
     assert len(df) == before + 1  # only the new parent, linked to the two runs it reused
     new_parent = df[df["tags.ragexp.role"] == "sweep"].sort_values("start_time")["run_id"].iloc[-1]
     assert df[df["run_id"] == new_parent]["tags.ragexp.jobs"].iloc[0] == '{"skipped": 2}'
-    from ragexp import compare
+    from ragexp.decide import compare
 
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp / 'mlflow.db'}"
     try:

@@ -15,8 +15,9 @@ from statsmodels.stats.multitest import multipletests
 
 from cli_runs import run_ragexp
 
-from ragexp import selection, stats
-from ragexp.stats import Paired
+from ragexp.decide import selection
+from ragexp.evaluation import stats
+from ragexp.evaluation.stats import Paired
 
 HASH = ["embedder=hash", "embedder.dim=256"]
 
@@ -56,7 +57,7 @@ def sweep(tmp_path_factory):
 
 @pytest.mark.slow
 def test_children_log_their_comparison_with_the_sweep_baseline(sweep):
-    from ragexp import compare
+    from ragexp.decide import compare
 
     tmp, _ = sweep
     df = runs(tmp)
@@ -113,7 +114,8 @@ def test_parent_records_the_best_run_and_those_tied_with_it(sweep):
 
 @pytest.mark.slow
 def test_confirm_evaluates_both_on_test_and_logs_the_held_out_difference(sweep, capsys):
-    from ragexp import cli, compare
+    from ragexp.cli import main as cli
+    from ragexp.decide import compare
 
     tmp, _ = sweep
     df = runs(tmp)
@@ -145,7 +147,7 @@ def test_confirm_evaluates_both_on_test_and_logs_the_held_out_difference(sweep, 
 
 @pytest.mark.slow
 def test_report_shows_adjusted_p_tied_set_and_winner_on_dev_and_test(sweep):
-    from ragexp import report
+    from ragexp.cli import tables as report
 
     text = report.build("ragexp-handbook", run_confirm=True, overrides=tuple(HASH))
     assert "p_adj(nDCG@10)" in text and "Holm-adjusted" in text

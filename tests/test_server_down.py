@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ragexp.background import free_port
+from tools.background import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -94,7 +94,7 @@ def test_server_stopped_mid_sweep_loses_nothing(tmp_path):
         server = start_server(tmp_path, port)  # back, same store, same address
         c = MlflowClient(uri)
         assert c.get_run(record["run_id"]).info.status == "RUNNING"
-        synced = subprocess.run([sys.executable, "-m", "ragexp.cli", "runs", "sync", str(sweep)],
+        synced = subprocess.run([sys.executable, "-m", "ragexp.cli.main", "runs", "sync", str(sweep)],
                                 cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert synced.returncode == 0, synced.stderr
         assert f"as run {record['run_id']} (FINISHED)" in synced.stdout

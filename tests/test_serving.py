@@ -11,12 +11,14 @@ import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 
-from ragexp import compare, schema, tracking
-from ragexp.answer import REFUSAL, Source, check_citations
-from ragexp.app import CONF_DIR, run_logged
-from ragexp.background import free_port
-from ragexp.promote import PromotionRefused, promote
-from ragexp.serving import Engine, ServingError, champion_run_id
+from ragexp.decide import compare
+from ragexp.run import schema
+from ragexp.tracking import store as tracking
+from ragexp.answer.base import REFUSAL, Source, check_citations
+from ragexp.run.app import CONF_DIR, run_logged
+from tools.background import free_port
+from ragexp.serving.promote import PromotionRefused, promote
+from ragexp.serving.engine import Engine, ServingError, champion_run_id
 
 schema.register()
 HASH = ["embedder=hash", "embedder.dim=256"]
@@ -123,7 +125,7 @@ def test_promote_moves_champion_and_keeps_versions_and_gate(store):
     assert champion_run_id() == ids[best] and int(v2) == int(v1) + 1
     assert f"was version {v1}" in msg
     assert c.get_model_version(compare_name(), v1).run_id == ids[worst]  # kept
-    from ragexp.gate import Rule
+    from ragexp.decide.gate import Rule
 
     with pytest.raises(PromotionRefused, match="gate refused"):
         promote(ids[worst], rule=Rule())
@@ -131,7 +133,7 @@ def test_promote_moves_champion_and_keeps_versions_and_gate(store):
 
 
 def compare_name():
-    from ragexp.serving import MODEL_NAME
+    from ragexp.serving.engine import MODEL_NAME
 
     return MODEL_NAME
 
@@ -162,7 +164,7 @@ def test_engine_search_answer_and_refusal(engine):
 
 
 def test_citations_that_do_not_check_out_are_dropped(chunks):
-    from ragexp.bm25 import BM25Index
+    from ragexp.index.bm25 import BM25Index
 
     a, b = chunks[0], chunks[1]
     sentence = " ".join(a.text.split("\n")[1].split()[:8])
@@ -185,7 +187,7 @@ def test_champion_missing_is_a_clear_error(tmp_path, monkeypatch):
 def test_http_api_through_real_uvicorn(engine):
     import uvicorn
 
-    from ragexp.api import create_app
+    from ragexp.serving.api import create_app
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(engine), host="127.0.0.1", port=port,
@@ -237,7 +239,7 @@ def test_http_api_through_real_uvicorn(engine):
 
 
 def test_cli_compare_promote_search_ask(store, capsys):
-    from ragexp import cli
+    from ragexp.cli import main as cli
 
     _, ids = store
     assert cli.main(["compare", "--baseline", ids["bm25"]]) == 0

@@ -14,17 +14,20 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from workspaces import RELATIVE, handbook_copy
 
-from ragexp import cli, examples, schema, tracking
-from ragexp.api import create_app
-from ragexp.app import CONF_DIR, run_logged
-from ragexp.cache import CacheWriteError, EmbeddingCache
-from ragexp.embedders import HashEmbedder
-from ragexp.resources import Resources
-from ragexp.serving import Engine, ServingError
-from ragexp.stagestore import forget_memory
+from ragexp.cli import main as cli
+from ragexp.data import shipped
+from ragexp.run import schema
+from ragexp.tracking import store as tracking
+from ragexp.serving.api import create_app
+from ragexp.run.app import CONF_DIR, run_logged
+from ragexp.index.cache import CacheWriteError, EmbeddingCache
+from ragexp.index.embedders import HashEmbedder
+from ragexp.index.resources import Resources
+from ragexp.serving.engine import Engine, ServingError
+from ragexp.index.stagestore import forget_memory
 
 schema.register()
-CORPUS, GOLDEN = Path(examples.path("handbook/corpus")), Path(examples.path("handbook/golden"))
+CORPUS, GOLDEN = Path(shipped.path("handbook/corpus")), Path(shipped.path("handbook/golden"))
 BASE = ["embedder=hash", "embedder.dim=64", "retriever=dense", "reranker=none", "progress=false"]
 
 
@@ -81,7 +84,7 @@ def test_changed_corpus_is_refused_naming_both_hashes(store):
     extra = work / "data" / "corpus" / "zz-added.md"
     extra.write_text("# Added later\n\nA document the run never saw.\n")
     try:
-        from ragexp.datasets import MarkdownDataset
+        from ragexp.data.datasets import MarkdownDataset
 
         now = MarkdownDataset(str(work / "data" / "corpus"),
                               str(work / "data" / "golden")).fingerprint()["corpus_hash"]
@@ -133,8 +136,8 @@ def test_cli_takes_prefixes_and_explains_a_failed_baseline(store, capsys):
 def test_gate_confirm_and_compare_take_prefixes_everywhere(store, capsys, monkeypatch):
     """Every command that takes a run id takes a unique prefix (gate and confirm once took only
     full ids: gate said the run did not exist, confirm crashed inside MLflow)."""
-    import ragexp.confirm
-    from ragexp import compare
+    import ragexp.run.confirm
+    from ragexp.decide import compare
 
     tmp, work, ids = store
     run = ids["dense"]
@@ -145,9 +148,9 @@ def test_gate_confirm_and_compare_take_prefixes_everywhere(store, capsys, monkey
 
     def fake_confirm(run_id, baseline, *rest):
         seen.append((run_id, baseline))
-        raise ragexp.confirm.ConfirmError("stop here")
+        raise ragexp.run.confirm.ConfirmError("stop here")
 
-    monkeypatch.setattr(ragexp.confirm, "confirm", fake_confirm)
+    monkeypatch.setattr(ragexp.run.confirm, "confirm", fake_confirm)
     assert cli.main(["confirm", run[:8], "--baseline", run[:10]]) == 2
     assert seen == [(run, run)]
     # compare --parent lists the parent's experiment, not the default one
@@ -182,7 +185,7 @@ def test_unwritable_cache_degrades_in_serving_and_names_the_path_in_runs(store, 
     warnings = [r for r in caplog.records if "cannot be written" in r.getMessage()]
     # one warning per store that cannot be written (embeddings, stages), each naming its path,
     # not one per request
-    assert sorted(r.name for r in warnings) == ["ragexp.cache", "ragexp.stagestore"]
+    assert sorted(r.name for r in warnings) == ["ragexp.index.cache", "ragexp.index.stagestore"]
     assert all(str(blocker) in r.getMessage() for r in warnings)
     # as a new process would: no stages or rankings kept from the module's earlier runs
     # (with them, this run would have nothing to embed, so nothing to write)
@@ -195,7 +198,7 @@ def test_full_disk_is_a_named_error_for_runs_and_one_warning_for_serving(tmp_pat
                                                                          caplog):
     import errno
 
-    from ragexp.packstore import PackedStore
+    from ragexp.index.packstore import PackedStore
 
     def full(self, keys, vectors):  # the packed store's only write: appending rows
         raise OSError(errno.ENOSPC, "No space left on device", str(self.folder))
@@ -268,7 +271,7 @@ def test_a_config_older_than_a_setting_serving_reads_is_refused_naming_it(droppe
 def test_serving_loads_the_runs_stages_instead_of_rebuilding_them(store):
     """The engine reads chunks, tokens, BM25 and vectors the run stored under cache_dir/stages
     (a new process would find them on disk), and serves exactly what building them serves."""
-    from ragexp.stagestore import forget_memory
+    from ragexp.index.stagestore import forget_memory
 
     tmp, work, ids = store
     forget_memory()  # as a new ``ragexp serve`` process: nothing in memory

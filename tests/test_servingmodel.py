@@ -21,13 +21,15 @@ from hydra import compose, initialize_config_dir
 from workspaces import RELATIVE, handbook_copy
 from omegaconf import OmegaConf
 
-from ragexp import cli, schema, tracking
-from ragexp.app import CONF_DIR, run_logged
-from ragexp.background import background_server, free_port
-from ragexp.datasets import MarkdownDataset
-from ragexp.promote import promote
-from ragexp.serving import BadQuestion, Engine, ServingError, champion_run_id
-from ragexp.servingmodel import OUTPUT_COLUMNS, answer_row, questions_of
+from ragexp.cli import main as cli
+from ragexp.run import schema
+from ragexp.tracking import store as tracking
+from ragexp.run.app import CONF_DIR, run_logged
+from tools.background import background_server, free_port
+from ragexp.data.datasets import MarkdownDataset
+from ragexp.serving.promote import promote
+from ragexp.serving.engine import BadQuestion, Engine, ServingError, champion_run_id
+from ragexp.serving.model import OUTPUT_COLUMNS, answer_row, questions_of
 
 schema.register()
 BASE = ["embedder=hash", "embedder.dim=64", "retriever=bm25", "reranker=none", "progress=false"]
@@ -139,7 +141,7 @@ def test_questions_in_every_shape_and_bad_input_named():
 
 
 def test_refused_row_keeps_shape():
-    from ragexp.answer import REFUSAL, Answer
+    from ragexp.answer.base import REFUSAL, Answer
 
     row = answer_row(Answer("q", REFUSAL, True, float("-inf"), 0.3, reason="low"))
     assert row == {"answer": REFUSAL, "refused": True, "citations": [], "sources": [],
@@ -159,7 +161,7 @@ def test_ragexp_serve_loads_the_champion_model(store, reference, monkeypatch):
     got = http.post("/answer", json={"question": QUESTIONS[0]}).json()
     assert got["text"] == reference.answer(QUESTIONS[0]).text
     assert http.get("/search", params={"q": "ledger disk full", "k": 2}).status_code == 200
-    assert Engine.from_model().run_id == store["run_id"]
+    assert load_engine().run_id == store["run_id"]
 
 
 def test_changed_data_is_refused_naming_both_hashes(store, capsys):
@@ -172,7 +174,7 @@ def test_changed_data_is_refused_naming_both_hashes(store, capsys):
                               str(store["work"] / "data" / "golden")).fingerprint()["corpus_hash"]
         assert now != recorded
         with pytest.raises(ServingError) as err:
-            Engine.from_model()
+            load_engine()
         assert recorded in str(err.value) and now in str(err.value)
         with pytest.raises(ServingError, match=now):
             mlflow.pyfunc.load_model("models:/ragexp-serving@champion")
@@ -191,13 +193,13 @@ def test_versions_registered_from_a_run_folder_ask_for_a_new_promotion(store, ca
     c.set_registered_model_alias("ragexp-serving", "champion", old.version)
     try:
         with pytest.raises(ServingError, match=rf"ragexp promote {run_id}") as err:
-            Engine.from_model()
+            load_engine()
         assert f"version {old.version}" in str(err.value) and "MLmodel" in str(err.value)
         assert cli.main(["ask", "What does BD-2110 mean?"]) == 2
         assert "is not an MLflow model" in capsys.readouterr().err
         version, msg = promote(run_id)  # the same run again: a model this time, not a no-op
         assert int(version) > int(old.version) and "is now 'champion'" in msg
-        assert Engine.from_model().run_id == run_id
+        assert load_engine().run_id == run_id
         assert promote(run_id)[0] == version  # and now it is a no-op
         assert cli.main(["promote", run_id[:8]]) == 0
         out = capsys.readouterr().out
@@ -208,7 +210,7 @@ def test_versions_registered_from_a_run_folder_ask_for_a_new_promotion(store, ca
 
 
 def test_mlflow_serve_command_points_at_ragexps_store(monkeypatch, tmp_path, capsys):
-    from ragexp.servingmodel import mlflow_serve_command
+    from ragexp.serving.model import mlflow_serve_command
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
@@ -227,9 +229,9 @@ def test_mlflow_serve_command_points_at_ragexps_store(monkeypatch, tmp_path, cap
 
 def test_missing_version_is_a_clear_error(store):
     with pytest.raises(ServingError, match="no version 99 of registered model"):
-        Engine.from_model(version="99")
+        load_engine(version="99")
     with pytest.raises(ServingError, match="no 'champion' of registered model 'nothing'"):
-        Engine.from_model("nothing")
+        load_engine("nothing")
 
 
 def _mlflow_serve(port: int) -> list[str]:
@@ -300,7 +302,7 @@ def test_mlflow_models_serve_refuses_changed_data(store):
 
 @pytest.mark.slow
 def test_walkthrough_records_mlflow_models_serve_as_it_ran(store, reference, monkeypatch):
-    from ragexp import walkthrough
+    from tools import walkthrough
 
     for key, value in _serve_env().items():
         monkeypatch.setenv(key, value)

@@ -29,7 +29,7 @@ def start(tmp: Path, *args: str) -> subprocess.Popen:
 
 
 def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ragexp.cli", *args], cwd=ROOT, env=cli_env(tmp),
+    return subprocess.run([sys.executable, "-m", "ragexp.cli.main", *args], cwd=ROOT, env=cli_env(tmp),
                           capture_output=True, text=True, timeout=300)
 
 

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from ragexp import split
+from ragexp.data import split
 from ragexp.records import Query
 
 

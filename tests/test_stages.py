@@ -14,17 +14,17 @@ import pandas as pd
 import pytest
 from conftest import CORPUS, GOLDEN
 
-import ragexp.stagestore as stagestore
-from ragexp.abstain import LexicalSignal
-from ragexp.cache import EmbeddingCache
-from ragexp.chunking import MarkdownChunker
-from ragexp.datasets import MarkdownDataset
-from ragexp.embedders import HashEmbedder
-from ragexp.pipeline import LATENCY_SAMPLE, run_experiment
-from ragexp.rerankers import LexicalReranker, NoReranker
-from ragexp.retrievers import HybridRetriever
-from ragexp.stagestore import StageStore, forget_memory, stage_key
-from ragexp.tokens import TokenMatrix
+import ragexp.index.stagestore as stagestore
+from ragexp.stages.abstain import LexicalSignal
+from ragexp.index.cache import EmbeddingCache
+from ragexp.stages.chunking import MarkdownChunker
+from ragexp.data.datasets import MarkdownDataset
+from ragexp.index.embedders import HashEmbedder
+from ragexp.run.pipeline import LATENCY_SAMPLE, run_experiment
+from ragexp.stages.rerankers import LexicalReranker, NoReranker
+from ragexp.stages.retrievers import HybridRetriever
+from ragexp.index.stagestore import StageStore, forget_memory, stage_key
+from ragexp.text.tokens import TokenMatrix
 
 VOLATILE = ("time.", "stage", "cache.")
 
@@ -131,7 +131,7 @@ def test_changes_rebuild_what_they_determine(dataset, tmp_path):
 def test_latency_first_stage_is_searched_once_and_replayed_with_its_time(dataset, tmp_path):
     """``Resources.searched_alone``: the first job searches (and times) each latency query; a
     later job on the same index gets the same ranking and the first job's measured seconds."""
-    from ragexp.resources import Resources
+    from ragexp.index.resources import Resources
 
     chunks = MarkdownChunker().chunk(dataset.documents())
     calls = []
@@ -232,7 +232,7 @@ def test_unwritable_store_builds_with_one_warning(tmp_path):
 
 def test_token_matrix_reads_back_each_chunks_terms():
     texts = ["Leases expire after 30 s", "", "the broker, the broker!", "BD-2110 ünïcode"]
-    from ragexp.text import tokenize
+    from ragexp.text.analysis import tokenize
     tm = TokenMatrix.build(texts)
     assert len(tm) == 4 and [tm[i] for i in range(4)] == [tokenize(t) for t in texts]
     assert tm[-1] == tokenize(texts[-1]) and tm[1:3] == [tokenize(t) for t in texts[1:3]]
@@ -244,8 +244,8 @@ def test_token_matrix_reads_back_each_chunks_terms():
 @pytest.mark.parametrize("retriever", ["dense", "bm25"])
 def test_first_stage_rankings_are_reused_only_for_the_same_queries_and_depth(
         dataset, tmp_path, retriever):
-    from ragexp.resources import Resources
-    from ragexp.retrievers import BM25Retriever, DenseRetriever
+    from ragexp.index.resources import Resources
+    from ragexp.stages.retrievers import BM25Retriever, DenseRetriever
 
     chunks = MarkdownChunker().chunk(dataset.documents())
     make = {"dense": DenseRetriever, "bm25": BM25Retriever}[retriever]

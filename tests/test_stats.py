@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from ragexp import stats
+from ragexp.evaluation import stats
 
 
 def holm_by_definition(p):

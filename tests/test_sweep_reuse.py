@@ -10,9 +10,11 @@ import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 
-from ragexp import beir, provenance, synth, tracking
-from ragexp.app import CONF_DIR, run_logged
-from ragexp.stagestore import forget_memory
+from ragexp.data import beir
+from ragexp.tracking import provenance, store as tracking
+from tools import synth
+from ragexp.run.app import CONF_DIR, run_logged
+from ragexp.index.stagestore import forget_memory
 
 VOLATILE = ("time.", "stage", "cache.")
 VARIANTS = [["reranker=none", "retriever.rrf_k=20", "abstain.budget=0.1"],

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragexp import bench_scale, synth
-from ragexp.datasets import BeirDataset
-from ragexp.text import tokenize
+from tools import bench_scale, synth
+from ragexp.data.datasets import BeirDataset
+from ragexp.text.analysis import tokenize
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_same_seed_same_bytes_and_bad_sizes_fail(tmp_path, folder):
 def test_per_question_table_is_one_csv_and_one_mlflow_table(tmp_path, monkeypatch):
     import mlflow
 
-    from ragexp import tracking
+    from ragexp.tracking import store as tracking
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
     table = pd.DataFrame({"id": [f"q{i}" for i in range(500)], "kind": ["factual"] * 500,
@@ -120,7 +120,7 @@ def test_bench_code_path_at_a_tiny_size(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("sizes", ["10k", "", "10000,-5", "0"])
 def test_bench_scale_refuses_sizes_that_are_not_passage_counts(sizes, capsys):
-    from ragexp import bench_scale
+    from tools import bench_scale
 
     with pytest.raises(SystemExit) as err:
         bench_scale.main(["--sizes", sizes])

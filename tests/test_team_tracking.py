@@ -20,7 +20,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from ragexp.background import background_server, free_port
+from tools.background import background_server, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -108,8 +108,8 @@ def test_parallel_sweep_against_a_postgresql_backed_server(tmp_path):
 def _check_each_text_cached_once(cache: Path) -> None:
     """The workers shared one embedding cache and none embedded a text another had: the store
     holds one row per distinct passage and question text, no more."""
-    from ragexp.chunking import MarkdownChunker
-    from ragexp.datasets import MarkdownDataset
+    from ragexp.stages.chunking import MarkdownChunker
+    from ragexp.data.datasets import MarkdownDataset
 
     from conftest import CORPUS, GOLDEN
 

@@ -13,12 +13,14 @@ import pytest
 from fastapi.testclient import TestClient
 from hydra import compose, initialize_config_dir
 
-from ragexp import mining, schema, tracing, tracking
-from ragexp.api import create_app
-from ragexp.app import CONF_DIR, run_logged
-from ragexp.mining import Served
-from ragexp.pipeline import rank
-from ragexp.serving import Engine
+from ragexp.run import schema
+from ragexp.serving import mining, tracing
+from ragexp.tracking import store as tracking
+from ragexp.serving.api import create_app
+from ragexp.run.app import CONF_DIR, run_logged
+from ragexp.serving.mining import Served
+from ragexp.run.pipeline import rank
+from ragexp.serving.engine import Engine
 
 schema.register()
 
@@ -58,7 +60,7 @@ def test_answer_trace_has_stage_spans_with_the_engines_own_numbers(served):
     engine.tracer.flush()
     trace, root, spans = spans_of(trace_id)
     assert list(spans) == ["retrieve", "rerank", "abstain", "answer"]
-    assert root.name == "ragexp.answer" and root.inputs == {"question": question}
+    assert root.name == "ragexp.answer.base" and root.inputs == {"question": question}
     assert trace.info.tags["ragexp.run_id"] == run_id
     assert trace.info.trace_metadata["mlflow.sourceRun"] == run_id
     assert root.attributes["ragexp.run_id"] == run_id
@@ -93,7 +95,7 @@ def test_answer_trace_has_stage_spans_with_the_engines_own_numbers(served):
 
 
 def test_search_trace_and_model_version_after_promote(served):
-    from ragexp.promote import promote
+    from ragexp.serving.promote import promote
 
     _, run_id, engine = served
     version, _ = promote(run_id)
@@ -113,7 +115,7 @@ def test_tracing_off_writes_nothing_and_config_and_flag_switch_it(served):
     import mlflow
     from omegaconf import OmegaConf
 
-    from ragexp import cli
+    from ragexp.cli import main as cli
 
     _, _, engine = served
     off = untraced(engine)
@@ -220,10 +222,11 @@ def write(path, records, head="// candidates\n"):
 
 
 def test_accept_validates_like_the_golden_set(tmp_path):
-    from ragexp import examples, traces_cli
-    from ragexp.golden import GoldenError
+    from ragexp.cli import traces as traces_cli
+    from ragexp.data import shipped
+    from ragexp.data.golden import GoldenError
 
-    corpus, golden = examples.path("handbook/corpus"), [examples.path("handbook/golden")]
+    corpus, golden = shipped.path("handbook/corpus"), [shipped.path("handbook/golden")]
     good = {"id": "mined-1", "kind": "factual", "question": "How long are dead letters kept?",
             "answer": "14 days", "mode": "refused_confident/1", "trace_id": "tr-x",
             "evidence": [{"doc": "concepts/retries-and-dead-letters.md",
@@ -329,9 +332,10 @@ def test_mined_cases_once_accepted_catch_the_fault(traffic, fault, tmp_path):
     """`traces mine` on the faulty server's traffic -> candidates with their mode; a person
     corrects them (here: the golden set's own labels for that question) and accepts them; on the
     accepted questions the faulty server does measurably worse than the healthy one."""
-    from ragexp import cli, examples, traces_cli
-    from ragexp.golden import load_corpus, load_golden
-    from ragexp.relevance import span_qrels
+    from ragexp.cli import main as cli, traces as traces_cli
+    from ragexp.data import shipped
+    from ragexp.data.golden import load_corpus, load_golden
+    from ragexp.data.relevance import span_qrels
 
     healthy, faulty = (untraced(traffic[name][0]) for name in ("healthy", fault))
     out = tmp_path / "candidates.jsonl"
@@ -341,19 +345,19 @@ def test_mined_cases_once_accepted_catch_the_fault(traffic, fault, tmp_path):
     assert records and all(r["mode"].startswith(r["reason"] + "/") for r in records)
     assert FAULTS[fault] in {r["reason"] for r in records}
     assert len({r["id"] for r in records}) == len(records)
-    shipped = {}  # question text -> its shipped golden record (the person's knowledge)
-    for path in sorted(Path(examples.path("handbook/golden")).glob("*.jsonl")):
+    labelled = {}  # question text -> its labelled golden record (the person's knowledge)
+    for path in sorted(Path(shipped.path("handbook/golden")).glob("*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip() and not line.startswith("//"):
                 rec = json.loads(line)
-                shipped[rec["question"]] = rec
-    corrected = [{**r, "kind": shipped[r["question"]]["kind"],
-                  "answer": shipped[r["question"]].get("answer", ""),
-                  "evidence": shipped[r["question"]].get("evidence", [])} for r in records]
+                labelled[rec["question"]] = rec
+    corrected = [{**r, "kind": labelled[r["question"]]["kind"],
+                  "answer": labelled[r["question"]].get("answer", ""),
+                  "evidence": labelled[r["question"]].get("evidence", [])} for r in records]
     fixed, into = tmp_path / "checked.jsonl", tmp_path / "golden" / "mined.jsonl"
     write(fixed, corrected)
-    corpus = examples.path("handbook/corpus")
-    added = traces_cli.accept(fixed, into, None, corpus, [examples.path("handbook/golden")])
+    corpus = shipped.path("handbook/corpus")
+    added = traces_cli.accept(fixed, into, None, corpus, [shipped.path("handbook/golden")])
     assert len(added) == len(corrected)
     mined = load_golden(into, load_corpus(corpus))
     assert {q.qid for q in mined} == {r["id"] for r in corrected}
@@ -381,7 +385,7 @@ def test_mode_labels_are_the_same_in_every_process():
     import subprocess
     import sys
 
-    code = ("from ragexp.mining import Served, modes\n"
+    code = ("from ragexp.serving.mining import Served, modes\n"
             "s = Served(trace_id='t', request='answer',\n"
             "           question='Can I pause a queue without losing its jobs?')\n"
             "print([m.label for m in modes([(s, ['marked_wrong'])], embed=None)])\n")

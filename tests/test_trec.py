@@ -8,7 +8,7 @@ import ir_measures
 import pytest
 from ir_measures import RR, R, nDCG
 
-from ragexp.trec import (TrecFormatError, format_run, read_qrels, read_run, write_qrels,
+from ragexp.data.trec import (TrecFormatError, format_run, read_qrels, read_run, write_qrels,
                          write_run)
 
 

@@ -15,8 +15,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from cli_runs import run_ragexp
 
-from ragexp import schema, validation
-from ragexp.app import CONF_DIR
+from ragexp.run import schema, validation
+from ragexp.run.app import CONF_DIR
 
 schema.register()
 

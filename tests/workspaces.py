@@ -9,7 +9,7 @@ from typing import Iterator
 
 import pytest
 
-from ragexp import examples
+from ragexp.data import shipped
 
 # Hydra overrides pointing a run at the copy, relative to its ``work/`` folder.
 RELATIVE = ["dataset.corpus_dir=data/corpus", "dataset.questions=data/golden", "cache_dir=cache"]
@@ -21,8 +21,8 @@ def handbook_copy(tmp: Path) -> Iterator[tuple[Path, pytest.MonkeyPatch]]:
     ``tmp/mlflow.db`` and the current folder ``tmp/work`` (record runs with ``RELATIVE``).
     Yields ``(work, monkeypatch)``; the patch (store, folder) is undone on exit."""
     work = tmp / "work"
-    shutil.copytree(examples.path("handbook/corpus"), work / "data" / "corpus")
-    shutil.copytree(examples.path("handbook/golden"), work / "data" / "golden")
+    shutil.copytree(shipped.path("handbook/corpus"), work / "data" / "corpus")
+    shutil.copytree(shipped.path("handbook/golden"), work / "data" / "golden")
     mp = pytest.MonkeyPatch()
     mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp / 'mlflow.db'}")
     mp.chdir(work)

@@ -1,8 +1,8 @@
 import signal
 import sys
 
-from ragexp.app import main
-from ragexp.lifecycle import signal_received
+from ragexp.run.app import main
+from ragexp.tracking.lifecycle import signal_received
 
 try:
     main()

@@ -1,0 +1,94 @@
+"""README tables for the decision a sweep ends in (part of ``make tables``).
+
+- **Tied with the best**: the ablation with the best mean objective on dev, and every ablation
+  tested against it (paired, Holm over those tests); tied = not significantly worse.
+- **Winner on dev and test**: the winner's and ``default``'s numbers on the dev questions they
+  were chosen on, next to the held-out test questions (``ragexp confirm``). The dev number of a
+  winner is optimistic: it is the maximum of many noisy estimates on the same questions, so part
+  of its lead is luck that test questions do not repeat.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ragexp.decide import compare
+from ragexp.evaluation import significance, stats
+from ragexp.decide.selection import aligned_scores, measure_key
+
+
+def tied_table(df: pd.DataFrame, objective: str) -> tuple[list[str], str | None]:
+    """Markdown lines of the tied-with-best table and the winner's run id."""
+    names = dict(zip(df["run_id"], df["tags.ragexp.ablation"]))
+    tables = {r: compare.per_question(r) for r in df["run_id"]}
+    scores, left_out = aligned_scores(tables, objective)
+    if len(scores) < 2:
+        return [], None
+    tied = stats.tied_with_best(scores, objective)
+    rows = []
+    for r, s in sorted(scores.items(), key=lambda kv: -kv[1].mean()):
+        t = tied.tests.get(r)
+        rows.append({"ablation": names[r], objective: f"{s.mean():.3f}",
+                     "Δ vs best [95% CI]": "best" if t is None else
+                     f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]",
+                     "p": "-" if t is None else f"{t.p:.3f}",
+                     "p_adj": "-" if t is None else f"{t.p_adj:.3f}",
+                     "tied with best": "yes" if r in tied.tied else "no"})
+    lines = [f"**Tied with the best** ({objective} on the dev questions; best: "
+             f"`{names[tied.best]}`; tied: {', '.join(f'`{names[r]}`' for r in tied.tied)})", "",
+             compare.render(pd.DataFrame(rows)), "",
+             "Every ablation tested against the best, paired per question; "
+             + stats.correction_note("holm", f"these {len(scores) - 1} tests")
+             + " Tied = not significantly worse than the best: the golden set cannot tell them "
+               "apart."]
+    if left_out:
+        lines.append(f"Left out (scored on other questions): {', '.join(names[r] for r in left_out)}.")
+    return lines, tied.best
+
+
+def winner_table(df: pd.DataFrame, winner: str, measures: tuple[str, ...],
+                 run_confirm: bool) -> list[str]:
+    """Markdown lines: the winner and its confirmation baseline on dev and on test."""
+    from ragexp.tracking import store as tracking
+    from ragexp.run.confirm import confirm
+
+    c = tracking.client()
+    run = c.get_run(winner)
+    name = run.data.tags.get("ragexp.ablation", winner[:8])
+    if "ragexp.confirm.test_run" not in run.data.tags:
+        if not run_confirm:
+            return [f"**Winner on dev and test**: `{name}` is not confirmed yet: run "
+                    f"`ragexp confirm {winner}` (or `make tables`)."]
+        confirm(winner, None, measures)
+        run = c.get_run(winner)
+    base = c.get_run(run.data.tags["ragexp.confirm.baseline"])
+    base_name = base.data.tags.get("ragexp.ablation", base.info.run_id[:8])
+    rows = []
+    for m in measures:
+        key = measure_key(m)
+        rows.append({"measure": m, f"{name} dev": f"{run.data.metrics[key]:.3f}",
+                     f"{name} test": f"{run.data.metrics[f'confirm.{key}']:.3f}",
+                     f"{base_name} dev": f"{base.data.metrics[key]:.3f}",
+                     f"{base_name} test": f"{run.data.metrics[f'confirm.baseline.{key}']:.3f}",
+                     "Δ dev": f"{run.data.metrics[key] - base.data.metrics[key]:+.3f}",
+                     "Δ test [95% CI]":
+                         f"{run.data.metrics[f'confirm.vs_baseline.{key}.delta']:+.3f} "
+                         f"[{run.data.metrics[f'confirm.vs_baseline.{key}.ci_low']:+.3f}, "
+                         f"{run.data.metrics[f'confirm.vs_baseline.{key}.ci_high']:+.3f}]",
+                     "p (test)": f"{run.data.metrics[f'confirm.vs_baseline.{key}.p']:.3f}",
+                     "p_adj (test)":
+                         f"{run.data.metrics[f'confirm.vs_baseline.{key}.p_adj']:.3f}"})
+    return [f"**Winner on dev and test** (`{name}` against `{base_name}`; recorded by "
+            f"`ragexp confirm`)", "", compare.render(pd.DataFrame(rows)), "",
+            "The dev numbers are optimistic: the winner was chosen as the best of many "
+            "configurations on those same dev questions, so part of its lead is luck. The test "
+            "questions took no part in the choice; their difference is the honest estimate. "
+            + stats.correction_note("holm", "the measures x (all + each kind) on test")]
+
+
+def build(df: pd.DataFrame, objective: str = "nDCG@10", run_confirm: bool = False,
+          measures: tuple[str, ...] = significance.DEFAULT_MEASURES) -> list[str]:
+    lines, winner = tied_table(df, objective)
+    if winner is None:
+        return lines
+    return lines + [""] + winner_table(df, winner, measures, run_confirm)

@@ -1,0 +1,366 @@
+"""``ragexp``: compare runs, promote one, and serve it (``python -m ragexp`` runs experiments)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+
+def _engine(args):
+    from ragexp.serving.engine import Engine
+
+    return Engine.from_run(args.run) if args.run else Engine.from_model(args.model)
+
+
+def _full_id(ref: str | None) -> str | None:
+    """A run id as typed (full, or a unique prefix such as compare's 8 characters) -> full."""
+    from ragexp.tracking.store import resolve_run_id
+
+    return resolve_run_id(ref) if ref else ref
+
+
+def cmd_compare(args) -> int:
+    from ragexp.decide import compare
+    from ragexp.evaluation import significance
+    from ragexp.tracking import store as tracking
+
+    args.parent, args.baseline = _full_id(args.parent), _full_id(args.baseline)
+    args.runs = [_full_id(r) for r in args.runs] if args.runs else args.runs
+    if args.experiment is None:  # a sweep's runs live in its parent's experiment
+        args.experiment = (tracking.experiment_name_of(args.parent) if args.parent
+                           else "ragexp-handbook")
+
+    df = compare.runs_frame(args.experiment, parent=args.parent, run_ids=args.runs)
+    if args.baseline and args.baseline not in set(df["run_id"]):
+        df = compare.pd.concat([compare.runs_frame(args.experiment, run_ids=[args.baseline]),
+                                df], ignore_index=True)
+    tab = compare.table(df, per_kind=tuple(args.per_kind))
+    measures = tuple(args.measure or significance.DEFAULT_MEASURES)
+    results = None
+    if args.baseline:
+        tab, results = compare.with_baseline(df, tab, args.baseline, measures, args.correction)
+    print(compare.render(tab, args.format))
+    if results and args.format == "markdown":
+        names = dict(zip(df["run_id"], df.get("tags.ragexp.ablation", df["run_id"].str[:8])))
+        print("\nPaired tests per measure and question kind:\n")
+        print(compare.render(significance.long_table(results, names)))
+        print(f"\n{significance.note(args.correction, results, measures)}")
+    return 0
+
+
+def _rule(args, promoting: bool):
+    from ragexp.decide.gate import Rule
+
+    min_effect = args.min_effect if args.min_effect is not None else (0.0 if promoting else None)
+    try:
+        return Rule(measures=tuple(args.measure or ("nDCG@10",)), margin=args.margin,
+                    min_effect=min_effect, alpha=args.alpha, correction=args.correction,
+                    refusal_slack=args.refusal_slack)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+def cmd_init(args) -> int:
+    from ragexp.cli import init as starter
+
+    try:
+        written = starter.init(args.dir, example=args.example)
+    except FileExistsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {len(written)} files under {args.dir}")
+    print(starter.next_steps(args.dir, args.example))
+    return 0
+
+
+def cmd_promote(args) -> int:
+    from ragexp.serving.promote import PromotionRefused, promote
+
+    try:
+        _, message = promote(_full_id(args.run_id), args.model,
+                             rule=_rule(args, promoting=True) if args.gate else None)
+    except PromotionRefused as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 1
+    from ragexp.serving.model import mlflow_serve_command
+
+    print(message)
+    print(f"serve it with `ragexp serve`, or: {mlflow_serve_command(args.model)}")
+    return 0
+
+
+def cmd_gate(args) -> int:
+    from ragexp.decide import gate
+    from ragexp.serving.engine import champion_run_id
+
+    rule = _rule(args, promoting=False)
+    label = "run"
+    run_id, reference = _full_id(args.run_id), args.against
+    if reference == "champion":
+        reference, label = champion_run_id(args.model), "champion"
+    else:
+        reference = _full_id(reference)
+    try:
+        verdict = gate.evaluate(run_id, reference, rule, label)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(verdict.render(rule))
+    return 0 if verdict.passed else 1
+
+
+def cmd_confirm(args) -> int:
+    from ragexp.decide import compare
+    from ragexp.evaluation import significance, stats
+    from ragexp.run.confirm import ConfirmError, confirm
+
+    measures = tuple(args.measure or significance.DEFAULT_MEASURES)
+    args.run_id, args.baseline = _full_id(args.run_id), _full_id(args.baseline)
+    try:
+        table, tests, baseline = confirm(args.run_id, args.baseline, measures, args.correction)
+    except ConfirmError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"run {args.run_id[:8]} against baseline {baseline[:8]}, chosen on dev, evaluated on "
+          f"the held-out test questions:\n")
+    print(compare.render(table.round(4)))
+    print("\nPer kind on test:\n")
+    print(compare.render(significance.long_table({args.run_id: tests})))
+    print(f"\n{stats.correction_note(args.correction, 'the measures x (all + each kind) on test')}"
+          f" Logged on run {args.run_id} as confirm.* metrics.")
+    return 0
+
+
+def cmd_search(args) -> int:
+    from ragexp.serving.engine import check_k, check_question
+
+    query, k = check_question(args.query, "query"), check_k(args.k)
+    engine = _engine(args)
+    for hit in engine.search(query, k):
+        print(f"{hit.rank:>2}. {hit.score:.4f}  {hit.chunk_id}  ({hit.heading})")
+        if args.show_text:
+            print("    " + " ".join(hit.text.split())[:300])
+    print(f"(run {engine.run_id})")
+    return 0
+
+
+def cmd_ask(args) -> int:
+    from ragexp.serving.engine import check_question
+
+    question = check_question(args.question)
+    engine = _engine(args)
+    ans = engine.answer(question)
+    if args.json:
+        from dataclasses import asdict
+
+        print(json.dumps({**asdict(ans), "run_id": engine.run_id}, indent=2))
+        return 0
+    print(ans.text + (f" ({ans.reason})" if ans.refused else ""))
+    if not ans.refused:
+        print("\nSources:")
+        for src in ans.sources:
+            print(f"  [{src.n}] {src.doc_id} — {src.heading}")
+    print(f"\n(run {engine.run_id}; confidence {ans.signal:.3f}, refusal threshold "
+          f"{ans.threshold:.3f})")
+    return 0
+
+
+def cmd_serve(args) -> int:
+    import uvicorn
+
+    from ragexp.serving.access import api_key_for, is_loopback
+    from ragexp.serving.api import create_app
+
+    key = api_key_for(args.host, args.api_key_env, args.insecure)  # before the slow start-up
+    if key is None and not is_loopback(args.host):
+        print(f"warning: serving on {args.host} without access control (--insecure)",
+              file=sys.stderr)
+    engine = _engine(args)
+    engine.tracer = _tracer(engine, args.traces)
+    uvicorn.run(create_app(engine, api_key=key), host=args.host, port=args.port,
+                log_level="info")
+    return 0
+
+
+def _tracer(engine, flag: bool | None):
+    """The tracer ``serve`` uses: ``--traces/--no-traces`` if given, else the run config's
+    ``traces.enabled`` (default on), into ``traces.experiment`` (default ``ragexp-serving``)."""
+    from ragexp.serving import tracing
+
+    enabled, experiment = tracing.settings(engine.cfg)
+    enabled = enabled if flag is None else flag
+    tracer = tracing.for_engine(engine, enabled, experiment)
+    print(f"traces: {'on, into experiment ' + experiment if enabled else 'off'}",
+          file=sys.stderr)
+    return tracer
+
+
+def cmd_report(args) -> int:
+    from pathlib import Path
+
+    if not (args.html or args.chart):  # the README's markdown result tables
+        from ragexp.cli.tables import print_tables
+
+        return print_tables(args.experiment, Path(args.readme) if args.readme else None,
+                            args.confirm, tuple(args.overrides))
+    from ragexp.report import html as report_html, sweep_data
+
+    parent = _full_id(args.parent) if args.parent else sweep_data.latest_sweep(args.experiment)
+    print(report_html.write(parent, Path(args.html) if args.html else None,
+                            Path(args.chart) if args.chart else None,
+                            upload=bool(args.html) and not args.no_upload))
+    return 0
+
+
+def cmd_ui(args) -> int:
+    from ragexp.cli.ui import ui
+
+    return ui(host=args.host, port=args.port)
+
+
+def parser() -> argparse.ArgumentParser:
+    from ragexp.tracking.store import MODEL_NAME
+
+    p = argparse.ArgumentParser(prog="ragexp", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    c = sub.add_parser("compare", help="table of runs; paired tests with --baseline")
+    c.add_argument("--experiment", help="experiment to list (default: the --parent run's, "
+                   "else ragexp-handbook)")
+    c.add_argument("--parent", help="only the child runs of this sweep (parent run id; as "
+                   "everywhere, a unique prefix of it will do)")
+    c.add_argument("--runs", nargs="+", help="exactly these run ids (or unique prefixes)")
+    c.add_argument("--baseline", help="run id (or unique prefix) to test every run against")
+    c.add_argument("--format", choices=("markdown", "csv"), default="markdown")
+    c.add_argument("--per-kind", nargs="*", default=["rr_at_10"], metavar="METRIC",
+                   help="metrics to break down per question kind (default: rr_at_10)")
+    c.add_argument("--measure", action="append", metavar="M",
+                   help="measure to test against the baseline, repeatable (default: "
+                        "nDCG@10 and RR@10)")
+    c.add_argument("--correction", choices=("holm", "bh"), default="holm",
+                   help="multiple-testing correction over all the table's tests (default holm)")
+    c.set_defaults(fn=cmd_compare)
+
+    i = sub.add_parser("init", help="a starter project: conf/, docs/, questions.jsonl")
+    i.add_argument("dir", nargs="?", default=".")
+    i.add_argument("--example", action="store_true",
+                   help="also copy the Brindle handbook and its questions, to run at once")
+    i.set_defaults(fn=cmd_init)
+
+    pr = sub.add_parser("promote", help="log and register a run's serving model, alias "
+                                        "champion")
+    pr.add_argument("run_id", help="a run id or a unique prefix of one")
+    pr.add_argument("--gate", action="store_true",
+                    help="refuse unless it passes the gate against the champion and its gain "
+                         "is significant and at least --min-effect (default 0)")
+    pr.add_argument("--model", default=MODEL_NAME)
+    pr.set_defaults(fn=cmd_promote)
+
+    g = sub.add_parser("gate", help="exit 0 if a run is no significant regression against "
+                                    "the champion (or --against RUN_ID), else 1")
+    g.add_argument("run_id")
+    g.add_argument("--against", default="champion", metavar="champion|RUN_ID")
+    g.add_argument("--model", default=MODEL_NAME)
+    g.set_defaults(fn=cmd_gate)
+    for s in (pr, g):
+        s.add_argument("--measure", action="append", metavar="M",
+                       help="measure to test, repeatable; the first decides promotion "
+                            "(default nDCG@10)")
+        s.add_argument("--margin", type=float, default=0.01,
+                       help="drops up to this much never fail (default 0.01)")
+        s.add_argument("--min-effect", type=float, default=None,
+                       help="promotion: the least significant gain on the first measure")
+        s.add_argument("--alpha", type=float, default=0.05)
+        s.add_argument("--correction", choices=("holm", "bh"), default="holm")
+        s.add_argument("--refusal-slack", type=float, default=0.05,
+                       help="cross-validated answerable refusals may exceed the budget by this")
+
+    cf = sub.add_parser("confirm", help="re-evaluate a run and its baseline on the held-out "
+                                        "test questions; log the difference on the run")
+    cf.add_argument("run_id")
+    cf.add_argument("--baseline", help="run id (default: the run's sweep baseline job, else the "
+                                       "champion)")
+    cf.add_argument("--measure", action="append", metavar="M",
+                    help="measure to test, repeatable (default nDCG@10 and RR@10)")
+    cf.add_argument("--correction", choices=("holm", "bh"), default="holm")
+    cf.set_defaults(fn=cmd_confirm)
+
+    for name, fn, help_ in (("search", cmd_search, "ranked chunks for a query"),
+                            ("ask", cmd_ask, "an extractive, cited answer or a refusal"),
+                            ("serve", cmd_serve, "HTTP API (loopback unless keyed)")):
+        s = sub.add_parser(name, help=help_)
+        if name == "search":
+            s.add_argument("query")
+            s.add_argument("-k", type=int, default=5)
+            s.add_argument("--show-text", action="store_true")
+        elif name == "ask":
+            s.add_argument("question")
+            s.add_argument("--json", action="store_true")
+        else:
+            s.add_argument("--host", default="127.0.0.1",
+                           help="address to listen on; a non-loopback one needs --api-key-env "
+                                "or --insecure")
+            s.add_argument("--port", type=int, default=8000)
+            s.add_argument("--api-key-env", metavar="VAR",
+                           help="environment variable holding the API key that every request "
+                                "must send as 'Authorization: Bearer <key>'")
+            s.add_argument("--insecure", action="store_true",
+                           help="allow a non-loopback --host without an API key")
+            s.add_argument("--traces", action=argparse.BooleanOptionalAction, default=None,
+                           help="write an MLflow trace per /answer and /search (default: the "
+                                "run config's traces.enabled, which defaults to on)")
+        s.add_argument("--run", help="serve this run (id or unique prefix) instead of the "
+                                     "champion")
+        s.add_argument("--model", default=MODEL_NAME)
+        s.set_defaults(fn=fn)
+    r = sub.add_parser("report", help="the README's result tables (markdown); with --html OUT "
+                                      "one standalone page for a sweep")
+    r.add_argument("--experiment", default="ragexp-handbook")
+    r.add_argument("--html", metavar="OUT", help="write the sweep's page here (and log it as "
+                   "report.html on the sweep's parent run)")
+    r.add_argument("--chart", metavar="PNG", help="write the wins-by-kind chart here")
+    r.add_argument("--parent", help="the sweep's parent run id or a unique prefix (default: the "
+                   "experiment's latest finished sweep)")
+    r.add_argument("--no-upload", action="store_true",
+                   help="do not log report.html on the sweep's parent run")
+    r.add_argument("--readme", help="markdown tables: replace the results block of this file")
+    r.add_argument("--confirm", action="store_true", help="markdown tables: confirm the dev "
+                   "winner on test first if it is not yet (ragexp confirm)")
+    r.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="markdown tables: overrides the sweep added to every ablation")
+    r.set_defaults(fn=cmd_report)
+    u = sub.add_parser("ui", help="MLflow UI for the store runs go to (or the server's URL)")
+    u.add_argument("--host", default="127.0.0.1")
+    u.add_argument("--port", type=int, default=5000)
+    u.set_defaults(fn=cmd_ui)
+
+    from ragexp.cli.runs import add_parser as add_runs
+
+    add_runs(sub)
+    from ragexp.cli.traces import add_parser as add_traces
+
+    add_traces(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = parser().parse_args(argv)
+    from ragexp.serving.access import AccessError
+    from ragexp.data.readers import DataError
+    from ragexp.serving.engine import BadQuestion, ServingError
+    from ragexp.tracking.store import RunNotFound, TrackingError
+
+    try:
+        return args.fn(args)
+    except (ServingError, BadQuestion, RunNotFound, AccessError, DataError, TrackingError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

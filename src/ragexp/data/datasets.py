@@ -1,0 +1,199 @@
+"""Datasets: a corpus, labelled queries, and the judgements that relate them.
+
+Two shapes, one interface:
+- ``MarkdownDataset``: a folder of markdown documents + a question file (or folder of them)
+  labelled by quote, section or document (``golden.py``); judged per *chunk* through the span
+  rule of ``relevance.py`` (so labels hold at any chunking). The Brindle handbook is one.
+- ``BeirDataset``: any BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``);
+  judged per *document*: the chunk ranking is collapsed to documents before scoring.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ragexp.data.beir import (BeirFormatError, read_corpus, read_qrels, read_queries,
+                         warn_unknown_queries)
+from ragexp.data.golden import KIND_NAME, golden_files, load_corpus, load_golden
+from ragexp.data.readers import label, shown
+from ragexp.records import UNANSWERABLE, Chunk, Document, Qrels, Query
+from ragexp.data.relevance import span_qrels
+from ragexp.data.units import check_unit, lift_qrels, unit_of
+
+log = logging.getLogger(__name__)
+
+
+class Dataset(Protocol):
+    name: str
+    unit: str  # what judgements and metrics speak of: "chunk", "section" or "document"
+
+    def documents(self) -> list[Document]: ...
+    def queries(self) -> list[Query]: ...
+    def qrels(self, chunks: list[Chunk]) -> Qrels: ...
+    def fingerprint(self) -> dict[str, str]: ...
+
+
+def _hash_files(paths: list[Path], root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(p.relative_to(root).as_posix().encode())
+        h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class MarkdownDataset:
+    """Markdown documents under ``corpus_dir`` and the questions in ``questions`` (a ``.jsonl``
+    file or a folder of them). Raises ``FileNotFoundError`` for a missing folder or file and
+    ``golden.GoldenError`` listing every bad question line."""
+
+    corpus_dir: str = "corpus"
+    questions: str = "golden"
+    name: str = "markdown"
+    unit: str = "chunk"
+    _docs: dict[str, Document] = field(default_factory=dict, init=False, repr=False)
+    _queries: list[Query] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        check_unit(self.unit)
+        self._docs = load_corpus(self.corpus_dir)
+        self._queries = load_golden(self.questions, self._docs)
+
+    def documents(self) -> list[Document]:
+        return list(self._docs.values())
+
+    def queries(self) -> list[Query]:
+        return list(self._queries)
+
+    def qrels(self, chunks: list[Chunk]) -> Qrels:
+        qrels = span_qrels(self._queries, chunks)
+        empty = sorted(q for q, rel in qrels.items() if not rel)
+        if empty:
+            raise ValueError(f"{len(empty)} answerable question(s) have no relevant chunk under "
+                             f"this chunking ({', '.join(empty[:5])}); the chunker lost source "
+                             f"offsets or the evidence spans are outside every chunk")
+        return lift_qrels(qrels, unit_of(chunks, self.unit))
+
+    def fingerprint(self) -> dict[str, str]:
+        root = Path(self.corpus_dir)
+        files = golden_files(Path(self.questions))
+        groot = Path(self.questions) if Path(self.questions).is_dir() else files[0].parent
+        return {"corpus_hash": _hash_files(list(root.rglob("*.md")), root),
+                "golden_hash": _hash_files(files, groot)}
+
+
+@dataclass
+class BeirDataset:
+    """A BEIR folder. ``kind_field`` (dotted path into a query's JSON, e.g. ``metadata.kind``)
+    names its kind; a query is unanswerable when ``unanswerable_field`` holds
+    ``unanswerable_value`` (e.g. ``metadata.answerable`` = ``false``) or its kind is
+    ``unanswerable``: it is kept without judgements and feeds the abstain curve. A query with
+    neither judgements nor the marker is reported and left out. Raises ``BeirFormatError``
+    naming file and line, or the query, on bad input."""
+
+    path: str = ""
+    split: str = "test"
+    name: str = "beir"
+    unit: str = "document"  # BEIR judges documents; nothing finer can be scored
+    kind_field: str | None = "metadata.kind"
+    unanswerable_field: str | None = None
+    unanswerable_value: Any = False
+    _docs: list[Document] = field(default_factory=list, init=False, repr=False)
+    _queries: list[Query] = field(default_factory=list, init=False, repr=False)
+    _qrels: Qrels = field(default_factory=dict, init=False, repr=False)
+    _fingerprint: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        root = Path(self.path)
+        if self.unit != "document":
+            raise ValueError(f"dataset.unit={self.unit!r}: a BEIR dataset is judged per document, "
+                             f"so it is scored per document (dataset.unit=document)")
+        if not self.path or not root.is_dir():
+            raise BeirFormatError(f"dataset.path={shown(self.path)}", None, "is not a folder; "
+                                  "pass dataset.path=DIR pointing at a BEIR-format dataset")
+        self._docs = read_corpus(root / "corpus.jsonl")
+        qrels_path = root / "qrels" / f"{self.split}.tsv"
+        self._qrels = read_qrels(qrels_path, {d.doc_id for d in self._docs})
+        queries = read_queries(root / "queries.jsonl")
+        warn_unknown_queries(self._qrels, {r["_id"] for r in queries}, qrels_path)
+        kinds = {r["_id"]: self._kind(r) for r in queries}
+        judged_una = [q for q, k in kinds.items() if k == UNANSWERABLE
+                      and any(g > 0 for g in self._qrels.get(q, {}).values())]
+        if judged_una:
+            raise BeirFormatError(root / "queries.jsonl", None, f"{len(judged_una)} query(ies) "
+                                  f"marked unanswerable have relevant documents in "
+                                  f"qrels/{self.split}.tsv "
+                                  f"({', '.join(map(label, judged_una[:5]))}): fix the marker or "
+                                  f"the qrels")
+        _report_judgements([r for r in queries if kinds[r["_id"]] != UNANSWERABLE], self._qrels,
+                           self.split)
+        self._queries = [Query(r["_id"], str(r["text"]), kinds[r["_id"]]) for r in queries
+                         if r["_id"] in self._qrels or kinds[r["_id"]] == UNANSWERABLE]
+        if not any(q.answerable for q in self._queries):
+            raise BeirFormatError(qrels_path, None, "no query of queries.jsonl has judgements here "
+                                  "(no query has judgements)")
+
+    def documents(self) -> list[Document]:
+        return list(self._docs)
+
+    def queries(self) -> list[Query]:
+        return list(self._queries)
+
+    def qrels(self, chunks: list[Chunk]) -> Qrels:
+        return {q.qid: dict(self._qrels[q.qid]) for q in self._queries if q.answerable}
+
+    def _kind(self, row: dict) -> str:
+        if self.unanswerable_field and _field(row, self.unanswerable_field) == \
+                self.unanswerable_value:
+            return UNANSWERABLE
+        kind = _field(row, self.kind_field) if self.kind_field else _ABSENT
+        if kind is _ABSENT or kind is None or kind == "":
+            return "general"
+        if not KIND_NAME.fullmatch(str(kind)):
+            raise BeirFormatError(Path(self.path) / "queries.jsonl", None,
+                                  f"query {shown(row['_id'])}: {self.kind_field} {shown(kind)} "
+                                  f"is not a kind name (1-40 letters, digits, '_' or '-')")
+        return str(kind)
+
+    def fingerprint(self) -> dict[str, str]:
+        """Hashes of the files' bytes, computed once per dataset object (a job asks for it
+        twice: for its identity and for its stage keys)."""
+        if not self._fingerprint:
+            root = Path(self.path)
+            self._fingerprint = {
+                "corpus_hash": _hash_files([root / "corpus.jsonl"], root),
+                "golden_hash": _hash_files([root / "queries.jsonl",
+                                            root / "qrels" / f"{self.split}.tsv"], root)}
+        return dict(self._fingerprint)
+
+
+def _report_judgements(queries: list[dict], qrels: Qrels, split: str) -> None:
+    """Say which queries are averaged (trec_eval's rule): one with no judgements at all is left
+    out; one judged with nothing relevant (every grade 0) counts, with 0 on every measure."""
+    unjudged = [r["_id"] for r in queries if r["_id"] not in qrels]
+    if unjudged:
+        log.warning("%d of %d queries have no judgements in split %r and are left out of every "
+                    "mean: %s", len(unjudged), len(queries), split, ", ".join(unjudged[:5]))
+    nothing = [r["_id"] for r in queries
+               if r["_id"] in qrels and not any(g > 0 for g in qrels[r["_id"]].values())]
+    if nothing:
+        log.warning("%d of %d queries are judged but have no relevant document (every grade "
+                    "0) in split %r; they count in every mean with 0 (trec_eval's rule): %s",
+                    len(nothing), len(queries), split, ", ".join(nothing[:5]))
+
+
+_ABSENT = object()
+
+
+def _field(row: dict, dotted: str):
+    """``row["metadata"]["kind"]`` for ``"metadata.kind"``; a sentinel when any part is absent."""
+    value = row
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _ABSENT
+        value = value[part]
+    return value

@@ -1,0 +1,303 @@
+"""The labelled golden set: load it, resolve its evidence to document offsets, validate it.
+
+Format: ``golden/*.jsonl``, one question per line::
+
+    {"id": "a-01", "kind": "factual", "question": "...", "answer": "...",
+     "evidence": [{"doc": "concepts/scheduling.md", "quote": "verbatim text"}]}
+
+Blank lines and lines starting with ``//`` (comments) are skipped. ``kind`` is any name (default ``general``); ``unanswerable`` marks a question the corpus does not
+answer (no evidence). Evidence comes at three levels, mixable in one file:
+
+- ``{"doc": PATH, "quote": TEXT}``: matched with whitespace runs collapsed (so it may span
+  hard-wrapped lines); must occur exactly once;
+- ``{"doc": PATH, "section": "Install > Docker"}``: a heading path, or its unambiguous tail
+  (``"Docker"``); the section owns its subsections, so a heading-only section is labellable;
+- ``{"doc": PATH}``: the whole document.
+
+Each resolves to a character ``Span`` of the raw file; relevance is later decided from those
+spans, never from chunk ids (see ``relevance.py``).
+
+``python -m ragexp.data.golden check`` prints counts per kind and exits 1, naming file and line, on any
+problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragexp.data import shipped, readers
+from ragexp.data.readers import label, shown
+from ragexp.records import UNANSWERABLE, Document, Query, Span
+from ragexp.text.sections import find_section, outline
+from ragexp.text.analysis import content_words, normalize_ws
+
+MAX_SEMANTIC_OVERLAP = 1
+DEFAULT_KIND = "general"
+KIND_NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.message}"
+
+
+class GoldenError(readers.DataError):
+    """The golden set does not match the corpus or is malformed."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        shown = "\n".join(f"  {p}" for p in problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        super().__init__(f"golden set has {len(problems)} problem(s):\n{shown}{more}")
+
+
+def load_corpus(corpus_dir: str | Path) -> dict[str, Document]:
+    """Every ``*.md`` under ``corpus_dir``, keyed by its path relative to it (posix), read as
+    ``readers.read_text`` reads (UTF-8, byte-order mark dropped, line ends made ``\n``).
+
+    Raises ``FileNotFoundError`` for a missing or empty folder and ``readers.InputError``
+    (file, line, byte offset) for a file that is not UTF-8 text or whose name is not UTF-8."""
+    root = Path(corpus_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"corpus folder not found: {root}")
+    docs: dict[str, Document] = {}
+    for path in sorted(root.rglob("*.md")):
+        doc_id = path.relative_to(root).as_posix()
+        if readers.has_surrogate(doc_id) >= 0:  # bytes of the name that are not UTF-8
+            raise readers.InputError(shown(str(path), 200), None, "the file name is not UTF-8; "
+                                     "rename the file (its name is the document id)")
+        text = readers.read_text(path)
+        title = next((ln[2:].strip() for ln in text.splitlines() if ln.startswith("# ")), doc_id)
+        docs[doc_id] = Document(doc_id=doc_id, title=title, text=text)
+    if not docs:
+        raise FileNotFoundError(f"no markdown documents under {root}")
+    return docs
+
+
+def golden_files(golden: str | Path | list) -> list[Path]:
+    paths = golden if isinstance(golden, (list, tuple)) else [golden]
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted(p.glob("*.jsonl")))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise FileNotFoundError(f"golden set not found: {p}")
+    if not files:
+        raise FileNotFoundError(f"no *.jsonl golden files in {', '.join(map(str, paths))}")
+    return files
+
+
+def find_quote(doc: Document, quote: str) -> list[Span]:
+    """All whitespace-insensitive occurrences of ``quote`` in ``doc`` as raw-text spans."""
+    norm_doc, offsets = normalize_ws(doc.text)
+    norm_quote, _ = normalize_ws(quote)
+    if not norm_quote:
+        return []
+    spans, start = [], norm_doc.find(norm_quote)
+    while start != -1:
+        end = start + len(norm_quote) - 1
+        spans.append(Span(doc.doc_id, offsets[start], offsets[end] + 1))
+        start = norm_doc.find(norm_quote, start + 1)
+    return spans
+
+
+def _resolve_evidence(qid: str, ev: object, docs: dict[str, Document], bad) -> Span | None:
+    """One evidence item -> the character span it labels, or ``None`` after reporting why.
+
+    Three levels: ``{"doc", "quote"}`` (the quote's one occurrence), ``{"doc", "section"}`` (the
+    text the heading owns, subsections included: ``sections.py``) and ``{"doc"}`` (the whole
+    document). All three are spans, so one relevance rule judges them at any chunking."""
+    if not isinstance(ev, dict) or not isinstance(ev.get("doc"), str):
+        bad(f"{qid}: each evidence item needs a string 'doc' (and optionally a 'quote' or a "
+            f"'section')")
+        return None
+    extra = sorted(set(ev) - {"doc", "quote", "section"})
+    if extra:
+        bad(f"{qid}: unknown evidence field(s) {', '.join(map(shown, extra[:5]))} (expected "
+            f"'doc' with an optional 'quote' or 'section')")
+        return None
+    if "quote" in ev and "section" in ev:
+        bad(f"{qid}: evidence names both a quote and a section in {label(ev['doc'])}: "
+            f"give one")
+        return None
+    for key in ("quote", "section"):
+        if key in ev and (not isinstance(ev[key], str) or not ev[key].strip()):
+            bad(f"{qid}: evidence '{key}' must be a non-empty string")
+            return None
+    doc = docs.get(ev["doc"])
+    if doc is None:
+        bad(f"{qid}: document not found in corpus: {label(ev['doc'])}")
+        return None
+    if "quote" in ev:
+        found = find_quote(doc, ev["quote"])
+        if not found:
+            bad(f"{qid}: quote not found in {label(ev['doc'])}: {shown(ev['quote'])}")
+        elif len(found) > 1:
+            bad(f"{qid}: quote is ambiguous, found {len(found)} times in {label(ev['doc'])}: "
+                f"{shown(ev['quote'])}")
+        else:
+            return found[0]
+        return None
+    if "section" in ev:
+        found_sections = find_section(doc, ev["section"])
+        if not found_sections:
+            headings = ", ".join(shown(s.title) for s in outline(doc)[:8]) or "none"
+            bad(f"{qid}: no section {shown(ev['section'], 80)} in {label(ev['doc'])} (its "
+                f"headings: {headings})")
+        elif len(found_sections) > 1:
+            where = ", ".join(f"{shown(s.title)} (line {s.line})" for s in found_sections)
+            bad(f"{qid}: section {shown(ev['section'], 80)} is ambiguous in "
+                f"{label(ev['doc'])}: {where}; give more of its heading path")
+        elif not doc.text[found_sections[0].span.start:found_sections[0].span.end].strip():
+            bad(f"{qid}: section {found_sections[0].title!r} of {label(ev['doc'])} (line "
+                f"{found_sections[0].line}) has no text under its heading")
+        else:
+            return found_sections[0].span
+        return None
+    if not doc.text.strip():
+        bad(f"{qid}: document {label(ev['doc'])} is empty")
+        return None
+    return Span(doc.doc_id, 0, len(doc.text))
+
+
+def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document],
+                  problems: list[Problem]) -> Query | None:
+    file, line = where
+
+    def bad(msg: str) -> None:
+        problems.append(Problem(file, line, msg))
+
+    if not isinstance(rec, dict):
+        bad("expected a JSON object")
+        return None
+    qid, kind, text = rec.get("id"), rec.get("kind", DEFAULT_KIND), rec.get("question")
+    if not isinstance(qid, str) or not qid.strip():
+        bad(f"'id' must be a non-empty string, got {shown(qid)}")
+        return None
+    name = label(qid)
+    if not isinstance(text, str) or not text.strip():
+        bad(f"{name}: missing or empty 'question'")
+    if not isinstance(kind, str) or not KIND_NAME.fullmatch(kind):
+        bad(f"{name}: kind {shown(kind)} is not a name of 1-40 letters, digits, '_' or '-' "
+            f"(it becomes part of metric names such as ndcg_at_10.<kind>)")
+        return None
+    evidence = rec.get("evidence") or []
+    if not isinstance(evidence, list):
+        bad(f"{name}: 'evidence' must be a list")
+        return None
+    if kind == UNANSWERABLE and evidence:
+        bad(f"{name}: unanswerable question has evidence")
+    if kind != UNANSWERABLE and not evidence:
+        bad(f"{name}: answerable question ({kind}) has no evidence")
+    if kind != UNANSWERABLE and not str(rec.get("answer", "")).strip():
+        bad(f"{name}: answerable question has no reference answer")
+    spans: list[Span] = []
+    for ev in evidence:
+        span = _resolve_evidence(name, ev, docs, bad)
+        if span is not None:
+            spans.append(span)
+    if kind == "semantic" and isinstance(text, str):
+        quotes = " ".join(str(ev.get("quote", "")) for ev in evidence if isinstance(ev, dict))
+        shared = content_words(text) & content_words(quotes)
+        if len(shared) > MAX_SEMANTIC_OVERLAP:
+            bad(f"{name}: semantic question shares {len(shared)} content words with its evidence "
+                f"(max {MAX_SEMANTIC_OVERLAP}): {', '.join(sorted(shared))}")
+    return Query(qid=qid, text=text or "", kind=kind, answer=str(rec.get("answer", "")),
+                 evidence=tuple(spans))
+
+
+def check_golden(golden, docs: dict[str, Document]) -> tuple[list[Query], list[Problem]]:
+    """Parse and validate; return the questions and every problem found (never stops early)."""
+    problems: list[Problem] = []
+    queries: list[Query] = []
+    first_seen: dict[str, tuple[str, int]] = {}
+    for path in golden_files(golden):
+        try:
+            numbered = list(readers.lines(path))
+        except readers.InputError as exc:
+            problems.append(Problem(exc.file, exc.line or 0, exc.message))
+            continue
+        for lineno, raw in numbered:
+            if raw.lstrip().startswith("//"):  # a comment line
+                continue
+            try:
+                rec = readers.parse_json(raw, path, lineno)
+            except readers.InputError as exc:
+                problems.append(Problem(exc.file, exc.line or 0, exc.message))
+                continue
+            query = _check_record(rec, (str(path), lineno), docs, problems)
+            if query is None:
+                continue
+            if query.qid in first_seen:
+                f, ln = first_seen[query.qid]
+                problems.append(Problem(str(path), lineno,
+                                        f"duplicate id {shown(query.qid)} (first at {f}:{ln})"))
+                continue
+            first_seen[query.qid] = (str(path), lineno)
+            queries.append(query)
+    return queries, problems
+
+
+def load_golden(golden, docs: dict[str, Document]) -> list[Query]:
+    """Validated questions; raises :class:`GoldenError` listing every problem."""
+    queries, problems = check_golden(golden, docs)
+    if problems:
+        raise GoldenError(problems)
+    return queries
+
+
+def kind_counts(queries: list[Query]) -> dict[str, int]:
+    """Questions per kind, kinds in order of first appearance, unanswerable last."""
+    counts = Counter(q.kind for q in queries)
+    return dict(sorted(counts.items(), key=lambda kv: kv[0] == UNANSWERABLE))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ragexp.data.golden",
+                                     description="Validate a golden set against its corpus.")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    check = sub.add_parser("check", help="validate and print counts per kind")
+    check.add_argument("--corpus", default=shipped.path("handbook/corpus"),
+                       help="markdown folder (default: the shipped Brindle handbook)")
+    check.add_argument("--golden", nargs="+", default=[shipped.path("handbook/golden")],
+                       help="question files or folders (default: the handbook's golden set)")
+    check.add_argument("--readme", help="also write the counts into this file's golden block")
+    args = parser.parse_args(argv)
+    try:
+        docs = load_corpus(args.corpus)
+        queries, problems = check_golden(args.golden, docs)
+    except (FileNotFoundError, readers.InputError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    counts = kind_counts(queries)
+    lines = [f"{len(docs)} documents, {len(queries)} questions", "",
+             "| kind | questions |", "|---|---|",
+             *(f"| {kind} | {n} |" for kind, n in counts.items()), f"| total | {len(queries)} |"]
+    print("\n".join(lines))
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if problems:
+        print(f"{len(problems)} problem(s) found", file=sys.stderr)
+        return 1
+    if args.readme:
+        from tools.readme import replace_block
+
+        replace_block(args.readme, "golden", "Printed by `make check-golden`:\n\n"
+                      + "\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

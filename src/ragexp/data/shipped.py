@@ -1,0 +1,49 @@
+"""What ships with ragexp beside its code: the config groups (``conf/``) and the example
+handbook (``corpus/``, its golden set ``golden/``), so an installed ragexp composes its configs
+and runs the example from any folder.
+
+One copy of each lives at the repository root. The wheel carries them inside the package
+(``ragexp/conf``, ``ragexp/corpus``, ``ragexp/golden``: the package-dir mapping in
+``pyproject.toml``); an editable install reads them from the checkout's root.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1]  # .../ragexp
+FOLDERS = ("conf", "corpus", "golden")
+EXAMPLES = {"handbook/corpus": "corpus", "handbook/golden": "golden"}
+
+
+def folder(name: str) -> Path:
+    """The shipped folder ``name`` (one of ``FOLDERS``): inside the installed package, else at
+    the root of the source checkout. Raises ``FileNotFoundError`` naming both places."""
+    if name not in FOLDERS:
+        raise ValueError(f"no shipped folder {name!r} (shipped: {', '.join(FOLDERS)})")
+    for candidate in (PACKAGE / name, PACKAGE.parents[1] / name):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"ragexp's shipped {name}/ is neither in {PACKAGE} nor in "
+                            f"{PACKAGE.parents[1]}: reinstall ragexp")
+
+
+def conf_dir() -> str:
+    """Absolute path of the config groups (Hydra's ``config_path``)."""
+    return str(folder("conf"))
+
+
+def path(relative: str) -> str:
+    """Absolute path of a shipped example file or folder: ``"handbook/corpus"``,
+    ``"handbook/golden"`` or anything below them (``"handbook/golden/judge/labels.jsonl"``).
+
+    Raises ``FileNotFoundError`` naming the examples that do exist when ``relative`` is not one.
+    """
+    for prefix, name in EXAMPLES.items():
+        if relative == prefix or relative.startswith(prefix + "/"):
+            base = folder(name)
+            target = (base / relative[len(prefix):].lstrip("/")).resolve()
+            if target.exists() and (target == base or base in target.parents):
+                return str(target)
+    raise FileNotFoundError(f"no shipped example {relative!r} (examples: "
+                            f"{', '.join(EXAMPLES)})")

@@ -1,0 +1,156 @@
+"""The quality gate: may this run replace the reference (the champion, or a given run)?
+
+Rule (``decide``, pure), for the tested measures over all questions and each question kind,
+every test paired per question and p adjusted over that whole family (Holm by default):
+
+- **no regression**: no group where the run is worse by more than ``margin`` *and* the drop is
+  significant (``p_adj < alpha``). A drop within the margin, or one the golden set cannot tell
+  from noise, does not fail the gate;
+- **refusals within budget**: the run's cross-validated share of answerable questions refused
+  (``abstain.cv.refused_answerable``, the honest estimate: the in-sample one is within budget
+  by construction) is at most the run's ``abstain.budget`` plus ``refusal_slack``;
+- **for promotion** (``min_effect`` set): the overall gain on the first measure is at least
+  ``min_effect`` and significant (``p_adj < alpha``).
+
+``ragexp gate`` and ``ragexp promote --gate`` both apply this rule. ``evaluate`` is the edge
+that loads the two runs from MLflow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ragexp.evaluation import significance, stats
+from ragexp.evaluation.stats import ALL, Paired
+
+CV_REFUSED = "abstain.cv.refused_answerable"
+BUDGET_PARAM = "abstain.budget"
+DATA_TAGS = ("corpus_hash", "golden_hash")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Thresholds of the gate. ``measures``: ir_measures names, the first is the one promotion
+    is judged on; ``margin``/``min_effect`` in that measure's units (0..1)."""
+
+    measures: tuple[str, ...] = ("nDCG@10",)
+    margin: float = 0.01
+    min_effect: float | None = None
+    alpha: float = stats.ALPHA
+    correction: str = "holm"
+    refusal_slack: float = 0.05
+
+    def __post_init__(self):
+        if not self.measures:
+            raise ValueError("the gate needs at least one measure")
+        if not 0 <= self.margin < 1:
+            raise ValueError(f"margin must be in [0, 1), got {self.margin}")
+        if self.min_effect is not None and not 0 <= self.min_effect < 1:
+            raise ValueError(f"min_effect must be in [0, 1), got {self.min_effect}")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        if self.correction not in stats.CORRECTIONS:
+            raise ValueError(f"correction must be one of {', '.join(stats.CORRECTIONS)}, "
+                             f"got {self.correction!r}")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    reasons: list[str]
+    tests: list[Paired] = field(default_factory=list)
+    refusal: str = ""
+    header: str = ""
+
+    def render(self, rule: Rule) -> str:
+        """One screen: the header, one line per test, the refusal check, the outcome."""
+        lines = [self.header] if self.header else []
+        if self.tests:
+            lines.append(f"{'measure':<9} {'group':<13} {'n':>4}  {'Δ [95% CI]':<26} "
+                         f"{'p':>7} {'p_adj':>7}  n for 80% power")
+            for t in self.tests:
+                flag = ""
+                if t.mean_diff < -rule.margin and t.p_adj < rule.alpha:
+                    flag = "  REGRESSION"
+                n80 = "inf" if t.n_needed == float("inf") else f"{t.n_needed:.0f}"
+                lines.append(f"{t.measure:<9} {t.kind:<13} {t.n:>4}  "
+                             f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]   "
+                             f"{t.p:>7.4f} {t.p_adj:>7.4f}  {n80:>6}{flag}")
+        if self.refusal:
+            lines.append(self.refusal)
+        lines.append("PASS" if self.passed else "FAIL: " + "; ".join(self.reasons))
+        return "\n".join(lines)
+
+
+def decide(tests: list[Paired], run_metrics: dict[str, float], run_params: dict[str, str],
+           rule: Rule) -> Verdict:
+    """Apply the rule to adjusted tests (``stats.adjust_family`` over exactly these tests) and
+    the run's metrics and params. Pure."""
+    reasons: list[str] = []
+    for t in tests:
+        if t.mean_diff < -rule.margin and t.significant(rule.alpha):
+            reasons.append(f"{t.measure} {t.kind}: {t.mean_diff:+.3f} (p_adj {t.p_adj:.4f} < "
+                           f"{rule.alpha}, drop beyond margin {rule.margin})")
+    refusal = ""
+    if CV_REFUSED in run_metrics and BUDGET_PARAM in run_params:
+        rate, budget = run_metrics[CV_REFUSED], float(run_params[BUDGET_PARAM])
+        ok = rate <= budget + rule.refusal_slack + 1e-12
+        refusal = (f"refusals: answerable refused (cross-validated) {rate:.3f}, budget "
+                   f"{budget:.3f} + slack {rule.refusal_slack:.3f}: {'ok' if ok else 'OVER'}")
+        if not ok:
+            reasons.append(f"refuses {rate:.3f} of answerable questions (cross-validated), over "
+                           f"budget {budget:.3f} + slack {rule.refusal_slack:.3f}")
+    else:
+        refusal = "refusals: not checked (the run has no abstain metrics)"
+    if rule.min_effect is not None:
+        first = next(t for t in tests if t.measure == rule.measures[0] and t.kind == ALL)
+        if first.mean_diff < rule.min_effect or first.mean_diff <= 0:
+            reasons.append(f"{first.measure} gain {first.mean_diff:+.3f} is below the minimum "
+                           f"effect {rule.min_effect:+.3f} needed to promote")
+        elif not first.significant(rule.alpha):
+            reasons.append(f"{first.measure} gain {first.mean_diff:+.3f} is not significant "
+                           f"(p_adj {first.p_adj:.4f} >= {rule.alpha})")
+    return Verdict(not reasons, reasons, list(tests), refusal)
+
+
+def family_tests(run_table: pd.DataFrame, ref_table: pd.DataFrame, rule: Rule,
+                labels: tuple[str, str] = ("run", "reference")) -> list[Paired]:
+    """The gate's family: every measure of the rule, overall and per kind, adjusted together."""
+    raw = significance.tests_against(run_table, ref_table, rule.measures, labels)
+    return stats.adjust_family(raw, rule.correction)
+
+
+def evaluate(run_id: str, reference_id: str, rule: Rule, label: str = "") -> Verdict:
+    """Load both runs (MLflow edge) and decide. Different data or questions -> a failing verdict
+    saying so; an unknown run id -> ``ValueError``."""
+    from ragexp.decide import compare
+    from ragexp.tracking import store as tracking
+
+    c = tracking.client()
+
+    def get(rid: str):
+        try:
+            return c.get_run(rid)
+        except Exception:
+            raise ValueError(f"no run {rid!r} in {tracking.tracking_uri()}") from None
+
+    run, ref = get(run_id), get(reference_id)
+    header = (f"gate: run {run_id[:8]} ({run.data.tags.get('ragexp.ablation', '-')}) against "
+              f"{label or 'run'} {reference_id[:8]} ({ref.data.tags.get('ragexp.ablation', '-')})"
+              f"; {stats.CORRECTION_NAMES[rule.correction]} over {len(rule.measures)} "
+              f"measure(s) x (all + each kind), alpha {rule.alpha}, margin {rule.margin}"
+              + (f", min effect {rule.min_effect}" if rule.min_effect is not None else ""))
+    differ = [k for k in DATA_TAGS if run.data.tags.get(k) != ref.data.tags.get(k)]
+    if differ:
+        return Verdict(False, [f"run and reference were evaluated on different data "
+                               f"({', '.join(differ)} differ): the gate cannot compare them"],
+                       header=header)
+    try:
+        tests = family_tests(compare.per_question(run_id), compare.per_question(reference_id),
+                            rule, (run_id[:8], reference_id[:8]))
+    except significance.NotPaired as exc:
+        return Verdict(False, [str(exc)], header=header)
+    verdict = decide(tests, run.data.metrics, run.data.params, rule)
+    return Verdict(verdict.passed, verdict.reasons, verdict.tests, verdict.refusal, header)

@@ -1,0 +1,153 @@
+"""Choosing among a sweep's runs: the objective a job returns to its sweeper, each job's paired
+comparison with the sweep's baseline, and the runs tied with the best.
+
+- **Objective**: ``cfg.objective`` (an ir_measures name, default ``nDCG@10``) on the run's split
+  (``dev`` by default), returned by the Hydra entry point so ``hydra/sweeper=optuna`` can
+  drive ragexp. A skipped job (identical config already finished) returns the value recorded
+  on that run.
+- **Baseline**: the sweep's job whose ``ablation`` equals the config key ``baseline`` (default
+  ``default``, i.e. ``+ablation=default`` in the sweep). Every other job is tested against it
+  for the objective and ``significance.DEFAULT_MEASURES``, overall and per kind, p adjusted
+  over the whole sweep's family (Holm), and each run of this sweep gets metrics
+  ``vs_baseline.<measure key>[.<kind>].{delta,ci_low,ci_high,p,p_adj,n_needed}``. A sweep
+  without such a job (an Optuna search, say) logs no ``vs_baseline.*`` metrics.
+- **Best and tied**: the best run has the highest mean objective; a run is tied with it when it
+  is not significantly worse after Holm's correction over the sweep's comparisons with the best
+  (``stats.tied_with_best``). The parent run gets tags ``ragexp.best_run``,
+  ``ragexp.tied_with_best`` and metric ``best.<key>``; every run of this sweep gets the metric
+  ``selection.tied_with_best`` (1 or 0).
+
+``summarise_sweep`` is called from ``tracking.SweepCallback.on_multirun_end``, when every job has
+finished whatever order they ran in.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import Any, Mapping
+
+import pandas as pd
+
+from ragexp.evaluation import significance, stats
+from ragexp.evaluation.stats import ALL, Paired
+
+log = logging.getLogger(__name__)
+
+
+def measure_key(name: str) -> str:
+    """MLflow key of a measure given by its ir_measures name (``nDCG@10`` -> ``ndcg_at_10``).
+    Raises ``ValueError`` for an unknown measure."""
+    from ragexp.evaluation.measures import parse
+
+    return parse(name).key
+
+
+def check_objective(name: str, names) -> None:
+    """Raise ``ValueError`` unless the objective is one of the run's measures."""
+    from ragexp.evaluation.measures import parse
+
+    if parse(name).name not in {parse(n).name for n in names}:
+        raise ValueError(f"objective {name!r} is not among the configured measures "
+                         f"({', '.join(names)}): add it to the config key measures")
+
+
+def objective(out: Mapping[str, Any], name: str) -> float:
+    """The objective of a job's outcome (``app.run_logged``'s dict); for a skipped job, the
+    value recorded on the finished run it skipped to. Raises ``ValueError`` when the run has
+    no such metric (e.g. it was logged before that measure existed)."""
+    key = measure_key(name)
+    metrics: Mapping[str, Any] = out
+    if out.get("status") == "SKIPPED":
+        from ragexp.tracking import store as tracking
+
+        metrics = tracking.client().get_run(out["run_id"]).data.metrics
+    if key not in metrics:
+        raise ValueError(f"run {out.get('run_id')} has no metric {key!r} for objective {name!r}")
+    return float(metrics[key])
+
+
+def vs_baseline_metrics(tests: list[Paired]) -> dict[str, float]:
+    """``vs_baseline.<key>[.<kind>].<field>`` for adjusted tests. Pure. Infinite ``n_needed``
+    (no difference) is logged as -1, since MLflow cannot chart infinity."""
+    out = {}
+    for t in tests:
+        prefix = f"vs_baseline.{measure_key(t.measure)}" + ("" if t.kind == ALL else f".{t.kind}")
+        out.update({f"{prefix}.delta": t.mean_diff, f"{prefix}.ci_low": t.ci_low,
+                    f"{prefix}.ci_high": t.ci_high, f"{prefix}.p": t.p,
+                    f"{prefix}.p_adj": t.p_adj,
+                    f"{prefix}.n_needed": -1.0 if math.isinf(t.n_needed) else t.n_needed})
+    return out
+
+
+def aligned_scores(tables: Mapping[str, pd.DataFrame], measure: str
+                   ) -> tuple[dict[str, pd.Series], list[str]]:
+    """Per-question scores of ``measure`` for the runs scored on the same questions as the first
+    run, in one order; and the runs left out because their questions differ. Pure."""
+    col = significance.column(measure)
+    series = {r: t.dropna(subset=[col]).set_index("id")[col].astype(float)
+              for r, t in tables.items()}
+    first = next(iter(series.values()))
+    ids = sorted(first.index)
+    kept = {r: s.loc[ids] for r, s in series.items() if set(s.index) == set(ids)}
+    return kept, [r for r in series if r not in kept]
+
+
+def summarise_sweep(parent_id: str, statuses: list[dict], baseline: str, objective_name: str,
+                    method: str = "holm") -> list[str]:
+    """Log the sweep's comparisons (module docstring); return lines for the console."""
+    from ragexp.decide import compare
+    from ragexp.tracking import store as tracking
+
+    c = tracking.client()
+    done = [s for s in statuses if s.get("status") in ("FINISHED", "SKIPPED") and s.get("run_id")]
+    runs = {s["run_id"]: c.get_run(s["run_id"]) for s in done}
+    if not runs:
+        return []
+    own = [r for r, run in runs.items() if run.data.tags.get("mlflow.parentRunId") == parent_id]
+    tables = {r: compare.per_question(r) for r in runs}
+    name = {r: run.data.tags.get("ragexp.ablation", "custom") for r, run in runs.items()}
+    label = {r: (name[r] if name[r] != "custom" else r[:8]) for r in runs}
+    lines = []
+    measures = tuple(dict.fromkeys([objective_name, *significance.DEFAULT_MEASURES]))
+
+    base = [r for r in runs if name[r] == baseline]
+    if base:
+        try:
+            results = significance.family({r: tables[r] for r in runs}, base[0], measures,
+                                          method)
+            for r, tests in results.items():
+                if r in own:
+                    tracking.log_batch(r, metrics=vs_baseline_metrics(tests))
+            lines.append(f"vs_baseline metrics logged against {label[base[0]]} ({base[0][:8]})")
+        except significance.NotPaired as exc:
+            lines.append(f"no vs_baseline metrics: {exc}")
+    else:
+        lines.append(f"no job with ablation {baseline!r} (config key baseline): no vs_baseline "
+                     f"metrics")
+
+    scores, left_out = aligned_scores(tables, objective_name)
+    tied = stats.tied_with_best(scores, objective_name, method)
+    key = measure_key(objective_name)
+    best_value = float(scores[tied.best].mean())
+    tracking.log_batch(parent_id, metrics={f"best.{key}": best_value,
+                                           "selection.tied_with_best.count": len(tied.tied)},
+                       tags={"ragexp.best_run": tied.best,
+                             "ragexp.best_label": label[tied.best],
+                             "ragexp.tied_with_best": json.dumps(
+                                 [{"run_id": r, "label": label[r]} for r in tied.tied]),
+                             "ragexp.selection_rule": f"{objective_name} on the run's split; "
+                             f"tied = not significantly worse than the best, "
+                             f"{stats.CORRECTION_NAMES[method]} over {len(scores) - 1} tests"})
+    for r in own:
+        if r in scores:
+            tracking.log_batch(r, metrics={"selection.tied_with_best": float(r in tied.tied)})
+    lines.append(f"best by {objective_name}: {label[tied.best]}"
+                 + (f" ({tied.best[:8]})" if label[tied.best] != tied.best[:8] else "") + " "
+                 + f"{best_value:.3f}; tied with it ({stats.CORRECTION_NAMES[method]}, alpha "
+                 f"{stats.ALPHA}): {', '.join(label[r] for r in tied.tied)}")
+    if left_out:
+        lines.append(f"left out of the choice (scored on other questions): "
+                     f"{', '.join(label[r] for r in left_out)}")
+    return lines

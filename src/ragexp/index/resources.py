@@ -1,0 +1,203 @@
+"""Shared, lazily built resources of one run: the embedder, the embedding cache, BM25.
+
+Stages receive this instead of building their own, so the model loads once (and only when a
+stage needs it) and BM25 is fitted once for the retriever, the abstain signal and ``explain``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ragexp.index.bm25 import BM25Index
+from ragexp.index.cache import EmbeddingCache
+from ragexp.index.embedders import Embedder
+from ragexp.index.flat import FlatIPIndex
+from ragexp.records import Chunk
+from ragexp.index.stagestore import StageStore, stage_key
+from ragexp.text.tokens import TokenMatrix
+
+
+class ChunksById(Mapping):
+    """Read-only ``{chunk_id: Chunk}`` over a run's chunks through ``Resources.position``: the
+    lookup a judge needs, without a second dict of every chunk (a million at scale)."""
+
+    def __init__(self, chunks: list[Chunk], position: dict[str, int]):
+        self._chunks, self._position = chunks, position
+
+    def __getitem__(self, chunk_id: str) -> Chunk:
+        return self._chunks[self._position[chunk_id]]
+
+    def __iter__(self):
+        return iter(self._position)
+
+    def __len__(self) -> int:
+        return len(self._position)
+
+
+@dataclass
+class Resources:
+    chunks: list[Chunk]
+    embedder_factory: Callable[[], Embedder]
+    cache: EmbeddingCache = field(default_factory=EmbeddingCache)
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
+    progress: bool = True
+    bm25_method: str = "lucene"
+    bm25_delta: float = 0.5
+    query_memory: int = 0  # > 0: query vectors live in an in-memory LRU of this many questions
+    #                        and never reach the disk cache (serving); 0: the disk cache
+    timings: dict[str, float] = field(default_factory=dict)
+    stages: StageStore = field(default_factory=lambda: StageStore(enabled=False))
+    chunks_key: str = ""  # stage key of ``chunks``: what tokens, BM25 and vectors derive from
+    _embedder: Embedder | None = None
+    _terms: TokenMatrix | None = None
+    _bm25: BM25Index | None = None
+    _passages: np.ndarray | None = None
+    _recent: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    share_searches: bool = True  # False (serving): searches are never kept for later callers
+    replayed_s: float = 0.0  # first-stage seconds replayed by ``searched_alone``
+    replayed: int = 0  # batches whose first stage ``searched_alone`` replayed
+
+    def __post_init__(self) -> None:
+        if not self.chunks:
+            raise ValueError("no chunks to index: the corpus produced nothing under this chunking")
+        self.position = {c.chunk_id: i for i, c in enumerate(self.chunks)}
+        self.by_id = ChunksById(self.chunks, self.position)
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = self.embedder_factory()
+        return self._embedder
+
+    @property
+    def embedder_used(self) -> bool:
+        return self._embedder is not None
+
+    @property
+    def terms(self) -> TokenMatrix:
+        """Each chunk's analysed terms (``text.tokenize``), computed once for BM25, the lexical
+        reranker and the lexical abstain signal."""
+        if self._terms is None:
+            self._terms = self.stages.get(
+                "tokens", stage_key("tokens", self.chunks_key),
+                lambda: TokenMatrix.build(c.text for c in self.chunks))
+        return self._terms
+
+    @property
+    def bm25(self) -> BM25Index:
+        if self._bm25 is None:
+            start = time.perf_counter()
+            self._bm25 = self.stages.get("bm25", self._bm25_key(), lambda: BM25Index(
+                self.bm25_k1, self.bm25_b, self.bm25_method, self.bm25_delta).fit_terms(self.terms))
+            self.add_time("time.index_s", start)
+        return self._bm25
+
+    def passage_vectors(self) -> np.ndarray:
+        if self._passages is None:
+            start = time.perf_counter()
+            self._passages = self.stages.get(
+                "vectors", self._vectors_key(),
+                lambda: self.cache.embed(self.embedder, [c.text for c in self.chunks], "passage",
+                                         progress=self.progress))
+            self.add_time("time.embed_s", start)
+        return self._passages
+
+    def dense_index(self) -> FlatIPIndex:
+        """FAISS flat index over the passage vectors (kept in memory between jobs)."""
+        vectors = self.passage_vectors()
+        start = time.perf_counter()
+        index = self.stages.get("dense_index", self._vectors_key(),
+                                lambda: FlatIPIndex(vectors), disk=False)
+        self.add_time("time.index_s", start)
+        return index
+
+    def searched(self, stage: str, queries: dict[str, str], k: int,
+                 search: Callable[[], dict]) -> dict:
+        """A first-stage ranking of this batch of ``queries`` at depth ``k``, kept in memory
+        (the latest per ``stage``) for the next job of a sweep: it depends only on the index
+        (its stage key), the query texts and ``k``, never on the reranker, fusion or abstain
+        settings that sweeps vary. Returns a copy, so callers may change what they get."""
+        if not self.share_searches:
+            return search()
+        texts = hashlib.sha256(json.dumps(list(queries.items())).encode()).hexdigest()
+        key = stage_key(stage, self._index_key(stage), texts, k)
+        ranking = self.stages.get(stage, key, search, disk=False)
+        return {q: dict(scores) for q, scores in ranking.items()}
+
+    def searched_alone(self, stage: str, queries: dict[str, str], k: int,
+                       search: Callable[[], dict]) -> dict:
+        """A first-stage ranking of ``queries`` computed as serving computes it (nothing cached:
+        the latency measurement), timed. The first job of a sweep to search this batch on this
+        index (``stage``'s key) searches and keeps (seconds, ranking); a later job that only
+        differs in query-time settings gets the same ranking and adds the kept seconds to
+        ``replayed_s``, so its measured latency still counts the first stage, as measured once
+        in this process on the same index and queries; each replay adds 1 to ``replayed``.
+        Without a stage store (a lone run, serving) every call searches."""
+        if not self.share_searches:
+            return search()
+        book = self.stages.scratch(f"{stage}_alone",
+                                   stage_key(f"{stage}_alone", self._index_key(stage), k), dict)
+        text = json.dumps(list(queries.items()))
+        held = book.get(text)
+        if held is None:
+            start = time.perf_counter()
+            ranking = search()
+            book[text] = held = (time.perf_counter() - start, ranking)
+        else:
+            self.replayed_s += held[0]
+            self.replayed += 1
+        return {q: dict(scores) for q, scores in held[1].items()}
+
+    def best_bm25_scores(self, texts: list[str]) -> np.ndarray:
+        """(len(texts),) ``bm25.best_scores(texts)``, kept in memory for the next job of a
+        sweep (it depends on the BM25 index and the texts only)."""
+        if not self.share_searches:
+            return self.bm25.best_scores(texts)
+        key = stage_key("bm25_best", self._bm25_key(),
+                        hashlib.sha256(json.dumps(texts).encode()).hexdigest())
+        return self.stages.get("bm25_best", key, lambda: self.bm25.best_scores(texts),
+                               disk=False).copy()
+
+    def _index_key(self, stage: str) -> str:
+        """Stage key of the index a first-stage search (``dense_search``/``bm25_search``) reads."""
+        return self._vectors_key() if stage == "dense_search" else self._bm25_key()
+
+    def _bm25_key(self) -> str:
+        return stage_key("bm25", self.chunks_key, self.bm25_k1, self.bm25_b, self.bm25_method,
+                         self.bm25_delta)
+
+    def _vectors_key(self) -> str:
+        return stage_key("vectors", self.chunks_key, self.embedder.identity.key)
+
+    def query_vectors(self, texts: list[str], cached: bool = True) -> np.ndarray:
+        if not cached:
+            return self.embedder.embed(texts, "query")
+        if self.query_memory > 0:
+            return self._remembered(texts)
+        return self.cache.embed(self.embedder, texts, "query", progress=False)
+
+    def _remembered(self, texts: list[str]) -> np.ndarray:
+        """Query vectors through a bounded LRU: at most ``query_memory`` questions are kept."""
+        todo = list(dict.fromkeys(t for t in texts if t not in self._recent))
+        if todo:
+            for text, vec in zip(todo, self.embedder.embed(todo, "query")):
+                self._recent[text] = vec
+        out = np.stack([self._recent[t] for t in texts]) if texts else np.zeros(
+            (0, self.embedder.identity.dim), dtype=np.float32)
+        for t in texts:
+            self._recent.move_to_end(t)
+        while len(self._recent) > self.query_memory:
+            self._recent.popitem(last=False)
+        return out
+
+    def add_time(self, key: str, start: float) -> None:
+        self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - start

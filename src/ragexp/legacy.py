@@ -1,0 +1,109 @@
+"""Module paths of ragexp before its packages by role, kept loadable.
+
+Runs logged and champions registered before the move name the old flat paths: a run's
+``config.yaml`` has ``_target_: ragexp.retrievers.DenseRetriever``, a registered model's
+``model_code.py`` imports ``ragexp.servingmodel``. ``install`` puts a finder on ``sys.meta_path``
+that answers each old path (``OLD_PATHS``) with the module that now holds its code, the same
+module object, so classes and functions are identical under both names. ``upgrade`` rewrites a
+recorded config's ``_target_`` values to today's paths before it is built.
+
+Eight old modules share their name with a package of today (``ragexp.text``, ``index``,
+``answer``, ``stages``, ``tracking``, ``report``, ``serving``, ``cli``): no recorded config or
+model names a class in them, and their old paths now mean the packages.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+
+OLD_PATHS = {f"ragexp.{old}": f"ragexp.{new}" for old, new in {
+    "tokens": "text.tokens", "sections": "text.sections",
+    "readers": "data.readers", "beir": "data.beir", "trec": "data.trec", "golden": "data.golden",
+    "relevance": "data.relevance", "units": "data.units", "split": "data.split",
+    "datasets": "data.datasets", "examples": "data.shipped",
+    "embedders": "index.embedders", "cache": "index.cache", "packstore": "index.packstore",
+    "bm25": "index.bm25", "stagestore": "index.stagestore", "resources": "index.resources",
+    "chunking": "stages.chunking", "retrievers": "stages.retrievers", "fusion": "stages.fusion",
+    "external": "stages.external", "rerankers": "stages.rerankers", "abstain": "stages.abstain",
+    "extractive": "answer.extractive", "llm": "answer.llm", "llm_answer": "answer.llm_answer",
+    "judge": "answer.judge", "judge_metrics": "answer.judge_metrics",
+    "agreement": "answer.agreement",
+    "measures": "evaluation.measures", "metrics": "evaluation.metrics",
+    "docrank": "evaluation.docrank", "stats": "evaluation.stats",
+    "significance": "evaluation.significance",
+    "question_failures": "evaluation.question_failures",
+    "outbox": "tracking.outbox", "lifecycle": "tracking.lifecycle",
+    "failures": "tracking.failures", "provenance": "tracking.provenance",
+    "compare": "decide.compare", "selection": "decide.selection", "gate": "decide.gate",
+    "report_html": "report.html", "report_charts": "report.charts", "report_facts": "report.facts",
+    "sweep_data": "report.sweep_data",
+    "schema": "run.schema", "validation": "run.validation", "pipeline": "run.pipeline",
+    "app": "run.app", "sweep": "run.sweep", "confirm": "run.confirm",
+    "servingmodel": "serving.model", "model_code": "serving.model_code", "api": "serving.api",
+    "page": "serving.page", "access": "serving.access", "tracing": "serving.tracing",
+    "mining": "serving.mining", "promote": "serving.promote",
+    "traces_cli": "cli.traces", "housekeeping": "cli.runs", "mlflow_ui": "cli.ui",
+    "starter": "cli.init", "decision_tables": "cli.decisions",
+}.items()}
+# Recorded targets that moved to another class, not only another module: before ``answer``
+# became a config group, the extractive answerer was logged as the ``Answerer`` protocol.
+OLD_TARGETS = {"ragexp.answer.Answerer": "ragexp.answer.extractive.ExtractiveAnswerer"}
+
+
+class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds an old module path and loads it as the module that holds its code today."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname in OLD_PATHS:
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        # The module of today itself: its own name and spec stay (set only where missing).
+        return importlib.import_module(OLD_PATHS[spec.name])
+
+    def exec_module(self, module) -> None:
+        """Nothing to run: the module of today ran when ``create_module`` imported it."""
+
+
+def install() -> None:
+    """Answer old module paths from now on (once per process; called by ``import ragexp``)."""
+    if not any(isinstance(f, _OldPaths) for f in sys.meta_path):
+        sys.meta_path.append(_OldPaths())
+
+
+def target(path: str) -> str:
+    """Today's dotted path of a recorded ``_target_`` (``ragexp.retrievers.DenseRetriever`` ->
+    ``ragexp.stages.retrievers.DenseRetriever``); any other path is returned unchanged."""
+    if path in OLD_TARGETS:
+        return OLD_TARGETS[path]
+    module, _, name = path.rpartition(".")
+    return f"{OLD_PATHS[module]}.{name}" if module in OLD_PATHS else path
+
+
+def upgrade(cfg):
+    """A copy of a recorded config (an OmegaConf ``DictConfig``) whose every ``_target_`` names
+    today's path (``target``); the config itself is not changed."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    out = cfg.copy()
+
+    def walk(node) -> None:
+        if isinstance(node, DictConfig):
+            for key in node.keys():
+                if key == "_target_" and isinstance(node.get(key), str):
+                    node[key] = target(node[key])
+                elif OmegaConf.is_config(node._get_node(key)):
+                    walk(node[key])
+        elif isinstance(node, ListConfig):
+            for item in node:
+                walk(item)
+
+    with_flag = OmegaConf.is_readonly(out)
+    OmegaConf.set_readonly(out, False)
+    walk(out)
+    OmegaConf.set_readonly(out, with_flag)
+    return out

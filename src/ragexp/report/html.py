@@ -1,0 +1,326 @@
+"""``ragexp report --html OUT``: one standalone HTML page for a sweep (inline CSS and SVG; no
+scripts, fonts or anything fetched), also logged as ``report.html`` on the sweep's parent run.
+
+Sections: headline measures of every run with deltas against the same configuration in the
+previous sweep and against the champion (green better, red worse, by each measure's direction;
+grey: no change at the precision shown, or measured on other questions); a chart of which
+configuration wins on which question kind (also ``--chart PNG``: the README's hero image);
+per-kind tables with the paired tests against the sweep's baseline, Holm-adjusted over the
+page's whole family; the runs' abstain curves overlaid; and every failed question of every run
+with its reason (``question_failures``). The numbers are computed in ``report_facts``; what is
+read from MLflow, in ``sweep_data``. Every number cell carries ``data-k`` (what it is) and
+``data-v`` (the unrounded value), so tools and tests can read the page back.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from ragexp.evaluation import measures as measures_mod
+from ragexp.evaluation import question_failures, significance, stats
+from ragexp.report import charts as report_charts, facts as report_facts
+from ragexp.report.facts import Delta
+from ragexp.evaluation.stats import ALL
+from ragexp.report.sweep_data import SweepData
+
+ARTIFACT = "report.html"
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;
+margin:24px auto;max-width:1280px;padding:0 16px;color:#1f2328}
+h1{font-size:22px;margin:0 0 4px}
+h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d0d7de}
+h3{font-size:15px;margin:18px 0 6px}.meta{color:#59636e}
+.note{color:#59636e;font-size:12px;max-width:1000px}
+table{border-collapse:collapse;margin:6px 0 10px;font-variant-numeric:tabular-nums}
+th,td{border:1px solid #d0d7de;padding:3px 7px;text-align:right;vertical-align:top}
+th{background:#f6f8fa}td.l,th.l{text-align:left}
+.good{color:#1a7f37;background:#dafbe1}.bad{color:#cf222e;background:#ffebe9}
+.same{color:#59636e}.na{color:#8c959f}
+.d{display:block;font-size:11px;padding:0 3px;border-radius:3px;white-space:nowrap}
+.sig{font-weight:700}.best{background:#fff8c5}details{margin:4px 0}summary{cursor:pointer}
+.cards{display:flex;flex-wrap:wrap;gap:10px}.card{border:1px solid #d0d7de;border-radius:6px;
+padding:8px 12px;min-width:150px}.card .v{font-size:22px;font-weight:600}
+svg{max-width:100%;height:auto}
+"""
+
+
+def esc(v) -> str:
+    """Text made safe for HTML content and attribute values."""
+    return html.escape(str(v), quote=True)
+
+
+def fmt(v: float, signed: bool = False) -> str:
+    """Three decimals (with a sign when ``signed``); a dash for a missing value."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return f"{v:+.3f}" if signed else f"{v:.3f}"
+
+
+def num(key: str, v: float, cls: str = "", text: str | None = None) -> str:
+    """A table cell showing ``text`` (default: ``v`` to three decimals) that carries ``data-k``
+    and the unrounded ``data-v``."""
+    c = f' class="{cls}"' if cls else ""
+    return f'<td{c} data-k="{esc(key)}" data-v="{esc(repr(float(v)))}">{esc(text or fmt(v))}</td>'
+
+
+def delta_span(key: str, d: Delta | None, what: str) -> str:
+    """A small coloured line under a value: the difference, or why there is none."""
+    if d is None:
+        return f'<span class="d na" data-k="{esc(key)}">{esc(what)}: –</span>'
+    cls = ("na" if not d.comparable or math.isnan(d.diff) else
+           "same" if d.better is None else "good" if d.better else "bad")
+    label = "0.000" if d.better is None and not math.isnan(d.diff) else fmt(d.diff, True)
+    extra = "" if d.comparable else " (other questions)"
+    return (f'<span class="d {cls}" data-k="{esc(key)}" data-v="{esc(repr(d.diff))}" '
+            f'title="{esc(what)}: {fmt(d.reference)}">{esc(what)} {esc(label)}{extra}</span>')
+
+
+def _metric(row, key: str) -> float:
+    v = row.get(f"metrics.{key}")
+    return math.nan if v is None or pd.isna(v) else float(v)
+
+
+def headline_section(data: SweepData, heads, order: list[str]) -> list[str]:
+    runs = data.runs.set_index("run_id")
+    prev = data.previous.set_index("run_id") if data.previous is not None else None
+    champ = data.champion.iloc[0] if data.champion is not None and len(data.champion) else None
+    out = ["<h2>Headline measures</h2>",
+           '<p class="note">Each value with its difference against the same configuration in '
+           "the previous sweep (prev) and against the champion (champ): green is better, red "
+           "worse, by the measure's direction (fewer answerable questions refused is better); "
+           "grey: equal at three decimals, or measured on other questions (other data or "
+           "split). Retrieval measures are over the answerable questions of the run's split.</p>"]
+    best = order[0]
+    cards = []
+    rows = []
+    for run_id in order:
+        row = runs.loc[run_id]
+        prev_row = (prev.loc[data.previous_match[run_id]]
+                    if prev is not None and run_id in data.previous_match else None)
+        cells = [f'<td class="l">{esc(row["label"])}</td>']
+        for key, label, higher in heads:
+            v = _metric(row, key)
+            dp = dc = None
+            if prev_row is not None:
+                dp = report_facts.delta(v, _metric(prev_row, key), higher,
+                                        report_facts.same_questions(row, prev_row))
+            if champ is not None:
+                dc = report_facts.delta(v, _metric(champ, key), higher,
+                                        report_facts.same_questions(row, champ))
+            spans = ((delta_span(f"dprev|{run_id}|{key}", dp, "prev") if prev is not None
+                      else "")
+                     + (delta_span(f"dchamp|{run_id}|{key}", dc, "champ") if champ is not None
+                        else ""))
+            cells.append(f'<td data-k="head|{esc(run_id)}|{esc(key)}" data-v="{esc(repr(v))}">'
+                         f"{esc(fmt(v))}{spans}</td>")
+            if run_id == best:
+                cards.append(f'<div class="card"><div>{esc(label)}</div><div class="v">'
+                             f"{esc(fmt(v))}</div>{spans}</div>")
+        rows.append(f'<tr{" class=best" if run_id == best else ""}>{"".join(cells)}</tr>')
+    out += [f"<h3>Best by {esc(data.objective)}: {esc(runs.loc[best, 'label'])}</h3>",
+            f'<div class="cards">{"".join(cards)}</div>', "<h3>Every run</h3>",
+            "<table><tr><th class=l>run</th>"
+            + "".join(f"<th>{esc(label)}</th>" for _, label, _ in heads) + "</tr>",
+            *rows, "</table>"]
+    return out
+
+
+def wins_section(wins, labels, chart_svg: str) -> list[str]:
+    groups = list(wins.values.columns)
+    rows = []
+    for run in report_charts.order(wins):
+        cells = [f'<td class="l">{esc(labels[run])}</td>']
+        for g in groups:
+            won, worse = wins.winner[g] == run, run not in wins.tied[g]
+            mark = f" {report_charts.WIN}" if won else f" {report_charts.WORSE}" if worse else ""
+            cells.append(num(f"wins|{run}|{g}", wins.values.loc[run, g],
+                             "sig" if won else "", fmt(wins.values.loc[run, g]) + mark))
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    left = (f'<p class="note">Left out (scored on other questions): '
+            f'{esc(", ".join(labels[r] for r in wins.left_out))}</p>' if wins.left_out else "")
+    return [f"<h2>Which configuration wins on which kind ({esc(wins.measure)})</h2>", chart_svg,
+            "<details><summary>The chart's numbers</summary><table><tr><th class=l>run</th>"
+            + "".join(f"<th>{esc(g)} (n={wins.n[g]})</th>" for g in groups) + "</tr>",
+            *rows, "</table></details>", left]
+
+
+def kind_section(data: SweepData, tests, reference: str, ref_label: str,
+                 test_measures: list[str], labels, order: list[str],
+                 method: str = "holm") -> list[str]:
+    kinds = sorted({k for (_, _, k) in tests if k != ALL})
+    family = (f"the {len(tests)} tests of these tables (runs x measures x (all questions + "
+              f"each kind))")
+    out = [f"<h2>Per question kind, against {esc(ref_label)}</h2>",
+           f'<p class="note">Mean per kind over the answerable questions, and the paired '
+           f"difference against {esc(ref_label)} with its 95% BCa interval, raw p (two-sided "
+           f"paired randomisation test) and p_adj; bold: p_adj &lt; {stats.ALPHA}. "
+           f"{esc(stats.correction_note(method, family))}</p>"]
+    for g in [ALL, *kinds]:
+        head = "".join(f"<th>{esc(m)}</th><th>Δ [95% CI]</th><th>p</th><th>p_adj</th>"
+                       for m in test_measures)
+        rows = []
+        for run in order:
+            table = data.tables[run]
+            cells = [f'<td class="l">{esc(labels[run])}</td>']
+            for m in test_measures:
+                col = significance.column(m)
+                scored = table.dropna(subset=[col])
+                if g != ALL:
+                    scored = scored[scored["kind"].astype(str) == g]
+                cells.append(num(f"mean|{run}|{m}|{g}", float(scored[col].astype(float).mean())))
+                t = tests.get((run, m, g))
+                if t is None:
+                    cells.append('<td colspan="3" class="l na">reference</td>'
+                                 if run == reference else '<td colspan="3" class="na">–</td>')
+                    continue
+                sig = t.p_adj < stats.ALPHA
+                d = report_facts.delta(t.mean_diff, 0.0, True)  # measures: higher is better
+                cls = "same" if d.better is None else "good" if d.better else "bad"
+                cells.append(num(f"diff|{run}|{m}|{g}", t.mean_diff, cls + (" sig" if sig else ""),
+                                 f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]"))
+                cells.append(num(f"p|{run}|{m}|{g}", t.p, "", significance.format_p(t.p)))
+                cells.append(num(f"padj|{run}|{m}|{g}", t.p_adj, "sig" if sig else "",
+                                 significance.format_p(t.p_adj) + ("*" if sig else "")))
+            rows.append("<tr>" + "".join(cells) + "</tr>")
+        n = next((t.n for (r, m, k), t in tests.items() if k == g), "")
+        out += [f"<h3>{'All questions' if g == ALL else esc(g)} (n={n})</h3>",
+                f"<table><tr><th class=l>run</th>{head}</tr>", *rows, "</table>"]
+    return out
+
+
+def abstain_section(data: SweepData, labels) -> list[str]:
+    curves = {r: c for r, c in data.curves.items() if c}
+    out = ["<h2>Abstain curves</h2>"]
+    if not curves:
+        return out + ['<p class="note">No run logged an abstain curve (the golden set needs '
+                      "answerable and unanswerable questions).</p>"]
+    fig = report_charts.abstain_figure(curves, labels)
+    missing = [labels[r] for r, c in data.curves.items() if not c]
+    return out + ['<p class="note">For every threshold, the share of unanswerable questions '
+                  "refused against the share of answerable ones wrongly refused; dots: each "
+                  "run's operating point (the most unanswerable refused within the budget, "
+                  "dotted).</p>", report_charts.svg(fig)] + (
+        [f'<p class="note">No curve: {esc(", ".join(missing))}</p>'] if missing else [])
+
+
+def failures_section(data: SweepData, labels, order: list[str]) -> list[str]:
+    col = significance.column(data.objective)
+    reasons = question_failures.REASONS
+    summary, details = [], []
+    for i, run in enumerate(order):
+        row = data.runs.set_index("run_id").loc[run]
+        shown = int(float(row.get("params.answer.n_chunks", 3)))
+        unit = str(row.get("params.dataset.unit", "chunk"))
+        fails = question_failures.failed_questions(data.tables[run], col, shown,
+                                                   "chunk" if unit == "nan" else unit)
+        counts = question_failures.counts(fails)
+        summary.append(f'<tr><td class="l">{esc(labels[run])}</td>'
+                       + "".join(num(f"nfail|{run}|{r}", counts[r], "", str(counts[r]))
+                                 for r in reasons)
+                       + num(f"nfail|{run}|total", len(fails), "", str(len(fails))) + "</tr>")
+        rows = "".join(
+            f'<tr data-k="fail|{esc(run)}|{esc(f.id)}"><td class="l">{esc(f.id)}</td>'
+            f'<td class="l">{esc(f.kind)}</td><td class="l">{esc(f.question)}</td>'
+            f'<td class="l" data-k="reason|{esc(run)}|{esc(f.id)}">{esc(f.reason)}</td>'
+            f'<td class="l">{esc(f.detail)}</td></tr>' for f in fails.itertuples())
+        note = fails.attrs.get("note")
+        details.append(f"<details{' open' if i == 0 else ''}><summary>{esc(labels[run])}: "
+                       f"{len(fails)} failed</summary>"
+                       + (f'<p class="note">{esc(note)}</p>' if note else "")
+                       + "<table><tr><th class=l>id</th><th class=l>kind</th><th class=l>"
+                       "question</th><th class=l>why</th><th class=l>detail</th></tr>"
+                       + rows + "</table></details>")
+    return ["<h2>Failed questions</h2>",
+            '<p class="note">A question fails when an answerable one is refused or answered '
+            "citing no chunk that holds its evidence, or an unanswerable one is answered. Its "
+            "reason is the earliest stage that explains it: retrieval miss (no relevant item "
+            "among the passages the answerer was shown), refused (evidence shown, answer "
+            "refused: low confidence or every sentence dropped by the citation checker), "
+            "unsupported citation (evidence shown, answer cites other chunks), answered "
+            "unanswerable.</p>",
+            "<table><tr><th class=l>run</th>" + "".join(f"<th>{esc(r)}</th>" for r in reasons)
+            + "<th>total</th></tr>", *summary, "</table>", *details]
+
+
+def build(data: SweepData, method: str = "holm") -> tuple[str, object]:
+    """The page's HTML text, and the wins-by-kind figure (for ``--chart``)."""
+    labels = dict(zip(data.runs["run_id"], data.runs["label"]))
+    measured = [m.name for m in measures_mod.of_run(
+        columns=list(next(iter(data.tables.values())).columns))]
+    heads = report_facts.headline(data.objective, measured)
+    wins = report_facts.wins_by_kind(data.tables, data.objective, method)
+    order = report_charts.order(wins) + wins.left_out
+    reference = data.baseline_id or report_facts.best_run(data.tables, data.objective)
+    ref_label = (f"the baseline {labels[reference]}" if data.baseline_id
+                 else f"the best run {labels[reference]}")
+    test_measures = list(dict.fromkeys([measures_mod.parse(data.objective).name,
+                                        *significance.DEFAULT_MEASURES]))
+    test_measures = [m for m in test_measures if m in measured]
+    notes = list(data.notes)
+    try:
+        tests = report_facts.reference_tests(data.tables, reference, test_measures, method)
+    except significance.NotPaired as exc:
+        tests = {}
+        notes.append(f"no paired tests: {exc}")
+    split = data.runs.get("params.split", pd.Series(["?"])).iloc[0]
+    title = (f"Which configuration wins on which question kind: {data.objective}, "
+             f"{data.experiment}, {split} questions")
+    wins_fig = report_charts.wins_figure(wins, labels, title)
+    wins_svg = report_charts.svg(report_charts.wins_figure(wins, labels, title))
+    prev = (f"previous sweep {data.previous_id[:8]} ({len(data.previous_match)} of "
+            f"{len(data.runs)} runs matched by configuration or name)" if data.previous_id
+            else "no previous sweep")
+    champ = (f"champion run {data.champion['run_id'].iloc[0][:8]}"
+             if data.champion is not None else "no champion registered")
+    body = [f"<h1>Sweep {esc(data.parent_id[:8])}: {esc(data.experiment)}</h1>",
+            f'<p class="meta">{len(data.runs)} runs on the {esc(split)} questions; objective '
+            f"{esc(data.objective)}; compared with {esc(prev)} and {esc(champ)}. Generated "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')} by <code>ragexp report --html</code>.</p>",
+            *[f'<p class="note">{esc(n)}</p>' for n in notes],
+            *headline_section(data, heads, order),
+            *wins_section(wins, labels, wins_svg)]
+    if tests:
+        body += kind_section(data, tests, reference, ref_label, test_measures, labels, order,
+                             method)
+    body += abstain_section(data, labels) + failures_section(data, labels, order)
+    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>ragexp sweep {esc(data.parent_id[:8])}</title><style>{CSS}</style>"
+            "</head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+    return page, wins_fig
+
+
+def write(parent_id: str, out: Path | None = None, chart: Path | None = None,
+          upload: bool = True) -> str:
+    """Write the page of sweep ``parent_id`` to ``out`` and/or its wins-by-kind chart to
+    ``chart`` (PNG), and log the page as ``report.html`` on the parent run when ``upload``.
+    Returns one line saying what was written."""
+    from ragexp.report import sweep_data
+    from ragexp.tracking import store as tracking
+
+    data = sweep_data.load(parent_id)
+    page, fig = build(data)
+    done = []
+    if chart is not None:
+        chart.parent.mkdir(parents=True, exist_ok=True)
+        report_charts.save_png(fig, chart)
+        done.append(str(chart))
+    else:
+        report_charts._pyplot().close(fig)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".part")
+        tmp.write_text(page, encoding="utf-8")
+        tmp.replace(out)
+        done.append(str(out))
+    if upload:
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / ARTIFACT).write_text(page, encoding="utf-8")
+            tracking.client().log_artifact(parent_id, str(Path(d) / ARTIFACT))
+        done.append(f"{ARTIFACT} on run {parent_id}")
+    return f"sweep {parent_id[:8]} ({len(data.runs)} runs): wrote " + ", ".join(done)

@@ -1,0 +1,173 @@
+"""What the HTML report of a sweep reads from MLflow: the MLflow edge of ``report_html``.
+
+- **the sweep**: its parent run and the finished runs of its jobs (children, and finished runs it
+  skipped to, as ``compare.runs_frame(parent=...)`` lists them), each with its per-question
+  table and abstain curve (``abstain_curve.json``);
+- **the previous sweep**: the latest sweep parent run of the same experiment started before
+  this one that has finished runs; each run is matched to the previous sweep's run of the same
+  configuration (same params, ignoring bookkeeping keys), else of the same label;
+- **the champion**: the run behind the registered model's ``champion`` alias, if any;
+- **the objective and baseline**: the jobs' ``objective`` and ``baseline`` config keys; the
+  baseline run is the job whose ablation is ``baseline`` (else none).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ragexp.decide import compare
+from ragexp.tracking import store as tracking
+
+log = logging.getLogger(__name__)
+
+SWEEP_ROLE = "tags.`ragexp.role` = 'sweep'"
+# params that are bookkeeping, not configuration (where and how a run went, not what it measured)
+IGNORED_PARAMS = compare.HIDDEN_PARAMS
+
+
+@dataclass
+class SweepData:
+    """A sweep as the report needs it. ``runs``: one row per finished run (an MLflow
+    ``search_runs`` frame) with a ``label`` column; ``tables``/``curves``: per run id, its
+    per-question table and abstain curve (``None`` when it has none); ``previous``: the
+    previous sweep's runs (same shape) or ``None``; ``previous_match``: ``{run id: previous
+    run id}``; ``champion``: one-row frame or ``None``."""
+
+    parent_id: str
+    experiment: str
+    runs: pd.DataFrame
+    tables: dict[str, pd.DataFrame]
+    curves: dict[str, dict | None]
+    objective: str
+    baseline_id: str | None
+    previous_id: str | None = None
+    previous: pd.DataFrame | None = None
+    previous_match: dict[str, str] = field(default_factory=dict)
+    champion: pd.DataFrame | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def sweep_parents(experiment: str) -> pd.DataFrame:
+    """Every sweep parent run of ``experiment``, newest first."""
+    import mlflow
+
+    tracking.client()
+    return mlflow.search_runs(experiment_names=[experiment], filter_string=SWEEP_ROLE,
+                              order_by=["attributes.start_time DESC"])
+
+
+def latest_sweep(experiment: str) -> str:
+    """The newest sweep parent run of ``experiment`` that is no longer running. Raises
+    ``SystemExit`` naming the experiment when there is none."""
+    parents = sweep_parents(experiment)
+    done = parents[parents["status"] != "RUNNING"] if len(parents) else parents
+    if done.empty:
+        raise SystemExit(f"no finished sweep in experiment {experiment!r} (tracking URI "
+                         f"{tracking.tracking_uri()}): run one first (`make sweep`)")
+    return str(done["run_id"].iloc[0])
+
+
+def labels(df: pd.DataFrame) -> list[str]:
+    """A short name per run: its ablation, else the config keys that differ across the sweep
+    (``retriever.name=bm25``), else the first 8 characters of its id; unique."""
+    differing = compare.differing_params(df)
+    out = []
+    for _, row in df.iterrows():
+        name = row.get("tags.ragexp.ablation")
+        if isinstance(name, str) and name and name != "custom":
+            out.append(name)
+        elif differing:
+            out.append(" ".join(f"{c[len('params.'):]}={row[c]}" for c in differing))
+        else:
+            out.append(row["run_id"][:8])
+    seen: dict[str, int] = {}
+    for lab in out:
+        seen[lab] = seen.get(lab, 0) + 1
+    return [f"{lab} ({rid[:8]})" if seen[lab] > 1 else lab for lab, rid in zip(out, df["run_id"])]
+
+
+def config_key(row: pd.Series) -> tuple:
+    """The run's configuration as comparable data: its params minus bookkeeping keys."""
+    return tuple(sorted((c, str(row[c])) for c in row.index
+                        if c.startswith("params.") and c[len("params."):] not in IGNORED_PARAMS
+                        and not pd.isna(row[c])))
+
+
+def match_runs(runs: pd.DataFrame, previous: pd.DataFrame) -> dict[str, str]:
+    """``{run id: previous run id}``: same configuration first, else same label."""
+    by_config = {config_key(r): r["run_id"] for _, r in previous.iterrows()}
+    by_label = dict(zip(previous["label"], previous["run_id"]))
+    out = {}
+    for _, r in runs.iterrows():
+        match = by_config.get(config_key(r)) or by_label.get(r["label"])
+        if match:
+            out[r["run_id"]] = match
+    return out
+
+
+def _frame(experiment: str, parent: str) -> pd.DataFrame:
+    df = compare.runs_frame(experiment, parent=parent)
+    df = df.drop_duplicates("run_id").reset_index(drop=True)
+    df["label"] = labels(df)
+    return df
+
+
+def _previous(experiment: str, parent_id: str, started) -> tuple[str | None, pd.DataFrame | None]:
+    parents = sweep_parents(experiment)
+    older = parents[(parents["start_time"] < started) & (parents["run_id"] != parent_id)]
+    for prev in older["run_id"].head(20):
+        try:
+            return str(prev), _frame(experiment, prev)
+        except SystemExit:  # a sweep whose jobs all failed: look further back
+            continue
+    return None, None
+
+
+def _champion() -> pd.DataFrame | None:
+    c = tracking.client()
+    try:
+        run_id = c.get_model_version_by_alias(tracking.MODEL_NAME, tracking.ALIAS).run_id
+    except Exception:
+        return None
+    try:
+        return compare.runs_frame("", run_ids=[run_id])
+    except SystemExit:
+        return None
+
+
+def _curve(run_id: str) -> dict | None:
+    try:
+        with open(tracking.artifact_path(run_id, "abstain_curve.json")) as fh:
+            return json.load(fh)
+    except (tracking.RunNotFound, OSError, ValueError):
+        return None
+
+
+def load(parent_id: str) -> SweepData:
+    """Everything the report shows about sweep ``parent_id`` (see the module docstring).
+    Raises ``SystemExit`` when the run is unknown or has no finished runs."""
+    c = tracking.client()
+    parent = c.get_run(parent_id)
+    experiment = c.get_experiment(parent.info.experiment_id).name
+    runs = _frame(experiment, parent_id)
+    tables = {r: compare.per_question(r) for r in runs["run_id"]}
+    curves = {r: _curve(r) for r in runs["run_id"]}
+    first = runs.iloc[0]
+    objective = str(first.get("params.objective") or "nDCG@10")
+    baseline = first.get("params.baseline")
+    base = runs[runs.get("tags.ragexp.ablation", pd.Series(dtype=str)) == baseline]
+    data = SweepData(parent_id, experiment, runs, tables, curves, objective,
+                     str(base["run_id"].iloc[0]) if len(base) else None)
+    if data.baseline_id is None:
+        data.notes.append(f"no job with ablation {baseline!r} (config key baseline): the "
+                          f"per-kind tests compare every run with the best one instead")
+    started = pd.to_datetime(parent.info.start_time, unit="ms", utc=True)
+    data.previous_id, data.previous = _previous(experiment, parent_id, started)
+    if data.previous is not None:
+        data.previous_match = match_runs(runs, data.previous)
+    data.champion = _champion()
+    return data

@@ -1,0 +1,230 @@
+"""Hydra entry point: ``python -m ragexp [overrides]`` runs one experiment and logs it to MLflow;
+``python -m ragexp -m ...`` sweeps (one child run per job under one parent run)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from ragexp.data import shipped, split
+from ragexp.decide import selection
+from ragexp.evaluation import measures
+from ragexp.run import schema, build as stages, validation
+from ragexp.tracking import failures, lifecycle, provenance, runs, store as tracking
+from ragexp.run.pipeline import RunResult, run_experiment
+from ragexp.data.readers import DataError
+from ragexp.run.sweep import SKIP_LINK
+
+log = logging.getLogger("ragexp")
+schema.register()
+
+
+def build_and_run(cfg: DictConfig, dataset, answerer=None, judge=None) -> RunResult:
+    """Build every stage from the composed config (``stages.build``) and run the experiment
+    (``answerer`` and ``judge`` when already built: they check their API keys before any work)."""
+    built = stages.build(cfg).as_kwargs()
+    if answerer is not None:
+        built["answerer"] = answerer
+    return run_experiment(
+        measures=measures.resolve(cfg.measures, cfg.k),
+        dataset=dataset, **built, judge=judge or instantiate(cfg.judge), k=cfg.k,
+        budget=cfg.abstain.budget, folds=cfg.abstain.folds, bm25_k1=cfg.bm25.k1,
+        bm25_b=cfg.bm25.b, bm25_method=cfg.bm25.method, bm25_delta=cfg.bm25.delta,
+        progress=cfg.progress,
+        stages=stages.stage_store(cfg))
+
+
+def plot_curve(result: RunResult, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ab = result.abstain
+    xs = [p.refused_answerable for p in ab.curve]
+    ys = [p.refused_unanswerable for p in ab.curve]
+    fig, axis = plt.subplots(figsize=(5, 4))
+    axis.plot(xs, ys, drawstyle="steps-post", label=f"{ab.signal} signal (AUC {ab.auc:.3f})")
+    axis.axvline(ab.budget, linestyle=":", color="grey", label=f"budget {ab.budget:.3f}")
+    axis.scatter([ab.refused_answerable], [ab.refused_unanswerable], color="red", zorder=3,
+                 label=f"operating point, tau={ab.threshold:.3f}")
+    axis.set_xlabel("answerable questions refused (wrongly)")
+    axis.set_ylabel("unanswerable questions refused")
+    axis.set_xlim(0, 1)
+    axis.set_ylim(0, 1.02)
+    axis.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_artifacts(out: Path, cfg: DictConfig, result: RunResult) -> None:
+    """The run's artifact files, written into ``out``."""
+    (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    tracking.write_per_question(result.per_question, out)
+    provenance.trec_files(out, result.judged, result.qrels, tag=cfg.ablation)
+    if result.abstain is not None:
+        (out / "abstain_curve.json").write_text(json.dumps(result.abstain.to_json(), indent=1))
+        plot_curve(result, out / "abstain_curve.png")
+
+
+def dataset_source(resolved: dict) -> str:
+    """Where the evaluation data lives, as absolute paths (for the run's dataset input)."""
+    ds = resolved["dataset"]
+    paths = [ds[k] for k in ("path", "corpus_dir", "questions") if isinstance(ds.get(k), str)]
+    return " ".join(str(Path(p).resolve()) for p in paths)
+
+
+@dataclass
+class Job:
+    """What one composed config will measure, and where its outcome goes."""
+
+    resolved: dict
+    experiment_id: str
+    dataset: Any
+    data: dict[str, str]
+    load_error: Exception | None
+    config_hash: str
+    output_dir: str | None
+    overrides: str
+    parent: str | None
+    answerer: Any = None  # built before the data loads: an LLM answerer checks its API key
+    judge: Any = None
+
+
+def resolve(cfg: DictConfig) -> Job:
+    """Resolve the config, load the data (a loading error is kept: it fails the run) and
+    compute the run identity: config, data fingerprint and code."""
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    exp_id = tracking.ensure_experiment(resolved["experiment"])
+    dataset, data, early, answerer, judge = None, {}, None, None, None
+    try:  # loading validates the golden set against the corpus; a failure fails the run below
+        answerer, judge = instantiate(cfg.answer), instantiate(cfg.judge)  # API keys, first
+        dataset = split.select(instantiate(cfg.dataset), cfg.split, cfg.split_seed,
+                               cfg.split_test_share)
+        data = dataset.fingerprint()
+    except Exception as exc:
+        early = exc
+    try:
+        hc = HydraConfig.get()
+        output_dir, overrides = hc.runtime.output_dir, " ".join(hc.overrides.task)
+        multirun = hc.mode == RunMode.MULTIRUN
+    except ValueError:  # called outside Hydra (tests, notebooks): no job folder, no status
+        output_dir, overrides, multirun = None, "", False
+    parent = os.environ.get(tracking.PARENT_ENV)
+    if multirun and not parent:
+        raise RuntimeError("a multirun job without a sweep parent run: ragexp.run.sweep."
+                           "SweepCallback must be among hydra.callbacks")
+    return Job(resolved, exp_id, dataset, data, early, tracking.config_hash(resolved, data),
+               output_dir, overrides, parent, answerer, judge)
+
+
+def already_finished(cfg: DictConfig, job: Job) -> str | None:
+    """The finished run with this job's identity, unless ``force`` or the data did not load;
+    a sweep links the reused run to its own parent (``sweep.SKIP_LINK``)."""
+    if cfg.force or job.load_error is not None:
+        return None
+    done = tracking.find_finished(job.experiment_id, job.config_hash)
+    if done and job.parent:
+        tracking.client().set_tag(done, f"{SKIP_LINK}{job.parent}", "skipped")
+    return done
+
+
+def run_logged(cfg: DictConfig) -> dict:
+    """Resolve, skip-check, run, log: one job, owned from start to end by
+    ``tracking.tracked_run``. Raises ``ConfigRangeError`` before anything is created when a
+    value is out of range, and whatever failed the run after marking it."""
+    validation.validate(cfg)
+    selection.check_objective(cfg.objective, cfg.measures)
+    job = resolve(cfg)
+    done = already_finished(cfg, job)
+    if done:
+        log.warning("skipping: identical config, data and code already finished as run %s "
+                    "(force=true reruns it)", done)
+        tracking.write_status(job.output_dir, status="SKIPPED", run_id=done,
+                              overrides=job.overrides)
+        return {"status": "SKIPPED", "run_id": done}
+    tags = {"ragexp.config_hash": job.config_hash, "ragexp.ablation": cfg.ablation,
+            "ragexp.overrides": job.overrides, "ragexp.code": tracking.code_identity(),
+            "git.commit": tracking.git_commit(), **tracking.versions(),
+            **provenance.stage_tags(job.resolved)}
+    tags.update(stages.locations(cfg))  # serving finds the data wherever it is started
+    if job.parent:
+        tags["mlflow.parentRunId"] = job.parent
+    with runs.tracked_run(job.experiment_id, tags=tags,
+                              run_name=cfg.ablation if cfg.ablation != "custom" else None,
+                              params=tracking.flatten(job.resolved), output_dir=job.output_dir,
+                              overrides=job.overrides) as run:
+        log.info("MLflow run %s (experiment %s)", run.run_id, job.resolved["experiment"])
+        if job.load_error is not None:
+            raise job.load_error
+        run.log_inputs([provenance.dataset_input(
+            str(cfg.dataset.name), job.data, job.dataset.queries(),
+            source=dataset_source(job.resolved))])
+        result = build_and_run(cfg, job.dataset, job.answerer, job.judge)
+        ident = result.identity
+        tags = {"embedder.backend": ident.backend if ident else "none (no stage used it)",
+                "embedder.model": ident.model if ident else "",
+                "embedder.model_file": ident.model_file if ident else "",
+                "embedder.model_sha256": ident.model_sha256 if ident else "", **job.data,
+                **result.tags}
+        run.log(result.metrics, tags, lambda out: write_artifacts(out, cfg, result))
+        tracking.log_per_question_table(run.run_id, result.per_question)
+    m = result.metrics
+    keys = [ms.key for ms in measures.parse_all(cfg.measures)]
+    summary = "  ".join(f"{k}={m[k]:.3f}" for k in (*keys, "abstain.auc") if k in m)
+    print(f"run {run.run_id} [{cfg.ablation}] {summary}")
+    return {"status": "FINISHED", "run_id": run.run_id, **m}
+
+
+# The config groups ship inside the package (ragexp/conf), so an installed ragexp composes its
+# configs from any folder; a user's own folder adds to them with --config-dir.
+CONF_DIR = shipped.conf_dir()
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+def main(cfg: DictConfig) -> float | None:
+    """Runs one job; returns its objective (``cfg.objective`` on ``cfg.split``), so a sweeper
+    such as Optuna can drive ragexp. A skipped job returns its recorded objective; a failed job
+    in a sweep returns None (Optuna records a failed trial) and the sweep goes on."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    lifecycle.install_signal_handlers()
+    in_sweep = bool(os.environ.get(tracking.PARENT_ENV))
+    try:
+        out = run_logged(cfg)
+    except validation.ConfigRangeError as exc:
+        if not in_sweep:
+            raise SystemExit(f"error: {exc}\nnothing was run") from None
+        tracking.write_status(HydraConfig.get().runtime.output_dir, status="FAILED",
+                              run_id=None, overrides=" ".join(HydraConfig.get().overrides.task),
+                              error=str(exc))
+        log.error("%s", exc)
+        return None
+    except tracking.TrackingError as exc:  # no store: stop, in a sweep too
+        raise SystemExit(f"error: {exc}") from None
+    except Exception as exc:
+        lifecycle.reraise_if_stopped()
+        failures.report(exc, verbose=cfg.verbose)
+        root = exc
+        while root.__cause__ is not None:
+            root = root.__cause__
+        if isinstance(root, DataError) and not in_sweep:
+            sys.exit(2)  # the message names file and line: nothing more to show
+        if in_sweep:
+            log.error("the sweep goes on and reports failed jobs at the end")
+            return None
+        if cfg.verbose:
+            raise
+        raise SystemExit(1) from None
+    return selection.objective(out, cfg.objective)

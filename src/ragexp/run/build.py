@@ -1,0 +1,111 @@
+"""Every stage of a run built from its composed config, in one place, for the runner
+(``app.build_and_run``) and the serving engine (``serving.Engine``) alike.
+
+Objects come from each group's ``_target_`` (``hydra.utils.instantiate``); nothing here chooses
+a class by name. The only difference between the two callers is how the embedding cache treats
+a failed write: an experiment run stops with an error naming the cache folder, a server warns
+once and goes on computing (``EmbeddingCache.on_write_error``).
+
+The config's file-system locations are relative to the folder a run started in. ``PATH_KEYS``
+lists them; a run records each as an absolute path (``locations``), and serving rebuilds the
+run from those (``with_locations``), whatever its own working folder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Callable
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from ragexp.stages.abstain import AbstainSignal
+from ragexp import legacy
+from ragexp.answer.base import Answerer
+from ragexp.index.cache import EmbeddingCache
+from ragexp.stages.chunking import Chunker
+from ragexp.index.embedders import Embedder
+from ragexp.stages.rerankers import Reranker
+from ragexp.index.resources import Resources
+from ragexp.stages.retrievers import Retriever
+from ragexp.index.stagestore import StageStore
+
+# Config keys holding a file-system location (relative ones are relative to the run's cwd).
+PATH_KEYS = ("dataset.corpus_dir", "dataset.questions", "dataset.path", "cache_dir",
+             "embedder.cache_dir", "embedder.model_path", "reranker.model_path",
+             "retriever.path")
+LOCATION_TAG = "ragexp.path."
+
+
+@dataclass
+class Stages:
+    """The stages of one run; field names are ``pipeline.run_experiment``'s parameters."""
+
+    chunker: Chunker
+    make_embedder: Callable[[], Embedder]
+    make_retriever: Callable[[Resources], Retriever]
+    reranker: Reranker
+    signal: AbstainSignal
+    answerer: Answerer
+    cache: EmbeddingCache
+
+    def as_kwargs(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def stage_store(cfg: DictConfig) -> StageStore:
+    """Chunks, tokens, BM25 and vectors shared by the jobs of a sweep and by serving, under
+    ``cache_dir/stages`` (``reuse_stages=false``: built every time)."""
+    return StageStore(root=str(Path(cfg.cache_dir) / "stages"),
+                      enabled=bool(cfg.get("reuse_stages", True)))
+
+
+def embedding_cache(cfg: DictConfig, on_write_error: str = "raise") -> EmbeddingCache:
+    return EmbeddingCache(root=str(Path(cfg.cache_dir) / "embeddings"),
+                          on_write_error=on_write_error)
+
+
+def build(cfg: DictConfig, serving: bool = False) -> Stages:
+    """Instantiate every stage of ``cfg``. The embedder and the retriever are factories: the
+    model loads only when a stage needs it, and a retriever indexes a run's ``Resources``.
+    ``serving=True``: a cache that cannot be written is warned about once, never an error."""
+    return Stages(
+        chunker=instantiate(cfg.chunking),
+        make_embedder=lambda: instantiate(cfg.embedder),
+        make_retriever=lambda res: instantiate(cfg.retriever, _partial_=True)(resources=res),
+        reranker=instantiate(cfg.reranker),
+        signal=instantiate(cfg.abstain.signal),
+        answerer=instantiate(cfg.answer),
+        cache=embedding_cache(cfg, "warn" if serving else "raise"))
+
+
+def _get(cfg: DictConfig, key: str):
+    return OmegaConf.select(cfg, key, default=None)
+
+
+def locations(cfg: DictConfig, cwd: Path | None = None) -> dict[str, str]:
+    """``{tag: absolute path}`` for every location the config names (``PATH_KEYS`` set to a
+    non-empty value), resolved against ``cwd`` (default: the current folder). Recorded as tags
+    ``ragexp.path.<key>`` on each run."""
+    base = (cwd or Path.cwd()).resolve()
+    out = {}
+    for key in PATH_KEYS:
+        value = _get(cfg, key)
+        if value:
+            out[LOCATION_TAG + key] = str((base / Path(str(value)).expanduser()).resolve())
+    return out
+
+
+def with_locations(cfg: DictConfig, tags: dict[str, str]) -> DictConfig:
+    """A copy of a run's recorded config with each location replaced by the absolute path the
+    run recorded (``ragexp.path.<key>`` tags; keys the run did not record are left as they are)
+    and every ``_target_`` named as today (``legacy.upgrade``: runs logged before the packages
+    by role name the old module paths)."""
+    out = legacy.upgrade(OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)))
+    with open_dict(out):
+        for key in PATH_KEYS:
+            recorded = tags.get(LOCATION_TAG + key)
+            if recorded and _get(out, key) is not None:
+                OmegaConf.update(out, key, recorded, merge=False)
+    return out

@@ -1,0 +1,122 @@
+"""``ragexp confirm RUN_ID [--baseline RUN_ID]``: the held-out check of a choice made on dev.
+
+Both configurations (the run's and the baseline's, read from their ``config.yaml`` artifacts)
+are evaluated again with ``split=test``; each evaluation is an ordinary logged run, so a second
+confirm reuses it (identical config on the same data is skipped). The held-out difference is
+tested per question (``stats.py``: BCa interval, randomisation p, Holm over the measures x
+(all + each kind)) and logged on the confirmed run as
+
+- metrics ``confirm.<key>`` (the run on test), ``confirm.baseline.<key>`` (the baseline on test)
+  and ``confirm.vs_baseline.<key>[.<kind>].{delta,ci_low,ci_high,p,p_adj,n_needed}``;
+- tags ``ragexp.confirm.test_run``, ``ragexp.confirm.baseline``,
+  ``ragexp.confirm.baseline_test_run``.
+
+Default baseline: the job of the run's sweep whose ablation is the config key ``baseline``
+(``default``), else the champion.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+from omegaconf import OmegaConf
+
+from ragexp import legacy
+from ragexp.evaluation import significance, stats
+from ragexp.tracking import store as tracking
+from ragexp.decide.selection import measure_key, vs_baseline_metrics
+
+
+class ConfirmError(RuntimeError):
+    pass
+
+
+def sweep_baseline(run) -> str | None:
+    """The run id of the baseline job in the run's sweep, if there is one."""
+    parent = run.data.tags.get("mlflow.parentRunId")
+    name = run.data.params.get("baseline", "default")
+    if not parent:
+        return None
+    found = tracking.client().search_runs(
+        [run.info.experiment_id],
+        f"tags.`mlflow.parentRunId` = '{parent}' and tags.`ragexp.ablation` = '{name}' and "
+        f"attributes.status = 'FINISHED'", max_results=1)
+    return found[0].info.run_id if found else None
+
+
+def on_test(run_id: str) -> str:
+    """Id of the finished run that evaluates ``run_id``'s configuration on the test split
+    (created, or reused when it already exists)."""
+    from ragexp.run.app import run_logged
+
+    c = tracking.client()
+    run = c.get_run(run_id)
+    if run.info.status != "FINISHED":
+        raise ConfirmError(f"run {run_id} is {run.info.status}, not FINISHED")
+    if "split" not in run.data.params:
+        raise ConfirmError(f"run {run_id} predates dev/test splits (no 'split' param): rerun "
+                           f"its configuration, then confirm the new run")
+    if run.data.params["split"] == "test":
+        return run_id
+    cfg = legacy.upgrade(OmegaConf.load(c.download_artifacts(run_id, "config.yaml")))
+    cfg.split, cfg.force, cfg.progress = "test", False, False
+    parent = os.environ.pop(tracking.PARENT_ENV, None)  # not a job of any sweep
+    try:
+        out = run_logged(cfg)
+    finally:
+        if parent is not None:
+            os.environ[tracking.PARENT_ENV] = parent
+    return out["run_id"]
+
+
+def confirm(run_id: str, baseline_id: str | None = None,
+            measures: tuple[str, ...] = significance.DEFAULT_MEASURES,
+            method: str = "holm") -> tuple[pd.DataFrame, list[stats.Paired], str]:
+    """Evaluate run and baseline on test, test the difference, log it on the run. Returns the
+    dev-vs-test table, the adjusted tests and the baseline's run id."""
+    from ragexp.decide import compare
+
+    c = tracking.client()
+    run = c.get_run(run_id)
+    if baseline_id is None:
+        baseline_id = sweep_baseline(run)
+        if baseline_id is None:
+            champion = tracking.champion()
+            if champion is None:
+                raise ConfirmError(f"no baseline: run {run_id[:8]} has no sweep job with "
+                                   f"ablation {run.data.params.get('baseline', 'default')!r} "
+                                   f"and there is no champion; pass --baseline RUN_ID")
+            baseline_id = champion.run_id
+    if baseline_id == run_id:
+        raise ConfirmError(f"run {run_id[:8]} is its own baseline: pass --baseline RUN_ID")
+    test_run, test_base = on_test(run_id), on_test(baseline_id)
+    try:
+        tests = stats.adjust_family(significance.tests_against(
+            compare.per_question(test_run), compare.per_question(test_base), measures,
+            (run_id[:8], baseline_id[:8])), method)
+    except significance.NotPaired as exc:
+        raise ConfirmError(str(exc)) from None
+    runs = {k: c.get_run(r) for k, r in (("run", run_id), ("base", baseline_id),
+                                         ("run_test", test_run), ("base_test", test_base))}
+    rows = []
+    for m in measures:
+        key = measure_key(m)
+        t = next(x for x in tests if x.measure == m and x.kind == stats.ALL)
+        rows.append({"measure": m,
+                     "run dev": runs["run"].data.metrics.get(key),
+                     "run test": runs["run_test"].data.metrics[key],
+                     "baseline dev": runs["base"].data.metrics.get(key),
+                     "baseline test": runs["base_test"].data.metrics[key],
+                     "Δ test [95% CI]": f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]",
+                     "p": t.p, "p_adj": t.p_adj, "n": t.n})
+    metrics = {f"confirm.{k}": v for k, v in vs_baseline_metrics(tests).items()}
+    for m in measures:
+        key = measure_key(m)
+        metrics[f"confirm.{key}"] = runs["run_test"].data.metrics[key]
+        metrics[f"confirm.baseline.{key}"] = runs["base_test"].data.metrics[key]
+    tracking.log_batch(run_id, metrics=metrics,
+                       tags={"ragexp.confirm.test_run": test_run,
+                             "ragexp.confirm.baseline": baseline_id,
+                             "ragexp.confirm.baseline_test_run": test_base})
+    return pd.DataFrame(rows), tests, baseline_id

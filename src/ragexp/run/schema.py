@@ -1,0 +1,312 @@
+"""Typed config schemas, registered in Hydra's ConfigStore.
+
+Every option file in ``conf/<group>/`` starts from one of these (``defaults: [<name>_schema]``),
+so a misspelt key or a wrong type fails at composition, before a sweep starts, not halfway
+through it. A field's valid range is data on the field (``metadata={"ge": 1}``, keys ``ge``,
+``gt``, ``le``, ``lt``), checked for every composed config by ``ragexp.run.validation``. ``_target_`` names the class Hydra instantiates for that option.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from ragexp.evaluation.measures import DEFAULT_NAMES
+
+
+@dataclass
+class MarkdownDatasetConf:
+    _target_: str = "ragexp.data.datasets.MarkdownDataset"
+    name: str = "markdown"
+    corpus_dir: str = MISSING
+    questions: str = MISSING
+    unit: str = "chunk"  # scoring unit: chunk, section or document (independent of label level)
+
+
+@dataclass
+class BeirDatasetConf:
+    _target_: str = "ragexp.data.datasets.BeirDataset"
+    path: str = MISSING  # first: a missing path is reported as such, not through name
+    name: str = "beir-${ragexp.basename:${.path}}"  # one experiment per BEIR folder
+    split: str = "test"
+    unit: str = "document"
+    kind_field: Optional[str] = "metadata.kind"  # dotted path into a query's JSON
+    unanswerable_field: Optional[str] = None  # e.g. metadata.answerable
+    unanswerable_value: Any = False  # the value there that marks a query unanswerable
+
+
+@dataclass
+class MarkdownChunkingConf:
+    _target_: str = "ragexp.stages.chunking.MarkdownChunker"
+    name: str = "markdown"
+    max_words: int = field(default=120, metadata={"ge": 10})
+    overlap_words: int = field(default=20, metadata={"ge": 0})
+    include_headings: bool = True
+    max_block_words: int = 400  # fences/tables up to this stay whole; longer split at lines
+
+
+@dataclass
+class WholeDocChunkingConf:
+    _target_: str = "ragexp.stages.chunking.WholeDocumentChunker"
+    name: str = "none"
+    include_title: bool = True
+
+
+@dataclass
+class HashEmbedderConf:
+    _target_: str = "ragexp.index.embedders.HashEmbedder"
+    name: str = "hash"
+    dim: int = field(default=512, metadata={"ge": 1})
+
+
+@dataclass
+class FastEmbedConf:
+    _target_: str = "ragexp.index.embedders.FastEmbedEmbedder"
+    name: str = MISSING
+    model: str = MISSING
+    model_path: Optional[str] = None
+    cache_dir: str = "${cache_dir}"
+    batch_size: int = field(default=32, metadata={"ge": 1})
+    threads: Optional[int] = field(default=None, metadata={"ge": 1})
+    # a model outside ragexp's catalogue: output dimension
+    dim: Optional[int] = field(default=None, metadata={"ge": 1})
+    pooling: Optional[str] = None  # a local folder outside the catalogue: MEAN or CLS
+    query_prefix: str = ""
+    passage_prefix: str = ""
+
+
+@dataclass
+class DenseRetrieverConf:
+    _target_: str = "ragexp.stages.retrievers.DenseRetriever"
+    name: str = "dense"
+
+
+@dataclass
+class BM25RetrieverConf:
+    _target_: str = "ragexp.stages.retrievers.BM25Retriever"
+    name: str = "bm25"
+
+
+@dataclass
+class HybridRetrieverConf:
+    _target_: str = "ragexp.stages.retrievers.HybridRetriever"
+    name: str = "hybrid"
+    dense: bool = True
+    bm25: bool = True
+    rrf_k: float = field(default=60.0, metadata={"ge": 0})
+    depth: int = field(default=100, metadata={"ge": 1})
+
+
+@dataclass
+class TrecRunRetrieverConf:
+    _target_: str = "ragexp.stages.external.TrecRunRetriever"
+    name: str = "trec_run"
+    path: str = MISSING  # a TREC run file written by another system
+    unit: str = "${dataset.unit}"  # its item ids are ids of the scoring unit
+
+
+@dataclass
+class NoRerankerConf:
+    _target_: str = "ragexp.stages.rerankers.NoReranker"
+    name: str = "none"
+    top_n: int = field(default=0, metadata={"ge": 0})
+
+
+@dataclass
+class LexicalRerankerConf:
+    _target_: str = "ragexp.stages.rerankers.LexicalReranker"
+    name: str = "lexical"
+    top_n: int = field(default=20, metadata={"ge": 1})
+    proximity_weight: float = field(default=0.2, metadata={"ge": 0})
+
+
+@dataclass
+class CrossEncoderRerankerConf:
+    _target_: str = "ragexp.stages.rerankers.CrossEncoderReranker"
+    name: str = "cross_encoder"
+    model_path: Optional[str] = None
+    top_n: int = field(default=20, metadata={"ge": 1})
+
+
+@dataclass
+class LexicalSignalConf:
+    _target_: str = "ragexp.stages.abstain.LexicalSignal"
+    name: str = "lexical"
+    top_k: int = field(default=5, metadata={"ge": 1})
+    alpha: float = field(default=0.5, metadata={"ge": 0, "le": 1})
+
+
+@dataclass
+class DenseSignalConf:
+    _target_: str = "ragexp.stages.abstain.DenseSignal"
+    name: str = "dense"
+    top_k: int = field(default=5, metadata={"ge": 1})
+
+
+@dataclass
+class LexicalAbstainConf:
+    signal: LexicalSignalConf = field(default_factory=LexicalSignalConf)
+    # share of answerable questions we accept to refuse wrongly
+    budget: float = field(default=0.125, metadata={"ge": 0, "le": 1})
+    folds: int = field(default=5, metadata={"ge": 2})
+
+
+@dataclass
+class DenseAbstainConf:
+    signal: DenseSignalConf = field(default_factory=DenseSignalConf)
+    budget: float = field(default=0.125, metadata={"ge": 0, "le": 1})
+    folds: int = field(default=5, metadata={"ge": 2})
+
+
+@dataclass
+class BM25Conf:
+    k1: float = field(default=1.5, metadata={"ge": 0})  # term-frequency saturation
+    b: float = field(default=0.75, metadata={"ge": 0, "le": 1})  # document-length normalisation
+    method: str = "lucene"  # lucene, robertson, atire, bm25l or bm25+ (bm25.py)
+    delta: float = field(default=0.5, metadata={"ge": 0})  # bm25l/bm25+: lower bound of tfc
+
+
+@dataclass
+class ExtractiveAnswerConf:
+    _target_: str = "ragexp.answer.extractive.ExtractiveAnswerer"
+    name: str = "extractive"
+    n_chunks: int = field(default=3, metadata={"ge": 1})
+    max_sentences: int = field(default=2, metadata={"ge": 1})
+    min_overlap: float = field(default=0.3, metadata={"ge": 0, "le": 1})
+    min_support: float = field(default=0.6, metadata={"ge": 0, "le": 1})
+
+
+@dataclass
+class LLMEndpointConf:
+    """One OpenAI-compatible chat endpoint (``llm.*``), shared by ``answer=llm`` and
+    ``judge=llm`` through interpolation; each may override any key for itself."""
+
+    base_url: str = "https://api.openai.com/v1"
+    model: str = "gpt-4o-mini"
+    api_key_env: Optional[str] = "OPENAI_API_KEY"  # null: an endpoint without authentication
+    timeout: float = 60.0  # seconds per attempt
+    max_retries: int = 4  # on 408/409/429/5xx, timeouts and connection errors
+    concurrency: int = 4  # requests in flight at once
+    temperature: float = 0.0
+    price_in_per_mtok: Optional[float] = None  # USD per 1M prompt tokens; null: cost not logged
+    price_out_per_mtok: Optional[float] = None  # USD per 1M completion tokens
+    max_error_rate: float = 0.1  # share of calls failing (or unreadable) that fails the run
+
+
+@dataclass
+class LLMCallConf:
+    """The endpoint keys ``answer=llm`` and ``judge=llm`` both take, each interpolating the
+    shared ``llm.*`` block (either may override any key for itself)."""
+
+    base_url: str = "${llm.base_url}"
+    model: str = "${llm.model}"
+    api_key_env: Optional[str] = "${llm.api_key_env}"
+    timeout: float = "${llm.timeout}"  # type: ignore[assignment]
+    max_retries: int = "${llm.max_retries}"  # type: ignore[assignment]
+    concurrency: int = "${llm.concurrency}"  # type: ignore[assignment]
+    temperature: float = "${llm.temperature}"  # type: ignore[assignment]
+    price_in_per_mtok: Optional[float] = "${llm.price_in_per_mtok}"  # type: ignore[assignment]
+    price_out_per_mtok: Optional[float] = "${llm.price_out_per_mtok}"  # type: ignore[assignment]
+    max_error_rate: float = "${llm.max_error_rate}"  # type: ignore[assignment]
+
+
+@dataclass
+class LLMAnswerConf(LLMCallConf):
+    _target_: str = "ragexp.answer.llm_answer.LLMAnswerer"
+    name: str = "llm"
+    max_tokens: int = 400
+    n_chunks: int = 3
+    max_sentences: int = 2
+    min_support: float = 0.6
+
+
+@dataclass
+class NoJudgeConf:
+    _target_: str = "ragexp.answer.judge.NoJudge"
+    name: str = "none"
+
+
+@dataclass
+class LLMJudgeConf(LLMCallConf):
+    _target_: str = "ragexp.answer.judge.LLMJudge"
+    name: str = "llm"
+    max_tokens: int = 200
+    # hand-labelled answers for the judge's agreement (kappa); the shipped handbook labels
+    labels: str = "${ragexp.example:handbook/golden/judge/labels.jsonl}"
+    kappa_floor: float = 0.6  # agreement below this marks the run
+
+
+@dataclass
+class TracesConf:
+    """MLflow Tracing of ``ragexp serve`` (``tracing.py``); not part of a run's identity."""
+
+    enabled: bool = True
+    experiment: str = "ragexp-serving"
+
+
+@dataclass
+class Config:
+    dataset: Any = MISSING
+    chunking: Any = MISSING
+    embedder: Any = MISSING
+    retriever: Any = MISSING
+    reranker: Any = MISSING
+    abstain: Any = MISSING
+    bm25: BM25Conf = field(default_factory=BM25Conf)
+    answer: Any = MISSING
+    judge: Any = MISSING
+    llm: LLMEndpointConf = field(default_factory=LLMEndpointConf)
+    traces: TracesConf = field(default_factory=TracesConf)  # serving only
+    experiment: str = "ragexp-${dataset.name}"
+    ablation: str = "custom"
+    # ranking depth; at least the deepest cutoff in measures (validation's cross-field rule)
+    k: int = field(default=100, metadata={"ge": 1})
+    measures: list[str] = field(default_factory=lambda: list(DEFAULT_NAMES))  # ir_measures names
+    force: bool = False
+    progress: bool = True
+    cache_dir: str = ".cache/ragexp"
+    verbose: bool = False  # a failed job's traceback on the console too (always in error.txt)
+    split: str = "dev"  # questions scored: dev (selection), test (confirmation) or all
+    split_seed: int = 0
+    split_test_share: float = 0.5
+    objective: str = "nDCG@10"  # what the entry point returns to a sweeper (Optuna)
+    baseline: str = "default"  # ablation of a sweep's job that every other job is tested against
+    reuse_stages: bool = True  # chunks/tokens/BM25/vectors from earlier jobs (stagestore.py)
+    sweep_report: bool = True  # report.html on a sweep's parent run at its end (10-90 s)
+
+
+SCHEMAS = {
+    "dataset": {"markdown": MarkdownDatasetConf, "beir": BeirDatasetConf},
+    "chunking": {"markdown": MarkdownChunkingConf, "none": WholeDocChunkingConf},
+    "embedder": {"hash": HashEmbedderConf, "fastembed": FastEmbedConf},
+    "retriever": {"dense": DenseRetrieverConf, "bm25": BM25RetrieverConf,
+                  "hybrid": HybridRetrieverConf, "trec_run": TrecRunRetrieverConf},
+    "reranker": {"none": NoRerankerConf, "lexical": LexicalRerankerConf,
+                 "cross_encoder": CrossEncoderRerankerConf},
+    "abstain": {"lexical": LexicalAbstainConf, "dense": DenseAbstainConf},
+    "answer": {"extractive": ExtractiveAnswerConf, "llm": LLMAnswerConf},
+    "judge": {"none": NoJudgeConf, "llm": LLMJudgeConf},
+}
+
+
+def register() -> None:
+    """Store every schema in Hydra's ConfigStore and register ragexp's config resolvers
+    (``${ragexp.example:handbook/corpus}``: absolute path of shipped example data)."""
+    from omegaconf import OmegaConf
+
+    from ragexp.data import shipped
+
+    OmegaConf.register_new_resolver("ragexp.example", shipped.path, replace=True)
+    OmegaConf.register_new_resolver(
+        "ragexp.basename", lambda p: re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(str(p)).name),
+        replace=True)
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=Config)
+    for group, options in SCHEMAS.items():
+        for name, node in options.items():
+            cs.store(group=group, name=f"{name}_schema", node=node)

@@ -1,0 +1,217 @@
+"""A multirun's parent MLflow run, from before the first job to after the last.
+
+``SweepCallback.on_multirun_start`` composes and validates every job's config first (a typo or
+an out-of-range value in any sweep option stops the sweep before anything is created), then
+delivers results a previous run of this sweep folder kept on disk (``outbox``), closes runs of
+the experiment whose process is gone (``lifecycle.close_abandoned``), and only then creates the
+parent run. ``on_multirun_end`` ends the parent ``FINISHED`` (every job finished or skipped) or
+``FAILED``, with the tag ``ragexp.jobs`` counting finished, failed, killed and skipped jobs, after
+logging the sweep's page ``report.html`` on it (``report_html``; ``sweep_report=false`` skips
+it; a failure to build it is the tag ``ragexp.report_error``, never a failed sweep); a
+stop signal ends it ``KILLED`` through ``lifecycle``'s exit hook. Errors here stop the sweep
+(``SystemExit``): Hydra only warns about an ``Exception`` raised in a callback and would run
+the jobs without a parent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from ragexp.run import validation
+from ragexp.tracking import lifecycle, outbox, store as tracking
+
+log = logging.getLogger(__name__)
+
+SKIP_LINK = "ragexp.in_sweep."  # tag on a finished run a sweep reused: <prefix><parent id>
+
+
+def compose_jobs(config: DictConfig) -> list[tuple[list[str], DictConfig]] | None:
+    """``(overrides, composed config)`` for every job of a discrete sweep, composed the way the
+    launcher will compose them; ``None`` for sweeps the basic sweeper cannot expand (ranges,
+    optimisers), whose jobs are validated as each starts. Raises on a job that does not compose."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    loader = GlobalHydra.instance().config_loader()
+    params = config.hydra.sweeper.get("params") or {}
+    args = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+    parsed = OverridesParser.create(config_loader=loader).parse_overrides(args)
+    try:
+        batches = BasicSweeper.split_arguments(parsed, None)[0]
+    except HydraException:
+        return None
+    jobs = []
+    for i, ov in enumerate(batches):
+        try:
+            jobs.append((list(ov), loader.load_sweep_config(master_config=config,
+                                                            sweep_overrides=list(ov))))
+        except Exception as exc:
+            raise HydraException(f"job #{i} ({' '.join(ov)}) does not compose: "
+                                 f"{tracking.error_summary(exc)}") from exc
+    return jobs
+
+
+def check_jobs(config: DictConfig) -> list | None:
+    """Compose and validate every job; raise ``SystemExit`` naming the first bad job and every
+    bad value in it. Returns the jobs as ``(overrides, config)`` (``None`` when the sweep cannot
+    be expanded)."""
+    try:
+        jobs = compose_jobs(config)
+    except Exception as exc:
+        raise SystemExit(f"error: {' '.join(str(exc).split())}\nnothing was run") from None
+    for i, (overrides, cfg) in enumerate(jobs or []):
+        try:
+            validation.validate(cfg, where=f"job #{i}: {' '.join(overrides)}")
+        except validation.ConfigRangeError as exc:
+            raise SystemExit(f"error: {exc}\nnothing was run") from None
+    return jobs
+
+
+def statuses(sweep_dir: str | Path) -> list[dict]:
+    """The status files the sweep's jobs left, in job order."""
+    files = Path(sweep_dir).glob(f"*/{tracking.STATUS_FILE}")
+    return [json.loads(f.read_text()) for f in
+            sorted(files, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)]
+
+
+def job_counts(parent_id: str, sweep_dir: str | Path) -> dict[str, int]:
+    """Jobs by outcome (``finished``, ``failed``, ``killed``, ``skipped``, ``pending_sync``,
+    ...): from the status files, plus child runs in the store that left none (a killed worker)."""
+    seen, counts = set(), {}
+    for s in statuses(sweep_dir):
+        seen.add(s.get("run_id"))
+        key = s["status"].lower()
+        counts[key] = counts.get(key, 0) + 1
+    for run in tracking.client().search_runs(
+            [tracking.client().get_run(parent_id).info.experiment_id],
+            f"tags.`mlflow.parentRunId` = '{parent_id}'", max_results=50000):
+        if run.info.run_id not in seen:
+            key = run.info.status.lower()
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def end_parent(parent_id: str, sweep_dir: str | Path, status: str | None = None,
+               reason: str = "") -> dict[str, int]:
+    """Close children still ``RUNNING`` (only when the sweep itself is being stopped), count
+    the jobs, tag the parent with the counts and end it: ``status`` if given, else ``FAILED``
+    when any job did not finish or is only on disk, else ``FINISHED``."""
+    c = tracking.client()
+    if status is not None:
+        exp = c.get_run(parent_id).info.experiment_id
+        for run in c.search_runs([exp], f"tags.`mlflow.parentRunId` = '{parent_id}' and "
+                                        f"attributes.status = 'RUNNING'", max_results=50000):
+            c.set_tag(run.info.run_id, "ragexp.error", f"{status}: sweep {reason}")
+            c.set_terminated(run.info.run_id, status)
+    counts = job_counts(parent_id, sweep_dir)
+    bad = sum(n for k, n in counts.items() if k not in ("finished", "skipped"))
+    c.set_tag(parent_id, "ragexp.jobs", json.dumps(counts, sort_keys=True))
+    if reason:
+        c.set_tag(parent_id, "ragexp.error", reason)
+    c.set_terminated(parent_id, status or ("FAILED" if bad else "FINISHED"))
+    return counts
+
+
+class SweepCallback(Callback):
+    """Validates every job, then creates store, experiment and parent run before a multirun;
+    reports and ends the parent after it (see the module docstring)."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        jobs = check_jobs(config)
+        # The parent lives where its children do: when every job resolves to one experiment
+        # (ablations that override the dataset, say), that one; else the sweep's own config's.
+        experiments = {str(cfg.experiment) for _, cfg in jobs or []}
+        name = experiments.pop() if len(experiments) == 1 else str(config.experiment)
+        try:
+            self._start(config, None if jobs is None else len(jobs), name)
+        except (SystemExit, KeyboardInterrupt, lifecycle.Interrupted):
+            raise
+        except BaseException as exc:
+            raise SystemExit(f"error: the sweep could not start, nothing was run: "
+                             f"{tracking.error_summary(exc)}") from None
+
+    def _start(self, config: DictConfig, n_jobs: int | None, name: str) -> None:
+        lifecycle.install_signal_handlers()
+        sweep_dir = str(config.hydra.sweep.dir)
+        exp_id = tracking.ensure_experiment(name)
+        for box, run_id in outbox.sync([sweep_dir], tracking.tracking_uri()):
+            print(f"synced results kept on disk in {box.root} to run {run_id}")
+        c = tracking.client()
+        closed, _ = lifecycle.close_abandoned(c, [exp_id])
+        for run in closed:
+            print(f"closed abandoned run {run.info.run_id} ({run.info.run_name}) as FAILED: "
+                  f"its process {run.data.tags.get(lifecycle.PID_TAG)} is gone")
+        tags = {"ragexp.role": "sweep", "ragexp.sweep_dir": sweep_dir,
+                "ragexp.overrides": " ".join(config.hydra.overrides.task),
+                "ragexp.code": tracking.code_identity(), **lifecycle.process_tags()}
+        if n_jobs is not None:
+            tags["ragexp.n_jobs"] = str(n_jobs)
+        parent = c.create_run(exp_id, run_name=f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')}",
+                              tags=tags)
+        self.parent_id = parent.info.run_id
+        lifecycle.opened(self.parent_id, lambda status, reason: end_parent(
+            self.parent_id, sweep_dir, status, reason))
+        os.environ[tracking.PARENT_ENV] = self.parent_id
+        os.environ["MLFLOW_TRACKING_URI"] = tracking.tracking_uri()
+        log.info("MLflow parent run %s in experiment %r (%s)", self.parent_id, name,
+                 tracking.tracking_uri())
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = str(config.hydra.sweep.dir)
+        try:  # each job vs the sweep's baseline, the best run and those tied with it
+            from ragexp.decide.selection import summarise_sweep
+
+            for line in summarise_sweep(self.parent_id, statuses(sweep_dir),
+                                        str(config.baseline), str(config.objective)):
+                print(line)
+        except Exception as exc:  # the sweep's own outcome is still recorded below
+            log.exception("sweep comparisons failed")
+            tracking.client().set_tag(self.parent_id, "ragexp.selection_error",
+                                      tracking.error_summary(exc)[:5000])
+        try:  # the sweep's page, report.html on the parent (report_html)
+            from ragexp.report.html import write
+
+            if config.get("sweep_report", True):
+                print(write(self.parent_id))
+            else:
+                print(f"no report.html (sweep_report=false); later: ragexp report --html "
+                      f"report.html --parent {self.parent_id}")
+        except (KeyboardInterrupt, lifecycle.Interrupted):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a report never fails the sweep
+            log.warning("no report.html for sweep %s: %s", self.parent_id,
+                        tracking.error_summary(exc), exc_info=not isinstance(exc, SystemExit))
+            tracking.client().set_tag(self.parent_id, "ragexp.report_error",
+                                      tracking.error_summary(exc)[:5000])
+        try:
+            counts = end_parent(self.parent_id, sweep_dir)
+        except Exception as exc:
+            raise SystemExit(f"error: could not end sweep run {self.parent_id}: "
+                             f"{tracking.error_summary(exc)}") from None
+        finally:
+            lifecycle.closed(self.parent_id)
+        done = statuses(sweep_dir)
+        summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        print(f"\nsweep done: {summary} (parent run {self.parent_id})")
+        for s in done:
+            if s["status"] == "SKIPPED":
+                print(f"  skipped {s['overrides']}: identical config, data and code already "
+                      f"finished as run {s['run_id']} (force=true reruns it)")
+        failed = [s for s in done if s["status"] not in ("FINISHED", "SKIPPED")]
+        for s in failed:
+            print(f"  {s['status']} {s['overrides']}: {s.get('error', '')} "
+                  f"(run {s.get('run_id')})")
+        if failed:
+            print(f"{len(failed)} job(s) did not finish", file=sys.stderr)
+            raise SystemExit(1)

@@ -1,0 +1,137 @@
+"""Config values checked against their valid ranges when the config is composed, before any
+MLflow run or sweep job exists.
+
+Ranges are data on the schema: a dataclass field in ``schema.py`` declares
+``field(default=..., metadata={"ge": 1})`` (keys ``ge``, ``gt``, ``le``, ``lt``), and
+``check_ranges`` walks any composed config whose nodes keep their schema type, so a new field
+with a range is checked with no further code. Rules that relate several keys (``overlap_words <
+max_words``, ``k`` at least the deepest measure cutoff, ...) are plain functions registered with
+``cross_field_rule``; each returns a list of messages. ``validate`` runs both and raises one
+``ConfigRangeError`` listing every violation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Any, Callable, Iterator
+
+from omegaconf import DictConfig, OmegaConf
+
+BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
+    "ge": (operator.ge, ">="), "gt": (operator.gt, ">"),
+    "le": (operator.le, "<="), "lt": (operator.lt, "<"),
+}
+CrossFieldRule = Callable[[DictConfig], list[str]]
+_RULES: list[CrossFieldRule] = []
+
+
+class ConfigRangeError(ValueError):
+    """One or more config values outside their valid range; the message names each key, value
+    and range, one per line."""
+
+
+def describe(bounds: dict[str, Any]) -> str:
+    """``{"ge": 0, "le": 1}`` -> ``"[0, 1]"``; one-sided bounds read ``">= 1"``."""
+    lo = next(((k, bounds[k]) for k in ("ge", "gt") if k in bounds), None)
+    hi = next(((k, bounds[k]) for k in ("le", "lt") if k in bounds), None)
+    if lo and hi:
+        return f"{'[' if lo[0] == 'ge' else '('}{lo[1]}, {hi[1]}{']' if hi[0] == 'le' else ')'}"
+    only = lo or hi
+    return f"{BOUNDS[only[0]][1]} {only[1]}"
+
+
+def ranged_fields(schema_type: type) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(field name, bounds)`` for each field of a schema dataclass that declares a range."""
+    for f in dataclasses.fields(schema_type):
+        bounds = {k: v for k, v in f.metadata.items() if k in BOUNDS}
+        if bounds:
+            yield f.name, bounds
+
+
+def out_of_range(value: Any, bounds: dict[str, Any]) -> bool:
+    """True when ``value`` breaks any bound; ``None`` (an unset optional) is never out of range."""
+    if value is None:
+        return False
+    return any(not BOUNDS[k][0](value, bound) for k, bound in bounds.items())
+
+
+def check_ranges(cfg: DictConfig, prefix: str = "") -> list[str]:
+    """Messages ``"key=value is out of range: must be RANGE"`` for every ranged field of every
+    node in ``cfg`` (recursively) whose schema type declares one."""
+    problems: list[str] = []
+    schema_type = OmegaConf.get_type(cfg)
+    if schema_type is not None and dataclasses.is_dataclass(schema_type):
+        for name, bounds in ranged_fields(schema_type):
+            value = cfg.get(name)
+            if out_of_range(value, bounds):
+                problems.append(f"{prefix}{name}={value} is out of range: must be "
+                                f"{describe(bounds)}")
+    for key in cfg:
+        node = cfg._get_node(key)
+        if isinstance(node, DictConfig) and not node._is_missing() and not node._is_none():
+            problems += check_ranges(node, f"{prefix}{key}.")
+    return problems
+
+
+def cross_field_rule(rule: CrossFieldRule) -> CrossFieldRule:
+    """Register ``rule(cfg) -> [message, ...]`` to run on every composed config (decorator)."""
+    if rule not in _RULES:
+        _RULES.append(rule)
+    return rule
+
+
+def validate(cfg: DictConfig, where: str = "") -> None:
+    """Raise ``ConfigRangeError`` naming every out-of-range value and broken cross-field rule.
+
+    ``where`` (e.g. the job's overrides) is added to the message so a sweep says which job."""
+    problems = check_ranges(cfg)
+    for rule in _RULES:
+        problems += rule(cfg)
+    if problems:
+        head = f"invalid config{f' ({where})' if where else ''}:"
+        raise ConfigRangeError("\n  ".join([head, *problems]))
+
+
+@cross_field_rule
+def overlap_below_window(cfg: DictConfig) -> list[str]:
+    """Markdown chunking: consecutive windows share fewer words than a window holds."""
+    ch = cfg.get("chunking")
+    if ch is None or "overlap_words" not in ch or "max_words" not in ch:
+        return []
+    if ch.overlap_words >= ch.max_words:
+        return [f"chunking.overlap_words={ch.overlap_words} is out of range: must be < "
+                f"chunking.max_words ({ch.max_words})"]
+    return []
+
+
+@cross_field_rule
+def depth_covers_measures(cfg: DictConfig) -> list[str]:
+    """Every measure name parses and ``k`` reaches the deepest measure cutoff
+    (``measures.resolve``)."""
+    if "measures" not in cfg or "k" not in cfg:
+        return []
+    from ragexp.evaluation import measures
+
+    try:
+        measures.resolve(cfg.measures, cfg.k)
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
+@cross_field_rule
+def reads_within_depth(cfg: DictConfig) -> list[str]:
+    """Stages that read the top ``n`` of the ranking (``abstain.signal.top_k``,
+    ``answer.n_chunks``) read at most ``k`` items (``measures.check_reads``)."""
+    from ragexp.evaluation import measures
+
+    reads = {key: OmegaConf.select(cfg, key) for key in ("abstain.signal.top_k", "answer.n_chunks")}
+    reads = {key: n for key, n in reads.items() if isinstance(n, int)}
+    if "k" not in cfg or not reads:
+        return []
+    try:
+        measures.check_reads(cfg.k, reads)
+    except ValueError as exc:
+        return [str(exc)]
+    return []

@@ -1,0 +1,6 @@
+"""Serving a run: the engine rebuilt from a run's config, the champion as an MLflow pyfunc model,
+promotion, the HTTP API and its page, access control, tracing, and mining traces back into
+questions.
+
+May import every package before it, through ``run``.
+"""

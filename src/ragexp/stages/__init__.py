@@ -1,0 +1,6 @@
+"""The pluggable retrieval stages a config group chooses by ``_target_``: chunkers, retrievers,
+fusion, external TREC runs, rerankers and abstain signals. Each has one small batch-first
+interface (a ``Protocol``).
+
+May import ``text``, ``data`` and ``index``.
+"""

@@ -1,0 +1,266 @@
+"""Chunkers: documents in, retrievable chunks out, each chunk remembering its source offsets.
+
+``MarkdownChunker`` is heading-aware: a chunk never crosses a heading, its heading path
+("Title > Section > Subsection") travels with it (``include_headings`` switches whether it is
+prepended to the text, so its effect can be measured), and hard-wrapped paragraphs are unwrapped
+before being split into sentences. Windows are counted in words of source text (the heading
+path comes on top); consecutive windows share about ``overlap_words`` words of whole units.
+
+Every chunk holds at most ``max_words`` words (``text.layout_word_count``: whitespace tokens,
+each character of a spaceless script such as Chinese or Thai counting as one): a list item longer than that splits at its
+sentences, and a sentence longer than that at word boundaries. Code fences and tables stay
+whole up to ``max(max_words, max_block_words)`` words (a chunk of their own when they exceed
+``max_words``); a longer one splits at line boundaries (a line longer than ``max_words`` at
+words). Every piece keeps exact source offsets.
+
+``WholeDocumentChunker`` keeps pre-split passages (BEIR) whole.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Protocol
+
+from ragexp.records import Chunk, Document
+from ragexp.text.analysis import LAYOUT_WORD, SENTENCE_BREAK, layout_word_count, normalize_ws
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)(?:\s+#+)?\s*$")  # a closing #-run needs a space
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+
+
+class Chunker(Protocol):
+    def chunk(self, docs: Iterable[Document]) -> list[Chunk]: ...
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Smallest piece a window is made of: a sentence, a list item, a whole table or fence."""
+
+    text: str
+    start: int
+    end: int
+    words: int
+    kind: str = "sentence"  # or "item" (a list item), "block" (a code fence or a table)
+
+
+def _lines_with_offsets(text: str) -> list[tuple[int, str]]:
+    out, pos = [], 0
+    for line in text.splitlines(keepends=True):
+        out.append((pos, line.rstrip("\n")))
+        pos += len(line)
+    return out
+
+
+def _sentences(raw: str, base: int) -> list[Unit]:
+    """Unwrap a paragraph and split it into sentences, mapped back to raw offsets."""
+    norm, offsets = normalize_ws(raw)
+    units, start = [], 0
+    bounds = [m.start() for m in SENTENCE_BREAK.finditer(norm)] + [len(norm)]
+    for end in bounds:
+        piece = norm[start:end].strip()
+        if piece:
+            lead = len(norm[start:end]) - len(norm[start:end].lstrip())
+            s = start + lead
+            units.append(Unit(piece, base + offsets[s], base + offsets[s + len(piece) - 1] + 1,
+                              layout_word_count(piece)))
+        start = end
+    return units
+
+
+def parse_sections(doc: Document) -> list[tuple[str, list[Unit]]]:
+    """Split a markdown document into (heading path, units) sections."""
+    lines = _lines_with_offsets(doc.text)
+    sections: list[tuple[str, list[Unit]]] = []
+    path: list[tuple[int, str]] = []
+    units: list[Unit] = []
+    block: list[tuple[int, str]] = []
+
+    def flush_block() -> None:
+        if not block:
+            return
+        start = block[0][0]
+        end = block[-1][0] + len(block[-1][1])
+        raw = doc.text[start:end]
+        first = block[0][1]
+        if first.lstrip().startswith("|"):
+            units.append(Unit(raw, start, end, layout_word_count(raw), "block"))
+        elif _LIST_ITEM.match(first):
+            item: list[tuple[int, str]] = []
+            for off, ln in block + [(end, "- ")]:
+                if _LIST_ITEM.match(ln) and item:
+                    s, e = item[0][0], item[-1][0] + len(item[-1][1])
+                    norm, _ = normalize_ws(doc.text[s:e])
+                    units.append(Unit(norm, s, e, layout_word_count(norm), "item"))
+                    item = []
+                item.append((off, ln))
+        else:
+            units.extend(_sentences(raw, start))
+        block.clear()
+
+    def flush_section() -> None:
+        flush_block()
+        if units:
+            sections.append((" > ".join(t for _, t in path) or doc.title, list(units)))
+        units.clear()
+
+    i = 0
+    while i < len(lines):
+        off, line = lines[i]
+        if _FENCE.match(line):
+            flush_block()
+            j = i + 1
+            while j < len(lines) and not _FENCE.match(lines[j][1]):
+                j += 1
+            j = min(j, len(lines) - 1)
+            end = lines[j][0] + len(lines[j][1])
+            raw = doc.text[off:end]
+            units.append(Unit(raw, off, end, layout_word_count(raw), "block"))
+            i = j + 1
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            flush_section()
+            level = len(heading.group(1))
+            path = [(lv, t) for lv, t in path if lv < level] + [(level, heading.group(2))]
+        elif not line.strip():
+            flush_block()
+        else:
+            is_table = line.lstrip().startswith("|")
+            if block and is_table != block[-1][1].lstrip().startswith("|"):
+                flush_block()
+            block.append((off, line))
+        i += 1
+    flush_section()
+    return sections
+
+
+def _word_pieces(text: str, start: int, end: int, max_words: int, overlap: int) -> list[Unit]:
+    """``text[start:end]`` cut at word boundaries into pieces of at most ``max_words`` words,
+    each next piece starting ``overlap`` words back (as windows do), each with the exact
+    offsets of its first and last word."""
+    words = list(LAYOUT_WORD.finditer(text, start, end))
+    out, i = [], 0
+    while True:
+        part = words[i:i + max_words]
+        s, e = part[0].start(), part[-1].end()
+        out.append(Unit(" ".join(text[s:e].split()), s, e, len(part)))
+        if i + max_words >= len(words):
+            return out
+        i += max_words - overlap
+
+
+def _line_pieces(text: str, unit: Unit, max_words: int, overlap: int) -> list[Unit]:
+    """A block's lines as units (raw, indentation kept); a line too long splits at words."""
+    out: list[Unit] = []
+    for off, line in _lines_with_offsets(text[unit.start:unit.end]):
+        n = layout_word_count(line)
+        if not n:
+            continue
+        s = unit.start + off
+        out.extend([Unit(line, s, s + len(line), n)] if n <= max_words
+                   else _word_pieces(text, s, s + len(line), max_words, overlap))
+    return out
+
+
+def fit(units: list[Unit], text: str, max_words: int, max_block_words: int,
+        overlap: int = 0) -> list[Unit]:
+    """Split every unit that cannot fit a window: see the module docstring for the rule.
+    ``text`` is the document the units' offsets point into; word pieces of one sentence
+    overlap by ``overlap`` words (< ``max_words``)."""
+    out: list[Unit] = []
+    for u in units:
+        if u.words <= max_words or (u.kind == "block" and u.words <= max_block_words):
+            out.append(u)
+        elif u.kind == "block":
+            out.extend(_line_pieces(text, u, max_words, overlap))
+        elif u.kind == "sentence":
+            out.extend(_word_pieces(text, u.start, u.end, max_words, overlap))
+        else:
+            for s in _sentences(text[u.start:u.end], u.start):
+                out.extend([s] if s.words <= max_words
+                           else _word_pieces(text, s.start, s.end, max_words, overlap))
+    return out
+
+
+def _windows(units: list[Unit], max_words: int, overlap_words: int) -> list[list[Unit]]:
+    """Greedy word windows over units; each next window restarts ``overlap_words`` back."""
+    windows, i = [], 0
+    while i < len(units):
+        j, words = i, 0
+        while j < len(units) and (j == i or words + units[j].words <= max_words):
+            words += units[j].words
+            j += 1
+        windows.append(units[i:j])
+        if j >= len(units):
+            break
+        # Step back over whole units for the overlap, but never so far that the next unit
+        # no longer fits beside them (that window would be carried text only).
+        k, carried = j, 0
+        while (k - 1 > i and carried + units[k - 1].words <= overlap_words
+               and carried + units[k - 1].words + units[j].words <= max_words):
+            k -= 1
+            carried += units[k].words
+        i = k
+    return windows
+
+
+def _merge_spans(units: list[Unit]) -> tuple[tuple[int, int], ...]:
+    spans: list[list[int]] = []
+    for u in units:
+        if spans and u.start <= spans[-1][1] + 2:
+            spans[-1][1] = max(spans[-1][1], u.end)
+        else:
+            spans.append([u.start, u.end])
+    return tuple((s, e) for s, e in spans)
+
+
+@dataclass(frozen=True)
+class MarkdownChunker:
+    max_words: int = 120
+    overlap_words: int = 20
+    include_headings: bool = True
+    max_block_words: int = 400
+    name: str = "markdown"
+
+    def __post_init__(self) -> None:
+        if self.max_words < 10:
+            raise ValueError(f"chunking.max_words must be >= 10, got {self.max_words}")
+        if self.max_block_words < 1:
+            raise ValueError(f"chunking.max_block_words must be >= 1, got "
+                             f"{self.max_block_words}")
+        if not 0 <= self.overlap_words < self.max_words:
+            raise ValueError(f"chunking.overlap_words must be in [0, max_words), "
+                             f"got {self.overlap_words} with max_words={self.max_words}")
+
+    def chunk(self, docs: Iterable[Document]) -> list[Chunk]:
+        chunks: list[Chunk] = []
+        for doc in docs:
+            n = 0
+            for heading, units in parse_sections(doc):
+                units = fit(units, doc.text, self.max_words,
+                            max(self.max_words, self.max_block_words), self.overlap_words)
+                for window in _windows(units, self.max_words, self.overlap_words):
+                    body = "\n".join(u.text for u in window)
+                    text = f"{heading}\n{body}" if self.include_headings else body
+                    chunks.append(Chunk(chunk_id=f"{doc.doc_id}#{n}", doc_id=doc.doc_id,
+                                        text=text, heading=heading, spans=_merge_spans(window)))
+                    n += 1
+        return chunks
+
+
+@dataclass(frozen=True)
+class WholeDocumentChunker:
+    """One chunk per document, title prepended: for corpora that are already passages."""
+
+    include_title: bool = True
+    name: str = "none"
+
+    def chunk(self, docs: Iterable[Document]) -> list[Chunk]:
+        return [
+            Chunk(chunk_id=d.doc_id, doc_id=d.doc_id,
+                  text=f"{d.title}\n{d.text}" if self.include_title and d.title else d.text,
+                  heading=d.title, spans=((0, len(d.text)),))
+            for d in docs
+        ]

@@ -1,0 +1,148 @@
+"""Rerankers: reorder the best ``top_n`` of a ranking; items below ``top_n`` keep their order.
+
+Reranking is a hypothesis to measure: the ablation set runs the default with and without it.
+
+- ``NoReranker``: identity.
+- ``LexicalReranker``: for query Q and chunk C, with idf from the run's BM25 index::
+
+      coverage(C)  = sum_{t in Q, t in C} idf(t) / sum_{t in Q} idf(t)
+      proximity(C) = |Q ∩ C| / (1 + w),  w = the shortest window of C's terms that holds every
+                     matched query term (0 when fewer than two terms match)
+      score(C)     = coverage(C) + lambda * proximity(C) + eps * first_stage_rrf(C)
+
+  the last term (eps = 1e-3, RRF with k=60 on the first-stage rank) breaks ties in favour of the
+  first-stage order.
+- ``CrossEncoderReranker``: fastembed ``TextCrossEncoder`` from a local model folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from ragexp.records import Ranking, ordered
+from ragexp.index.resources import Resources
+from ragexp.text.analysis import tokenize
+
+
+class Reranker(Protocol):
+    name: str
+    top_n: int  # how many of the first stage's items it rescores (0: none); retrieval goes
+    #             at least this deep
+
+
+    def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
+        ...
+
+
+def _apply(ranking: Ranking, top_n: int, rescore) -> Ranking:
+    """Rescore the head of each query's ranking with the reranker's scores; the tail follows
+    in its original order, with scores stepping down by 1 below the lowest head score."""
+    if top_n < 0:
+        raise ValueError(f"reranker.top_n must be >= 0, got {top_n}")
+    out: Ranking = {}
+    for qid, scores in ranking.items():
+        items = ordered(scores)
+        head, tail = items[:top_n], items[top_n:]
+        new = {item: float(v) for item, v in rescore(qid, head).items()}
+        floor = min(new.values(), default=0.0)
+        new.update({item: floor - pos for pos, item in enumerate(tail, start=1)})
+        out[qid] = new
+    return out
+
+
+class NoReranker:
+    name = "none"
+
+    def __init__(self, name: str = "none", top_n: int = 0):
+        self.top_n = 0
+
+    def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
+        return ranking
+
+
+def shortest_window(positions: dict[str, list[int]]) -> int:
+    """Length (in terms) of the shortest span holding one position of every key, minus one."""
+    events = sorted((p, t) for t, ps in positions.items() for p in ps)
+    need, have, best, left = len(positions), {}, None, 0
+    for right, (pos, term) in enumerate(events):
+        have[term] = have.get(term, 0) + 1
+        while len(have) == need:
+            lpos, lterm = events[left]
+            best = pos - lpos if best is None else min(best, pos - lpos)
+            have[lterm] -= 1
+            if not have[lterm]:
+                del have[lterm]
+            left += 1
+    return best or 0
+
+
+class LexicalReranker:
+    name = "lexical"
+
+    def __init__(self, top_n: int = 20, proximity_weight: float = 0.2, name: str = "lexical"):
+        if top_n < 1:
+            raise ValueError(f"reranker.top_n must be >= 1, got {top_n}")
+        self.top_n, self.weight = top_n, proximity_weight
+
+    def score(self, query: str, text: str, bm25) -> float:
+        return self.score_terms(set(tokenize(query)), tokenize(text), bm25)
+
+    def score_terms(self, q_terms: set[str], chunk_terms: list[str], bm25) -> float:
+        """``score`` on analysed terms: the query's as a set, the chunk's in order."""
+        if not q_terms:
+            return 0.0
+        positions: dict[str, list[int]] = {}
+        for pos, term in enumerate(chunk_terms):
+            if term in q_terms:
+                positions.setdefault(term, []).append(pos)
+        coverage = bm25.coverage(q_terms, positions)
+        proximity = len(positions) / (1 + shortest_window(positions)) if len(positions) > 1 else 0
+        return coverage + self.weight * proximity
+
+    def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
+        terms, pos, bm25 = resources.terms, resources.position, resources.bm25
+
+        def rescore(qid: str, head: list[str]) -> dict[str, float]:
+            q_terms = set(tokenize(queries[qid]))
+            return {cid: self.score_terms(q_terms, terms[pos[cid]], bm25)
+                    + 1e-3 / (60 + rank) for rank, cid in enumerate(head, start=1)}
+
+        return _apply(ranking, self.top_n, rescore)
+
+
+class CrossEncoderReranker:
+    """A cross-encoder run by fastembed from ``model_path`` (model.onnx, tokenizer files)."""
+
+    name = "cross_encoder"
+
+    def __init__(self, model_path: str | None = None, top_n: int = 20,
+                 name: str = "cross_encoder"):
+        if top_n < 1:
+            raise ValueError(f"reranker.top_n must be >= 1, got {top_n}")
+        if not model_path:
+            raise ValueError("reranker=cross_encoder needs reranker.model_path=DIR: a local folder "
+                             "with a cross-encoder's model.onnx, tokenizer.json and "
+                             "tokenizer_config.json (none can be downloaded here); or use "
+                             "reranker=lexical / reranker=none")
+        folder = Path(model_path).expanduser()
+        if not (folder / "model.onnx").is_file():
+            raise ValueError(f"reranker.model_path={folder} has no model.onnx")
+        from fastembed.common.model_description import ModelSource
+        from fastembed.rerank.cross_encoder import TextCrossEncoder
+
+        name_ = f"ragexp/cross-encoder-{folder.name}"
+        if name_ not in {m["model"] for m in TextCrossEncoder.list_supported_models()}:
+            TextCrossEncoder.add_custom_model(model=name_, sources=ModelSource(hf=name_),
+                                              model_file="model.onnx")
+        self.model = TextCrossEncoder(name_, specific_model_path=str(folder))
+        self.top_n = top_n
+
+    def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
+        chunks, pos = resources.chunks, resources.position
+
+        def rescore(qid: str, head: list[str]) -> dict[str, float]:
+            scores = self.model.rerank(queries[qid], [chunks[pos[c]].text for c in head])
+            return dict(zip(head, map(float, scores)))
+
+        return _apply(ranking, self.top_n, rescore)

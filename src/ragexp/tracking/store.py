@@ -1,0 +1,300 @@
+"""MLflow side of ragexp: where runs go and what each run records (``runs.tracked_run`` owns a
+run's life).
+
+Tracking URI: ``MLFLOW_TRACKING_URI`` when set, else a sqlite store ``mlruns/mlflow.db`` with
+artifacts under ``mlruns/artifacts``. Creating or migrating a local store, and creating an
+experiment, happen under a file lock beside the store (``filelock``), so processes started
+at the same moment do not race MLflow's migrations. HTTP stores get bounded retries and
+timeouts (``HTTP_DEFAULTS``) unless the user set them.
+
+A multirun's parent run belongs to ``ragexp.run.sweep.SweepCallback``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from contextlib import nullcontext
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from ragexp.index import stagestore
+
+log = logging.getLogger(__name__)
+
+PARENT_ENV = "RAGEXP_PARENT_RUN_ID"
+MODEL_NAME = "ragexp-serving"  # registered model whose alias ALIAS is served
+ALIAS = "champion"
+STATUS_FILE = "ragexp_status.json"
+# A tracking server that is down fails a call within about a minute, not after MLflow's
+# default of 7 retries with exponential back-off and 120 s timeouts (many minutes).
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+                 "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                 "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
+_READY: set[str] = set()
+# Keys that change how a run is shown or forced, or where caches live, not what it measures
+# (a dotted key is nested: the embedder's model cache follows ``cache_dir``).
+VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment", "verbose", "objective",
+                "baseline", "embedder.cache_dir", "reuse_stages", "sweep_report", "traces",
+                "llm")  # llm.* counts through the answer.* and judge.* keys it resolves into
+
+
+def tracking_uri() -> str:
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return uri
+    Path("mlruns").mkdir(exist_ok=True)
+    return f"sqlite:///{Path('mlruns/mlflow.db').resolve()}"
+
+
+class TrackingError(RuntimeError):
+    """The tracking store could not be reached or did not take a write."""
+
+
+def store_lock(uri: str | None = None):
+    """A cross-process lock for a local store (``<db>.lock`` beside a sqlite file, or in a file
+    store's folder); a no-op for servers, which serialise writes themselves."""
+    from filelock import FileLock
+
+    uri = uri or tracking_uri()
+    if uri.startswith("sqlite:///"):
+        return FileLock(uri[len("sqlite:///"):] + ".lock", timeout=600)
+    if "://" not in uri or uri.startswith("file:"):
+        folder = Path(uri[len("file://"):] if uri.startswith("file://") else uri)
+        folder.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(folder / ".ragexp.lock"), timeout=600)
+    return nullcontext()
+
+
+def client():
+    """An ``MlflowClient`` on ``tracking_uri()``; the first call per process creates (or
+    migrates) a local store under ``store_lock``. Raises ``TrackingError`` if unreachable."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    for key, value in HTTP_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    uri = tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    if uri in _READY:
+        return MlflowClient(tracking_uri=uri)
+    try:  # constructing the client opens (and creates or migrates) the store
+        with store_lock(uri):
+            c = MlflowClient(tracking_uri=uri)
+            c.search_experiments(max_results=1)
+            c.search_registered_models(max_results=1)
+    except Exception as exc:
+        raise TrackingError(f"tracking store {uri} is not usable: "
+                            f"{' '.join(str(exc).split())[:500]}") from exc
+    _READY.add(uri)
+    return c
+
+
+def ensure_experiment(name: str) -> str:
+    """The experiment's id, created under ``store_lock`` if it does not exist yet."""
+    c = client()
+    with store_lock():
+        exp = c.get_experiment_by_name(name)
+        if exp is not None:
+            return exp.experiment_id
+        location = None  # a server or other store decides for itself
+        uri = tracking_uri()
+        if uri.startswith("sqlite:///"):  # artifacts beside the database, never in the cwd
+            location = (Path(uri[len("sqlite:///"):]).parent / "artifacts").resolve().as_uri()
+        try:
+            return c.create_experiment(name, artifact_location=location)
+        except Exception:  # created meanwhile by a process on another machine
+            exp = c.get_experiment_by_name(name)
+            if exp is None:
+                raise
+            return exp.experiment_id
+
+
+def write_per_question(table, folder: Path) -> None:
+    """The per-question table as ``per_question.csv`` in ``folder`` (the run's artifacts, uploaded
+    with the others): one file whatever the number of questions."""
+    table.to_csv(folder / "per_question.csv", index=False)
+
+
+def log_per_question_table(run_id: str, table) -> None:
+    """The same table as the MLflow table ``per_question.json`` (``log_table``: browsable in the
+    UI's artifact view, read back with ``mlflow.load_table``): one artifact, any size."""
+    client().log_table(run_id, data=table, artifact_file="per_question.json")
+
+
+def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
+    """Nested config -> ``{"retriever.name": "dense", ...}``, without ``_target_`` keys."""
+    out: dict[str, Any] = {}
+    for key, value in cfg.items():
+        if str(key).startswith("_"):
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def config_hash(resolved: dict, data: dict[str, str], code: str | None = None) -> str:
+    """Identity of what a run measures: resolved config (minus volatile keys), data hashes and
+    the code that measures (``code_identity()`` unless given)."""
+    measured = {k: v for k, v in resolved.items() if k not in VOLATILE_KEYS}
+    for key in (k for k in VOLATILE_KEYS if "." in k):
+        group, name = key.split(".", 1)
+        if isinstance(measured.get(group), dict) and name in measured[group]:
+            measured[group] = {k: v for k, v in measured[group].items() if k != name}
+    payload = json.dumps([measured, data, code or code_identity()], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
+def code_identity() -> str:
+    """``<ragexp version>+src.<sha256[:12] of ragexp's own .py files>``.
+
+    A hash of the source that runs rather than the git commit: a commit changes on edits that
+    measure nothing (README), and a ``-dirty`` marker hides which uncommitted edit ran."""
+    try:
+        version = metadata.version("ragexp")
+    except metadata.PackageNotFoundError:
+        version = "0+unknown"
+    return f"{version}+src.{stagestore.source_hash(stagestore.PACKAGE)[:12]}"
+
+
+def find_finished(experiment_id: str, chash: str) -> str | None:
+    runs = client().search_runs(
+        [experiment_id], f"tags.`ragexp.config_hash` = '{chash}' and attributes.status = "
+                         f"'FINISHED'", max_results=1)
+    return runs[0].info.run_id if runs else None
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5, cwd=stagestore.PACKAGE)
+        dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True,
+                               timeout=5, cwd=stagestore.PACKAGE).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for pkg in ("ragexp", "numpy", "faiss-cpu", "fastembed", "onnxruntime", "regex",
+                "mlflow", "hydra-core"):
+        try:
+            out[f"version.{pkg}"] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    out["version.python"] = sys.version.split()[0]
+    return out
+
+
+def log_batch(run_id: str, metrics: dict[str, float] | None = None,
+              params: dict[str, Any] | None = None, tags: dict[str, str] | None = None) -> None:
+    """Metrics, params and tags in as few calls as MLflow's per-call limits allow."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    now = int(time.time() * 1000)
+    m = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()]
+    p = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
+    t = [RunTag(k, str(v)[:5000]) for k, v in (tags or {}).items()]
+    c = client()
+    while m or p or t:
+        c.log_batch(run_id, metrics=m[:1000], params=p[:100], tags=t[:100])
+        m, p, t = m[1000:], p[100:], t[100:]
+
+
+def write_status(output_dir: str | Path | None, **status: Any) -> None:
+    """The job's outcome, for the sweep summary; nothing to do outside a Hydra job."""
+    if output_dir is not None:
+        Path(output_dir, STATUS_FILE).write_text(json.dumps(status, indent=2, default=str))
+
+
+def error_summary(exc: BaseException) -> str:
+    """``Type: message`` on one line, for the error under Hydra's instantiation wrappers; the
+    stage's own message is kept, with its hint (``failures.describe``)."""
+    from ragexp.tracking.failures import describe
+
+    return describe(exc)
+
+
+# The MLflow registered model whose alias names the run that is served (``promote`` moves it).
+RUN_ID_CHARS = frozenset("0123456789abcdef")
+
+
+def champion(name: str = MODEL_NAME):
+    """The registered version of ``name`` that the ``champion`` alias points to (an MLflow
+    ``ModelVersion``), or None when there is none yet."""
+    try:
+        return client().get_model_version_by_alias(name, ALIAS)
+    except Exception:
+        return None
+
+
+class RunNotFound(LookupError):
+    """A run reference that matches no run, or more than one."""
+
+
+def experiment_name_of(run_id: str) -> str:
+    """Name of the experiment holding run ``run_id`` (a full id); ``RunNotFound`` if none."""
+    c = client()
+    try:
+        return c.get_experiment(c.get_run(run_id).info.experiment_id).name
+    except Exception as exc:
+        raise RunNotFound(f"no run {run_id} in {tracking_uri()}") from exc
+
+
+def resolve_run_id(ref: str) -> str:
+    """The full id of the run that ``ref`` names: a full run id or a unique prefix of one
+    (``compare`` prints 8 characters), searched in every experiment of the store.
+
+    Raises ``RunNotFound`` when nothing matches, or when the prefix is ambiguous (listing the
+    candidates with their names and statuses)."""
+    ref = ref.strip().lower()
+    if not ref or not set(ref) <= RUN_ID_CHARS:
+        raise RunNotFound(f"{ref!r} is not a run id: run ids are hexadecimal (a full id or a "
+                          f"unique prefix of one)")
+    from mlflow.entities import ViewType
+
+    c = client()
+    exp_ids = [e.experiment_id for e in c.search_experiments(view_type=ViewType.ALL)]
+    found = c.search_runs(exp_ids, f"attributes.run_id LIKE '{ref}%'",
+                          run_view_type=ViewType.ALL, max_results=20) if exp_ids else []
+    if not found:
+        raise RunNotFound(f"no run id starts with {ref!r} in {tracking_uri()}")
+    if len(found) > 1:
+        listed = "; ".join(f"{r.info.run_id} ({r.data.tags.get('mlflow.runName', '')}, "
+                           f"{r.info.status})" for r in found[:10])
+        raise RunNotFound(f"run id prefix {ref!r} is ambiguous: {len(found)} runs match "
+                          f"({listed}{'; ...' if len(found) > 10 else ''}); give more "
+                          f"characters")
+    return found[0].info.run_id
+
+
+def artifact_path(run_id: str, name: str) -> str:
+    """Local path of artifact ``name`` of a run, or ``RunNotFound`` saying why the run has
+    none: its status and, for a failed run, its ``ragexp.error`` tag."""
+    c = client()
+    try:
+        return c.download_artifacts(run_id, name)
+    except Exception as exc:
+        try:
+            run = c.get_run(run_id)
+        except Exception:
+            raise RunNotFound(f"no run {run_id} in {tracking_uri()}") from None
+        error = run.data.tags.get("ragexp.error")
+        why = (f"it is {run.info.status}" + (f" ({error})" if error else "")
+               if run.info.status != "FINISHED" else f"it is FINISHED but has no {name} "
+               f"artifact (not a ragexp evaluation run?)")
+        raise RunNotFound(f"run {run_id} has no {name}: {why}") from exc

@@ -1,0 +1,127 @@
+"""The house by role: packages in the order data flows, no import cycle between modules, no
+package importing one after it (``ragexp.LAYERS``), imports inside functions only to defer a
+heavy import, and the wheel's package list matching the source tree. Read from the source with
+``ast``: every import counts, those inside functions too."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import ragexp
+
+SRC = Path(ragexp.__file__).resolve().parent
+ROOT = SRC.parents[1]
+ROOT_MODULES = {"records", "errors", "legacy"}  # shared by every package
+DEFER_COMMENT = "# defer heavy import"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(SRC.rglob("*.py"))}
+
+
+def imported(node: ast.AST) -> list[str]:
+    """The ragexp modules an import statement loads (``from ragexp.x import y`` -> ``ragexp.x.y``
+    when that is a module, else ``ragexp.x``)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name.split(".")[0] == "ragexp"]
+    if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and \
+            node.module.split(".")[0] == "ragexp":
+        out = []
+        for a in node.names:
+            sub = f"{node.module}.{a.name}"
+            out.append(sub if sub in MODULES else node.module)
+        return out
+    return []
+
+
+def edges() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            for target in imported(node):
+                if target != name and target in MODULES:
+                    graph[name].add(target)
+    return graph
+
+
+def layer(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] in ROOT_MODULES:
+        return -1
+    if parts[1] == "__main__":  # ``python -m ragexp``: an entry point, above everything
+        return len(ragexp.LAYERS)
+    return ragexp.LAYERS.index(parts[1])
+
+
+def test_every_package_is_a_declared_layer_and_few_modules_sit_at_the_top():
+    packages = {p.parent.name for p in SRC.glob("*/__init__.py")}
+    assert packages == set(ragexp.LAYERS)
+    assert len(packages) >= 8
+    top = sorted(p.name for p in SRC.glob("*.py"))
+    assert len(top) <= 6, top
+    for pkg in packages:
+        doc = ast.get_docstring(ast.parse((SRC / pkg / "__init__.py").read_text()))
+        assert doc and "import" in doc, f"ragexp.{pkg} says what it owns and may import"
+
+
+def test_no_import_cycle_between_modules():
+    graph = edges()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(graph[m]):
+            if n.startswith(m + ".") or m.startswith(n + "."):
+                continue  # a package and its own modules
+            if state.get(n) == 1:
+                cycle = stack[stack.index(n):] + [n]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if n not in state:
+                visit(n)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+
+
+def test_no_package_imports_one_after_it():
+    wrong = [f"{m} imports {n}" for m, targets in edges().items() for n in sorted(targets)
+             if layer(n) > layer(m)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_imports_inside_functions_only_defer_a_heavy_import():
+    bare = []
+    for name, path in MODULES.items():
+        lines = path.read_text().splitlines()
+        for fn in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    around = lines[node.lineno - 2:node.end_lineno]
+                    if not any(DEFER_COMMENT in line for line in around):
+                        bare.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bare, f"imports inside functions without {DEFER_COMMENT!r}: {bare}"
+
+
+def test_the_wheel_lists_every_package_and_no_tool():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    code_packages = {m for m, p in MODULES.items() if p.name == "__init__.py"}
+    shipped = {f"ragexp.{name}" for name in ("conf", "corpus", "golden")}
+    assert set(config["packages"]) == code_packages | shipped
+    assert {config["package-dir"][p] for p in shipped} == {"conf", "corpus", "golden"}
+    tools = {p.stem for p in (ROOT / "tools").glob("*.py")} - {"__init__"}
+    assert tools and not tools & {p.stem for p in SRC.rglob("*.py")}
