@@ -16,8 +16,8 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 from ragexp.data import shipped
-from ragexp.stages.chunking import MarkdownChunker  # noqa: E402
 from ragexp.data.golden import load_corpus, load_golden  # noqa: E402
+from ragexp.stages.chunking import MarkdownChunker  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(shipped.path("handbook/corpus"))

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from ragexp.stages.abstain import _folds, auc, curve, evaluate_abstain, operating_point
 from ragexp.records import Query
+from ragexp.stages.abstain import _folds, auc, curve, evaluate_abstain, operating_point
 
 
 def _random_scores(seed: int, n_ans: int = 80, n_una: int = 20):
@@ -170,8 +170,8 @@ def test_cross_validation_needs_two_questions_of_each_class():
 def _resources(tmp_path, texts):
     from ragexp.index.cache import EmbeddingCache
     from ragexp.index.embedders import HashEmbedder
-    from ragexp.records import Chunk
     from ragexp.index.resources import Resources
+    from ragexp.records import Chunk
 
     chunks = [Chunk(f"c{i}", "d", t) for i, t in enumerate(texts)]
     return Resources(chunks, lambda: HashEmbedder(dim=64), EmbeddingCache(str(tmp_path)),
@@ -207,10 +207,10 @@ def test_lexical_signal_by_hand(tmp_path):
 
 
 def test_lexical_signal_is_bounded_on_the_handbook(golden, chunks, tmp_path):
-    from ragexp.stages.abstain import LexicalSignal
     from ragexp.index.cache import EmbeddingCache
     from ragexp.index.embedders import HashEmbedder
     from ragexp.index.resources import Resources
+    from ragexp.stages.abstain import LexicalSignal
     from ragexp.stages.retrievers import BM25Retriever
 
     res = Resources(chunks, lambda: HashEmbedder(), EmbeddingCache(str(tmp_path)),
@@ -222,8 +222,8 @@ def test_lexical_signal_is_bounded_on_the_handbook(golden, chunks, tmp_path):
 
 
 def test_dense_signal_is_the_best_cosine_in_the_top_k(tmp_path):
-    from ragexp.stages.abstain import DenseSignal
     from ragexp.index.embedders import HashEmbedder
+    from ragexp.stages.abstain import DenseSignal
 
     res = _resources(tmp_path, TEXTS)
     ranking = {"q": {"c3": 3.0, "c0": 2.0, "c2": 1.0}, "e": {}}

@@ -10,9 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ragexp.cli import main as cli
+from ragexp.cli.ui import plan
 from ragexp.serving.access import AccessError, api_key_for, authorized, is_loopback
 from ragexp.serving.api import create_app
-from ragexp.cli.ui import plan
 
 KEY = "s3cr3t-Key-value-0123456789"
 

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from loopback import serving
 
 from ragexp.run import schema
-from ragexp.serving.api import create_app
 from ragexp.run.app import CONF_DIR
+from ragexp.serving.api import create_app
 from ragexp.serving.engine import Engine
 
 schema.register()

@@ -6,10 +6,10 @@ heavy import, and the wheel's package list matching the source tree. Read from t
 from __future__ import annotations
 
 import ast
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 import ragexp
 
@@ -103,17 +103,21 @@ def test_no_package_imports_one_after_it():
 
 
 def test_imports_inside_functions_only_defer_a_heavy_import():
+    """Each import inside a function stands in a block of imports headed by the comment."""
     bare = []
     for name, path in MODULES.items():
         lines = path.read_text().splitlines()
-        for fn in ast.walk(ast.parse("\n".join(lines))):
+        tree = ast.parse("\n".join(lines))
+        for fn in ast.walk(tree):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
-            for node in ast.walk(fn):
-                if isinstance(node, (ast.Import, ast.ImportFrom)):
-                    around = lines[node.lineno - 2:node.end_lineno]
-                    if not any(DEFER_COMMENT in line for line in around):
-                        bare.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            body = [n for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))]
+            for node in body:
+                above = node.lineno - 2  # index of the line above the statement
+                while (prev := next((n for n in body if n.end_lineno - 1 == above), None)):
+                    above = prev.lineno - 2
+                if lines[above].strip() != DEFER_COMMENT:
+                    bare.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not bare, f"imports inside functions without {DEFER_COMMENT!r}: {bare}"
 
 
@@ -125,3 +129,9 @@ def test_the_wheel_lists_every_package_and_no_tool():
     assert {config["package-dir"][p] for p in shipped} == {"conf", "corpus", "golden"}
     tools = {p.stem for p in (ROOT / "tools").glob("*.py")} - {"__init__"}
     assert tools and not tools & {p.stem for p in SRC.rglob("*.py")}
+    from_tools = [m for m, p in MODULES.items() for node in ast.walk(ast.parse(p.read_text()))
+                  if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                      n.split(".")[0] == "tools" for n in
+                      ([a.name for a in node.names] if isinstance(node, ast.Import)
+                       else [node.module or ""]))]
+    assert not from_tools, f"the product imports the tools: {from_tools}"

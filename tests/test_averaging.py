@@ -13,15 +13,15 @@ import pytest
 from conftest import jsonl, write_tree
 from ir_measures import Qrel, ScoredDoc
 
-from ragexp.stages.abstain import LexicalSignal
-from ragexp.index.cache import EmbeddingCache
-from ragexp.stages.chunking import WholeDocumentChunker
 from ragexp.data.datasets import BeirDataset
-from ragexp.index.embedders import HashEmbedder
 from ragexp.evaluation.measures import DEFAULT, parse_all
 from ragexp.evaluation.metrics import aggregate, per_query
-from ragexp.run.pipeline import run_experiment
+from ragexp.index.cache import EmbeddingCache
+from ragexp.index.embedders import HashEmbedder
 from ragexp.records import Query
+from ragexp.run.pipeline import run_experiment
+from ragexp.stages.abstain import LexicalSignal
+from ragexp.stages.chunking import WholeDocumentChunker
 from ragexp.stages.rerankers import NoReranker
 from ragexp.stages.retrievers import BM25Retriever
 

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from conftest import jsonl, write_tree
 
-from ragexp.stages.abstain import LexicalSignal
+from ragexp.data.datasets import BeirDataset
 from ragexp.index.bm25 import METHODS, BM25Index, idf
 from ragexp.index.cache import EmbeddingCache
-from ragexp.stages.chunking import WholeDocumentChunker
-from ragexp.data.datasets import BeirDataset
 from ragexp.index.embedders import HashEmbedder
 from ragexp.run.pipeline import run_experiment
+from ragexp.stages.abstain import LexicalSignal
+from ragexp.stages.chunking import WholeDocumentChunker
 from ragexp.stages.rerankers import NoReranker
 from ragexp.stages.retrievers import BM25Retriever
 from ragexp.text.analysis import tokenize

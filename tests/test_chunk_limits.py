@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragexp.stages.chunking import MarkdownChunker
-from ragexp.records import Document
 from ragexp.data.relevance import span_qrels
+from ragexp.records import Document
+from ragexp.stages.chunking import MarkdownChunker
 
 
 def _ws(text: str) -> str:

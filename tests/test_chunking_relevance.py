@@ -11,9 +11,9 @@ import sys
 import pytest
 from conftest import ROOT
 
-from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker, parse_sections
-from ragexp.records import Chunk, Document, Query, Span
 from ragexp.data.relevance import is_relevant, overlap, span_qrels
+from ragexp.records import Chunk, Document, Query, Span
+from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker, parse_sections
 
 FENCE = re.compile(r"^\s*(```|~~~)")
 SIZES = [(mw, ov) for mw in (40, 80, 120, 250) for ov in (0, 20)]

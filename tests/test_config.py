@@ -11,10 +11,10 @@ from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from ragexp.run import schema
-from ragexp.run.app import CONF_DIR
 from ragexp.index.embedders import EmbedderError
 from ragexp.index.resources import Resources
+from ragexp.run import schema
+from ragexp.run.app import CONF_DIR
 
 schema.register()
 GROUPS = ("dataset", "chunking", "embedder", "retriever", "reranker", "abstain", "answer",
@@ -63,8 +63,8 @@ def test_bge_fails_clearly_offline(tmp_path):
 
 @pytest.mark.parametrize("name", options("retriever"))
 def test_retriever_options_instantiate(name, chunks, tmp_path):
-    from ragexp.index.embedders import HashEmbedder
     from ragexp.data.trec import write_run
+    from ragexp.index.embedders import HashEmbedder
 
     res = Resources(chunks, lambda: HashEmbedder(dim=64), progress=False)
     res.cache.enabled = False

@@ -10,13 +10,13 @@ import shutil
 import pytest
 from conftest import CORPUS, GOLDEN, jsonl, write_tree
 
-from ragexp.stages.abstain import LexicalSignal
-from ragexp.index.cache import EmbeddingCache
-from ragexp.stages.chunking import MarkdownChunker
 from ragexp.data.datasets import BeirDataset, BeirFormatError, MarkdownDataset
+from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
-from ragexp.run.pipeline import run_experiment
 from ragexp.records import Chunk
+from ragexp.run.pipeline import run_experiment
+from ragexp.stages.abstain import LexicalSignal
+from ragexp.stages.chunking import MarkdownChunker
 from ragexp.stages.rerankers import NoReranker
 from ragexp.stages.retrievers import BM25Retriever
 

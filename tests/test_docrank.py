@@ -9,17 +9,17 @@ import pytest
 from conftest import jsonl, write_tree
 from ir_measures import Qrel, R, ScoredDoc, nDCG
 
-from ragexp.stages.abstain import LexicalSignal
-from ragexp.index.cache import EmbeddingCache
-from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
 from ragexp.data.datasets import BeirDataset
 from ragexp.evaluation.docrank import collapse_to_documents, rank_documents
-from ragexp.index.embedders import HashEmbedder
 from ragexp.evaluation.measures import parse_all
-from ragexp.run.pipeline import run_experiment
-from ragexp.records import ordered
-from ragexp.stages.rerankers import NoReranker
+from ragexp.index.cache import EmbeddingCache
+from ragexp.index.embedders import HashEmbedder
 from ragexp.index.resources import Resources
+from ragexp.records import ordered
+from ragexp.run.pipeline import run_experiment
+from ragexp.stages.abstain import LexicalSignal
+from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
+from ragexp.stages.rerankers import NoReranker
 from ragexp.stages.retrievers import BM25Retriever
 
 AT_10 = parse_all(["R@10", "nDCG@10"])

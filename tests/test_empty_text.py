@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from conftest import jsonl, write_tree
 
-from ragexp.stages.abstain import DenseSignal, LexicalSignal
-from ragexp.index.cache import EmbeddingCache
-from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
 from ragexp.data.datasets import BeirDataset
+from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.flat import FlatIPIndex
 from ragexp.run.pipeline import run_experiment
+from ragexp.stages.abstain import DenseSignal, LexicalSignal
+from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
 from ragexp.stages.rerankers import LexicalReranker, NoReranker
 from ragexp.stages.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
 

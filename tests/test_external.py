@@ -6,16 +6,16 @@ from __future__ import annotations
 import pytest
 from conftest import jsonl, write_tree
 
-from ragexp.stages.abstain import LexicalSignal
-from ragexp.index.cache import EmbeddingCache
-from ragexp.stages.chunking import MarkdownChunker
 from ragexp.data.datasets import MarkdownDataset
+from ragexp.data.trec import write_run
+from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
-from ragexp.stages.external import TrecRunRetriever
 from ragexp.run.pipeline import run_experiment
+from ragexp.stages.abstain import LexicalSignal
+from ragexp.stages.chunking import MarkdownChunker
+from ragexp.stages.external import TrecRunRetriever
 from ragexp.stages.rerankers import NoReranker
 from ragexp.stages.retrievers import BM25Retriever
-from ragexp.data.trec import write_run
 
 DOCS = {"a.md": "# A\n\n## One\n\nApples grow on trees in orchards.\n\n## Two\n\nPears too.\n",
         "b.md": "# B\n\nBananas grow in bunches on large plants.\n",

@@ -15,9 +15,9 @@ import mlflow
 import pytest
 from hydra.errors import InstantiationException
 
+from ragexp.index.embedders import EmbedderError, FastEmbedEmbedder, hub_unreachable
 from ragexp.tracking import failures
 from tools.background import free_port
-from ragexp.index.embedders import EmbedderError, FastEmbedEmbedder, hub_unreachable
 
 ROOT = Path(__file__).resolve().parents[1]
 HINT = "embedder.model_path=DIR"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ragexp.index.embedders import HashEmbedder
-from ragexp.stages.fusion import rrf
-from ragexp.records import Chunk, ordered
 from ragexp.index.resources import Resources
+from ragexp.records import Chunk, ordered
+from ragexp.stages.fusion import rrf
 from ragexp.stages.retrievers import HybridRetriever
 
 R1 = {"q": {"a": 3.0, "b": 2.0, "c": 1.0}}   # a, b, c

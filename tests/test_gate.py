@@ -12,11 +12,11 @@ from hydra import compose, initialize_config_dir
 from ragexp.cli import main as cli
 from ragexp.decide import gate
 from ragexp.evaluation import stats
+from ragexp.evaluation.stats import Paired
 from ragexp.run import schema
-from ragexp.tracking import store as tracking
 from ragexp.run.app import CONF_DIR, run_logged
 from ragexp.serving.promote import PromotionRefused, promote
-from ragexp.evaluation.stats import Paired
+from ragexp.tracking import store as tracking
 
 schema.register()
 BASE = ["retriever=bm25", "reranker=none", "embedder=hash"]

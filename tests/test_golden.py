@@ -313,8 +313,8 @@ def test_hash_lines_in_code_fences_are_not_sections(tmp_path):
 def test_section_labels_survive_rechunking(tmp_path, max_words, overlap):
     """A chunk is relevant to a section label exactly when it lies inside that section, at any
     chunk size; with whole-document chunks the document holding the section is relevant."""
-    from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
     from ragexp.data.relevance import span_qrels
+    from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
 
     long_docker = SECTIONED.replace("Run the image with the data volume mounted.",
                                     " ".join(f"Step {i} runs the image." for i in range(30)))

@@ -9,9 +9,14 @@ import pytest
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.flat import FlatIPIndex
-from ragexp.records import Chunk, ordered
-from ragexp.stages.rerankers import CrossEncoderReranker, LexicalReranker, NoReranker, shortest_window
 from ragexp.index.resources import Resources
+from ragexp.records import Chunk, ordered
+from ragexp.stages.rerankers import (
+    CrossEncoderReranker,
+    LexicalReranker,
+    NoReranker,
+    shortest_window,
+)
 from ragexp.stages.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
 
 

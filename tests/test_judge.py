@@ -12,13 +12,13 @@ import pytest
 from fake_llm import FakeLLM
 from sklearn.metrics import cohen_kappa_score
 
-from ragexp.data import shipped
 from ragexp.answer.agreement import agreement_metrics, cohen_kappa, load_labels
 from ragexp.answer.base import REFUSAL, Answer, Source
-from ragexp.data.golden import find_quote
 from ragexp.answer.judge import RUBRIC, LLMJudge, Verdict, parse_verdict
 from ragexp.answer.judge_metrics import judge_metrics
 from ragexp.answer.llm import Completion, LLMError
+from ragexp.data import shipped
+from ragexp.data.golden import find_quote
 from ragexp.records import Chunk, Query
 
 KEY = "RAGEXP_TEST_JUDGE_KEY"

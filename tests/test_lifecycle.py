@@ -16,7 +16,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from ragexp.index import stagestore
-from ragexp.tracking import lifecycle, outbox, runs, store as tracking
+from ragexp.tracking import lifecycle, outbox, runs
+from ragexp.tracking import store as tracking
 
 
 @pytest.fixture

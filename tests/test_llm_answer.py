@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from fake_llm import FakeLLM
 
-from ragexp.answer.base import REFUSAL, AnswerInput, answer_metrics, check_citations, Source
-from ragexp.index.bm25 import BM25Index
+from ragexp.answer.base import REFUSAL, AnswerInput, Source, answer_metrics, check_citations
 from ragexp.answer.extractive import ExtractiveAnswerer
 from ragexp.answer.llm import LLMError
 from ragexp.answer.llm_answer import LLMAnswerer, reply_sentences
+from ragexp.index.bm25 import BM25Index
 
 KEY = "RAGEXP_TEST_LLM_KEY"
 Q_DEAD = "How long are dead-lettered jobs kept before they are purged?"

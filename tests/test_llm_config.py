@@ -4,15 +4,15 @@ still work, endpoint keys follow llm.*, and a missing API key fails the run befo
 from __future__ import annotations
 
 import pytest
+from hydra.utils import instantiate
 from mlflow.tracking import MlflowClient
 from test_config import cfg_with
 
-from ragexp.run import app
 from ragexp.answer.extractive import ExtractiveAnswerer
 from ragexp.answer.judge import LLMJudge, NoJudge
 from ragexp.answer.llm import LLMError
 from ragexp.answer.llm_answer import LLMAnswerer
-from hydra.utils import instantiate
+from ragexp.run import app
 
 KEY = "RAGEXP_TEST_CFG_KEY"
 

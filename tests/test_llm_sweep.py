@@ -10,13 +10,13 @@ import re
 import mlflow
 import pandas as pd
 import pytest
+from cli_runs import run_ragexp
 from fake_llm import FakeLLM
 from mlflow.tracking import MlflowClient
 from sklearn.metrics import cohen_kappa_score
-from cli_runs import run_ragexp
 
-from ragexp.data import shipped
 from ragexp.answer.agreement import load_labels
+from ragexp.data import shipped
 
 pytestmark = pytest.mark.slow
 KEY = "RAGEXP_TEST_SWEEP_KEY"
@@ -92,9 +92,9 @@ def test_invented_and_missing_citations_are_refused(sweep):
     _, tables, fake = sweep
     table = tables["llm"].set_index("id")
     by_text = {e["question"]: e["mode"] for e in fake.calls("answer", 200)}
-    from conftest import GOLDEN
+    from conftest import CORPUS, GOLDEN
+
     from ragexp.data.golden import load_corpus, load_golden
-    from conftest import CORPUS
 
     golden = {q.qid: q.text for q in load_golden(GOLDEN, load_corpus(CORPUS))}
     modes = {qid: by_text.get(text) for qid, text in golden.items()}

@@ -9,7 +9,15 @@ import pytest
 from ir_measures import Qrel, ScoredDoc
 
 from ragexp.evaluation import measures
-from ragexp.evaluation.measures import DEFAULT, FAMILIES, check_depth, from_key, of_run, parse, parse_all
+from ragexp.evaluation.measures import (
+    DEFAULT,
+    FAMILIES,
+    check_depth,
+    from_key,
+    of_run,
+    parse,
+    parse_all,
+)
 
 
 def test_default_is_todays_set_plus_r_at_100():

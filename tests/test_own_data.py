@@ -14,9 +14,8 @@ import ir_measures
 import mlflow
 import pandas as pd
 import pytest
-from mlflow.tracking import MlflowClient
-
 from conftest import jsonl, write_tree
+from mlflow.tracking import MlflowClient
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

@@ -18,13 +18,13 @@ from fastapi.testclient import TestClient
 from hydra import compose, initialize_config_dir
 from loopback import serving
 
+from ragexp.answer.base import REFUSAL, cited_numbers, claim_of
 from ragexp.data import shipped
 from ragexp.run import schema
-from tools import browser
-from ragexp.answer.base import REFUSAL, claim_of, cited_numbers
-from ragexp.serving.api import create_app, finite_or_null
 from ragexp.run.app import CONF_DIR
+from ragexp.serving.api import create_app, finite_or_null
 from ragexp.serving.engine import Engine
+from tools import browser
 
 schema.register()
 KEY = "page-test-key-0123456789"

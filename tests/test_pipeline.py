@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from conftest import CORPUS, GOLDEN
 
-from ragexp.stages.abstain import DenseSignal, LexicalSignal
-from ragexp.index.cache import EmbeddingCache
-from ragexp.stages.chunking import MarkdownChunker
 from ragexp.data.datasets import MarkdownDataset
-from ragexp.index.embedders import HashEmbedder
-from ragexp.evaluation.measures import DEFAULT
-from ragexp.run.pipeline import run_experiment
-from ragexp.records import ordered
 from ragexp.data.relevance import span_qrels
+from ragexp.evaluation.measures import DEFAULT
+from ragexp.index.cache import EmbeddingCache
+from ragexp.index.embedders import HashEmbedder
+from ragexp.records import ordered
+from ragexp.run.pipeline import run_experiment
+from ragexp.stages.abstain import DenseSignal, LexicalSignal
+from ragexp.stages.chunking import MarkdownChunker
 from ragexp.stages.rerankers import LexicalReranker, NoReranker
 from ragexp.stages.retrievers import BM25Retriever, HybridRetriever
 

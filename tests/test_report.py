@@ -13,10 +13,10 @@ from hydra import compose, initialize_config_dir
 
 from ragexp.cli import tables as report
 from ragexp.run import schema
-from ragexp.tracking import store as tracking
-from tools import walkthrough
 from ragexp.run.app import CONF_DIR, run_logged
 from ragexp.serving.promote import promote
+from ragexp.tracking import store as tracking
+from tools import walkthrough
 
 schema.register()
 

@@ -15,14 +15,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from cli_runs import run_ragexp
 from statsmodels.stats.multitest import multipletests
 
-from cli_runs import run_ragexp
 from ragexp.data import readers
 from ragexp.decide import compare
 from ragexp.evaluation import question_failures
-from ragexp.report import facts as report_facts, html as report_html
 from ragexp.evaluation.stats import ALL
+from ragexp.report import facts as report_facts
+from ragexp.report import html as report_html
 
 HASH = ["embedder=hash", "embedder.dim=256"]
 

@@ -8,9 +8,8 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
-from mlflow.tracking import MlflowClient
-
 from cli_runs import run_ragexp
+from mlflow.tracking import MlflowClient
 
 from ragexp.evaluation.measures import DEFAULT
 

@@ -11,9 +11,8 @@ import mlflow
 import numpy as np
 import pytest
 import yaml
-from statsmodels.stats.multitest import multipletests
-
 from cli_runs import run_ragexp
+from statsmodels.stats.multitest import multipletests
 
 from ragexp.decide import selection
 from ragexp.evaluation import stats

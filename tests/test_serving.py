@@ -11,14 +11,14 @@ import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 
+from ragexp.answer.base import REFUSAL, Source, check_citations
 from ragexp.decide import compare
 from ragexp.run import schema
-from ragexp.tracking import store as tracking
-from ragexp.answer.base import REFUSAL, Source, check_citations
 from ragexp.run.app import CONF_DIR, run_logged
-from tools.background import free_port
-from ragexp.serving.promote import PromotionRefused, promote
 from ragexp.serving.engine import Engine, ServingError, champion_run_id
+from ragexp.serving.promote import PromotionRefused, promote
+from ragexp.tracking import store as tracking
+from tools.background import free_port
 
 schema.register()
 HASH = ["embedder=hash", "embedder.dim=256"]

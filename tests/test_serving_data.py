@@ -16,15 +16,15 @@ from workspaces import RELATIVE, handbook_copy
 
 from ragexp.cli import main as cli
 from ragexp.data import shipped
-from ragexp.run import schema
-from ragexp.tracking import store as tracking
-from ragexp.serving.api import create_app
-from ragexp.run.app import CONF_DIR, run_logged
 from ragexp.index.cache import CacheWriteError, EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.resources import Resources
-from ragexp.serving.engine import Engine, ServingError
 from ragexp.index.stagestore import forget_memory
+from ragexp.run import schema
+from ragexp.run.app import CONF_DIR, run_logged
+from ragexp.serving.api import create_app
+from ragexp.serving.engine import Engine, ServingError
+from ragexp.tracking import store as tracking
 
 schema.register()
 CORPUS, GOLDEN = Path(shipped.path("handbook/corpus")), Path(shipped.path("handbook/golden"))

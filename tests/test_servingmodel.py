@@ -18,18 +18,18 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 from hydra import compose, initialize_config_dir
-from workspaces import RELATIVE, handbook_copy
 from omegaconf import OmegaConf
+from workspaces import RELATIVE, handbook_copy
 
 from ragexp.cli import main as cli
-from ragexp.run import schema
-from ragexp.tracking import store as tracking
-from ragexp.run.app import CONF_DIR, run_logged
-from tools.background import background_server, free_port
 from ragexp.data.datasets import MarkdownDataset
-from ragexp.serving.promote import promote
+from ragexp.run import schema
+from ragexp.run.app import CONF_DIR, run_logged
 from ragexp.serving.engine import BadQuestion, Engine, ServingError, champion_run_id
-from ragexp.serving.model import OUTPUT_COLUMNS, answer_row, questions_of
+from ragexp.serving.model import OUTPUT_COLUMNS, answer_row, load_engine, questions_of
+from ragexp.serving.promote import promote
+from ragexp.tracking import store as tracking
+from tools.background import background_server, free_port
 
 schema.register()
 BASE = ["embedder=hash", "embedder.dim=64", "retriever=bm25", "reranker=none", "progress=false"]

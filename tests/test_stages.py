@@ -4,7 +4,6 @@ when two processes miss at once, and stale or unreadable stage files."""
 
 from __future__ import annotations
 
-
 import multiprocessing as mp
 import time
 from dataclasses import dataclass, field
@@ -15,15 +14,15 @@ import pytest
 from conftest import CORPUS, GOLDEN
 
 import ragexp.index.stagestore as stagestore
-from ragexp.stages.abstain import LexicalSignal
-from ragexp.index.cache import EmbeddingCache
-from ragexp.stages.chunking import MarkdownChunker
 from ragexp.data.datasets import MarkdownDataset
+from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
+from ragexp.index.stagestore import StageStore, forget_memory, stage_key
 from ragexp.run.pipeline import LATENCY_SAMPLE, run_experiment
+from ragexp.stages.abstain import LexicalSignal
+from ragexp.stages.chunking import MarkdownChunker
 from ragexp.stages.rerankers import LexicalReranker, NoReranker
 from ragexp.stages.retrievers import HybridRetriever
-from ragexp.index.stagestore import StageStore, forget_memory, stage_key
 from ragexp.text.tokens import TokenMatrix
 
 VOLATILE = ("time.", "stage", "cache.")

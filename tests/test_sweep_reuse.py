@@ -11,10 +11,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from ragexp.data import beir
-from ragexp.tracking import provenance, store as tracking
-from tools import synth
-from ragexp.run.app import CONF_DIR, run_logged
 from ragexp.index.stagestore import forget_memory
+from ragexp.run.app import CONF_DIR, run_logged
+from ragexp.tracking import provenance
+from ragexp.tracking import store as tracking
+from tools import synth
 
 VOLATILE = ("time.", "stage", "cache.")
 VARIANTS = [["reranker=none", "retriever.rrf_k=20", "abstain.budget=0.1"],

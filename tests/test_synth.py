@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tools import bench_scale, synth
 from ragexp.data.datasets import BeirDataset
 from ragexp.text.analysis import tokenize
+from tools import bench_scale, synth
 
 
 @pytest.fixture(scope="module")

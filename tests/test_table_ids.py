@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ragexp.data.readers import InputError, read_csv
 from ragexp.decide import compare
 from ragexp.tracking import store as tracking
-from ragexp.data.readers import InputError, read_csv
 
 # Per-question reciprocal rank and nDCG of a run and its baseline, by question id.
 RUN = {"1": 1.0, "01": 0.5, "007": 0.5}

@@ -108,10 +108,10 @@ def test_parallel_sweep_against_a_postgresql_backed_server(tmp_path):
 def _check_each_text_cached_once(cache: Path) -> None:
     """The workers shared one embedding cache and none embedded a text another had: the store
     holds one row per distinct passage and question text, no more."""
-    from ragexp.stages.chunking import MarkdownChunker
-    from ragexp.data.datasets import MarkdownDataset
-
     from conftest import CORPUS, GOLDEN
+
+    from ragexp.data.datasets import MarkdownDataset
+    from ragexp.stages.chunking import MarkdownChunker
 
     ds = MarkdownDataset(str(CORPUS), str(GOLDEN))
     texts = {c.text for c in MarkdownChunker().chunk(ds.documents())}

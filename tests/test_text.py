@@ -11,20 +11,26 @@ from conftest import jsonl, write_tree
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ragexp.stages.abstain import LexicalSignal
 from ragexp.answer.base import AnswerInput
+from ragexp.answer.extractive import ExtractiveAnswerer
+from ragexp.data.datasets import BeirDataset
 from ragexp.index.bm25 import BM25Index
 from ragexp.index.cache import EmbeddingCache
-from ragexp.stages.chunking import WholeDocumentChunker
-from ragexp.data.datasets import BeirDataset
 from ragexp.index.embedders import HashEmbedder
-from ragexp.answer.extractive import ExtractiveAnswerer
-from ragexp.run.pipeline import run_experiment
 from ragexp.records import Chunk
+from ragexp.run.pipeline import run_experiment
+from ragexp.stages.abstain import LexicalSignal
+from ragexp.stages.chunking import WholeDocumentChunker
 from ragexp.stages.rerankers import LexicalReranker, NoReranker
 from ragexp.stages.retrievers import BM25Retriever
-from ragexp.text.analysis import (content_words, normalize, split_sentences, tokenize, word_count,
-                         words)
+from ragexp.text.analysis import (
+    content_words,
+    normalize,
+    split_sentences,
+    tokenize,
+    word_count,
+    words,
+)
 
 
 def test_non_ascii_words_are_whole_terms():

@@ -14,13 +14,13 @@ from fastapi.testclient import TestClient
 from hydra import compose, initialize_config_dir
 
 from ragexp.run import schema
-from ragexp.serving import mining, tracing
-from ragexp.tracking import store as tracking
-from ragexp.serving.api import create_app
 from ragexp.run.app import CONF_DIR, run_logged
-from ragexp.serving.mining import Served
 from ragexp.run.pipeline import rank
+from ragexp.serving import mining, tracing
+from ragexp.serving.api import create_app
 from ragexp.serving.engine import Engine
+from ragexp.serving.mining import Served
+from ragexp.tracking import store as tracking
 
 schema.register()
 
@@ -332,7 +332,8 @@ def test_mined_cases_once_accepted_catch_the_fault(traffic, fault, tmp_path):
     """`traces mine` on the faulty server's traffic -> candidates with their mode; a person
     corrects them (here: the golden set's own labels for that question) and accepts them; on the
     accepted questions the faulty server does measurably worse than the healthy one."""
-    from ragexp.cli import main as cli, traces as traces_cli
+    from ragexp.cli import main as cli
+    from ragexp.cli import traces as traces_cli
     from ragexp.data import shipped
     from ragexp.data.golden import load_corpus, load_golden
     from ragexp.data.relevance import span_qrels

@@ -8,8 +8,14 @@ import ir_measures
 import pytest
 from ir_measures import RR, R, nDCG
 
-from ragexp.data.trec import (TrecFormatError, format_run, read_qrels, read_run, write_qrels,
-                         write_run)
+from ragexp.data.trec import (
+    TrecFormatError,
+    format_run,
+    read_qrels,
+    read_run,
+    write_qrels,
+    write_run,
+)
 
 
 def random_case(seed: int, n_queries: int = 30, n_docs: int = 40):

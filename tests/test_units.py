@@ -9,17 +9,17 @@ import pytest
 from conftest import jsonl, write_tree
 from ir_measures import RR, R, nDCG
 
-from ragexp.stages.abstain import LexicalSignal
+from ragexp.data.datasets import MarkdownDataset
+from ragexp.data.units import check_unit, section_id
 from ragexp.index.bm25 import BM25Index
 from ragexp.index.cache import EmbeddingCache
-from ragexp.stages.chunking import MarkdownChunker
-from ragexp.data.datasets import MarkdownDataset
 from ragexp.index.embedders import HashEmbedder
-from ragexp.run.pipeline import run_experiment
 from ragexp.records import ordered
+from ragexp.run.pipeline import run_experiment
+from ragexp.stages.abstain import LexicalSignal
+from ragexp.stages.chunking import MarkdownChunker
 from ragexp.stages.rerankers import NoReranker
 from ragexp.stages.retrievers import BM25Retriever
-from ragexp.data.units import check_unit, section_id
 
 FILLER = " ".join(f"Sentence {i} talks about the weather and nothing else." for i in range(12))
 DOCS = {

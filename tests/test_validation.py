@@ -10,10 +10,9 @@ import inspect
 from pathlib import Path
 
 import pytest
+from cli_runs import run_ragexp
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
-
-from cli_runs import run_ragexp
 
 from ragexp.run import schema, validation
 from ragexp.run.app import CONF_DIR

@@ -39,17 +39,17 @@ import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ragexp.data import shipped
+from ragexp.data.golden import load_corpus, load_golden  # noqa: E402
 from ragexp.index.bm25 import BM25Index  # noqa: E402
+from ragexp.index.cache import EmbeddingCache  # noqa: E402
+from ragexp.index.embedders import FastEmbedEmbedder  # noqa: E402
+from ragexp.index.flat import FlatIPIndex  # noqa: E402
+from ragexp.index.resources import Resources  # noqa: E402
+from ragexp.stages.chunking import MarkdownChunker  # noqa: E402
+from ragexp.text.analysis import normalize_ws, split_sentences, tokenize  # noqa: E402
 from tools.bench_cache import cache_rows  # noqa: E402
 from tools.bench_traces import trace_rows  # noqa: E402
-from ragexp.index.cache import EmbeddingCache  # noqa: E402
-from ragexp.stages.chunking import MarkdownChunker  # noqa: E402
-from ragexp.index.embedders import FastEmbedEmbedder  # noqa: E402
-from ragexp.data.golden import load_corpus, load_golden  # noqa: E402
-from ragexp.index.flat import FlatIPIndex  # noqa: E402
 from tools.readme import has_block, replace_block  # noqa: E402
-from ragexp.index.resources import Resources  # noqa: E402
-from ragexp.text.analysis import normalize_ws, split_sentences, tokenize  # noqa: E402
 
 SEED = 13
 

@@ -103,16 +103,16 @@ def sparse_bytes(obj) -> int:
 
 def one_size(n: int, queries: int, dim: int, work: Path) -> dict:
     """Measure one size in this process; returns the JSON-able record."""
-    from ragexp.evaluation import docrank, metrics
-    from tools import synth
-    from ragexp.index.cache import EmbeddingCache
-    from ragexp.stages.chunking import WholeDocumentChunker
     from ragexp.data.datasets import BeirDataset
+    from ragexp.evaluation import docrank, metrics
+    from ragexp.index.cache import EmbeddingCache
     from ragexp.index.embedders import HashEmbedder
-    from ragexp.run.pipeline import rank
-    from ragexp.stages.rerankers import LexicalReranker
     from ragexp.index.resources import Resources
+    from ragexp.run.pipeline import rank
+    from ragexp.stages.chunking import WholeDocumentChunker
+    from ragexp.stages.rerankers import LexicalReranker
     from ragexp.stages.retrievers import HybridRetriever
+    from tools import synth
 
     data = work / f"synth-{n}-{queries}"
     if not (data / "qrels" / "test.tsv").is_file():
@@ -202,8 +202,8 @@ def _sweep(data: Path, dim: int, work: Path) -> dict:
     from hydra import initialize_config_dir
 
     from ragexp.data import beir
-    from ragexp.run.app import CONF_DIR
     from ragexp.index.stagestore import forget_memory
+    from ragexp.run.app import CONF_DIR
 
     forget_memory()
     beir._LAST_CORPUS.clear()  # the stage measurement above read the corpus: start cold
@@ -223,9 +223,9 @@ def logging_share(n: int, queries: int, dim: int, work: Path) -> dict:
     """A ``queries``-question run; the time its per-question logging took, inside it."""
     from hydra import initialize_config_dir
 
+    from ragexp.run.app import CONF_DIR
     from ragexp.tracking import store as tracking
     from tools import synth
-    from ragexp.run.app import CONF_DIR
 
     data = work / f"synth-{n}-{queries}"
     if not (data / "qrels" / "test.tsv").is_file():

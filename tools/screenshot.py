@@ -18,10 +18,10 @@ import sys
 import urllib.parse
 from pathlib import Path
 
+from ragexp.cli.tables import ablation_runs
 from ragexp.tracking import store as tracking
 from tools import browser
 from tools.background import background_server
-from ragexp.cli.tables import ablation_runs
 
 QUESTION = "How long are dead-lettered jobs kept?"
 

@@ -20,9 +20,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ragexp.cli.tables import ablation_runs
 from tools.background import background_server
 from tools.readme import has_block, replace_block
-from ragexp.cli.tables import ablation_runs
 
 BIN = str(Path(sys.executable).parent)
 # The store as the user named it (``make walkthrough``: unset, so ragexp's relative default),

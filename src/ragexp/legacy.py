@@ -18,6 +18,7 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 OLD_PATHS = {f"ragexp.{old}": f"ragexp.{new}" for old, new in {
     "tokens": "text.tokens", "sections": "text.sections",
@@ -87,7 +88,6 @@ def target(path: str) -> str:
 def upgrade(cfg):
     """A copy of a recorded config (an OmegaConf ``DictConfig``) whose every ``_target_`` names
     today's path (``target``); the config itself is not changed."""
-    from omegaconf import DictConfig, ListConfig, OmegaConf
 
     out = cfg.copy()
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Hashable, Optional, Sequence
 
+from ragexp.errors import InvalidValue
 
 FIELDS = {"id": str, "question": str, "answer": str, "reference": str, "passages": list,
           "grounded": bool, "correct": bool}
@@ -54,7 +55,7 @@ def load_labels(path: str | Path) -> list[Label]:
     or mistyped field, a duplicate id, or a passage without ``n``/``doc``/``text``."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"judge.labels={str(path)!r}: no such file (run from the project root "
+        raise InvalidValue(f"judge.labels={str(path)!r}: no such file (run from the project root "
                          f"or give an absolute path)")
     out, seen = [], set()
     for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
@@ -64,20 +65,20 @@ def load_labels(path: str | Path) -> list[Label]:
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: invalid JSON ({exc.msg})") from exc
+            raise InvalidValue(f"{where}: invalid JSON ({exc.msg})") from exc
         if not isinstance(rec, dict):
-            raise ValueError(f"{where}: expected a JSON object")
+            raise InvalidValue(f"{where}: expected a JSON object")
         for key, kind in FIELDS.items():
             if not isinstance(rec.get(key), kind):
-                raise ValueError(f"{where}: field {key!r} must be a {kind.__name__}")
+                raise InvalidValue(f"{where}: field {key!r} must be a {kind.__name__}")
         if rec["id"] in seen:
-            raise ValueError(f"{where}: duplicate id {rec['id']!r}")
+            raise InvalidValue(f"{where}: duplicate id {rec['id']!r}")
         seen.add(rec["id"])
         passages = []
         for p in rec["passages"]:
             if not (isinstance(p, dict) and isinstance(p.get("n"), int)
                     and isinstance(p.get("doc"), str) and isinstance(p.get("text"), str)):
-                raise ValueError(f"{where}: each passage needs n (int), doc and text (strings)")
+                raise InvalidValue(f"{where}: each passage needs n (int), doc and text (strings)")
             passages.append(p)
         item = GradeItem(rec["question"], rec["answer"],
                          tuple((p["n"], f"{p['doc']}\n{p['text']}") for p in passages),
@@ -85,7 +86,7 @@ def load_labels(path: str | Path) -> list[Label]:
         out.append(Label(rec["id"], item, rec["grounded"], rec["correct"],
                          tuple(p["doc"] for p in passages)))
     if not out:
-        raise ValueError(f"judge.labels={str(path)!r} holds no labels")
+        raise InvalidValue(f"judge.labels={str(path)!r} holds no labels")
     return out
 
 
@@ -99,7 +100,7 @@ def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float:
     agreement is undefined) and raises ValueError on lists of different or zero length.
     """
     if len(a) != len(b) or not a:
-        raise ValueError(f"kappa needs two equally long, non-empty ratings ({len(a)}, {len(b)})")
+        raise InvalidValue(f"kappa needs two equally long, non-empty ratings ({len(a)}, {len(b)})")
     n = len(a)
     p_o = sum(x == y for x, y in zip(a, b)) / n
     labels = sorted(set(a) | set(b), key=repr)  # one summation order in every process

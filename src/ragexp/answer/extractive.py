@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ragexp.answer.base import Answer, AnswerInput, body, finish, refuse_early, sources_for
+from ragexp.errors import InvalidValue
 from ragexp.index.bm25 import BM25Index
 from ragexp.text.analysis import split_sentences, tokenize, word_count
 
@@ -34,11 +35,11 @@ class ExtractiveAnswerer:
 
     def __post_init__(self) -> None:
         if self.n_chunks < 1 or self.max_sentences < 1:
-            raise ValueError("answer.n_chunks and answer.max_sentences must be >= 1, got "
+            raise InvalidValue("answer.n_chunks and answer.max_sentences must be >= 1, got "
                              f"{self.n_chunks} and {self.max_sentences}")
         for key in ("min_overlap", "min_support"):
             if not 0 <= getattr(self, key) <= 1:
-                raise ValueError(f"answer.{key} must be in [0, 1], got {getattr(self, key)}")
+                raise InvalidValue(f"answer.{key} must be in [0, 1], got {getattr(self, key)}")
 
     def answer(self, inputs: Sequence[AnswerInput], bm25: BM25Index,
                progress: bool = False) -> list[Answer]:

@@ -23,8 +23,8 @@ from typing import Mapping, Optional, Protocol, Sequence
 from ragexp.answer.agreement import GradeItem, Verdict, agreement_metrics, load_labels
 from ragexp.answer.base import Answer, body
 from ragexp.answer.judge_metrics import judge_columns, judge_metrics, usage_metrics
-from ragexp.data import shipped
 from ragexp.answer.llm import ChatClient, Completion, Endpoint, LLMError, Messages
+from ragexp.data import shipped
 from ragexp.records import Chunk, Query
 
 LABELS = "handbook/golden/judge/labels.jsonl"  # shipped example, under ragexp/examples

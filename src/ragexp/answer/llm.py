@@ -25,10 +25,12 @@ from typing import Optional, Sequence
 
 from tqdm import tqdm
 
+from ragexp.errors import RagexpError
+
 Messages = list[dict[str, str]]
 
 
-class LLMError(RuntimeError):
+class LLMError(RagexpError, RuntimeError):
     """A configuration or endpoint error that no retry fixes."""
 
 
@@ -109,6 +111,7 @@ class ChatClient:
     fails before any work."""
 
     def __init__(self, endpoint: Endpoint):
+        # defer heavy import
         import openai
 
         self.endpoint = endpoint

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from typing import Optional, Sequence
 
-from ragexp.answer.base import Answer, AnswerInput, REFUSAL, body, finish, refuse_early, sources_for
-from ragexp.index.bm25 import BM25Index
+from ragexp.answer.base import REFUSAL, Answer, AnswerInput, body, finish, refuse_early, sources_for
 from ragexp.answer.llm import ChatClient, Endpoint, LLMError, Messages
+from ragexp.index.bm25 import BM25Index
 from ragexp.text.analysis import split_sentences
 
 NO_ANSWER = "NOT IN PASSAGES"

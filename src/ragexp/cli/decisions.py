@@ -13,8 +13,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ragexp.decide import compare
-from ragexp.evaluation import significance, stats
 from ragexp.decide.selection import aligned_scores, measure_key
+from ragexp.evaluation import significance, stats
 
 
 def tied_table(df: pd.DataFrame, objective: str) -> tuple[list[str], str | None]:
@@ -49,8 +49,9 @@ def tied_table(df: pd.DataFrame, objective: str) -> tuple[list[str], str | None]
 def winner_table(df: pd.DataFrame, winner: str, measures: tuple[str, ...],
                  run_confirm: bool) -> list[str]:
     """Markdown lines: the winner and its confirmation baseline on dev and on test."""
-    from ragexp.tracking import store as tracking
+    # defer heavy import
     from ragexp.run.confirm import confirm
+    from ragexp.tracking import store as tracking
 
     c = tracking.client()
     run = c.get_run(winner)

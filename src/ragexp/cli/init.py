@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 
 from ragexp.data import shipped
+from ragexp.errors import WouldOverwrite
 
 TEMPLATE = """\
 // questions.jsonl: one JSON object per line. Lines starting with // are comments.
@@ -95,7 +96,7 @@ def init(folder: str | Path, example: bool = False) -> list[Path]:
     files = plan(folder, example)
     clash = [p for p in files if p.exists()]
     if clash:
-        raise FileExistsError("ragexp init would overwrite " + ", ".join(map(str, clash[:5]))
+        raise WouldOverwrite("ragexp init would overwrite " + ", ".join(map(str, clash[:5]))
                               + (f" and {len(clash) - 5} more" if len(clash) > 5 else "")
                               + "; choose an empty folder or remove them")
     for target, content in files.items():

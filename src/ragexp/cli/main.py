@@ -7,22 +7,30 @@ import json
 import logging
 import os
 import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from ragexp.errors import RagexpError
 
 
 def _engine(args):
+    # defer heavy import
     from ragexp.serving.engine import Engine
+    from ragexp.serving.model import load_engine
 
-    return Engine.from_run(args.run) if args.run else Engine.from_model(args.model)
+    return Engine.from_run(args.run) if args.run else load_engine(args.model)
 
 
 def _full_id(ref: str | None) -> str | None:
     """A run id as typed (full, or a unique prefix such as compare's 8 characters) -> full."""
+    # defer heavy import
     from ragexp.tracking.store import resolve_run_id
 
     return resolve_run_id(ref) if ref else ref
 
 
 def cmd_compare(args) -> int:
+    # defer heavy import
     from ragexp.decide import compare
     from ragexp.evaluation import significance
     from ragexp.tracking import store as tracking
@@ -52,6 +60,7 @@ def cmd_compare(args) -> int:
 
 
 def _rule(args, promoting: bool):
+    # defer heavy import
     from ragexp.decide.gate import Rule
 
     min_effect = args.min_effect if args.min_effect is not None else (0.0 if promoting else None)
@@ -64,6 +73,7 @@ def _rule(args, promoting: bool):
 
 
 def cmd_init(args) -> int:
+    # defer heavy import
     from ragexp.cli import init as starter
 
     try:
@@ -77,6 +87,7 @@ def cmd_init(args) -> int:
 
 
 def cmd_promote(args) -> int:
+    # defer heavy import
     from ragexp.serving.promote import PromotionRefused, promote
 
     try:
@@ -85,6 +96,7 @@ def cmd_promote(args) -> int:
     except PromotionRefused as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return 1
+    # defer heavy import
     from ragexp.serving.model import mlflow_serve_command
 
     print(message)
@@ -93,6 +105,7 @@ def cmd_promote(args) -> int:
 
 
 def cmd_gate(args) -> int:
+    # defer heavy import
     from ragexp.decide import gate
     from ragexp.serving.engine import champion_run_id
 
@@ -103,27 +116,20 @@ def cmd_gate(args) -> int:
         reference, label = champion_run_id(args.model), "champion"
     else:
         reference = _full_id(reference)
-    try:
-        verdict = gate.evaluate(run_id, reference, rule, label)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    verdict = gate.evaluate(run_id, reference, rule, label)
     print(verdict.render(rule))
     return 0 if verdict.passed else 1
 
 
 def cmd_confirm(args) -> int:
+    # defer heavy import
     from ragexp.decide import compare
     from ragexp.evaluation import significance, stats
-    from ragexp.run.confirm import ConfirmError, confirm
+    from ragexp.run.confirm import confirm
 
     measures = tuple(args.measure or significance.DEFAULT_MEASURES)
     args.run_id, args.baseline = _full_id(args.run_id), _full_id(args.baseline)
-    try:
-        table, tests, baseline = confirm(args.run_id, args.baseline, measures, args.correction)
-    except ConfirmError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    table, tests, baseline = confirm(args.run_id, args.baseline, measures, args.correction)
     print(f"run {args.run_id[:8]} against baseline {baseline[:8]}, chosen on dev, evaluated on "
           f"the held-out test questions:\n")
     print(compare.render(table.round(4)))
@@ -135,6 +141,7 @@ def cmd_confirm(args) -> int:
 
 
 def cmd_search(args) -> int:
+    # defer heavy import
     from ragexp.serving.engine import check_k, check_question
 
     query, k = check_question(args.query, "query"), check_k(args.k)
@@ -148,13 +155,13 @@ def cmd_search(args) -> int:
 
 
 def cmd_ask(args) -> int:
+    # defer heavy import
     from ragexp.serving.engine import check_question
 
     question = check_question(args.question)
     engine = _engine(args)
     ans = engine.answer(question)
     if args.json:
-        from dataclasses import asdict
 
         print(json.dumps({**asdict(ans), "run_id": engine.run_id}, indent=2))
         return 0
@@ -169,8 +176,10 @@ def cmd_ask(args) -> int:
 
 
 def cmd_serve(args) -> int:
+    # defer heavy import
     import uvicorn
 
+    # defer heavy import
     from ragexp.serving.access import api_key_for, is_loopback
     from ragexp.serving.api import create_app
 
@@ -188,6 +197,7 @@ def cmd_serve(args) -> int:
 def _tracer(engine, flag: bool | None):
     """The tracer ``serve`` uses: ``--traces/--no-traces`` if given, else the run config's
     ``traces.enabled`` (default on), into ``traces.experiment`` (default ``ragexp-serving``)."""
+    # defer heavy import
     from ragexp.serving import tracing
 
     enabled, experiment = tracing.settings(engine.cfg)
@@ -199,14 +209,14 @@ def _tracer(engine, flag: bool | None):
 
 
 def cmd_report(args) -> int:
-    from pathlib import Path
-
-    if not (args.html or args.chart):  # the README's markdown result tables
+    if not (args.html or args.chart):  # the markdown result tables
+        # defer heavy import
         from ragexp.cli.tables import print_tables
 
-        return print_tables(args.experiment, Path(args.readme) if args.readme else None,
-                            args.confirm, tuple(args.overrides))
-    from ragexp.report import html as report_html, sweep_data
+        return print_tables(args.experiment, args.confirm, tuple(args.overrides))
+    # defer heavy import
+    from ragexp.report import html as report_html
+    from ragexp.report import sweep_data
 
     parent = _full_id(args.parent) if args.parent else sweep_data.latest_sweep(args.experiment)
     print(report_html.write(parent, Path(args.html) if args.html else None,
@@ -216,12 +226,14 @@ def cmd_report(args) -> int:
 
 
 def cmd_ui(args) -> int:
+    # defer heavy import
     from ragexp.cli.ui import ui
 
     return ui(host=args.host, port=args.port)
 
 
 def parser() -> argparse.ArgumentParser:
+    # defer heavy import
     from ragexp.tracking.store import MODEL_NAME
 
     p = argparse.ArgumentParser(prog="ragexp", description=__doc__)
@@ -326,7 +338,6 @@ def parser() -> argparse.ArgumentParser:
                    "experiment's latest finished sweep)")
     r.add_argument("--no-upload", action="store_true",
                    help="do not log report.html on the sweep's parent run")
-    r.add_argument("--readme", help="markdown tables: replace the results block of this file")
     r.add_argument("--confirm", action="store_true", help="markdown tables: confirm the dev "
                    "winner on test first if it is not yet (ragexp confirm)")
     r.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
@@ -337,9 +348,11 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--port", type=int, default=5000)
     u.set_defaults(fn=cmd_ui)
 
+    # defer heavy import
     from ragexp.cli.runs import add_parser as add_runs
 
     add_runs(sub)
+    # defer heavy import
     from ragexp.cli.traces import add_parser as add_traces
 
     add_traces(sub)
@@ -350,14 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parser().parse_args(argv)
-    from ragexp.serving.access import AccessError
-    from ragexp.data.readers import DataError
-    from ragexp.serving.engine import BadQuestion, ServingError
-    from ragexp.tracking.store import RunNotFound, TrackingError
-
     try:
         return args.fn(args)
-    except (ServingError, BadQuestion, RunNotFound, AccessError, DataError, TrackingError) as exc:
+    except RagexpError as exc:  # every verb's user-facing errors: one line, exit 2
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ragexp.tracking import lifecycle, outbox, store as tracking
+from ragexp.tracking import lifecycle, outbox
+from ragexp.tracking import store as tracking
 
 
 def cmd_cleanup(args) -> int:

@@ -1,4 +1,5 @@
-"""Regenerate the README's result tables from the MLflow store (``make tables``).
+"""The result tables of the shipped ablations, from the MLflow store (``ragexp report``; ``make
+tables`` writes them into the docs).
 
 For each named ablation (``conf/ablation/*.yaml``) the latest finished run *whose config is
 that ablation's composed config* is taken: its ``ragexp.config_hash`` tag must equal the hash the
@@ -7,23 +8,20 @@ the resolved config and the data fingerprint), so a run tagged ``hybrid`` with a
 retriever is never shown as ``hybrid``. Ablations without such a run are listed as missing. The
 table shows its metrics overall and per question kind, refusal rates at the abstain operating
 point (in-sample and cross-validated), answer-level metrics, and a paired test of every
-ablation against ``default``. The README block between the markers is replaced; nothing else.
+ablation against ``default``.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
-from pathlib import Path
 
 import pandas as pd
+from omegaconf import OmegaConf
 
 from ragexp.cli import decisions as decision_tables
 from ragexp.data import shipped
 from ragexp.decide import compare
 from ragexp.evaluation import significance
-from tools.readme import replace_block
 
 ABLATIONS = shipped.folder("conf") / "ablation"
 
@@ -36,13 +34,14 @@ def ablation_hashes(names: list[str] | None = None,
     """``{config hash: ablation}``: each ``conf/ablation/NAME.yaml`` composed as the runner
     composes ``+ablation=NAME`` plus ``overrides`` (the sweep's own, e.g. ``embedder=hash``;
     Hydra's compose API), hashed as the runner hashes it."""
+    # defer heavy import
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
-    from omegaconf import OmegaConf
 
+    # defer heavy import
     from ragexp.run import schema
-    from ragexp.tracking import store as tracking
     from ragexp.run.app import CONF_DIR
+    from ragexp.tracking import store as tracking
 
     schema.register()
     out, fingerprints = {}, {}
@@ -124,28 +123,8 @@ def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...]
     return "\n".join(parts)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ragexp.cli.tables", description=__doc__)
-    p.add_argument("--experiment", default="ragexp-handbook")
-    p.add_argument("--readme", type=Path, help="replace the results block of this file")
-    p.add_argument("--confirm", action="store_true",
-                   help="confirm the dev winner on test first if it is not yet (ragexp confirm)")
-    p.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
-                   help="overrides the sweep added to every ablation (e.g. embedder=hash)")
-    args = p.parse_args(argv)
-    return print_tables(args.experiment, args.readme, args.confirm, tuple(args.overrides))
-
-
-def print_tables(experiment: str, readme: Path | None = None, run_confirm: bool = False,
+def print_tables(experiment: str, run_confirm: bool = False,
                  overrides: tuple[str, ...] = ()) -> int:
-    """Print the results block (``build``); with ``readme``, also replace that file's block."""
-    content = build(experiment, run_confirm=run_confirm, overrides=overrides)
-    print(content)
-    if readme:
-        replace_block(readme, "results", content)
-        print(f"\nwrote {readme}", file=sys.stderr)
+    """Print the results tables (``build``): ``ragexp report`` without ``--html``/``--chart``."""
+    print(build(experiment, run_confirm=run_confirm, overrides=overrides))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

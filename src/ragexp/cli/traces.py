@@ -18,7 +18,10 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from ragexp.data import shipped
+from ragexp.errors import NotFound, RagexpError
 from ragexp.serving import mining, tracing
 
 DEFAULT_OUT = "mined/candidates.jsonl"
@@ -28,12 +31,13 @@ def run_context(run_id: str):
     """``(embed, chunk_places)`` of a served run: its query embedder as a function texts ->
     array, and chunk id -> (document, heading) of its chunks. Raises ``ServingError`` when the
     run or its data cannot be found."""
+    # defer heavy import
     from hydra.utils import instantiate
-    from omegaconf import OmegaConf
 
+    # defer heavy import
     from ragexp.run import build as stages
-    from ragexp.tracking import store as tracking
     from ragexp.serving.engine import ServingError
+    from ragexp.tracking import store as tracking
 
     try:
         run = tracking.client().get_run(tracking.resolve_run_id(run_id))
@@ -48,11 +52,7 @@ def run_context(run_id: str):
 
 
 def cmd_mine(args) -> int:
-    try:
-        served = mining.read(args.experiment, args.run, args.max_traces)
-    except LookupError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    served = mining.read(args.experiment, args.run, args.max_traces)
     flagged = [(s, why) for s in served if (why := mining.flags(s, args.min_overlap))]
     if not flagged:
         print(mining.table([], len(served), 0))
@@ -75,6 +75,7 @@ def accept(candidates: str | Path, into: str | Path, ids: list[str] | None, corp
     ``golden`` plus ``into`` plus them passes ``golden.check_golden`` against ``corpus``.
     Returns the records added. Raises ``golden.GoldenError`` (problems named by the candidate
     file's lines) and ``KeyError`` for an id not in ``candidates``; writes nothing then."""
+    # defer heavy import
     from ragexp.data import readers
     from ragexp.data.golden import GoldenError, Problem, check_golden, golden_files, load_corpus
 
@@ -88,7 +89,7 @@ def accept(candidates: str | Path, into: str | Path, ids: list[str] | None, corp
             lines.append(lineno)
     missing = sorted(set(ids or ()) - {r.get("id") for r in chosen if isinstance(r, dict)})
     if missing:
-        raise KeyError(f"no candidate {', '.join(missing)} in {candidates}")
+        raise NotFound(f"no candidate {', '.join(missing)} in {candidates}")
     into = Path(into)
     files = [f for f in golden_files(golden) if f.resolve() != into.resolve()]
     if into.exists():
@@ -111,12 +112,10 @@ def accept(candidates: str | Path, into: str | Path, ids: list[str] | None, corp
 
 
 def cmd_accept(args) -> int:
-    from ragexp.data.readers import DataError
-
     try:
         added = accept(args.candidates, args.into, args.id, args.corpus, args.golden)
-    except (DataError, KeyError, FileNotFoundError) as exc:
-        print(f"error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
+    except (RagexpError, FileNotFoundError) as exc:  # nothing accepted: exit 1
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"accepted {len(added)} question(s) into {args.into}: "
           f"{', '.join(r['id'] for r in added)}")

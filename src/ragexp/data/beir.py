@@ -22,8 +22,15 @@ import re
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from ragexp.data.readers import (InputError, decode, duplicates_message, lines, parse_json, shown,
-                            string_id)
+from ragexp.data.readers import (
+    InputError,
+    decode,
+    duplicates_message,
+    lines,
+    parse_json,
+    shown,
+    string_id,
+)
 from ragexp.records import Document, Qrels
 
 log = logging.getLogger(__name__)

@@ -16,13 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ragexp.data.beir import (BeirFormatError, read_corpus, read_qrels, read_queries,
-                         warn_unknown_queries)
+from ragexp.data.beir import (
+    BeirFormatError,
+    read_corpus,
+    read_qrels,
+    read_queries,
+    warn_unknown_queries,
+)
 from ragexp.data.golden import KIND_NAME, golden_files, load_corpus, load_golden
 from ragexp.data.readers import label, shown
-from ragexp.records import UNANSWERABLE, Chunk, Document, Qrels, Query
 from ragexp.data.relevance import span_qrels
 from ragexp.data.units import check_unit, lift_qrels, unit_of
+from ragexp.errors import InvalidValue
+from ragexp.records import UNANSWERABLE, Chunk, Document, Qrels, Query
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +79,7 @@ class MarkdownDataset:
         qrels = span_qrels(self._queries, chunks)
         empty = sorted(q for q, rel in qrels.items() if not rel)
         if empty:
-            raise ValueError(f"{len(empty)} answerable question(s) have no relevant chunk under "
+            raise InvalidValue(f"{len(empty)} answerable question(s) have no relevant chunk under "
                              f"this chunking ({', '.join(empty[:5])}); the chunker lost source "
                              f"offsets or the evidence spans are outside every chunk")
         return lift_qrels(qrels, unit_of(chunks, self.unit))
@@ -110,7 +116,7 @@ class BeirDataset:
     def __post_init__(self) -> None:
         root = Path(self.path)
         if self.unit != "document":
-            raise ValueError(f"dataset.unit={self.unit!r}: a BEIR dataset is judged per document, "
+            raise InvalidValue(f"dataset.unit={self.unit!r}: a BEIR dataset is judged per document, "
                              f"so it is scored per document (dataset.unit=document)")
         if not self.path or not root.is_dir():
             raise BeirFormatError(f"dataset.path={shown(self.path)}", None, "is not a folder; "

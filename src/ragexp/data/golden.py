@@ -29,12 +29,14 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
-from ragexp.data import shipped, readers
+from ragexp.data import readers, shipped
 from ragexp.data.readers import label, shown
+from ragexp.errors import MissingInput
 from ragexp.records import UNANSWERABLE, Document, Query, Span
-from ragexp.text.sections import find_section, outline
 from ragexp.text.analysis import content_words, normalize_ws
+from ragexp.text.sections import find_section, outline
 
 MAX_SEMANTIC_OVERLAP = 1
 DEFAULT_KIND = "general"
@@ -69,7 +71,7 @@ def load_corpus(corpus_dir: str | Path) -> dict[str, Document]:
     (file, line, byte offset) for a file that is not UTF-8 text or whose name is not UTF-8."""
     root = Path(corpus_dir)
     if not root.is_dir():
-        raise FileNotFoundError(f"corpus folder not found: {root}")
+        raise MissingInput(f"corpus folder not found: {root}")
     docs: dict[str, Document] = {}
     for path in sorted(root.rglob("*.md")):
         doc_id = path.relative_to(root).as_posix()
@@ -80,7 +82,7 @@ def load_corpus(corpus_dir: str | Path) -> dict[str, Document]:
         title = next((ln[2:].strip() for ln in text.splitlines() if ln.startswith("# ")), doc_id)
         docs[doc_id] = Document(doc_id=doc_id, title=title, text=text)
     if not docs:
-        raise FileNotFoundError(f"no markdown documents under {root}")
+        raise MissingInput(f"no markdown documents under {root}")
     return docs
 
 
@@ -93,9 +95,9 @@ def golden_files(golden: str | Path | list) -> list[Path]:
         elif p.is_file():
             files.append(p)
         else:
-            raise FileNotFoundError(f"golden set not found: {p}")
+            raise MissingInput(f"golden set not found: {p}")
     if not files:
-        raise FileNotFoundError(f"no *.jsonl golden files in {', '.join(map(str, paths))}")
+        raise MissingInput(f"no *.jsonl golden files in {', '.join(map(str, paths))}")
     return files
 
 
@@ -264,6 +266,16 @@ def kind_counts(queries: list[Query]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: kv[0] == UNANSWERABLE))
 
 
+def counts_table(n_docs: int, queries: Sequence[Query]) -> str:
+    """The counts ``golden check`` prints: documents and questions, then a markdown table of
+    questions per kind (``kind_counts``) with the total."""
+    lines = [f"{n_docs} documents, {len(queries)} questions", "",
+             "| kind | questions |", "|---|---|",
+             *(f"| {kind} | {n} |" for kind, n in kind_counts(queries).items()),
+             f"| total | {len(queries)} |"]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ragexp.data.golden",
                                      description="Validate a golden set against its corpus.")
@@ -273,7 +285,6 @@ def main(argv: list[str] | None = None) -> int:
                        help="markdown folder (default: the shipped Brindle handbook)")
     check.add_argument("--golden", nargs="+", default=[shipped.path("handbook/golden")],
                        help="question files or folders (default: the handbook's golden set)")
-    check.add_argument("--readme", help="also write the counts into this file's golden block")
     args = parser.parse_args(argv)
     try:
         docs = load_corpus(args.corpus)
@@ -281,21 +292,12 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, readers.InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    counts = kind_counts(queries)
-    lines = [f"{len(docs)} documents, {len(queries)} questions", "",
-             "| kind | questions |", "|---|---|",
-             *(f"| {kind} | {n} |" for kind, n in counts.items()), f"| total | {len(queries)} |"]
-    print("\n".join(lines))
+    print(counts_table(len(docs), queries))
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     if problems:
         print(f"{len(problems)} problem(s) found", file=sys.stderr)
         return 1
-    if args.readme:
-        from tools.readme import replace_block
-
-        replace_block(args.readme, "golden", "Printed by `make check-golden`:\n\n"
-                      + "\n".join(lines))
     return 0
 
 

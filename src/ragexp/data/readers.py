@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import codecs
 import csv
+import io
 import json
 import re
 from pathlib import Path
 from typing import Iterator
+
+from ragexp.errors import RagexpError
 
 SHOWN_CHARS = 60
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -27,7 +30,7 @@ _WIDE_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
               (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
 
 
-class DataError(ValueError):
+class DataError(RagexpError, ValueError):
     """A user's data that cannot be used as given. The message says what and where in full, so
     command lines print it without a traceback."""
 
@@ -196,8 +199,8 @@ def read_csv(path: str | Path, text_columns: tuple[str, ...], key: str = "id"):
 
     Raises :class:`InputError` (file, line) for a table without a ``key`` column, an empty key, or
     a key on more than one row (every line of each is named)."""
-    import io
 
+    # defer heavy import
     import pandas as pd
 
     text = read_text(path)

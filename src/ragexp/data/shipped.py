@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ragexp.errors import InvalidValue, MissingInput
+
 PACKAGE = Path(__file__).resolve().parents[1]  # .../ragexp
 FOLDERS = ("conf", "corpus", "golden")
 EXAMPLES = {"handbook/corpus": "corpus", "handbook/golden": "golden"}
@@ -20,11 +22,11 @@ def folder(name: str) -> Path:
     """The shipped folder ``name`` (one of ``FOLDERS``): inside the installed package, else at
     the root of the source checkout. Raises ``FileNotFoundError`` naming both places."""
     if name not in FOLDERS:
-        raise ValueError(f"no shipped folder {name!r} (shipped: {', '.join(FOLDERS)})")
+        raise InvalidValue(f"no shipped folder {name!r} (shipped: {', '.join(FOLDERS)})")
     for candidate in (PACKAGE / name, PACKAGE.parents[1] / name):
         if candidate.is_dir():
             return candidate
-    raise FileNotFoundError(f"ragexp's shipped {name}/ is neither in {PACKAGE} nor in "
+    raise MissingInput(f"ragexp's shipped {name}/ is neither in {PACKAGE} nor in "
                             f"{PACKAGE.parents[1]}: reinstall ragexp")
 
 
@@ -45,5 +47,5 @@ def path(relative: str) -> str:
             target = (base / relative[len(prefix):].lstrip("/")).resolve()
             if target.exists() and (target == base or base in target.parents):
                 return str(target)
-    raise FileNotFoundError(f"no shipped example {relative!r} (examples: "
+    raise MissingInput(f"no shipped example {relative!r} (examples: "
                             f"{', '.join(EXAMPLES)})")

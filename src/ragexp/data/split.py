@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
+from ragexp.errors import InvalidValue
 from ragexp.records import Chunk, Document, Qrels, Query
 
 SPLITS = ("dev", "test", "all")
@@ -30,7 +31,7 @@ def _digest(seed: int, kind: str, qid: str) -> str:
 def assign(queries: Iterable[Query], seed: int, test_share: float = 0.5) -> dict[str, str]:
     """``{question id: "dev" | "test"}``. Raises ``ValueError`` for a share outside [0, 1]."""
     if not 0 <= test_share <= 1:
-        raise ValueError(f"split_test_share must be in [0, 1], got {test_share}")
+        raise InvalidValue(f"split_test_share must be in [0, 1], got {test_share}")
     by_kind: dict[str, list[str]] = {}
     for q in queries:
         by_kind.setdefault(q.kind, []).append(q.qid)
@@ -54,12 +55,12 @@ class SplitDataset:
 
     def __post_init__(self) -> None:
         if self.split not in SPLITS:
-            raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {self.split!r}")
+            raise InvalidValue(f"split must be one of {', '.join(SPLITS)}, got {self.split!r}")
         queries = self.inner.queries()
         side = assign(queries, self.seed, self.test_share)
         self._queries = [q for q in queries if self.split == "all" or side[q.qid] == self.split]
         if not self._queries:
-            raise ValueError(f"split {self.split!r} (seed {self.seed}, test share "
+            raise InvalidValue(f"split {self.split!r} (seed {self.seed}, test share "
                              f"{self.test_share}) holds no question of {self.inner.name!r}")
         self._ids = {q.qid for q in self._queries}
 

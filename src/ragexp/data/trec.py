@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ragexp.data import readers
+from ragexp.errors import InvalidValue
 from ragexp.records import Qrels, Ranking, ordered
 
 _WS = re.compile(r"\s")
@@ -32,7 +33,7 @@ class TrecFormatError(readers.DataError):
 
 def _check_id(value: str, what: str) -> str:
     if not value or _WS.search(value):
-        raise ValueError(f"{what} {readers.shown(value)} is empty or holds whitespace: TREC files are "
+        raise InvalidValue(f"{what} {readers.shown(value)} is empty or holds whitespace: TREC files are "
                          f"whitespace-separated, so such an id cannot be written")
     return value
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from ragexp.errors import InvalidValue
 from ragexp.records import Chunk, Qrels
 
 UNITS = ("chunk", "section", "document")
@@ -19,7 +20,7 @@ UNITS = ("chunk", "section", "document")
 def check_unit(unit: str, key: str = "dataset.unit") -> str:
     """Return ``unit``; ``ValueError`` naming ``key`` and the choices when it is not one."""
     if unit not in UNITS:
-        raise ValueError(f"{key}={unit!r} is not a scoring unit; choose one of {', '.join(UNITS)}")
+        raise InvalidValue(f"{key}={unit!r} is not a scoring unit; choose one of {', '.join(UNITS)}")
     return unit
 
 

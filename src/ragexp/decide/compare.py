@@ -26,6 +26,7 @@ def runs_frame(experiment: str, parent: str | None = None,
                run_ids: list[str] | None = None) -> pd.DataFrame:
     """Finished runs: of a sweep (``parent``), the given ids, or else the latest finished run
     of each distinct configuration in the experiment."""
+    # defer heavy import
     import mlflow
 
     tracking.client()

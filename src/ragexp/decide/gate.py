@@ -22,8 +22,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ragexp.decide import compare
+from ragexp.errors import InvalidValue
 from ragexp.evaluation import significance, stats
 from ragexp.evaluation.stats import ALL, Paired
+from ragexp.tracking import store as tracking
 
 CV_REFUSED = "abstain.cv.refused_answerable"
 BUDGET_PARAM = "abstain.budget"
@@ -44,15 +47,15 @@ class Rule:
 
     def __post_init__(self):
         if not self.measures:
-            raise ValueError("the gate needs at least one measure")
+            raise InvalidValue("the gate needs at least one measure")
         if not 0 <= self.margin < 1:
-            raise ValueError(f"margin must be in [0, 1), got {self.margin}")
+            raise InvalidValue(f"margin must be in [0, 1), got {self.margin}")
         if self.min_effect is not None and not 0 <= self.min_effect < 1:
-            raise ValueError(f"min_effect must be in [0, 1), got {self.min_effect}")
+            raise InvalidValue(f"min_effect must be in [0, 1), got {self.min_effect}")
         if not 0 < self.alpha < 1:
-            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+            raise InvalidValue(f"alpha must be in (0, 1), got {self.alpha}")
         if self.correction not in stats.CORRECTIONS:
-            raise ValueError(f"correction must be one of {', '.join(stats.CORRECTIONS)}, "
+            raise InvalidValue(f"correction must be one of {', '.join(stats.CORRECTIONS)}, "
                              f"got {self.correction!r}")
 
 
@@ -125,8 +128,6 @@ def family_tests(run_table: pd.DataFrame, ref_table: pd.DataFrame, rule: Rule,
 def evaluate(run_id: str, reference_id: str, rule: Rule, label: str = "") -> Verdict:
     """Load both runs (MLflow edge) and decide. Different data or questions -> a failing verdict
     saying so; an unknown run id -> ``ValueError``."""
-    from ragexp.decide import compare
-    from ragexp.tracking import store as tracking
 
     c = tracking.client()
 
@@ -134,7 +135,7 @@ def evaluate(run_id: str, reference_id: str, rule: Rule, label: str = "") -> Ver
         try:
             return c.get_run(rid)
         except Exception:
-            raise ValueError(f"no run {rid!r} in {tracking.tracking_uri()}") from None
+            raise InvalidValue(f"no run {rid!r} in {tracking.tracking_uri()}") from None
 
     run, ref = get(run_id), get(reference_id)
     header = (f"gate: run {run_id[:8]} ({run.data.tags.get('ragexp.ablation', '-')}) against "

@@ -30,8 +30,12 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from ragexp.decide import compare
+from ragexp.errors import InvalidValue
 from ragexp.evaluation import significance, stats
+from ragexp.evaluation.measures import parse
 from ragexp.evaluation.stats import ALL, Paired
+from ragexp.tracking import store as tracking
 
 log = logging.getLogger(__name__)
 
@@ -39,17 +43,15 @@ log = logging.getLogger(__name__)
 def measure_key(name: str) -> str:
     """MLflow key of a measure given by its ir_measures name (``nDCG@10`` -> ``ndcg_at_10``).
     Raises ``ValueError`` for an unknown measure."""
-    from ragexp.evaluation.measures import parse
 
     return parse(name).key
 
 
 def check_objective(name: str, names) -> None:
     """Raise ``ValueError`` unless the objective is one of the run's measures."""
-    from ragexp.evaluation.measures import parse
 
     if parse(name).name not in {parse(n).name for n in names}:
-        raise ValueError(f"objective {name!r} is not among the configured measures "
+        raise InvalidValue(f"objective {name!r} is not among the configured measures "
                          f"({', '.join(names)}): add it to the config key measures")
 
 
@@ -60,11 +62,10 @@ def objective(out: Mapping[str, Any], name: str) -> float:
     key = measure_key(name)
     metrics: Mapping[str, Any] = out
     if out.get("status") == "SKIPPED":
-        from ragexp.tracking import store as tracking
 
         metrics = tracking.client().get_run(out["run_id"]).data.metrics
     if key not in metrics:
-        raise ValueError(f"run {out.get('run_id')} has no metric {key!r} for objective {name!r}")
+        raise InvalidValue(f"run {out.get('run_id')} has no metric {key!r} for objective {name!r}")
     return float(metrics[key])
 
 
@@ -97,8 +98,6 @@ def aligned_scores(tables: Mapping[str, pd.DataFrame], measure: str
 def summarise_sweep(parent_id: str, statuses: list[dict], baseline: str, objective_name: str,
                     method: str = "holm") -> list[str]:
     """Log the sweep's comparisons (module docstring); return lines for the console."""
-    from ragexp.decide import compare
-    from ragexp.tracking import store as tracking
 
     c = tracking.client()
     done = [s for s in statuses if s.get("status") in ("FINISHED", "SKIPPED") and s.get("run_id")]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+from ragexp.errors import InvalidValue
 from ragexp.records import Ranking, ordered
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ def rank_documents(rank_chunks: Callable[[dict[str, str], int], Ranking],
     per query, best first; ``doc_of`` maps every chunk id to its document. Raises
     ``ValueError`` for ``k < 1``."""
     if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+        raise InvalidValue(f"k must be >= 1, got {k}")
     n_chunks = len(doc_of)
     chunks: Ranking = {}
     pending, depth = dict(queries), k

@@ -30,6 +30,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from ragexp.errors import InvalidValue
+
 Fn = Callable[[list[str], dict[str, int], int], float]
 
 DEFAULT_NAMES = ("Success@1", "Success@3", "Success@5", "Success@10", "R@1", "R@3", "R@5",
@@ -58,7 +60,7 @@ class Measure:
 
     def __post_init__(self) -> None:
         if self.cutoff < 1:
-            raise ValueError(f"measure {self.name}: cutoff must be >= 1, got {self.cutoff}")
+            raise InvalidValue(f"measure {self.name}: cutoff must be >= 1, got {self.cutoff}")
 
     def __call__(self, ranked: list[str], rel: dict[str, int]) -> float:
         return self.fn(ranked, rel, self.cutoff)
@@ -70,7 +72,7 @@ FAMILIES: dict[str, Family] = {}
 def register(family: Family) -> Family:
     """Add a family to the registry; its lower-cased name must be new (keys are lower case)."""
     if family.name.lower() in {f.lower() for f in FAMILIES}:
-        raise ValueError(f"measure family {family.name} is already registered")
+        raise InvalidValue(f"measure family {family.name} is already registered")
     FAMILIES[family.name] = family
     return family
 
@@ -151,11 +153,11 @@ def parse(name: str) -> Measure:
             hint = f" (did you mean {right}@{m.group(2)}?)"
         elif "@" not in text and text in FAMILIES:
             hint = f" (give a cutoff, e.g. {text}@10: a ranking is k deep)"
-        raise ValueError(f"measures: unknown measure {text!r}{hint}; known: {_known()} with an "
+        raise InvalidValue(f"measures: unknown measure {text!r}{hint}; known: {_known()} with an "
                          f"integer cutoff k >= 1, named as ir_measures names them")
     cutoff = int(m.group(2))
     if cutoff < 1:
-        raise ValueError(f"measures: {text!r} has cutoff {cutoff}; a cutoff must be >= 1")
+        raise InvalidValue(f"measures: {text!r} has cutoff {cutoff}; a cutoff must be >= 1")
     return Measure(f"{family.name}@{cutoff}", f"{family.name.lower()}_at_{cutoff}", family.fn,
                    cutoff)
 
@@ -166,11 +168,11 @@ def parse_all(names: Iterable[str]) -> tuple[Measure, ...]:
         names = [names]
     out = tuple(parse(n) for n in names)
     if not out:
-        raise ValueError(f"measures: the list is empty; name at least one ({_known()})")
+        raise InvalidValue(f"measures: the list is empty; name at least one ({_known()})")
     seen: set[str] = set()
     dup = [m.name for m in out if m.key in seen or seen.add(m.key)]
     if dup:
-        raise ValueError(f"measures: {', '.join(dup)} listed more than once")
+        raise InvalidValue(f"measures: {', '.join(dup)} listed more than once")
     return out
 
 
@@ -194,10 +196,10 @@ def check_depth(k: int, measures: Iterable[Measure]) -> None:
     measures = tuple(measures)
     deepest = max(measures, key=lambda m: m.cutoff)
     if k < 1:
-        raise ValueError(f"k={k}: the ranking depth must be >= 1 (and >= {deepest.cutoff}, "
+        raise InvalidValue(f"k={k}: the ranking depth must be >= 1 (and >= {deepest.cutoff}, "
                          f"the cutoff of {deepest.name})")
     if k < deepest.cutoff:
-        raise ValueError(f"k={k} is below the deepest measure cutoff {deepest.cutoff} "
+        raise InvalidValue(f"k={k} is below the deepest measure cutoff {deepest.cutoff} "
                          f"({deepest.name}): a {deepest.name} on a {k}-deep ranking would be "
                          f"wrong; set k>={deepest.cutoff} or drop {deepest.name} from measures")
 
@@ -208,7 +210,7 @@ def check_reads(k: int, reads: dict[str, int]) -> None:
     naming the key, its value and ``k``."""
     for key, n in reads.items():
         if not 1 <= n <= k:
-            raise ValueError(f"{key}={n} must be between 1 and the ranking depth k={k}")
+            raise InvalidValue(f"{key}={n} must be between 1 and the ranking depth k={k}")
 
 
 def resolve(names: Iterable[str], k: int) -> tuple[Measure, ...]:
@@ -230,6 +232,6 @@ def of_run(params: dict[str, str] | None = None,
         return parse_all(names)
     found = tuple(m for m in (from_key(c) for c in columns or ()) if m is not None)
     if not found:
-        raise ValueError("the run names no measures (no `measures` param, no measure columns "
+        raise InvalidValue("the run names no measures (no `measures` param, no measure columns "
                          "in per_question.csv): was it logged by an older ragexp?")
     return found

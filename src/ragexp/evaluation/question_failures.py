@@ -33,6 +33,8 @@ import math
 
 import pandas as pd
 
+from ragexp.errors import InvalidValue
+
 REASONS = ("retrieval miss", "refused", "unsupported citation", "answered unanswerable")
 COLUMNS = ("id", "kind", "question", "reason", "detail")
 
@@ -79,9 +81,9 @@ def failed_questions(table: pd.DataFrame, score_column: str, shown: int,
     need = {"id", "kind", score_column, "first_relevant_rank", "answered"}
     missing = need - set(table.columns)
     if missing:
-        raise ValueError(f"per-question table lacks column(s) {', '.join(sorted(missing))}")
+        raise InvalidValue(f"per-question table lacks column(s) {', '.join(sorted(missing))}")
     if shown < 1:
-        raise ValueError(f"shown passages must be >= 1, got {shown}")
+        raise InvalidValue(f"shown passages must be >= 1, got {shown}")
     judge_citations = "cited_relevant" in table.columns
     rows = []
     for row in table.to_dict("records"):

@@ -14,13 +14,14 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from ragexp.errors import RagexpError
 from ragexp.evaluation import measures, stats
 from ragexp.evaluation.stats import ALL, Paired
 
 DEFAULT_MEASURES = ("nDCG@10", "RR@10")
 
 
-class NotPaired(ValueError):
+class NotPaired(RagexpError, ValueError):
     """Two runs were not scored on the same questions, so they cannot be compared pairwise."""
 
 

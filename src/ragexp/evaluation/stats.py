@@ -26,11 +26,14 @@ differences ``d_i = R_i - B_i`` (i = 1..n). For each measure and question kind:
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy import stats as sps
+
+from ragexp.errors import InvalidValue
 
 N_RESAMPLES = 10_000
 ALPHA = 0.05
@@ -66,18 +69,18 @@ class Paired:
     def significant(self, alpha: float = ALPHA) -> bool:
         """Adjusted p below alpha (raises if the family was never adjusted)."""
         if math.isnan(self.p_adj):
-            raise ValueError(f"{self.measure} ({self.kind}): p was never adjusted for its family")
+            raise InvalidValue(f"{self.measure} ({self.kind}): p was never adjusted for its family")
         return self.p_adj < alpha
 
 
 def _check_pair(run: Sequence[float], base: Sequence[float]) -> np.ndarray:
     r, b = np.asarray(run, float), np.asarray(base, float)
     if r.shape != b.shape or r.ndim != 1:
-        raise ValueError(f"paired scores need equal 1-d shapes, got {r.shape} and {b.shape}")
+        raise InvalidValue(f"paired scores need equal 1-d shapes, got {r.shape} and {b.shape}")
     if len(r) == 0:
-        raise ValueError("no paired questions")
+        raise InvalidValue("no paired questions")
     if not (np.isfinite(r).all() and np.isfinite(b).all()):
-        raise ValueError("paired scores contain NaN or infinity: a question was not scored")
+        raise InvalidValue("paired scores contain NaN or infinity: a question was not scored")
     return r - b
 
 
@@ -99,7 +102,6 @@ def bootstrap_ci(d: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = SEED
     d = np.asarray(d, float)
     if np.all(d == d[0]):
         return float(d[0]), float(d[0])
-    import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # scipy warns when BCa degenerates; handled below
@@ -118,11 +120,12 @@ def questions_needed(d: Sequence[float], power: float = POWER, alpha: float = AL
     Returns ``inf`` when ``mean(d) == 0`` (nothing to detect) and 2 (the least a t-test can use)
     when every difference is the same non-zero value. Needs at least 2 differences.
     """
+    # defer heavy import
     from statsmodels.stats.power import TTestPower
 
     d = np.asarray(d, float)
     if len(d) < 2:
-        raise ValueError(f"power needs at least 2 paired questions, got {len(d)}")
+        raise InvalidValue(f"power needs at least 2 paired questions, got {len(d)}")
     mean, sd = float(d.mean()), float(d.std(ddof=1))
     if mean == 0:
         return math.inf
@@ -168,12 +171,13 @@ def adjust(p: Iterable[float], method: str = "holm") -> np.ndarray:
     Benjamini-Hochberg: ``p_adj_(i) = min_{j>=i} min(1, m p_(j) / j)``.
     """
     if method not in CORRECTIONS:
-        raise ValueError(f"unknown correction {method!r}; choose one of {', '.join(CORRECTIONS)}")
+        raise InvalidValue(f"unknown correction {method!r}; choose one of {', '.join(CORRECTIONS)}")
     p = np.asarray(list(p), float)
     if p.size == 0:
         return p
     if np.isnan(p).any() or (p < 0).any() or (p > 1).any():
-        raise ValueError(f"p-values must lie in [0, 1], got {p.tolist()}")
+        raise InvalidValue(f"p-values must lie in [0, 1], got {p.tolist()}")
+    # defer heavy import
     from statsmodels.stats.multitest import multipletests
 
     return multipletests(p, alpha=ALPHA, method=CORRECTIONS[method])[1]
@@ -212,7 +216,7 @@ def tied_with_best(scores: Mapping[str, Sequence[float]], measure: str,
     tied when its adjusted p is at least ``alpha`` (or it is not worse at all).
     """
     if not scores:
-        raise ValueError("no runs to choose from")
+        raise InvalidValue("no runs to choose from")
     names = list(scores)
     means = {r: float(np.mean(np.asarray(scores[r], float))) for r in names}
     best = max(names, key=lambda r: means[r])  # max keeps the first of equal means

@@ -40,6 +40,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import sparse
 
+from ragexp.errors import InvalidValue
 from ragexp.text.analysis import tokenize
 from ragexp.text.tokens import TokenMatrix
 
@@ -95,10 +96,10 @@ class BM25Index:
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
-            raise ValueError(f"bm25.method={self.method!r} is not a BM25 variant; use one of "
+            raise InvalidValue(f"bm25.method={self.method!r} is not a BM25 variant; use one of "
                              f"{', '.join(METHODS)}")
         if self.method == "bm25l" and self.k1 + self.delta <= 0:
-            raise ValueError("bm25.method=bm25l needs bm25.k1 + bm25.delta > 0")
+            raise InvalidValue("bm25.method=bm25l needs bm25.k1 + bm25.delta > 0")
 
     def fit(self, texts: list[str]) -> "BM25Index":
         return self.fit_terms([tokenize(t) for t in texts])
@@ -113,7 +114,7 @@ class BM25Index:
         of a few bytes per token are held on top, and float64 temporaries of one block of
         ``_BLOCK`` postings at a time."""
         if not len(docs):
-            raise ValueError("BM25 needs at least one document")
+            raise InvalidValue("BM25 needs at least one document")
         tokens = docs if isinstance(docs, TokenMatrix) else TokenMatrix.build(
             docs, analyse=lambda terms: terms)
         self.vocab = {t: i for i, t in enumerate(tokens.vocab)}
@@ -188,7 +189,7 @@ class BM25Index:
         A document counts as a match by holding a posting, whatever its weight, so a weight of 0
         never hides one."""
         if k < 1:
-            raise ValueError(f"top_k needs k >= 1, got {k}")
+            raise InvalidValue(f"top_k needs k >= 1, got {k}")
         q, post, n = self.query_matrix(queries), self._by_term, self.n_docs
         base = q @ self.absent
         k = min(k, n)

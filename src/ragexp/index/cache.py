@@ -37,6 +37,7 @@ import numpy as np
 from filelock import FileLock
 from tqdm.auto import tqdm
 
+from ragexp.errors import RagexpError
 from ragexp.index.embedders import Embedder, EmbedderIdentity
 from ragexp.index.packstore import PackedStore
 
@@ -46,7 +47,7 @@ CLAIM_BATCHES = 16  # batches per claim: fewer rounds of locking on big pending 
 log = logging.getLogger(__name__)
 
 
-class CacheWriteError(OSError):
+class CacheWriteError(RagexpError, OSError):
     """The embedding cache folder cannot be written (permissions, full disk)."""
 
 

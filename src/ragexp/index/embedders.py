@@ -14,6 +14,9 @@ import importlib.util
 import json
 import logging
 import os
+import socket
+import urllib.parse
+import urllib.request
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,13 +24,14 @@ from typing import Protocol
 
 import numpy as np
 
+from ragexp.errors import InvalidValue, RagexpError
 from ragexp.text.analysis import ANALYZER
 from ragexp.text.tokens import TokenMatrix
 
 log = logging.getLogger(__name__)
 
 
-class EmbedderError(RuntimeError):
+class EmbedderError(RagexpError, RuntimeError):
     """The requested model cannot be loaded or is not what actually ran."""
 
 
@@ -135,9 +139,9 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if self.pooling not in ("MEAN", "CLS"):
-            raise ValueError(f"{self.name}: pooling must be MEAN or CLS, not {self.pooling}")
+            raise InvalidValue(f"{self.name}: pooling must be MEAN or CLS, not {self.pooling}")
         if self.dim <= 0:
-            raise ValueError(f"{self.name}: dim must be positive")
+            raise InvalidValue(f"{self.name}: dim must be positive")
 
 
 MODELS = {
@@ -158,6 +162,7 @@ def resolve_spec(model: str, model_path: str | None, dim: int | None, pooling: s
     naming what is missing; never guesses a dimension or a pooling."""
     if model in MODELS:
         return MODELS[model]
+    # defer heavy import
     from fastembed import TextEmbedding
 
     entry = next((m for m in TextEmbedding.list_supported_models() if m["model"] == model), None)
@@ -232,9 +237,6 @@ def hub_unreachable(timeout_s: float = 3.0) -> str | None:
     """Why a model download cannot work right now, or None when it may: ``HF_HUB_OFFLINE`` is
     set, or a TCP connection to the hub (``HF_ENDPOINT``, default huggingface.co; through the
     HTTPS proxy when one is set) fails within ``timeout_s`` seconds."""
-    import socket
-    import urllib.parse
-    import urllib.request
 
     if os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "TRUE", "YES", "ON"}:
         return "HF_HUB_OFFLINE is set (no downloads)"
@@ -277,6 +279,7 @@ class FastEmbedEmbedder:
         self.identity = self._verify()
 
     def _load(self):
+        # defer heavy import
         from fastembed import TextEmbedding
         from fastembed.common.model_description import ModelSource, PoolingType
 
@@ -313,6 +316,7 @@ class FastEmbedEmbedder:
                                      threads=self.threads)
             # One attempt, from the local cache only: fastembed's download retries sleep for
             # about 39 s before giving up when the hub cannot be reached.
+            # defer heavy import
             from loguru import logger
 
             logger.disable("fastembed")

@@ -21,6 +21,8 @@ from __future__ import annotations
 import faiss
 import numpy as np
 
+from ragexp.errors import InvalidValue
+
 
 class FlatIPIndex:
     """Exact top-k by inner product over ``vectors``: (n, dim) float32, each row L2-normalised
@@ -30,13 +32,13 @@ class FlatIPIndex:
     def __init__(self, vectors: np.ndarray):
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or not len(vectors):
-            raise ValueError(f"need a non-empty (n, d) matrix, got shape {vectors.shape}")
+            raise InvalidValue(f"need a non-empty (n, d) matrix, got shape {vectors.shape}")
         # Row norms without an (n, dim) temporary (np.linalg.norm makes one: 1.5 GB at a
         # million 384-d vectors), accumulated in float64.
         norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors, dtype=np.float64))
         bad = np.flatnonzero(~(np.isclose(norms, 1.0, atol=1e-3) | (norms == 0)))
         if len(bad):
-            raise ValueError(f"vectors must be L2-normalised (or zero) for inner product = "
+            raise InvalidValue(f"vectors must be L2-normalised (or zero) for inner product = "
                              f"cosine; {len(bad)} of {len(norms)} rows are not, first row "
                              f"{bad[0]} with norm {norms[bad[0]]:.4g}")
         self.dim = vectors.shape[1]

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ragexp.errors import InvalidValue
+
 KEY_BYTES = 32
 _PAGE, _ALIGN = 4096, 256
 
@@ -179,7 +181,7 @@ class PackedStore:
             return
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if vectors.shape != (len(keys), self.dim):
-            raise ValueError(f"expected ({len(keys)}, {self.dim}) vectors, got {vectors.shape}")
+            raise InvalidValue(f"expected ({len(keys)}, {self.dim}) vectors, got {vectors.shape}")
         if self._own is None:
             self.folder.mkdir(parents=True, exist_ok=True)
             stem = self.folder / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"

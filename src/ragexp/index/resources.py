@@ -16,12 +16,13 @@ from typing import Callable
 
 import numpy as np
 
+from ragexp.errors import InvalidValue
 from ragexp.index.bm25 import BM25Index
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import Embedder
 from ragexp.index.flat import FlatIPIndex
-from ragexp.records import Chunk
 from ragexp.index.stagestore import StageStore, stage_key
+from ragexp.records import Chunk
 from ragexp.text.tokens import TokenMatrix
 
 
@@ -68,7 +69,7 @@ class Resources:
 
     def __post_init__(self) -> None:
         if not self.chunks:
-            raise ValueError("no chunks to index: the corpus produced nothing under this chunking")
+            raise InvalidValue("no chunks to index: the corpus produced nothing under this chunking")
         self.position = {c.chunk_id: i for i, c in enumerate(self.chunks)}
         self.by_id = ChunksById(self.chunks, self.position)
 

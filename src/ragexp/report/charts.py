@@ -7,16 +7,20 @@ from __future__ import annotations
 import io
 from typing import Mapping
 
-from ragexp.report.facts import Wins
+import numpy as np
+
 from ragexp.evaluation.stats import ALL, ALPHA
+from ragexp.report.facts import Wins
 
 WIN, WORSE = "\u2605", "\u25be"  # star: best on the kind; small down triangle: significantly worse
 
 
 def _pyplot():
+    # defer heavy import
     import matplotlib
 
     matplotlib.use("Agg")
+    # defer heavy import
     import matplotlib.pyplot as plt
 
     plt.rcParams["svg.fonttype"] = "none"  # text stays text: small, selectable, no font files
@@ -48,7 +52,6 @@ def wins_figure(wins: Wins, labels: Mapping[str, str], title: str):
     column's lowest (light) to its highest (dark) value; the column's winner is outlined and
     starred, runs significantly worse than it (Holm within the column) carry a triangle."""
     plt = _pyplot()
-    import numpy as np
 
     runs, groups = order(wins), list(wins.values.columns)
     vals = wins.values.loc[runs, groups].to_numpy(float)

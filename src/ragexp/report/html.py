@@ -24,10 +24,13 @@ import pandas as pd
 
 from ragexp.evaluation import measures as measures_mod
 from ragexp.evaluation import question_failures, significance, stats
-from ragexp.report import charts as report_charts, facts as report_facts
-from ragexp.report.facts import Delta
 from ragexp.evaluation.stats import ALL
+from ragexp.report import charts as report_charts
+from ragexp.report import facts as report_facts
+from ragexp.report import sweep_data
+from ragexp.report.facts import Delta
 from ragexp.report.sweep_data import SweepData
+from ragexp.tracking import store as tracking
 
 ARTIFACT = "report.html"
 CSS = """
@@ -300,8 +303,6 @@ def write(parent_id: str, out: Path | None = None, chart: Path | None = None,
     """Write the page of sweep ``parent_id`` to ``out`` and/or its wins-by-kind chart to
     ``chart`` (PNG), and log the page as ``report.html`` on the parent run when ``upload``.
     Returns one line saying what was written."""
-    from ragexp.report import sweep_data
-    from ragexp.tracking import store as tracking
 
     data = sweep_data.load(parent_id)
     page, fig = build(data)

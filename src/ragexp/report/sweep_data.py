@@ -53,6 +53,7 @@ class SweepData:
 
 def sweep_parents(experiment: str) -> pd.DataFrame:
     """Every sweep parent run of ``experiment``, newest first."""
+    # defer heavy import
     import mlflow
 
     tracking.client()

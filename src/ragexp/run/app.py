@@ -18,13 +18,16 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp.data import shipped, split
-from ragexp.decide import selection
-from ragexp.evaluation import measures
-from ragexp.run import schema, build as stages, validation
-from ragexp.tracking import failures, lifecycle, provenance, runs, store as tracking
-from ragexp.run.pipeline import RunResult, run_experiment
 from ragexp.data.readers import DataError
+from ragexp.decide import selection
+from ragexp.errors import RagexpError
+from ragexp.evaluation import measures
+from ragexp.run import build as stages
+from ragexp.run import schema, validation
+from ragexp.run.pipeline import RunResult, run_experiment
 from ragexp.run.sweep import SKIP_LINK
+from ragexp.tracking import failures, lifecycle, provenance, runs
+from ragexp.tracking import store as tracking
 
 log = logging.getLogger("ragexp")
 schema.register()
@@ -46,9 +49,11 @@ def build_and_run(cfg: DictConfig, dataset, answerer=None, judge=None) -> RunRes
 
 
 def plot_curve(result: RunResult, path: Path) -> None:
+    # defer heavy import
     import matplotlib
 
     matplotlib.use("Agg")
+    # defer heavy import
     import matplotlib.pyplot as plt
 
     ab = result.abstain
@@ -124,7 +129,7 @@ def resolve(cfg: DictConfig) -> Job:
         output_dir, overrides, multirun = None, "", False
     parent = os.environ.get(tracking.PARENT_ENV)
     if multirun and not parent:
-        raise RuntimeError("a multirun job without a sweep parent run: ragexp.run.sweep."
+        raise RagexpError("a multirun job without a sweep parent run: ragexp.run.sweep."
                            "SweepCallback must be among hydra.callbacks")
     return Job(resolved, exp_id, dataset, data, early, tracking.config_hash(resolved, data),
                output_dir, overrides, parent, answerer, judge)

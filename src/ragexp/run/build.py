@@ -20,16 +20,16 @@ from typing import Callable
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from ragexp.stages.abstain import AbstainSignal
 from ragexp import legacy
 from ragexp.answer.base import Answerer
 from ragexp.index.cache import EmbeddingCache
-from ragexp.stages.chunking import Chunker
 from ragexp.index.embedders import Embedder
-from ragexp.stages.rerankers import Reranker
 from ragexp.index.resources import Resources
-from ragexp.stages.retrievers import Retriever
 from ragexp.index.stagestore import StageStore
+from ragexp.stages.abstain import AbstainSignal
+from ragexp.stages.chunking import Chunker
+from ragexp.stages.rerankers import Reranker
+from ragexp.stages.retrievers import Retriever
 
 # Config keys holding a file-system location (relative ones are relative to the run's cwd).
 PATH_KEYS = ("dataset.corpus_dir", "dataset.questions", "dataset.path", "cache_dir",

@@ -23,12 +23,15 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from ragexp import legacy
-from ragexp.evaluation import significance, stats
-from ragexp.tracking import store as tracking
+from ragexp.decide import compare
 from ragexp.decide.selection import measure_key, vs_baseline_metrics
+from ragexp.errors import RagexpError
+from ragexp.evaluation import significance, stats
+from ragexp.run.app import run_logged
+from ragexp.tracking import store as tracking
 
 
-class ConfirmError(RuntimeError):
+class ConfirmError(RagexpError, RuntimeError):
     pass
 
 
@@ -48,7 +51,6 @@ def sweep_baseline(run) -> str | None:
 def on_test(run_id: str) -> str:
     """Id of the finished run that evaluates ``run_id``'s configuration on the test split
     (created, or reused when it already exists)."""
-    from ragexp.run.app import run_logged
 
     c = tracking.client()
     run = c.get_run(run_id)
@@ -75,7 +77,6 @@ def confirm(run_id: str, baseline_id: str | None = None,
             method: str = "holm") -> tuple[pd.DataFrame, list[stats.Paired], str]:
     """Evaluate run and baseline on test, test the difference, log it on the run. Returns the
     dev-vs-test table, the adjusted tests and the baseline's run id."""
-    from ragexp.decide import compare
 
     c = tracking.client()
     run = c.get_run(run_id)

@@ -14,23 +14,24 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ragexp.evaluation import measures as measures_mod
-from ragexp.evaluation import metrics
-from ragexp.stages.abstain import AbstainResult, AbstainSignal, evaluate_abstain
-from ragexp.answer.base import AnswerInput, Answerer, answer_columns, answer_metrics
-from ragexp.index.cache import EmbeddingCache
-from ragexp.stages.chunking import Chunker
-from ragexp.data.datasets import Dataset
-from ragexp.data import units
-from ragexp.evaluation.docrank import rank_documents
-from ragexp.index.embedders import Embedder, EmbedderIdentity
+from ragexp.answer.base import Answerer, AnswerInput, answer_columns, answer_metrics
 from ragexp.answer.extractive import ExtractiveAnswerer
 from ragexp.answer.judge import Judge, NoJudge
-from ragexp.records import Chunk, Qrels, Ranking, ordered
-from ragexp.stages.rerankers import Reranker
+from ragexp.data import units
+from ragexp.data.datasets import Dataset
+from ragexp.errors import InvalidValue
+from ragexp.evaluation import measures as measures_mod
+from ragexp.evaluation import metrics
+from ragexp.evaluation.docrank import rank_documents
+from ragexp.index.cache import EmbeddingCache
+from ragexp.index.embedders import Embedder, EmbedderIdentity
 from ragexp.index.resources import Resources
-from ragexp.stages.retrievers import Retriever
 from ragexp.index.stagestore import StageStore, stage_key
+from ragexp.records import Chunk, Qrels, Ranking, ordered
+from ragexp.stages.abstain import AbstainResult, AbstainSignal, evaluate_abstain
+from ragexp.stages.chunking import Chunker
+from ragexp.stages.rerankers import Reranker
+from ragexp.stages.retrievers import Retriever
 from ragexp.text.analysis import tokenize
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ def retrieve(retriever: Retriever, reranker: Reranker, queries: dict[str, str], 
     """The first half of :func:`rank`: retrieve ``max(k, reranker.top_n)`` items per query (the
     reranker's whole head). Raises ``ValueError`` for ``k < 1``."""
     if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+        raise InvalidValue(f"k must be >= 1, got {k}")
     return retriever.search(queries, max(k, reranker.top_n), cached)
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
+from ragexp.data import shipped
 from ragexp.evaluation.measures import DEFAULT_NAMES
 
 
@@ -297,9 +298,7 @@ SCHEMAS = {
 def register() -> None:
     """Store every schema in Hydra's ConfigStore and register ragexp's config resolvers
     (``${ragexp.example:handbook/corpus}``: absolute path of shipped example data)."""
-    from omegaconf import OmegaConf
 
-    from ragexp.data import shipped
 
     OmegaConf.register_new_resolver("ragexp.example", shipped.path, replace=True)
     OmegaConf.register_new_resolver(

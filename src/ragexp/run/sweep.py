@@ -27,7 +27,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from ragexp.run import validation
-from ragexp.tracking import lifecycle, outbox, store as tracking
+from ragexp.tracking import lifecycle, outbox
+from ragexp.tracking import store as tracking
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ def compose_jobs(config: DictConfig) -> list[tuple[list[str], DictConfig]] | Non
     """``(overrides, composed config)`` for every job of a discrete sweep, composed the way the
     launcher will compose them; ``None`` for sweeps the basic sweeper cannot expand (ranges,
     optimisers), whose jobs are validated as each starts. Raises on a job that does not compose."""
+    # defer heavy import
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -170,6 +172,7 @@ class SweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = str(config.hydra.sweep.dir)
         try:  # each job vs the sweep's baseline, the best run and those tied with it
+            # defer heavy import
             from ragexp.decide.selection import summarise_sweep
 
             for line in summarise_sweep(self.parent_id, statuses(sweep_dir),
@@ -180,6 +183,7 @@ class SweepCallback(Callback):
             tracking.client().set_tag(self.parent_id, "ragexp.selection_error",
                                       tracking.error_summary(exc)[:5000])
         try:  # the sweep's page, report.html on the parent (report_html)
+            # defer heavy import
             from ragexp.report.html import write
 
             if config.get("sweep_report", True):

@@ -18,6 +18,9 @@ from typing import Any, Callable, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 
+from ragexp.errors import RagexpError
+from ragexp.evaluation import measures
+
 BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
     "ge": (operator.ge, ">="), "gt": (operator.gt, ">"),
     "le": (operator.le, "<="), "lt": (operator.lt, "<"),
@@ -26,7 +29,7 @@ CrossFieldRule = Callable[[DictConfig], list[str]]
 _RULES: list[CrossFieldRule] = []
 
 
-class ConfigRangeError(ValueError):
+class ConfigRangeError(RagexpError, ValueError):
     """One or more config values outside their valid range; the message names each key, value
     and range, one per line."""
 
@@ -111,7 +114,6 @@ def depth_covers_measures(cfg: DictConfig) -> list[str]:
     (``measures.resolve``)."""
     if "measures" not in cfg or "k" not in cfg:
         return []
-    from ragexp.evaluation import measures
 
     try:
         measures.resolve(cfg.measures, cfg.k)
@@ -124,7 +126,6 @@ def depth_covers_measures(cfg: DictConfig) -> list[str]:
 def reads_within_depth(cfg: DictConfig) -> list[str]:
     """Stages that read the top ``n`` of the ranking (``abstain.signal.top_k``,
     ``answer.n_chunks``) read at most ``k`` items (``measures.check_reads``)."""
-    from ragexp.evaluation import measures
 
     reads = {key: OmegaConf.select(cfg, key) for key in ("abstain.signal.top_k", "answer.n_chunks")}
     reads = {key: n for key, n in reads.items() if isinstance(n, int)}

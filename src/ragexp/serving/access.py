@@ -14,8 +14,10 @@ import ipaddress
 import os
 from typing import Mapping
 
+from ragexp.errors import RagexpError
 
-class AccessError(ValueError):
+
+class AccessError(RagexpError, ValueError):
     """``serve`` options that would expose the API without access control, or a missing key."""
 
 

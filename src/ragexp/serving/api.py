@@ -12,9 +12,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel
 
+from ragexp.data.readers import has_surrogate, shown
 from ragexp.serving import page, tracing
 from ragexp.serving.access import authorized
-from ragexp.data.readers import has_surrogate, shown
 from ragexp.serving.engine import BadQuestion, Engine, check_k, check_question, hit_dict
 
 

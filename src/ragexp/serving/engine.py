@@ -18,13 +18,16 @@ from dataclasses import asdict, dataclass, fields
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.run import build as stages
-from ragexp.serving import tracing
-from ragexp.tracking import failures, store as tracking
 from ragexp.answer.base import Answer, AnswerInput
-from ragexp.records import ordered
-from ragexp.run.pipeline import chunked, rerank_top, retrieve
+from ragexp.errors import RagexpError
 from ragexp.index.resources import Resources
+from ragexp.records import ordered
+from ragexp.run import build as stages
+from ragexp.run.pipeline import chunked, rerank_top, retrieve
+from ragexp.run.schema import BM25Conf
+from ragexp.serving import tracing
+from ragexp.tracking import failures
+from ragexp.tracking import store as tracking
 from ragexp.tracking.store import ALIAS, MODEL_NAME
 
 log = logging.getLogger(__name__)
@@ -34,11 +37,11 @@ MAX_QUESTION = 2000
 MAX_K = 50
 
 
-class ServingError(RuntimeError):
+class ServingError(RagexpError, RuntimeError):
     pass
 
 
-class BadQuestion(ValueError):
+class BadQuestion(RagexpError, ValueError):
     """A question or parameter the engine will not take; ``status`` is the HTTP code for it."""
 
     def __init__(self, message: str, status: int = 400):
@@ -98,7 +101,6 @@ def recorded_fingerprint(run) -> dict[str, str]:
 def config_gaps(cfg: DictConfig) -> list[str]:
     """Dotted keys of the fixed config nodes serving reads (``bm25``) that ``cfg`` lacks: a run
     recorded before the key existed (``bm25.method``, ``bm25.delta``)."""
-    from ragexp.run.schema import BM25Conf
 
     held = cfg.get("bm25") or {}
     return [f"bm25.{f.name}" for f in fields(BM25Conf) if f.name not in held]

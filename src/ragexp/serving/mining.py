@@ -34,7 +34,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ragexp.errors import NotFound
+from ragexp.serving.tracing import FEEDBACK_NAME, WRONG_TAG
 from ragexp.text.analysis import tokenize
+from ragexp.tracking import store as tracking
 
 REASONS = ("marked_wrong", "citations_dropped", "answered_below_threshold",
            "refused_confident", "low_overlap")
@@ -97,7 +100,6 @@ def flags(s: Served, min_overlap: float = MIN_OVERLAP) -> list[str]:
 
 def from_trace(trace) -> Served:
     """A ``Served`` from an MLflow ``Trace`` written by ``tracing.Tracer``."""
-    from ragexp.serving.tracing import FEEDBACK_NAME, WRONG_TAG
 
     spans = {s.name: s.attributes for s in trace.data.spans if s.parent_id is not None}
     root = next(s for s in trace.data.spans if s.parent_id is None)
@@ -128,13 +130,13 @@ def read(experiment: str, run_id: str | None = None,
          max_traces: int | None = None) -> list[Served]:
     """Traces of ``experiment`` (only those of ``run_id`` if given), newest first. Raises
     ``LookupError`` when the experiment does not exist."""
+    # defer heavy import
     import mlflow
 
-    from ragexp.tracking import store as tracking
 
     exp = tracking.client().get_experiment_by_name(experiment)
     if exp is None:
-        raise LookupError(f"no experiment {experiment!r} in {tracking.tracking_uri()}: serve "
+        raise NotFound(f"no experiment {experiment!r} in {tracking.tracking_uri()}: serve "
                           f"with traces on (`ragexp serve`) first")
     where = f"tags.`ragexp.run_id` = '{run_id}'" if run_id else None
     traces = mlflow.search_traces(locations=[exp.experiment_id], filter_string=where,
@@ -148,6 +150,7 @@ def modes(flagged: Sequence[tuple[Served, list[str]]], embed: Callable[[list[str
     """Failure modes: by first reason, then by clustering the questions' embeddings
     (``embed``: texts -> (n, d) array) with scikit-learn's ``AgglomerativeClustering`` (cosine
     distance, average linkage, ``distance_threshold=distance``). Largest modes first."""
+    # defer heavy import
     from sklearn.cluster import AgglomerativeClustering
 
     out: list[Mode] = []

@@ -36,11 +36,12 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from ragexp import __version__
+from ragexp.answer.base import Answer
+from ragexp.errors import InvalidValue
 from ragexp.run import build as stages
 from ragexp.serving import tracing
-from ragexp.tracking import store as tracking
-from ragexp.answer.base import Answer
 from ragexp.serving.engine import Engine, ServingError, check_question, recorded_fingerprint
+from ragexp.tracking import store as tracking
 
 log = logging.getLogger(__name__)
 CODE_PATH = Path(__file__).with_name("model_code.py")
@@ -112,7 +113,7 @@ def questions_of(model_input: Any) -> list[str]:
         elif cols == [0]:  # a list of strings, as MLflow's schema enforcement frames it
             raw = model_input[0].tolist()
         else:
-            raise ValueError(f"input has columns {[str(c) for c in cols]}; it needs a column "
+            raise InvalidValue(f"input has columns {[str(c) for c in cols]}; it needs a column "
                              f"'question'")
     elif isinstance(model_input, dict) and "question" in model_input:
         q = model_input["question"]
@@ -122,11 +123,11 @@ def questions_of(model_input: Any) -> list[str]:
     elif isinstance(model_input, (list, tuple)):
         raw = list(model_input)
     else:
-        raise ValueError(f"input is a {type(model_input).__name__}; give questions as a "
+        raise InvalidValue(f"input is a {type(model_input).__name__}; give questions as a "
                          f"DataFrame with a column 'question' or a list of strings")
     bad = [i for i, q in enumerate(raw) if not isinstance(q, str)]
     if bad:
-        raise ValueError(f"question {bad[0]} is a {type(raw[bad[0]]).__name__}, not a string")
+        raise InvalidValue(f"question {bad[0]} is a {type(raw[bad[0]]).__name__}, not a string")
     return [check_question(q, f"question {i}") for i, q in enumerate(raw)]
 
 
@@ -172,6 +173,7 @@ class RagexpModel(mlflow.pyfunc.PythonModel):
 
 
 def signature():
+    # defer heavy import
     from mlflow.models import ModelSignature
     from mlflow.types.schema import Array, ColSpec, Object, Property, Schema
 
@@ -190,6 +192,7 @@ def log_model(run) -> "mlflow.entities.LoggedModel":
     """Log the pyfunc model of ``run`` as an MLflow logged model in the run's experiment,
     linked to the run (its source run) without reopening it. Returns the logged model, whose
     ``models:/<model_id>`` URI is the source of a registered version."""
+    # defer heavy import
     from mlflow.entities import LoggedModelOutput, LoggedModelStatus
     from mlflow.models import Model
 

@@ -15,13 +15,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ragexp.decide import gate
+from ragexp.errors import RagexpError
+from ragexp.serving.engine import ServingError
 from ragexp.tracking import store as tracking
 from ragexp.tracking.store import ALIAS, MODEL_NAME
 
 REQUIRED_METRICS = ("rr_at_10", "ndcg_at_10")
 
 
-class PromotionRefused(RuntimeError):
+class PromotionRefused(RagexpError, RuntimeError):
     pass
 
 
@@ -65,7 +67,7 @@ def promote(run_id: str, name: str = MODEL_NAME,
         if not verdict.passed:
             raise PromotionRefused("gate refused: " + "; ".join(verdict.reasons)
                                    + "\n" + verdict.render(rule))
-    from ragexp.serving.engine import ServingError
+    # defer heavy import
     from ragexp.serving.model import log_model
 
     try:

@@ -34,6 +34,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from ragexp.errors import InvalidValue, RagexpError
+from ragexp.tracking import store as tracking
+
 log = logging.getLogger(__name__)
 EXPERIMENT = "ragexp-serving"
 TOP_RECORDED = 20
@@ -45,7 +48,7 @@ SPAN_TYPES = {"retrieve": "RETRIEVER", "rerank": "RERANKER", "abstain": "PARSER"
               "answer": "CHAIN"}
 
 
-class UnknownTrace(KeyError):
+class UnknownTrace(RagexpError, KeyError):
     """No trace with this id in the tracking store."""
 
 
@@ -112,7 +115,6 @@ class Tracer:
         self._queue: queue.Queue | None = None
         self._warned = False
         if enabled:
-            from ragexp.tracking import store as tracking
 
             self._experiment_id = tracking.ensure_experiment(experiment)
             if background:
@@ -141,6 +143,7 @@ class Tracer:
         return getattr(self._local, "last", None)
 
     def _open(self, req: Request) -> str | None:
+        # defer heavy import
         import mlflow
 
         end = time.time_ns()
@@ -164,6 +167,7 @@ class Tracer:
         return root.trace_id
 
     def _write(self, root, req: Request, end_ns: int) -> None:
+        # defer heavy import
         import mlflow
 
         try:
@@ -193,6 +197,7 @@ class Tracer:
         """Wait until every queued trace is in the store."""
         if not self.enabled:
             return
+        # defer heavy import
         import mlflow
 
         if self._queue is not None:
@@ -211,7 +216,6 @@ OFF = Tracer(enabled=False)
 def model_version_of(run_id: str, name: str | None = None) -> str:
     """The version of registered model ``name`` (default ``ragexp-serving``) made from
     ``run_id``: the champion's if it is one of them, else the newest; "" if none."""
-    from ragexp.tracking import store as tracking
 
     name = name or tracking.MODEL_NAME
     try:
@@ -254,14 +258,14 @@ def record_feedback(trace_id: str, wrong: bool = True, comment: str = "",
     ``ragexp.user_wrong`` (value ``wrong``, rationale ``comment``, source HUMAN) and the trace
     tag ``ragexp.marked_wrong``. Raises ``UnknownTrace`` if no such trace is in the store and
     ``ValueError`` for a comment over ``MAX_COMMENT`` characters."""
+    # defer heavy import
     import mlflow
     from mlflow.entities import AssessmentSource
 
-    from ragexp.tracking import store as tracking
 
     tracking.client()  # the store's URI set for the fluent API
     if len(comment) > MAX_COMMENT:
-        raise ValueError(f"comment is {len(comment)} characters; the limit is {MAX_COMMENT}")
+        raise InvalidValue(f"comment is {len(comment)} characters; the limit is {MAX_COMMENT}")
     if not isinstance(trace_id, str) or not TRACE_ID.fullmatch(trace_id):
         raise UnknownTrace(trace_id)
     try:

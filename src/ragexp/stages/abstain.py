@@ -32,8 +32,9 @@ from typing import Protocol
 
 import numpy as np
 
-from ragexp.records import Query, Ranking, ordered
+from ragexp.errors import InvalidValue
 from ragexp.index.resources import Resources
+from ragexp.records import Query, Ranking, ordered
 from ragexp.text.analysis import tokenize
 
 
@@ -49,9 +50,9 @@ class LexicalSignal:
 
     def __init__(self, top_k: int = 5, alpha: float = 0.5, name: str = "lexical"):
         if top_k < 1:
-            raise ValueError(f"abstain.signal.top_k must be >= 1, got {top_k}")
+            raise InvalidValue(f"abstain.signal.top_k must be >= 1, got {top_k}")
         if not 0 <= alpha <= 1:
-            raise ValueError(f"abstain.signal.alpha must be in [0, 1], got {alpha}")
+            raise InvalidValue(f"abstain.signal.alpha must be in [0, 1], got {alpha}")
         self.top_k, self.alpha = top_k, alpha
 
     def compute(self, queries, ranking, resources):
@@ -75,7 +76,7 @@ class DenseSignal:
 
     def __init__(self, top_k: int = 5, name: str = "dense"):
         if top_k < 1:
-            raise ValueError(f"abstain.signal.top_k must be >= 1, got {top_k}")
+            raise InvalidValue(f"abstain.signal.top_k must be >= 1, got {top_k}")
         self.top_k = top_k
 
     def compute(self, queries, ranking, resources):
@@ -158,11 +159,11 @@ def evaluate_abstain(signal: dict[str, float], queries: list[Query], name: str,
                      budget: float = 0.125, folds: int = 5, seed: int = 0) -> AbstainResult:
     """Curve, AUC, operating point under ``budget`` and its k-fold cross-validated rates."""
     if not 0 <= budget < 1:
-        raise ValueError(f"abstain.budget must be in [0, 1), got {budget}")
+        raise InvalidValue(f"abstain.budget must be in [0, 1), got {budget}")
     qs = [q for q in queries if q.qid in signal]
     labels = [q.answerable for q in qs]
     if labels.count(True) < 2 or labels.count(False) < 2:
-        raise ValueError(f"the abstain curve and its cross-validation need at least 2 answerable "
+        raise InvalidValue(f"the abstain curve and its cross-validation need at least 2 answerable "
                          f"and 2 unanswerable questions; got {labels.count(True)} and "
                          f"{labels.count(False)}")
     scores = [signal[q.qid] for q in qs]

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Protocol
 
+from ragexp.errors import InvalidValue
 from ragexp.records import Chunk, Document
 from ragexp.text.analysis import LAYOUT_WORD, SENTENCE_BREAK, layout_word_count, normalize_ws
 
@@ -226,12 +227,12 @@ class MarkdownChunker:
 
     def __post_init__(self) -> None:
         if self.max_words < 10:
-            raise ValueError(f"chunking.max_words must be >= 10, got {self.max_words}")
+            raise InvalidValue(f"chunking.max_words must be >= 10, got {self.max_words}")
         if self.max_block_words < 1:
-            raise ValueError(f"chunking.max_block_words must be >= 1, got "
+            raise InvalidValue(f"chunking.max_block_words must be >= 1, got "
                              f"{self.max_block_words}")
         if not 0 <= self.overlap_words < self.max_words:
-            raise ValueError(f"chunking.overlap_words must be in [0, max_words), "
+            raise InvalidValue(f"chunking.overlap_words must be in [0, max_words), "
                              f"got {self.overlap_words} with max_words={self.max_words}")
 
     def chunk(self, docs: Iterable[Document]) -> list[Chunk]:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import logging
 
-from ragexp.records import Ranking, ordered
-from ragexp.index.resources import Resources
 from ragexp.data.trec import read_run
 from ragexp.data.units import check_unit, unit_of
+from ragexp.errors import InvalidValue
+from ragexp.index.resources import Resources
+from ragexp.records import Ranking, ordered
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ class TrecRunRetriever:
             hint = {"chunk": "a run that ranks documents is scored with dataset.unit=document",
                     "document": "ids must be document ids (file paths for markdown corpora)",
                     "section": "section ids look like guide.md#Install/Docker"}[unit]
-            raise ValueError(f"{path}: {len(unknown)} item id(s) are not {unit} ids of this "
+            raise InvalidValue(f"{path}: {len(unknown)} item id(s) are not {unit} ids of this "
                              f"corpus under this chunking ({', '.join(unknown[:5])}); {hint}")
         self.run: Ranking = {q: {first[i]: s for i, s in scores.items()}
                              for q, scores in run.items()}

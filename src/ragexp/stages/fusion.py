@@ -12,14 +12,15 @@ places in two (0.67). Each input ranking is cut to its best ``depth`` items firs
 
 from __future__ import annotations
 
+from ragexp.errors import InvalidValue
 from ragexp.records import Ranking, ordered
 
 
 def rrf(rankings: list[Ranking], k: float = 60.0, depth: int | None = None) -> Ranking:
     if k < 0:
-        raise ValueError(f"RRF k must be >= 0, got {k}")
+        raise InvalidValue(f"RRF k must be >= 0, got {k}")
     if depth is not None and depth < 1:
-        raise ValueError(f"RRF depth must be >= 1 (or None: whole rankings), got {depth}")
+        raise InvalidValue(f"RRF depth must be >= 1 (or None: whole rankings), got {depth}")
     fused: Ranking = {}
     for ranking in rankings:
         for qid, scores in ranking.items():

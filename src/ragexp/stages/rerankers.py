@@ -20,8 +20,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from ragexp.records import Ranking, ordered
+from ragexp.errors import InvalidValue
 from ragexp.index.resources import Resources
+from ragexp.records import Ranking, ordered
 from ragexp.text.analysis import tokenize
 
 
@@ -39,7 +40,7 @@ def _apply(ranking: Ranking, top_n: int, rescore) -> Ranking:
     """Rescore the head of each query's ranking with the reranker's scores; the tail follows
     in its original order, with scores stepping down by 1 below the lowest head score."""
     if top_n < 0:
-        raise ValueError(f"reranker.top_n must be >= 0, got {top_n}")
+        raise InvalidValue(f"reranker.top_n must be >= 0, got {top_n}")
     out: Ranking = {}
     for qid, scores in ranking.items():
         items = ordered(scores)
@@ -82,7 +83,7 @@ class LexicalReranker:
 
     def __init__(self, top_n: int = 20, proximity_weight: float = 0.2, name: str = "lexical"):
         if top_n < 1:
-            raise ValueError(f"reranker.top_n must be >= 1, got {top_n}")
+            raise InvalidValue(f"reranker.top_n must be >= 1, got {top_n}")
         self.top_n, self.weight = top_n, proximity_weight
 
     def score(self, query: str, text: str, bm25) -> float:
@@ -119,15 +120,16 @@ class CrossEncoderReranker:
     def __init__(self, model_path: str | None = None, top_n: int = 20,
                  name: str = "cross_encoder"):
         if top_n < 1:
-            raise ValueError(f"reranker.top_n must be >= 1, got {top_n}")
+            raise InvalidValue(f"reranker.top_n must be >= 1, got {top_n}")
         if not model_path:
-            raise ValueError("reranker=cross_encoder needs reranker.model_path=DIR: a local folder "
+            raise InvalidValue("reranker=cross_encoder needs reranker.model_path=DIR: a local folder "
                              "with a cross-encoder's model.onnx, tokenizer.json and "
                              "tokenizer_config.json (none can be downloaded here); or use "
                              "reranker=lexical / reranker=none")
         folder = Path(model_path).expanduser()
         if not (folder / "model.onnx").is_file():
-            raise ValueError(f"reranker.model_path={folder} has no model.onnx")
+            raise InvalidValue(f"reranker.model_path={folder} has no model.onnx")
+        # defer heavy import
         from fastembed.common.model_description import ModelSource
         from fastembed.rerank.cross_encoder import TextCrossEncoder
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ragexp.stages.fusion import rrf
-from ragexp.records import Ranking, ordered
+from ragexp.errors import InvalidValue
 from ragexp.index.resources import Resources
+from ragexp.records import Ranking, ordered
+from ragexp.stages.fusion import rrf
 
 
 class Retriever(Protocol):
@@ -23,7 +24,7 @@ class Retriever(Protocol):
 def _check_k(k: int) -> None:
     """A depth below 1 would cut rankings to nothing or, as a negative slice, drop their end."""
     if k < 1:
-        raise ValueError(f"retrieval depth k must be >= 1, got {k}")
+        raise InvalidValue(f"retrieval depth k must be >= 1, got {k}")
 
 
 class DenseRetriever:
@@ -104,11 +105,11 @@ class HybridRetriever:
         if dense:
             parts.append(DenseRetriever(resources))
         if not parts:
-            raise ValueError("retriever has every signal switched off (retriever.dense=false and "
+            raise InvalidValue("retriever has every signal switched off (retriever.dense=false and "
                              "retriever.bm25=false): nothing would be retrieved; enable at least "
                              "one")
         if depth < 1:
-            raise ValueError(f"retriever.depth must be >= 1, got {depth}")
+            raise InvalidValue(f"retriever.depth must be >= 1, got {depth}")
         self.parts, self.rrf_k, self.depth = parts, rrf_k, depth
         self.name = name
 

@@ -13,6 +13,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from ragexp.errors import InvalidValue
 from ragexp.text.analysis import tokenize
 
 
@@ -21,7 +22,7 @@ class TokenMatrix(Sequence):
 
     def __init__(self, vocab: list[str], ids: np.ndarray, offsets: np.ndarray):
         if len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != len(ids):
-            raise ValueError("offsets must start at 0 and end at len(ids)")
+            raise InvalidValue("offsets must start at 0 and end at len(ids)")
         self.vocab, self.ids, self.offsets = vocab, ids, offsets
 
     @classmethod

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from ragexp.tracking import store as tracking
+
 log = logging.getLogger(__name__)
 
 RECORD_DIR = "mlflow_record"
@@ -74,7 +76,6 @@ def pending(roots: Iterable[str | Path]) -> list[Outbox]:
 def deliver(box: Outbox) -> str:
     """Log one pending record to the store named by ``MLFLOW_TRACKING_URI``/the default store
     and end its run ``FINISHED``; returns the run id (a new one when the store lost the run)."""
-    from ragexp.tracking import store as tracking
 
     rec = box.read()
     c = tracking.client()

@@ -83,6 +83,7 @@ def dataset_input(name: str, fingerprint: Mapping[str, str], queries: list[Query
                   source: str):
     """An MLflow ``DatasetInput`` for the run's evaluation data: digest = the data fingerprint
     (corpus + questions hashes), profile = question count and count per kind."""
+    # defer heavy import
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
     digest = hashlib.sha256(json.dumps(dict(fingerprint), sort_keys=True).encode()).hexdigest()

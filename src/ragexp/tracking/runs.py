@@ -5,7 +5,6 @@ that describes what happened (FINISHED, FAILED or KILLED), whatever stopped it.
 
 from __future__ import annotations
 
-from __future__ import annotations
 import logging
 import signal
 import time
@@ -14,10 +13,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
 from ragexp.tracking import lifecycle
 from ragexp.tracking.outbox import Outbox
-from ragexp.tracking.store import (TrackingError, client, error_summary, log_batch, store_lock,
-                                   tracking_uri, write_status)
+from ragexp.tracking.store import (
+    TrackingError,
+    client,
+    error_summary,
+    log_batch,
+    store_lock,
+    tracking_uri,
+    write_status,
+)
 
 log = logging.getLogger(__name__)
 

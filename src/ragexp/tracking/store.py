@@ -25,7 +25,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
+
+from ragexp.errors import RagexpError
 from ragexp.index import stagestore
+from ragexp.tracking.failures import describe
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +58,13 @@ def tracking_uri() -> str:
     return f"sqlite:///{Path('mlruns/mlflow.db').resolve()}"
 
 
-class TrackingError(RuntimeError):
+class TrackingError(RagexpError, RuntimeError):
     """The tracking store could not be reached or did not take a write."""
 
 
 def store_lock(uri: str | None = None):
     """A cross-process lock for a local store (``<db>.lock`` beside a sqlite file, or in a file
     store's folder); a no-op for servers, which serialise writes themselves."""
-    from filelock import FileLock
 
     uri = uri or tracking_uri()
     if uri.startswith("sqlite:///"):
@@ -80,6 +83,7 @@ def client():
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     for key, value in HTTP_DEFAULTS.items():
         os.environ.setdefault(key, value)
+    # defer heavy import
     import mlflow
     from mlflow.tracking import MlflowClient
 
@@ -203,6 +207,7 @@ def versions() -> dict[str, str]:
 def log_batch(run_id: str, metrics: dict[str, float] | None = None,
               params: dict[str, Any] | None = None, tags: dict[str, str] | None = None) -> None:
     """Metrics, params and tags in as few calls as MLflow's per-call limits allow."""
+    # defer heavy import
     from mlflow.entities import Metric, Param, RunTag
 
     now = int(time.time() * 1000)
@@ -224,7 +229,6 @@ def write_status(output_dir: str | Path | None, **status: Any) -> None:
 def error_summary(exc: BaseException) -> str:
     """``Type: message`` on one line, for the error under Hydra's instantiation wrappers; the
     stage's own message is kept, with its hint (``failures.describe``)."""
-    from ragexp.tracking.failures import describe
 
     return describe(exc)
 
@@ -242,7 +246,7 @@ def champion(name: str = MODEL_NAME):
         return None
 
 
-class RunNotFound(LookupError):
+class RunNotFound(RagexpError, LookupError):
     """A run reference that matches no run, or more than one."""
 
 
@@ -265,6 +269,7 @@ def resolve_run_id(ref: str) -> str:
     if not ref or not set(ref) <= RUN_ID_CHARS:
         raise RunNotFound(f"{ref!r} is not a run id: run ids are hexadecimal (a full id or a "
                           f"unique prefix of one)")
+    # defer heavy import
     from mlflow.entities import ViewType
 
     c = client()
