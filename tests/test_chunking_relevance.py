@@ -157,7 +157,7 @@ def test_whole_document_chunker(manual):
 # ---------------------------------------------------------------- shipped corpus
 
 def test_chunk_ids_and_texts_are_stable_across_runs(chunks):
-    code = ("import json; from ragexp import examples; from ragexp.data.golden import load_corpus; "
+    code = ("import json; from ragexp.data import shipped; from ragexp.data.golden import load_corpus; "
             "from ragexp.stages.chunking import MarkdownChunker; "
             "cs = MarkdownChunker().chunk(load_corpus(shipped.path('handbook/corpus')).values()); "
             "print(json.dumps([[c.chunk_id, c.text, c.spans] for c in cs]))")

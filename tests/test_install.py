@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import mlflow
@@ -48,6 +49,27 @@ def env_for(tmp: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAGEXP_PARENT_RUN_ID",
                                                             "MLFLOW_TRACKING_URI")}
     return {**env, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
+
+
+def test_the_wheel_holds_the_product_and_its_shipped_data_not_the_tools(venv):
+    """One copy of conf/, corpus/ and golden/ at the repository root, carried into the wheel
+    under the package; no benchmark, README or screenshot module."""
+    tmp, _ = venv
+    (wheel,) = (tmp / "dist").glob("ragexp-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "ragexp/conf/config.yaml" in names and "ragexp/serving/static/page.html" in names
+    for group in (ROOT / "conf").iterdir():
+        if group.is_dir():
+            assert any(n.startswith(f"ragexp/conf/{group.name}/") for n in names), group.name
+    corpus = sorted(n for n in names if n.startswith("ragexp/corpus/") and n.endswith(".md"))
+    assert len(corpus) == len(list((ROOT / "corpus").rglob("*.md"))) == 22
+    golden = {n for n in names if n.startswith("ragexp/golden/")}
+    assert golden == {f"ragexp/golden/{p.relative_to(ROOT / 'golden').as_posix()}"
+                      for p in (ROOT / "golden").rglob("*.jsonl")}
+    tools = {p.stem for p in (ROOT / "tools").glob("*.py")} - {"__init__"}
+    shipped = {Path(n).stem for n in names if n.endswith(".py")}
+    assert not [n for n in names if n.startswith("tools/")] and not tools & shipped
+    assert not (ROOT / "src" / "ragexp" / "conf").exists()  # no second copy in the repository
 
 
 def test_installed_ragexp_is_the_wheel_not_the_checkout(venv):
@@ -110,3 +132,23 @@ def test_init_refuses_to_overwrite(venv):
     assert "would overwrite" in proc.stderr and "existing.yaml" in proc.stderr
     assert (target / "conf" / "dataset" / "existing.yaml").read_text() == "mine\n"
     assert not (target / "questions.jsonl").exists()
+
+
+def test_system_packages_not_root_names_the_command(tmp_path):
+    """``make install`` as a user without the system programs stops naming the exact command
+    (as root it installs them with apt-get instead)."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for tool in ("bash", "ls", "id"):
+        real = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True,
+                              text=True).stdout.strip()
+        (bin_ / tool).symlink_to(real)
+    (bin_ / "id").unlink()
+    (bin_ / "id").write_text("#!/bin/sh\necho 1000\n")  # not root
+    (bin_ / "id").chmod(0o755)
+    proc = subprocess.run([str(bin_ / "bash"), str(ROOT / "tools" / "system_packages.sh")],
+                          env={"PATH": str(bin_)}, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "apt-get install -y chromium chromium-driver" in proc.stderr
+    if not list(Path("/usr/lib/postgresql").glob("*/bin/initdb")):
+        assert "postgresql" in proc.stderr

@@ -13,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from hydra import compose, initialize_config_dir
 
+from ragexp.errors import NotFound
 from ragexp.run import schema
 from ragexp.run.app import CONF_DIR, run_logged
 from ragexp.run.pipeline import rank
@@ -60,7 +61,7 @@ def test_answer_trace_has_stage_spans_with_the_engines_own_numbers(served):
     engine.tracer.flush()
     trace, root, spans = spans_of(trace_id)
     assert list(spans) == ["retrieve", "rerank", "abstain", "answer"]
-    assert root.name == "ragexp.answer.base" and root.inputs == {"question": question}
+    assert root.name == "ragexp.answer" and root.inputs == {"question": question}
     assert trace.info.tags["ragexp.run_id"] == run_id
     assert trace.info.trace_metadata["mlflow.sourceRun"] == run_id
     assert root.attributes["ragexp.run_id"] == run_id
@@ -249,7 +250,7 @@ def test_accept_validates_like_the_golden_set(tmp_path):
     assert kept == [good]  # the mode and trace id stay with the question
     with pytest.raises(GoldenError, match="duplicate id 'mined-1'"):
         traces_cli.accept(cands, into, ["mined-1"], corpus, golden)
-    with pytest.raises(KeyError, match="mined-9"):
+    with pytest.raises(NotFound, match="mined-9"):
         traces_cli.accept(cands, into, ["mined-9"], corpus, golden)
     clash = {**good, "id": "a-01"}  # an id the shipped golden set already has
     write(cands, [clash])

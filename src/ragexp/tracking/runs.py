@@ -14,17 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ragexp.tracking import lifecycle
+from ragexp.tracking import lifecycle, store
 from ragexp.tracking.outbox import Outbox
-from ragexp.tracking.store import (
-    TrackingError,
-    client,
-    error_summary,
-    log_batch,
-    store_lock,
-    tracking_uri,
-    write_status,
-)
 
 log = logging.getLogger(__name__)
 
@@ -43,16 +34,15 @@ class TrackedRun:
         self.outbox.update(metrics=metrics, tags=tags, state="pending")
         write_artifacts(self.outbox.artifacts)
         try:
-            log_batch(self.run_id, metrics=metrics, tags=tags)
-            client().log_artifacts(self.run_id, str(self.outbox.artifacts))
+            store.log_batch(self.run_id, metrics=metrics, tags=tags)
+            store.client().log_artifacts(self.run_id, str(self.outbox.artifacts))
         except Exception as exc:
-            raise TrackingError(
-                f"could not record run {self.run_id} in {tracking_uri()}: "
+            raise store.TrackingError(
+                f"could not record run {self.run_id} in {store.tracking_uri()}: "
                 f"{' '.join(str(exc).split())[:300]}. Its metrics, params, tags and artifacts "
                 f"are kept in {self.outbox.root}; `ragexp runs sync {self.outbox.root}` logs "
                 f"them when the store is back") from exc
         self.outbox.update(state="logged")
-
 
     def log_inputs(self, inputs: list) -> None:
         """MLflow dataset inputs; ``TrackingError`` when the store does not take them.
@@ -63,16 +53,16 @@ class TrackedRun:
         retries on a unique-key clash, which find the row the other job wrote."""
         for attempt in range(4):
             try:
-                c = client()  # its first call takes store_lock itself: not reentrant
-                with store_lock():
+                c = store.client()  # its first call takes store.store_lock itself: not reentrant
+                with store.store_lock():
                     c.log_inputs(self.run_id, inputs)
                 return
             except Exception as exc:
                 if attempt < 3 and _unique_clash(exc):
                     time.sleep(0.2 * (attempt + 1))
                     continue
-                raise TrackingError(
-                    f"could not record the inputs of run {self.run_id} in {tracking_uri()}: "
+                raise store.TrackingError(
+                    f"could not record the inputs of run {self.run_id} in {store.tracking_uri()}: "
                     f"{' '.join(str(exc).split())[:300]}") from exc
 
 
@@ -85,7 +75,7 @@ def _unique_clash(exc: BaseException) -> bool:
 
 def _end(run_id: str, status: str, error: str = "", trace: str = "") -> None:
     """End a run with an end time; ``error``/``trace`` become the tag and ``error.txt``."""
-    c = client()
+    c = store.client()
     if error:
         c.set_tag(run_id, "ragexp.error", error[:5000])
     if trace:
@@ -102,30 +92,30 @@ def tracked_run(experiment_id: str, *, run_name: str | None, tags: dict[str, str
     Ends ``FINISHED`` when the block completes, ``KILLED`` on SIGTERM/SIGINT (``lifecycle``),
     ``FAILED`` on any other exception (``ragexp.error`` tag, ``error.txt``); the exception
     propagates. The job's status file follows each step (``RUNNING`` -> final status, or
-    ``PENDING_SYNC`` when the results are only on disk). Raises ``TrackingError`` when the
+    ``PENDING_SYNC`` when the results are only on disk). Raises ``store.TrackingError`` when the
     store cannot create the run."""
     lifecycle.install_signal_handlers()
-    c = client()
+    c = store.client()
     try:
         run_id = c.create_run(experiment_id, run_name=run_name,
                               tags={**tags, **lifecycle.process_tags()}).info.run_id
-        log_batch(run_id, params=params)
+        store.log_batch(run_id, params=params)
     except Exception as exc:
-        raise TrackingError(f"could not create a run in {tracking_uri()}: "
+        raise store.TrackingError(f"could not create a run in {store.tracking_uri()}: "
                             f"{' '.join(str(exc).split())[:500]}") from exc
     box = Outbox.create(output_dir)
     box.update(run_id=run_id, run_name=run_name, experiment_id=experiment_id,
-               experiment=c.get_experiment(experiment_id).name, tracking_uri=tracking_uri(),
+               experiment=c.get_experiment(experiment_id).name, tracking_uri=store.tracking_uri(),
                params=params, tags=tags, state="open")
     lifecycle.opened(run_id, lambda status, reason: _end(run_id, status, reason))
-    write_status(output_dir, status="RUNNING", run_id=run_id, overrides=overrides)
+    store.write_status(output_dir, status="RUNNING", run_id=run_id, overrides=overrides)
     try:
         yield TrackedRun(run_id, box)
     except BaseException as exc:
         with lifecycle.signals_deferred():
             status = "KILLED" if lifecycle.interruption(exc) else "FAILED"
             sig = lifecycle.signal_received() or getattr(exc, "signum", signal.SIGINT)
-            error = (error_summary(exc) if status == "FAILED"
+            error = (store.error_summary(exc) if status == "FAILED"
                      else f"stopped by {signal.Signals(sig).name}")
             trace = traceback.format_exc()
             (box.root / "error.txt").write_text(trace)
@@ -134,7 +124,7 @@ def tracked_run(experiment_id: str, *, run_name: str | None, tags: dict[str, str
             except Exception as end_exc:  # the store may be why we are here
                 log.error("could not mark run %s %s: %s", run_id, status, end_exc)
             pending = box.read().get("state") == "pending"
-            write_status(output_dir, status="PENDING_SYNC" if pending else status,
+            store.write_status(output_dir, status="PENDING_SYNC" if pending else status,
                          run_id=run_id, overrides=overrides, error=error[:500],
                          record=str(box.root))
             lifecycle.closed(run_id)
@@ -143,8 +133,8 @@ def tracked_run(experiment_id: str, *, run_name: str | None, tags: dict[str, str
         try:
             _end(run_id, "FINISHED")
         except Exception as exc:
-            raise TrackingError(f"run {run_id} is logged but could not be ended in "
-                                f"{tracking_uri()}: {exc}") from exc
+            raise store.TrackingError(f"run {run_id} is logged but could not be ended in "
+                                f"{store.tracking_uri()}: {exc}") from exc
         finally:
             lifecycle.closed(run_id)
-        write_status(output_dir, status="FINISHED", run_id=run_id, overrides=overrides)
+        store.write_status(output_dir, status="FINISHED", run_id=run_id, overrides=overrides)
