@@ -135,3 +135,27 @@ def test_the_wheel_lists_every_package_and_no_tool():
                       ([a.name for a in node.names] if isinstance(node, ast.Import)
                        else [node.module or ""]))]
     assert not from_tools, f"the product imports the tools: {from_tools}"
+
+
+def test_every_error_ragexp_raises_derives_from_one_root():
+    """``RagexpError`` is the root of every exception class ragexp defines (mixed into the
+    builtin each derived from before), so ``ragexp`` catches one class for every verb; only
+    ``Interrupted`` (SIGTERM, a ``BaseException`` like ``KeyboardInterrupt``) is no error."""
+    import importlib
+    import inspect
+
+    from ragexp.errors import RagexpError
+
+    outside = []
+    for name in MODULES:
+        if name.endswith("__main__"):
+            continue
+        module = importlib.import_module(name)
+        for cls_name, cls in vars(module).items():
+            if inspect.isclass(cls) and issubclass(cls, BaseException) and \
+                    cls.__module__ == name and not issubclass(cls, RagexpError):
+                outside.append(f"{name}.{cls_name}")
+    assert outside == ["ragexp.tracking.lifecycle.Interrupted"]
+    main = (SRC / "cli" / "main.py").read_text()
+    assert "except RagexpError" in main
+

@@ -113,3 +113,36 @@ def test_mlflow_models_serve_answers_from_the_premove_champion(premove):
         [premove[q]["signal"] for q in questions])
     assert [[s["chunk_id"] for s in r["sources"]] for r in rows] == [
         [s["chunk_id"] for s in premove[q]["sources"]] for q in questions]
+
+
+def test_the_handbook_where_an_older_ragexp_shipped_it_is_found_where_it_ships_today(tmp_path):
+    from ragexp.data import shipped
+
+    old = "/venv/lib/python3.11/site-packages/ragexp/examples/handbook"
+    assert shipped.relocated(f"{old}/corpus") == shipped.path("handbook/corpus")
+    assert shipped.relocated(f"{old}/golden/judge/labels.jsonl") == shipped.path(
+        "handbook/golden/judge/labels.jsonl")
+    here = tmp_path / "ragexp" / "examples" / "handbook" / "corpus"  # still there: kept
+    here.mkdir(parents=True)
+    assert shipped.relocated(str(here)) == str(here)
+    for other in ("/data/my-docs", f"{old}/corpusX", "/x/examples/handbook/corpus"):
+        assert shipped.relocated(other) == other
+
+
+def test_legacy_targets_and_module_aliases_are_todays_objects():
+    import importlib
+
+    from omegaconf import OmegaConf
+
+    for old, new in legacy.OLD_PATHS.items():
+        assert importlib.import_module(old) is importlib.import_module(new), old
+    cfg = OmegaConf.create({"retriever": {"_target_": "ragexp.retrievers.HybridRetriever",
+                                          "parts": [{"_target_": "ragexp.bm25.BM25Index"}]},
+                            "answer": {"_target_": "ragexp.answer.Answerer"},
+                            "mine": {"_target_": "mypkg.MyRetriever"}})
+    up = legacy.upgrade(cfg)
+    assert up.retriever._target_ == "ragexp.stages.retrievers.HybridRetriever"
+    assert up.retriever.parts[0]._target_ == "ragexp.index.bm25.BM25Index"
+    assert up.answer._target_ == "ragexp.answer.extractive.ExtractiveAnswerer"
+    assert up.mine._target_ == "mypkg.MyRetriever"
+    assert cfg.retriever._target_ == "ragexp.retrievers.HybridRetriever"  # a copy was upgraded

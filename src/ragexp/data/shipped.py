@@ -16,6 +16,10 @@ from ragexp.errors import InvalidValue, MissingInput
 PACKAGE = Path(__file__).resolve().parents[1]  # .../ragexp
 FOLDERS = ("conf", "corpus", "golden")
 EXAMPLES = {"handbook/corpus": "corpus", "handbook/golden": "golden"}
+# Where an older ragexp installed the handbook, inside the package, before it moved to corpus/
+# and golden/: runs recorded then name these paths.
+OLD_EXAMPLES = {"ragexp/examples/handbook/corpus": "handbook/corpus",
+                "ragexp/examples/handbook/golden": "handbook/golden"}
 
 
 def folder(name: str) -> Path:
@@ -49,3 +53,18 @@ def path(relative: str) -> str:
                 return str(target)
     raise MissingInput(f"no shipped example {relative!r} (examples: "
                             f"{', '.join(EXAMPLES)})")
+
+
+def relocated(recorded: str) -> str:
+    """Today's place of a location a run recorded: a path into the handbook as an older ragexp
+    shipped it (``.../ragexp/examples/handbook/corpus[/...]``), once that path is gone, becomes
+    the same file or folder of the handbook shipped today; any other path is returned
+    unchanged. Whether the run may be served from it is still decided by the data's recorded
+    fingerprint (``serving.engine.check_fingerprint``)."""
+    posix = Path(recorded).as_posix()
+    for old, example in OLD_EXAMPLES.items():
+        at = posix.find(old)
+        rest = posix[at + len(old):] if at >= 0 else None
+        if rest is not None and rest[:1] in ("", "/") and not Path(recorded).exists():
+            return path(example + rest)
+    return recorded

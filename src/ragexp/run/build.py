@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ragexp import legacy
 from ragexp.answer.base import Answerer
+from ragexp.data import shipped
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import Embedder
 from ragexp.index.resources import Resources
@@ -99,13 +100,14 @@ def locations(cfg: DictConfig, cwd: Path | None = None) -> dict[str, str]:
 
 def with_locations(cfg: DictConfig, tags: dict[str, str]) -> DictConfig:
     """A copy of a run's recorded config with each location replaced by the absolute path the
-    run recorded (``ragexp.path.<key>`` tags; keys the run did not record are left as they are)
-    and every ``_target_`` named as today (``legacy.upgrade``: runs logged before the packages
-    by role name the old module paths)."""
+    run recorded (``ragexp.path.<key>`` tags; keys the run did not record are left as they are;
+    the handbook where an older ragexp shipped it is today's, ``shipped.relocated``) and every
+    ``_target_`` named as today (``legacy.upgrade``: runs logged before the packages by role name
+    the old module paths)."""
     out = legacy.upgrade(OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)))
     with open_dict(out):
         for key in PATH_KEYS:
             recorded = tags.get(LOCATION_TAG + key)
             if recorded and _get(out, key) is not None:
-                OmegaConf.update(out, key, recorded, merge=False)
+                OmegaConf.update(out, key, shipped.relocated(recorded), merge=False)
     return out
