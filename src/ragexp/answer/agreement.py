@@ -1,6 +1,6 @@
 """How far to trust the judge: its agreement with hand-labelled answers, as Cohen's kappa.
 
-The labels file (``judge.labels``; shipped: ``ragexp/examples/handbook/golden/judge/labels.jsonl``)
+The labels file (``judge.labels``; shipped: ``golden/judge/labels.jsonl``)
 holds real handbook questions with an answer, the passages it cites (verbatim from the corpus) and a person's
 ``grounded`` / ``correct`` labels. Every ``judge=llm`` run grades them with the same prompt as
 the run's answers; kappa below ``judge.kappa_floor`` (or undefined) marks the run.

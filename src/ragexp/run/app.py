@@ -193,7 +193,7 @@ def run_logged(cfg: DictConfig) -> dict:
     return {"status": "FINISHED", "run_id": run.run_id, **m}
 
 
-# The config groups ship inside the package (ragexp/conf), so an installed ragexp composes its
+# The config groups ship with the package (``data.shipped``), so an installed ragexp composes its
 # configs from any folder; a user's own folder adds to them with --config-dir.
 CONF_DIR = shipped.conf_dir()
 
