@@ -31,14 +31,13 @@ import random  # noqa: E402
 import resource  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
-import time  # noqa: E402
 from collections import namedtuple  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 
-from ragexp.data import shipped
+from ragexp.data import shipped  # noqa: E402
 from ragexp.data.golden import load_corpus, load_golden  # noqa: E402
 from ragexp.index.bm25 import BM25Index  # noqa: E402
 from ragexp.index.cache import EmbeddingCache  # noqa: E402
@@ -46,6 +45,7 @@ from ragexp.index.embedders import FastEmbedEmbedder  # noqa: E402
 from ragexp.index.flat import FlatIPIndex  # noqa: E402
 from ragexp.index.resources import Resources  # noqa: E402
 from ragexp.stages.chunking import MarkdownChunker  # noqa: E402
+from tools.timing import best_of  # noqa: E402
 from ragexp.text.analysis import normalize_ws, split_sentences, tokenize  # noqa: E402
 from tools.bench_cache import cache_rows  # noqa: E402
 from tools.bench_traces import trace_rows  # noqa: E402
@@ -82,20 +82,6 @@ def machine_facts() -> str:
                      for o, i in blas_libs().items()) or "threadpoolctl not installed"
     return (f"Machine: {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable); "
             f"BLAS: {blas}; faiss {faiss.__version__}")
-
-
-def best_of(fns: dict, repeats: int, warmup: bool = True) -> dict[str, float]:
-    """Best wall time of each callable, the callables interleaved round by round in alternating
-    order (ABBA...) so that a burst of load on the machine hits all of them alike."""
-    for fn in fns.values() if warmup else ():
-        fn()
-    best = {name: float("inf") for name in fns}
-    for r in range(repeats):
-        for name in (list(fns) if r % 2 == 0 else list(reversed(fns))):
-            start = time.perf_counter()
-            fns[name]()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
 
 
 def passages(docs, n: int) -> list[str]:

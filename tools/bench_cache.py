@@ -18,6 +18,7 @@ import numpy as np
 
 from ragexp.index.cache import EmbeddingCache, _digests
 from ragexp.index.embedders import EmbedderIdentity
+from tools.timing import best_of
 
 Row = namedtuple("Row", "name ours ref ratio target ok")
 
@@ -35,7 +36,6 @@ class RandomEmbedder:
 
 
 def cache_rows(n: int = 100_000, dim: int = 384) -> tuple[list[Row], list[str]]:
-    from tools.bench import best_of  # bench imports this module
     words = "lease broker queue snapshot retry partition leader follower segment".split()
     lengths = np.random.default_rng(7).integers(20, 140, size=n)  # embedded in length order
     texts = [f"passage {i}: " + " ".join(words[(i + j) % len(words)] for j in range(m))
