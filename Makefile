@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast check-golden run sweep tables report hero walkthrough own-docs bench bench-scale ui screenshot gate clean
+.PHONY: help install test test-fast check-golden run sweep tables report hero walkthrough own-docs bench bench-scale architecture ui screenshot gate clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -54,6 +54,9 @@ bench: ## benchmarks: one table of ratios measured side by side, into docs/bench
 
 bench-scale: ## scale benchmark on synthetic BEIR folders of 10k, 100k, 1M passages, into docs/benchmarks.md (long)
 	$(BIN)/python -m tools.bench_scale --readme docs/benchmarks.md
+
+architecture: ## regenerate docs/architecture.md from the source (packages, modules, imports)
+	$(BIN)/python -m tools.architecture --out docs/architecture.md
 
 gate: ## quality gate: make gate RUN=<run id> [AGAINST=champion|<run id>]; exit 1 on a regression
 	$(if $(RUN),,$(error make gate needs RUN=<run id>))
