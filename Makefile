@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast check-golden run sweep tables report hero walkthrough own-docs bench bench-scale ui screenshot gate clean
+.PHONY: help install test test-fast check-golden run sweep tables report hero walkthrough own-docs bench bench-scale architecture ui screenshot gate clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -35,27 +35,29 @@ run: ## one experiment on the defaults
 sweep: ## the full named ablation set as one multirun (one parent MLflow run)
 	$(BIN)/python -m ragexp -m '+ablation=glob(*)'
 
-tables: ## regenerate the README's golden-set counts and result tables (MLflow store)
-	$(BIN)/python -m ragexp.data.golden check --readme README.md
-	$(BIN)/python -m ragexp.cli.tables --confirm --readme README.md
+tables: ## regenerate docs/results.md: golden-set counts, result tables (confirms the dev winner on test)
+	$(BIN)/python -m tools.write_tables docs/results.md --confirm
 
 report: ## the latest sweep's page: report.html (also logged on the sweep's parent run)
 	$(BIN)/ragexp report --html report.html
 
-hero: ## the README's hero image: which configuration wins on which kind (latest handbook sweep)
+hero: ## the README's hero image docs/wins-by-kind.png: which configuration wins on which kind
 	$(BIN)/ragexp report --chart docs/wins-by-kind.png
 
-walkthrough: ## run compare -> promote -> search/ask/serve and record it in the README
-	$(BIN)/python -m tools.walkthrough --readme README.md
+walkthrough: ## run compare -> promote -> search/ask/serve -> traces; record it in docs/serving.md
+	$(BIN)/python -m tools.walkthrough --readme docs/serving.md
 
-own-docs: ## run the README's "Evaluate your own documents" commands in a fresh folder and record them
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tools.owndocs --readme README.md
+own-docs: ## run the commands of docs/own-docs.md in a fresh folder and record them there
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tools.owndocs --readme docs/own-docs.md
 
-bench: ## benchmarks: prints one table of ratios measured side by side
-	$(BIN)/python -m tools.bench --readme README.md
+bench: ## benchmarks: one table of ratios measured side by side, into docs/benchmarks.md
+	$(BIN)/python -m tools.bench --readme docs/benchmarks.md
 
-bench-scale: ## scale benchmark on synthetic BEIR folders of 10k, 100k and 1M passages (long)
-	$(BIN)/python -m tools.bench_scale --readme README.md
+bench-scale: ## scale benchmark on synthetic BEIR folders of 10k, 100k, 1M passages, into docs/benchmarks.md (long)
+	$(BIN)/python -m tools.bench_scale --readme docs/benchmarks.md
+
+architecture: ## regenerate docs/architecture.md from the source (packages, modules, imports)
+	$(BIN)/python -m tools.architecture --out docs/architecture.md
 
 gate: ## quality gate: make gate RUN=<run id> [AGAINST=champion|<run id>]; exit 1 on a regression
 	$(if $(RUN),,$(error make gate needs RUN=<run id>))
@@ -64,7 +66,7 @@ gate: ## quality gate: make gate RUN=<run id> [AGAINST=champion|<run id>]; exit 
 ui: ## MLflow UI on the store runs go to (http://127.0.0.1:5000), or the tracking server's URL
 	$(BIN)/ragexp ui
 
-screenshot: ## screenshots (headless Chromium): MLflow UI comparing the ablation runs; serve's page
+screenshot: ## screenshots (headless Chromium) in docs/: MLflow UI comparing the ablation runs; serve's page
 	$(BIN)/python -m tools.screenshot docs/mlflow-ui.png
 	$(BIN)/python -m tools.screenshot --page docs/serve-page.png
 

@@ -13,8 +13,9 @@ verdict is on their ratio (both throughputs are printed so a slow machine is vis
    ``np.load`` of the same matrix, and its disk use against the raw vectors (``bench_cache.py``);
 6. MLflow Tracing of served answers, on against off (``bench_traces.py``).
 
-``python -m tools.bench [--readme README.md]``; exits 1 if a target fails, 2 if the README lacks
-its ``<!-- bench:start -->`` / ``<!-- bench:end -->`` markers (then nothing is written).
+``python -m tools.bench [--readme docs/benchmarks.md]`` (``make bench``); exits 1 if a target
+fails, 2 if that page lacks its ``<!-- bench:start -->`` / ``<!-- bench:end -->`` markers (then
+nothing is written).
 """
 
 from __future__ import annotations
@@ -211,7 +212,8 @@ def render(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.bench",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--readme", help="replace the bench block of this markdown file")
+    parser.add_argument("--readme", help="replace the bench block of this markdown file "
+                        "(make bench: docs/benchmarks.md)")
     parser.add_argument("--corpus", default=shipped.path("handbook/corpus"))
     parser.add_argument("--golden", default=shipped.path("handbook/golden"),
                         help="its questions are the queries")

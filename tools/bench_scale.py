@@ -24,8 +24,9 @@ process, so parallel sizes slow absolute times, not the comparisons.
 The growth exponent of a stage between sizes n1 < n2 is ``log(t2 / t1) / log(n2 / n1)`` (1 =
 linear). Peak memory is compared with the vectors plus the BM25 sparse matrices.
 
-``python -m tools.bench_scale [--sizes 10000,100000,1000000] [--readme README.md]``; exits 1 if
-a target fails, 2 if the README lacks its ``bench-scale`` markers.
+``python -m tools.bench_scale [--sizes 10000,100000,1000000] [--readme docs/benchmarks.md]``
+(``make bench-scale``); exits 1 if a target fails, 2 if that page lacks its ``bench-scale``
+markers. The block it writes names the command that measured it.
 """
 
 from __future__ import annotations
@@ -334,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1,
                         help="sizes measured at once, each in its own process (more than 1 "
                              "slows each: their absolute times then include contention)")
-    parser.add_argument("--readme")
+    parser.add_argument("--readme", help="replace the bench-scale block of this markdown file "
+                        "(make bench-scale: docs/benchmarks.md)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--one-queries", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--log-only", action="store_true", help=argparse.SUPPRESS)

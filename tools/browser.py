@@ -1,4 +1,4 @@
-"""Headless Chromium for the README's screenshots and the page's browser tests.
+"""Headless Chromium for the docs' screenshots and the page's browser tests.
 
 The browser and its driver come from the system (Debian's ``chromium`` and ``chromium-driver``,
 the same version), never downloaded: Selenium is given both paths, so its driver manager has

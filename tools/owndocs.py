@@ -1,7 +1,8 @@
-"""Record "Evaluate your own documents" for the README (``make own-docs``): the documented
-commands, run as written in a fresh temporary folder outside the repository, with their output.
+"""Record the commands of ``docs/own-docs.md`` in its ``own-docs`` block (``make own-docs``): the
+documented commands, run as written in a fresh temporary folder outside the repository, with
+their output.
 
-Each command string is what the README shows and what ``bash -c`` ran, in that folder. The
+Each command string is what the page shows and what ``bash -c`` ran, in that folder. The
 Hydra job log of a sweep is long; only ragexp's own lines are kept, and the block says how many
 log lines were left out.
 """
@@ -28,7 +29,7 @@ KEEP = ("run ", "sweep done", "  skipped", "  FAILED", "wrote ", "Next", "  ", "
 
 def run(command: str, cwd: Path) -> str:
     """``$ command`` and its output (ragexp's lines; Hydra's INFO log lines counted, not shown).
-    Raises ``RuntimeError`` with the output when the command fails: a README must not record a
+    Raises ``RuntimeError`` with the output when the command fails: a page must not record a
     failure as if it were the documented behaviour."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
            "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
@@ -53,7 +54,8 @@ def build() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.owndocs", description=__doc__)
-    p.add_argument("--readme", help="write the output into this file's own-docs block")
+    p.add_argument("--readme", help="write the output into this markdown file's own-docs block "
+                   "(make own-docs: docs/own-docs.md)")
     args = p.parse_args(argv)
     if not has_block(args.readme, "own-docs"):
         return 2

@@ -1,5 +1,6 @@
-"""Regenerated README blocks: each lives between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``
-and is written only by the command that measures it, never by hand."""
+"""Regenerated blocks of the markdown pages (``docs/*.md``): each lives between
+``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` and is written only by the command that
+measures it, never by hand. The commands' ``--readme PAGE`` takes any markdown file."""
 
 from __future__ import annotations
 

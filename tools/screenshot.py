@@ -1,4 +1,4 @@
-"""``make screenshot``: the README's pictures, rendered by headless Chromium into PNGs.
+"""``make screenshot``: the docs' pictures, rendered by headless Chromium into PNGs under ``docs/``.
 
 - ``python -m tools.screenshot OUT``: the MLflow UI comparing the latest ablation runs. Starts
   ``mlflow ui`` on a free loopback port in its own process group (MLflow 3 starts job workers

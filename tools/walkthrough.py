@@ -1,7 +1,7 @@
 """Run sweep -> compare -> promote -> search/ask/serve (traced, one answer marked wrong) ->
 ``traces mine`` -> ``traces accept`` -> ``mlflow models serve`` on the local store and record the
-real output in the README's ``walkthrough`` block (``make walkthrough``; needs ``make sweep``
-first).
+real output in the ``walkthrough`` block of ``docs/serving.md`` (``make walkthrough``; needs
+``make sweep`` first).
 
 Each step is recorded as one command line, and that very string is what runs: split as a shell
 splits it (``shlex``), executed without a shell, with this interpreter's ``bin/`` first on
@@ -141,7 +141,8 @@ def build(experiment: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.walkthrough", description=__doc__)
     p.add_argument("--experiment", default="ragexp-handbook")
-    p.add_argument("--readme", help="write the output into this file's walkthrough block")
+    p.add_argument("--readme", help="write the output into this markdown file's walkthrough "
+                   "block (make walkthrough: docs/serving.md)")
     args = p.parse_args(argv)
     if not has_block(args.readme, "walkthrough"):
         return 2

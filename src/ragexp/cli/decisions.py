@@ -1,4 +1,4 @@
-"""Tables of the decision a sweep ends in (``ragexp report``; part of ``make tables``).
+"""Tables for the decision a sweep ends in (``docs/results.md``; part of ``make tables``).
 
 - **Tied with the best**: the ablation with the best mean objective on dev, and every ablation
   tested against it (paired, Holm over those tests); tied = not significantly worse.

@@ -328,8 +328,8 @@ def parser() -> argparse.ArgumentParser:
                                      "champion")
         s.add_argument("--model", default=MODEL_NAME)
         s.set_defaults(fn=fn)
-    r = sub.add_parser("report", help="the README's result tables (markdown); with --html OUT "
-                                      "one standalone page for a sweep")
+    r = sub.add_parser("report", help="the result tables (markdown, as in docs/results.md); "
+                                      "with --html OUT one standalone page for a sweep")
     r.add_argument("--experiment", default="ragexp-handbook")
     r.add_argument("--html", metavar="OUT", help="write the sweep's page here (and log it as "
                    "report.html on the sweep's parent run)")
