@@ -18,7 +18,6 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
-from omegaconf import DictConfig, ListConfig, OmegaConf
 
 OLD_PATHS = {f"ragexp.{old}": f"ragexp.{new}" for old, new in {
     "tokens": "text.tokens", "sections": "text.sections",
@@ -88,6 +87,8 @@ def target(path: str) -> str:
 def upgrade(cfg):
     """A copy of a recorded config (an OmegaConf ``DictConfig``) whose every ``_target_`` names
     today's path (``target``); the config itself is not changed."""
+    # defer heavy import
+    from omegaconf import DictConfig, ListConfig, OmegaConf
 
     out = cfg.copy()
 

@@ -28,10 +28,10 @@ from typing import Any
 from filelock import FileLock
 
 from ragexp.errors import RagexpError
-from ragexp.index import stagestore
 from ragexp.tracking.failures import describe
 
 log = logging.getLogger(__name__)
+PACKAGE = Path(__file__).resolve().parents[1]  # .../ragexp
 
 PARENT_ENV = "RAGEXP_PARENT_RUN_ID"
 MODEL_NAME = "ragexp-serving"  # registered model whose alias ALIAS is served
@@ -171,7 +171,10 @@ def code_identity() -> str:
         version = metadata.version("ragexp")
     except metadata.PackageNotFoundError:
         version = "0+unknown"
-    return f"{version}+src.{stagestore.source_hash(stagestore.PACKAGE)[:12]}"
+    # defer heavy import
+    from ragexp.index import stagestore  # numpy, for the stage keys
+
+    return f"{version}+src.{stagestore.source_hash(PACKAGE)[:12]}"
 
 
 def find_finished(experiment_id: str, chash: str) -> str | None:
@@ -184,9 +187,9 @@ def find_finished(experiment_id: str, chash: str) -> str | None:
 def git_commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=5, cwd=stagestore.PACKAGE)
+                             timeout=5, cwd=PACKAGE)
         dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True,
-                               timeout=5, cwd=stagestore.PACKAGE).stdout.strip()
+                               timeout=5, cwd=PACKAGE).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else "unknown"
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
