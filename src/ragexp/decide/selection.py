@@ -17,8 +17,8 @@ comparison with the sweep's baseline, and the runs tied with the best.
   ``ragexp.tied_with_best`` and metric ``best.<key>``; every run of this sweep gets the metric
   ``selection.tied_with_best`` (1 or 0).
 
-``summarise_sweep`` is called from ``tracking.SweepCallback.on_multirun_end``, when every job has
-finished whatever order they ran in.
+``summarise_sweep`` is called from ``ragexp.run.sweep.SweepCallback.on_multirun_end``, when every
+job has finished whatever order they ran in.
 """
 
 from __future__ import annotations
