@@ -15,8 +15,8 @@ from conftest import CORPUS, GOLDEN
 
 import ragexp.index.stagestore as stagestore
 from ragexp.data.datasets import MarkdownDataset
-from ragexp.index.cache import EmbeddingCache
 from ragexp.index.bm25 import BM25Params
+from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.stagestore import StageStore, forget_memory, stage_key
 from ragexp.run.build import Stages
