@@ -93,6 +93,28 @@ def _end(run_id: str, status: str, error: str = "", trace: str = "") -> None:
     c.set_terminated(run_id, status)
 
 
+def _record_failure(run_id: str, box: Outbox, exc: BaseException, output_dir: str | None,
+                    overrides: str) -> None:
+    """End ``run_id`` ``KILLED`` (a stop signal) or ``FAILED`` (anything else: ``ragexp.error``
+    tag, the traceback as ``error.txt`` in the store and in the record ``box``); its status file
+    says ``PENDING_SYNC`` instead when its results are only on disk. Called while ``exc`` is
+    being handled; a store that cannot mark the run is logged, never raised."""
+    status = "KILLED" if lifecycle.interruption(exc) else "FAILED"
+    sig = lifecycle.signal_received() or getattr(exc, "signum", signal.SIGINT)
+    error = (error_summary(exc) if status == "FAILED"
+             else f"stopped by {signal.Signals(sig).name}")
+    trace = traceback.format_exc()
+    (box.root / "error.txt").write_text(trace)
+    try:
+        _end(run_id, status, error, trace)
+    except Exception as end_exc:  # the store may be why we are here
+        log.error("could not mark run %s %s: %s", run_id, status, end_exc)
+    pending = box.read().get("state") == "pending"
+    write_status(output_dir, status="PENDING_SYNC" if pending else status,
+                 run_id=run_id, overrides=overrides, error=error[:500], record=str(box.root))
+    lifecycle.closed(run_id)
+
+
 @contextmanager
 def tracked_run(experiment_id: str, *, run_name: str | None, tags: dict[str, str],
                 params: dict[str, Any], output_dir: str | None = None,
@@ -123,21 +145,7 @@ def tracked_run(experiment_id: str, *, run_name: str | None, tags: dict[str, str
         yield TrackedRun(run_id, box)
     except BaseException as exc:
         with lifecycle.signals_deferred():
-            status = "KILLED" if lifecycle.interruption(exc) else "FAILED"
-            sig = lifecycle.signal_received() or getattr(exc, "signum", signal.SIGINT)
-            error = (error_summary(exc) if status == "FAILED"
-                     else f"stopped by {signal.Signals(sig).name}")
-            trace = traceback.format_exc()
-            (box.root / "error.txt").write_text(trace)
-            try:
-                _end(run_id, status, error, trace)
-            except Exception as end_exc:  # the store may be why we are here
-                log.error("could not mark run %s %s: %s", run_id, status, end_exc)
-            pending = box.read().get("state") == "pending"
-            write_status(output_dir, status="PENDING_SYNC" if pending else status,
-                         run_id=run_id, overrides=overrides, error=error[:500],
-                         record=str(box.root))
-            lifecycle.closed(run_id)
+            _record_failure(run_id, box, exc, output_dir, overrides)
         raise
     with lifecycle.signals_deferred():
         try:
