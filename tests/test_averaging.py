@@ -19,6 +19,7 @@ from ragexp.evaluation.metrics import aggregate, per_query
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.records import Query
+from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import WholeDocumentChunker
@@ -97,9 +98,10 @@ def test_beir_query_judged_all_zero_counts_with_zero(tmp_path, caplog):
     assert len(zero) == 1 and "q2" in zero[0] and "every grade 0" in zero[0]
     assert "q3" not in zero[0] and "q2" not in left_out[0]
 
-    result = run_experiment(ds, WholeDocumentChunker(), lambda: HashEmbedder(), BM25Retriever,
-                            NoReranker(), LexicalSignal(), measures=parse_all(["nDCG@10"]),
-                            k=10, cache=EmbeddingCache(str(tmp_path / "c")), progress=False)
+    result = run_experiment(ds, Stages(WholeDocumentChunker(), lambda: HashEmbedder(),
+                                       BM25Retriever, NoReranker(), LexicalSignal(),
+                                       cache=EmbeddingCache(str(tmp_path / "c"))),
+                            measures=parse_all(["nDCG@10"]), k=10, progress=False)
     run = [ScoredDoc(q, d, s) for q, sc in result.ranking.items() for d, s in sc.items()]
     ref = ir_measures.calc_aggregate([ir_measures.parse_measure("nDCG@10")],
                                      [Qrel("q1", "d1", 1), Qrel("q2", "d2", 0),

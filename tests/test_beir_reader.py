@@ -20,6 +20,7 @@ from ragexp.data.datasets import BeirDataset
 from ragexp.data.readers import shown
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
+from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import WholeDocumentChunker
@@ -80,9 +81,9 @@ def test_the_same_data_with_distinct_ids_scores_rr_one(tmp_path):
                                           "queries.jsonl": jsonl(queries),
                                           "qrels/test.tsv": QRELS + "q3\td3\t1\n"})
     ds = BeirDataset(path=str(root))
-    result = run_experiment(ds, WholeDocumentChunker(), HashEmbedder, BM25Retriever, NoReranker(),
-                            LexicalSignal(), cache=EmbeddingCache(str(tmp_path / "c")),
-                            progress=False)
+    result = run_experiment(ds, Stages(WholeDocumentChunker(), HashEmbedder, BM25Retriever,
+                                       NoReranker(), LexicalSignal(),
+                                       cache=EmbeddingCache(str(tmp_path / "c"))), progress=False)
     assert list(result.per_question["id"]) == ["q1", "q2", "q3"]
     assert result.metrics["rr_at_10"] == 1.0
     assert len(result.chunks) == 3

@@ -13,9 +13,10 @@ import pytest
 from conftest import jsonl, write_tree
 
 from ragexp.data.datasets import BeirDataset
-from ragexp.index.bm25 import METHODS, BM25Index, idf
+from ragexp.index.bm25 import METHODS, BM25Index, BM25Params, idf
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
+from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import WholeDocumentChunker
@@ -57,7 +58,7 @@ def random_case(seed: int):
 @pytest.mark.parametrize("seed", range(12))
 def test_every_method_scores_equal_bm25s_on_random_corpora(method, seed):
     docs, queries, params = random_case(seed)
-    ours = BM25Index(method=method, **params).fit_terms(docs)
+    ours = BM25Index(BM25Params(method=method, **params)).fit_terms(docs)
     ref = reference(docs, method, **params)
     texts = [" ".join(q) for q in queries]
     assert [tokenize(t) for t in texts] == queries
@@ -87,7 +88,7 @@ def test_every_method_scores_equal_bm25s_on_random_corpora(method, seed):
 @pytest.mark.parametrize("method", METHODS)
 def test_explain_sums_to_the_score_for_every_method(method):
     docs, queries, params = random_case(99)
-    index = BM25Index(method=method, **params).fit_terms(docs)
+    index = BM25Index(BM25Params(method=method, **params)).fit_terms(docs)
     texts = [" ".join(q) for q in queries]
     scores = index.score(texts)
     for row, text in enumerate(texts):
@@ -105,7 +106,7 @@ def handbook(chunks, golden):
 @pytest.mark.parametrize("method", METHODS)
 def test_handbook_scores_equal_bm25s(handbook, method):
     docs, questions = handbook
-    ours = BM25Index(method=method).fit_terms(docs).score(questions)
+    ours = BM25Index(BM25Params(method=method)).fit_terms(docs).score(questions)
     ref = reference(docs, method)
     want = np.stack([ref_scores(ref, tokenize(q), len(docs)) for q in questions])
     np.testing.assert_allclose(ours, want, rtol=1e-9, atol=1e-6)
@@ -113,12 +114,21 @@ def test_handbook_scores_equal_bm25s(handbook, method):
 
 
 def test_lucene_idf_is_the_default_and_positive_for_every_df():
-    assert BM25Index().method == "lucene"
+    assert BM25Index().params.method == "lucene"
     n = 4
     df = np.arange(1, n + 1)
     np.testing.assert_allclose(idf("lucene", df, n), np.log(1 + (n - df + 0.5) / (df + 0.5)))
     assert (idf("lucene", df, n) > 0).all()
     assert idf("robertson", 2, 4) == 0 and idf("robertson", 3, 4) == 0  # floored, not negative
+
+
+def test_the_bm25_group_and_its_one_value_have_the_same_keys_and_defaults():
+    """``build.bm25_params`` makes a ``BM25Params`` of the ``bm25`` config group."""
+    from dataclasses import asdict
+
+    from ragexp.run.schema import BM25Conf
+
+    assert asdict(BM25Conf()) == asdict(BM25Params())
 
 
 def _two_of_four(tmp_path):
@@ -134,10 +144,10 @@ def _two_of_four(tmp_path):
 @pytest.mark.parametrize("method", METHODS)
 def test_query_term_in_two_of_four_documents_retrieves_both(tmp_path, method):
     """The issue's example: Okapi idf ln((4 - 2 + 0.5) / (2 + 0.5)) = 0 used to drop both."""
-    result = run_experiment(BeirDataset(str(_two_of_four(tmp_path))), WholeDocumentChunker(),
-                            lambda: HashEmbedder(), BM25Retriever, NoReranker(), LexicalSignal(),
-                            cache=EmbeddingCache(str(tmp_path / "emb")), progress=False,
-                            bm25_method=method)
+    stages = Stages(WholeDocumentChunker(), lambda: HashEmbedder(), BM25Retriever, NoReranker(),
+                    LexicalSignal(), cache=EmbeddingCache(str(tmp_path / "emb")),
+                    bm25=BM25Params(method=method))
+    result = run_experiment(BeirDataset(str(_two_of_four(tmp_path))), stages, progress=False)
     assert set(result.ranking["q1"]) == {"d0", "d2"}
     assert result.metrics["r_at_10"] == 1.0 and result.metrics["rr_at_10"] == 1.0
     qrels = [ir_measures.Qrel("q1", "d0", 1), ir_measures.Qrel("q1", "d2", 1)]
@@ -149,7 +159,8 @@ def test_query_term_in_two_of_four_documents_retrieves_both(tmp_path, method):
 @pytest.mark.parametrize("method", ["robertson", "atire"])
 def test_documents_holding_a_term_are_kept_at_score_zero_behind_positive_ones(method):
     # "common" is in every document: robertson and atire both give it idf 0.
-    index = BM25Index(method=method).fit(["common rare", "common", "common", "common other"])
+    index = BM25Index(BM25Params(method=method)).fit(
+        ["common rare", "common", "common", "common other"])
     assert index.idf[index.vocab["common"]] == 0
     idx, scores = index.top_k(["common rare", "common"], 10)
     assert idx[0].tolist() == [0, 1, 2, 3] and scores[0, 0] > 0 and (scores[0, 1:] == 0).all()
@@ -179,7 +190,8 @@ def test_unknown_query_terms_score_nothing_and_count_as_rarest():
 
 @pytest.mark.parametrize("method", METHODS)
 def test_duplicate_query_terms_count_twice(method):
-    index = BM25Index(method=method).fit(["alpha beta", "gamma delta", "epsilon"])
+    index = BM25Index(BM25Params(method=method)).fit(
+        ["alpha beta", "gamma delta", "epsilon"])
     once, twice = index.score(["alpha", "alpha alpha"])
     np.testing.assert_allclose(twice, 2 * once)
 
@@ -188,7 +200,7 @@ def test_duplicate_query_terms_count_twice(method):
 def test_score_bound_is_the_supremum_of_the_score(method):
     # One document repeats the term ever more: its score climbs to the bound but stays below.
     docs = [["tok"] * n + ["pad"] for n in (1, 10, 10_000)] + [["other"]] * 5
-    index = BM25Index(method=method).fit_terms(docs)
+    index = BM25Index(BM25Params(method=method)).fit_terms(docs)
     bound = index.score_bound(["tok"])
     scores = index.score(["tok"])[0]
     assert scores[0] < scores[1] < scores[2] < bound
@@ -204,7 +216,7 @@ def test_corpus_without_any_term_fits_and_retrieves_nothing():
 
 def test_bad_method_and_empty_corpus_raise():
     with pytest.raises(ValueError, match="bm25.method='okapi'.*lucene, robertson"):
-        BM25Index(method="okapi")
+        BM25Index(BM25Params(method="okapi"))
     with pytest.raises(ValueError):
         BM25Index().fit([])
 
@@ -233,7 +245,7 @@ def test_top_k_equals_a_full_sort_on_a_larger_corpus(method, k):
     docs = [list(rng.choice(VOCAB, size=int(rng.integers(0, 8)), p=p / p.sum()))
             for _ in range(6000)]
     docs += [["rare"]] * 3
-    index = BM25Index(method=method).fit_terms(docs)
+    index = BM25Index(BM25Params(method=method)).fit_terms(docs)
     queries = [["t00"], ["t00", "t01", "t01"], ["t11"], ["rare"], ["rare", "t00"], ["t05", "t09"]]
     texts = [" ".join(q) for q in queries]
     idx, scores = index.top_k(texts, k)
@@ -278,7 +290,7 @@ def test_fit_from_arrays_gives_the_weights_of_the_definition_bit_for_bit(method)
     p = 1 / np.arange(1, 401) ** 1.1
     docs = [list(rng.choice(vocab, size=int(rng.integers(0, 80)), p=p / p.sum()))
             for _ in range(600)] + [[]]
-    fitted = BM25Index(k1=1.2, b=0.7, method=method, delta=0.5).fit_terms(
+    fitted = BM25Index(BM25Params(k1=1.2, b=0.7, method=method, delta=0.5)).fit_terms(
         TokenMatrix.build(docs, analyse=lambda terms: terms))
     order: dict[str, int] = {}
     for d in docs:

@@ -14,6 +14,7 @@ from ragexp.data.datasets import BeirDataset, BeirFormatError, MarkdownDataset
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.records import Chunk
+from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker
@@ -119,9 +120,10 @@ def test_beir_with_no_judged_query_is_refused(tmp_path):
 def test_run_experiment_on_beir_scores_documents(tmp_path, caplog):
     ds = BeirDataset(path=str(_beir(tmp_path)))
     with caplog.at_level(logging.WARNING):
-        result = run_experiment(ds, MarkdownChunker(max_words=10, overlap_words=0),
-                                lambda: HashEmbedder(), BM25Retriever, NoReranker(),
-                                LexicalSignal(), cache=EmbeddingCache(str(tmp_path / "c")),
+        result = run_experiment(ds, Stages(MarkdownChunker(max_words=10, overlap_words=0),
+                                           lambda: HashEmbedder(), BM25Retriever, NoReranker(),
+                                           LexicalSignal(),
+                                           cache=EmbeddingCache(str(tmp_path / "c"))),
                                 progress=False)
     # Documents are split into several chunks, so chunk and document rankings differ.
     assert len(result.chunks) > len(ds.documents())
@@ -199,9 +201,9 @@ def test_beir_unanswerable_marker_keeps_unjudged_queries_for_the_abstain_curve(t
     assert kinds == {"q1": "general", "q2": "bogus", "q3": "identifier",
                      "u1": "unanswerable", "u2": "unanswerable"}
     assert set(ds.qrels([])) == {"q1", "q2", "q3"}
-    result = run_experiment(ds, MarkdownChunker(max_words=10, overlap_words=0),
-                            lambda: HashEmbedder(), BM25Retriever, NoReranker(),
-                            LexicalSignal(), cache=EmbeddingCache(str(tmp_path / "c")),
+    result = run_experiment(ds, Stages(MarkdownChunker(max_words=10, overlap_words=0),
+                                       lambda: HashEmbedder(), BM25Retriever, NoReranker(),
+                                       LexicalSignal(), cache=EmbeddingCache(str(tmp_path / "c"))),
                             progress=False)
     assert result.abstain is not None and "abstain.auc" in result.metrics
     table = result.per_question.set_index("id")

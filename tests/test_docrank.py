@@ -16,6 +16,7 @@ from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.resources import Resources
 from ragexp.records import ordered
+from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
@@ -34,9 +35,10 @@ def _ir_measures(doc_scores: dict[str, float], qrels: dict[str, int]) -> dict[st
 
 
 def _run(root, chunker, make_retriever, k, tmp_path):
-    return run_experiment(BeirDataset(path=str(root)), chunker, lambda: HashEmbedder(),
-                          make_retriever, NoReranker(), LexicalSignal(), k=k, measures=AT_10,
-                          cache=EmbeddingCache(str(tmp_path / "cache")), progress=False)
+    stages = Stages(chunker, lambda: HashEmbedder(), make_retriever, NoReranker(),
+                    LexicalSignal(), cache=EmbeddingCache(str(tmp_path / "cache")))
+    return run_experiment(BeirDataset(path=str(root)), stages, k=k, measures=AT_10,
+                          progress=False)
 
 
 # -- the growth rule ------------------------------------------------------------------------

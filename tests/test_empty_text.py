@@ -12,6 +12,7 @@ from ragexp.data.datasets import BeirDataset
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.flat import FlatIPIndex
+from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import DenseSignal, LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
@@ -39,8 +40,9 @@ def _beir(tmp_path, queries=QUERIES, qrels=QRELS):
 
 def _run(tmp_path, dataset, retriever, chunker=WholeDocumentChunker(), signal=DenseSignal(),
          reranker=NoReranker()):
-    return run_experiment(dataset, chunker, lambda: HashEmbedder(), RETRIEVERS[retriever],
-                          reranker, signal, cache=EmbeddingCache(str(tmp_path / "emb")),
+    return run_experiment(dataset, Stages(chunker, lambda: HashEmbedder(), RETRIEVERS[retriever],
+                                          reranker, signal,
+                                          cache=EmbeddingCache(str(tmp_path / "emb"))),
                           progress=False)
 
 

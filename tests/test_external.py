@@ -10,6 +10,7 @@ from ragexp.data.datasets import MarkdownDataset
 from ragexp.data.trec import write_run
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
+from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker
@@ -35,9 +36,10 @@ def dataset(tmp_path, unit):
 
 
 def run(ds, tmp_path, make_retriever):
-    return run_experiment(ds, MarkdownChunker(max_words=10, overlap_words=0),
-                          lambda: HashEmbedder(), make_retriever, NoReranker(), LexicalSignal(),
-                          cache=EmbeddingCache(str(tmp_path / "c")), progress=False)
+    return run_experiment(ds, Stages(MarkdownChunker(max_words=10, overlap_words=0),
+                                     lambda: HashEmbedder(), make_retriever, NoReranker(),
+                                     LexicalSignal(), cache=EmbeddingCache(str(tmp_path / "c"))),
+                          progress=False)
 
 
 @pytest.mark.parametrize("unit", ["chunk", "section", "document"])

@@ -15,6 +15,7 @@ from ragexp.evaluation.measures import DEFAULT
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.records import ordered
+from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import DenseSignal, LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker
@@ -39,16 +40,17 @@ def cache_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def bm25_run(dataset, cache_dir):
-    return run_experiment(dataset, MarkdownChunker(), lambda: HashEmbedder(), BM25Retriever,
-                          LexicalReranker(top_n=20), LexicalSignal(),
-                          cache=EmbeddingCache(cache_dir), progress=False)
+    return run_experiment(dataset, Stages(MarkdownChunker(), lambda: HashEmbedder(), BM25Retriever,
+                                          LexicalReranker(top_n=20), LexicalSignal(),
+                                          cache=EmbeddingCache(cache_dir)), progress=False)
 
 
 @pytest.fixture(scope="module")
 def hybrid_run(dataset, cache_dir):
-    return run_experiment(dataset, MarkdownChunker(), lambda: HashEmbedder(),
-                          lambda res: HybridRetriever(res, depth=50), NoReranker(),
-                          DenseSignal(), cache=EmbeddingCache(cache_dir), progress=False)
+    return run_experiment(dataset, Stages(MarkdownChunker(), lambda: HashEmbedder(),
+                                          lambda res: HybridRetriever(res, depth=50), NoReranker(),
+                                          DenseSignal(), cache=EmbeddingCache(cache_dir)),
+                          progress=False)
 
 
 @pytest.fixture(params=["bm25", "hybrid"])
@@ -148,9 +150,10 @@ def test_cache_counts_and_a_warm_rerun(hybrid_run, dataset, cache_dir, golden):
     n_texts = len(hybrid_run.chunks) + len({q.text for q in golden})
     assert hybrid_run.metrics["cache.misses"] == n_texts
     assert hybrid_run.metrics["cache.hits"] == len(golden)
-    again = run_experiment(dataset, MarkdownChunker(), lambda: HashEmbedder(),
-                           lambda res: HybridRetriever(res, depth=50), NoReranker(),
-                           DenseSignal(), cache=EmbeddingCache(cache_dir), progress=False)
+    again = run_experiment(dataset, Stages(MarkdownChunker(), lambda: HashEmbedder(),
+                                           lambda res: HybridRetriever(res, depth=50), NoReranker(),
+                                           DenseSignal(), cache=EmbeddingCache(cache_dir)),
+                           progress=False)
     assert again.metrics["cache.misses"] == 0
     assert again.metrics["cache.hits"] == n_texts + len(golden)
     for key in MEASURE_KEYS:
@@ -164,10 +167,12 @@ def test_answer_settings_trade_answers_for_refusals(dataset, cache_dir, bm25_run
     from ragexp.answer.extractive import ExtractiveAnswerer as Answerer
 
     def run(min_overlap):
-        return run_experiment(dataset, MarkdownChunker(), lambda: HashEmbedder(), BM25Retriever,
-                              LexicalReranker(top_n=20), LexicalSignal(),
-                              answerer=Answerer(min_overlap=min_overlap),
-                              cache=EmbeddingCache(cache_dir), progress=False).metrics
+        return run_experiment(dataset, Stages(MarkdownChunker(), lambda: HashEmbedder(),
+                                              BM25Retriever, LexicalReranker(top_n=20),
+                                              LexicalSignal(),
+                                              answerer=Answerer(min_overlap=min_overlap),
+                                              cache=EmbeddingCache(cache_dir)),
+                              progress=False).metrics
 
     loose, strict = run(0.1), run(0.6)
     default = bm25_run.metrics  # min_overlap 0.3

@@ -265,7 +265,7 @@ def test_a_config_older_than_a_setting_serving_reads_is_refused_naming_it(droppe
     message = str(err.value)
     assert "run 0ld" in message and "rerun the experiment" in message
     assert all(f"bm25.{key}" in message for key in dropped)
-    assert Engine(cfg, threshold=0.0, run_id="new").resources.bm25.method == "lucene"
+    assert Engine(cfg, threshold=0.0, run_id="new").resources.bm25.params.method == "lucene"
 
 
 def test_serving_loads_the_runs_stages_instead_of_rebuilding_them(store):

@@ -15,9 +15,11 @@ from conftest import CORPUS, GOLDEN
 
 import ragexp.index.stagestore as stagestore
 from ragexp.data.datasets import MarkdownDataset
+from ragexp.index.bm25 import BM25Params
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.stagestore import StageStore, forget_memory, stage_key
+from ragexp.run.build import Stages
 from ragexp.run.pipeline import LATENCY_SAMPLE, run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker
@@ -63,11 +65,11 @@ def _run(dataset, tmp_path, store, chunker=None, reranker=None, rrf_k=60.0, budg
          k1=1.5, embedder=None):
     embedder = embedder or CountingEmbedder(dim=64)
     return run_experiment(
-        dataset, chunker or CountingChunker(), lambda: embedder,
-        lambda res: HybridRetriever(res, rrf_k=rrf_k, depth=50),
-        reranker or LexicalReranker(top_n=20), LexicalSignal(),
-        cache=EmbeddingCache(str(tmp_path / "emb")), budget=budget, bm25_k1=k1,
-        progress=False, stages=store)
+        dataset, Stages(chunker or CountingChunker(), lambda: embedder,
+                        lambda res: HybridRetriever(res, rrf_k=rrf_k, depth=50),
+                        reranker or LexicalReranker(top_n=20), LexicalSignal(),
+                        cache=EmbeddingCache(str(tmp_path / "emb")), bm25=BM25Params(k1=k1)),
+        budget=budget, progress=False, store=store)
 
 
 def _measured(metrics):
@@ -153,7 +155,7 @@ def test_latency_first_stage_is_searched_once_and_replayed_with_its_time(dataset
     # another query, or another index (BM25 parameters), is searched afresh
     jobs[1].searched_alone("bm25_search", {"q": "other text"}, 10, slow_search(2))
     other = Resources(chunks, lambda: CountingEmbedder(dim=64), stages=store, chunks_key="c",
-                      bm25_k1=1.2)
+                      bm25_params=BM25Params(k1=1.2))
     other.searched_alone("bm25_search", {"q": "text"}, 10, slow_search(3))
     assert calls == [0, 2, 3] and other.replayed == 0
     # without a store (a lone run, serving) every call searches

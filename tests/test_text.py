@@ -18,6 +18,7 @@ from ragexp.index.bm25 import BM25Index
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.records import Chunk
+from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import WholeDocumentChunker
@@ -159,9 +160,9 @@ def multilingual(tmp_path_factory):
 
 
 def test_multilingual_questions_find_their_document_at_rank_1(multilingual, tmp_path):
-    result = run_experiment(BeirDataset(str(multilingual)), WholeDocumentChunker(),
-                            lambda: HashEmbedder(), BM25Retriever, NoReranker(), LexicalSignal(),
-                            cache=EmbeddingCache(str(tmp_path)), progress=False)
+    stages = Stages(WholeDocumentChunker(), lambda: HashEmbedder(), BM25Retriever, NoReranker(),
+                    LexicalSignal(), cache=EmbeddingCache(str(tmp_path)))
+    result = run_experiment(BeirDataset(str(multilingual)), stages, progress=False)
     table = result.per_question.set_index("id")
     for qid, (_, doc) in QUESTIONS.items():
         assert table.loc[qid, "top_item"] == doc

@@ -15,6 +15,7 @@ from ragexp.index.bm25 import BM25Index
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.records import ordered
+from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker
@@ -55,9 +56,9 @@ def _run(tmp_path, unit):
     qfile.write_text(jsonl(QUESTIONS))
     ds = MarkdownDataset(str(corpus), str(qfile), unit=unit)
     chunker = MarkdownChunker(max_words=25, overlap_words=0)
-    result = run_experiment(ds, chunker, lambda: HashEmbedder(), BM25Retriever, NoReranker(),
-                            LexicalSignal(), cache=EmbeddingCache(str(tmp_path / "c")), k=10,
-                            measures=_measures(), progress=False)
+    result = run_experiment(ds, Stages(chunker, lambda: HashEmbedder(), BM25Retriever, NoReranker(),
+                                       LexicalSignal(), cache=EmbeddingCache(str(tmp_path / "c"))),
+                            k=10, measures=_measures(), progress=False)
     return ds, chunker.chunk(ds.documents()), result
 
 

@@ -167,8 +167,12 @@ def _table(qs, scores):
 
 
 def _log(table, overall: dict) -> None:
-    """What a run logs for its per-question table (``app.log_artifacts``): metrics, one CSV
-    artifact and one MLflow table."""
+    """What a run logs for its per-question table, as ``app.run_logged`` does it
+    (``runs.TrackedRun.log``, then ``tracking.log_per_question_table``): the metrics in
+    batches (``tracking.log_batch``), ``per_question.csv`` among the artifacts
+    (``tracking.write_per_question``) and the same table as the MLflow table
+    ``per_question.json``. The run's other artifacts (config, TREC files, abstain curve) are
+    not part of this stage."""
     from ragexp.tracking import store as tracking
 
     c = tracking.client()
@@ -182,7 +186,7 @@ def _log(table, overall: dict) -> None:
 
 
 def _job(data: Path, dim: int, cache: Path, overrides: list[str]) -> float:
-    """One job through the Hydra entry point (``app.run_logged``); its wall time."""
+    """One job as the Hydra entry point runs it (``app.run_logged``); its wall time."""
     from hydra import compose
 
     from ragexp.run.app import run_logged

@@ -233,12 +233,32 @@ def cmd_ui(args) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    """The ``ragexp`` command line: one subcommand per verb, each family added by its own
+    function below, in the order ``ragexp --help`` lists them."""
     # defer heavy import
     from ragexp.tracking.store import MODEL_NAME
 
     p = argparse.ArgumentParser(prog="ragexp", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
+    _add_compare(sub)
+    _add_init(sub)
+    _add_promote_and_gate(sub, MODEL_NAME)
+    _add_confirm(sub)
+    _add_serving(sub, MODEL_NAME)
+    _add_report(sub)
+    _add_ui(sub)
+    # defer heavy import
+    from ragexp.cli.runs import add_parser as add_runs
 
+    add_runs(sub)
+    # defer heavy import
+    from ragexp.cli.traces import add_parser as add_traces
+
+    add_traces(sub)
+    return p
+
+
+def _add_compare(sub) -> None:
     c = sub.add_parser("compare", help="table of runs; paired tests with --baseline")
     c.add_argument("--experiment", help="experiment to list (default: the --parent run's, "
                    "else ragexp-handbook)")
@@ -256,26 +276,31 @@ def parser() -> argparse.ArgumentParser:
                    help="multiple-testing correction over all the table's tests (default holm)")
     c.set_defaults(fn=cmd_compare)
 
+
+def _add_init(sub) -> None:
     i = sub.add_parser("init", help="a starter project: conf/, docs/, questions.jsonl")
     i.add_argument("dir", nargs="?", default=".")
     i.add_argument("--example", action="store_true",
                    help="also copy the Brindle handbook and its questions, to run at once")
     i.set_defaults(fn=cmd_init)
 
+
+def _add_promote_and_gate(sub, model_name: str) -> None:
+    """``promote`` and ``gate``, which share the gate's test settings."""
     pr = sub.add_parser("promote", help="log and register a run's serving model, alias "
                                         "champion")
     pr.add_argument("run_id", help="a run id or a unique prefix of one")
     pr.add_argument("--gate", action="store_true",
                     help="refuse unless it passes the gate against the champion and its gain "
                          "is significant and at least --min-effect (default 0)")
-    pr.add_argument("--model", default=MODEL_NAME)
+    pr.add_argument("--model", default=model_name)
     pr.set_defaults(fn=cmd_promote)
 
     g = sub.add_parser("gate", help="exit 0 if a run is no significant regression against "
                                     "the champion (or --against RUN_ID), else 1")
     g.add_argument("run_id")
     g.add_argument("--against", default="champion", metavar="champion|RUN_ID")
-    g.add_argument("--model", default=MODEL_NAME)
+    g.add_argument("--model", default=model_name)
     g.set_defaults(fn=cmd_gate)
     for s in (pr, g):
         s.add_argument("--measure", action="append", metavar="M",
@@ -290,6 +315,8 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--refusal-slack", type=float, default=0.05,
                        help="cross-validated answerable refusals may exceed the budget by this")
 
+
+def _add_confirm(sub) -> None:
     cf = sub.add_parser("confirm", help="re-evaluate a run and its baseline on the held-out "
                                         "test questions; log the difference on the run")
     cf.add_argument("run_id")
@@ -300,34 +327,43 @@ def parser() -> argparse.ArgumentParser:
     cf.add_argument("--correction", choices=("holm", "bh"), default="holm")
     cf.set_defaults(fn=cmd_confirm)
 
-    for name, fn, help_ in (("search", cmd_search, "ranked chunks for a query"),
-                            ("ask", cmd_ask, "an extractive, cited answer or a refusal"),
-                            ("serve", cmd_serve, "HTTP API (loopback unless keyed)")):
-        s = sub.add_parser(name, help=help_)
-        if name == "search":
-            s.add_argument("query")
-            s.add_argument("-k", type=int, default=5)
-            s.add_argument("--show-text", action="store_true")
-        elif name == "ask":
-            s.add_argument("question")
-            s.add_argument("--json", action="store_true")
-        else:
-            s.add_argument("--host", default="127.0.0.1",
-                           help="address to listen on; a non-loopback one needs --api-key-env "
-                                "or --insecure")
-            s.add_argument("--port", type=int, default=8000)
-            s.add_argument("--api-key-env", metavar="VAR",
-                           help="environment variable holding the API key that every request "
-                                "must send as 'Authorization: Bearer <key>'")
-            s.add_argument("--insecure", action="store_true",
-                           help="allow a non-loopback --host without an API key")
-            s.add_argument("--traces", action=argparse.BooleanOptionalAction, default=None,
-                           help="write an MLflow trace per /answer and /search (default: the "
-                                "run config's traces.enabled, which defaults to on)")
-        s.add_argument("--run", help="serve this run (id or unique prefix) instead of the "
-                                     "champion")
-        s.add_argument("--model", default=MODEL_NAME)
-        s.set_defaults(fn=fn)
+
+def _add_serving(sub, model_name: str) -> None:
+    """``search``, ``ask`` and ``serve``: each its own arguments, then which run it serves."""
+    s = sub.add_parser("search", help="ranked chunks for a query")
+    s.add_argument("query")
+    s.add_argument("-k", type=int, default=5)
+    s.add_argument("--show-text", action="store_true")
+    _add_served_run(s, model_name, cmd_search)
+
+    a = sub.add_parser("ask", help="an extractive, cited answer or a refusal")
+    a.add_argument("question")
+    a.add_argument("--json", action="store_true")
+    _add_served_run(a, model_name, cmd_ask)
+
+    v = sub.add_parser("serve", help="HTTP API (loopback unless keyed)")
+    v.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on; a non-loopback one needs --api-key-env or "
+                        "--insecure")
+    v.add_argument("--port", type=int, default=8000)
+    v.add_argument("--api-key-env", metavar="VAR",
+                   help="environment variable holding the API key that every request must "
+                        "send as 'Authorization: Bearer <key>'")
+    v.add_argument("--insecure", action="store_true",
+                   help="allow a non-loopback --host without an API key")
+    v.add_argument("--traces", action=argparse.BooleanOptionalAction, default=None,
+                   help="write an MLflow trace per /answer and /search (default: the run "
+                        "config's traces.enabled, which defaults to on)")
+    _add_served_run(v, model_name, cmd_serve)
+
+
+def _add_served_run(s, model_name: str, fn) -> None:
+    s.add_argument("--run", help="serve this run (id or unique prefix) instead of the champion")
+    s.add_argument("--model", default=model_name)
+    s.set_defaults(fn=fn)
+
+
+def _add_report(sub) -> None:
     r = sub.add_parser("report", help="the result tables (markdown, as in docs/results.md); "
                                       "with --html OUT one standalone page for a sweep")
     r.add_argument("--experiment", default="ragexp-handbook")
@@ -343,20 +379,13 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
                    help="markdown tables: overrides the sweep added to every ablation")
     r.set_defaults(fn=cmd_report)
+
+
+def _add_ui(sub) -> None:
     u = sub.add_parser("ui", help="MLflow UI for the store runs go to (or the server's URL)")
     u.add_argument("--host", default="127.0.0.1")
     u.add_argument("--port", type=int, default=5000)
     u.set_defaults(fn=cmd_ui)
-
-    # defer heavy import
-    from ragexp.cli.runs import add_parser as add_runs
-
-    add_runs(sub)
-    # defer heavy import
-    from ragexp.cli.traces import add_parser as add_traces
-
-    add_traces(sub)
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:

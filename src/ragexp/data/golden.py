@@ -121,57 +121,76 @@ def _resolve_evidence(qid: str, ev: object, docs: dict[str, Document], bad) -> S
     Three levels: ``{"doc", "quote"}`` (the quote's one occurrence), ``{"doc", "section"}`` (the
     text the heading owns, subsections included: ``sections.py``) and ``{"doc"}`` (the whole
     document). All three are spans, so one relevance rule judges them at any chunking."""
-    if not isinstance(ev, dict) or not isinstance(ev.get("doc"), str):
-        bad(f"{qid}: each evidence item needs a string 'doc' (and optionally a 'quote' or a "
-            f"'section')")
+    problem = _evidence_shape_problem(qid, ev)
+    if problem:
+        bad(problem)
         return None
-    extra = sorted(set(ev) - {"doc", "quote", "section"})
-    if extra:
-        bad(f"{qid}: unknown evidence field(s) {', '.join(map(shown, extra[:5]))} (expected "
-            f"'doc' with an optional 'quote' or 'section')")
-        return None
-    if "quote" in ev and "section" in ev:
-        bad(f"{qid}: evidence names both a quote and a section in {label(ev['doc'])}: "
-            f"give one")
-        return None
-    for key in ("quote", "section"):
-        if key in ev and (not isinstance(ev[key], str) or not ev[key].strip()):
-            bad(f"{qid}: evidence '{key}' must be a non-empty string")
-            return None
     doc = docs.get(ev["doc"])
     if doc is None:
         bad(f"{qid}: document not found in corpus: {label(ev['doc'])}")
         return None
     if "quote" in ev:
-        found = find_quote(doc, ev["quote"])
-        if not found:
-            bad(f"{qid}: quote not found in {label(ev['doc'])}: {shown(ev['quote'])}")
-        elif len(found) > 1:
-            bad(f"{qid}: quote is ambiguous, found {len(found)} times in {label(ev['doc'])}: "
-                f"{shown(ev['quote'])}")
-        else:
-            return found[0]
-        return None
+        return _quote_span(qid, doc, ev["doc"], ev["quote"], bad)
     if "section" in ev:
-        found_sections = find_section(doc, ev["section"])
-        if not found_sections:
-            headings = ", ".join(shown(s.title) for s in outline(doc)[:8]) or "none"
-            bad(f"{qid}: no section {shown(ev['section'], 80)} in {label(ev['doc'])} (its "
-                f"headings: {headings})")
-        elif len(found_sections) > 1:
-            where = ", ".join(f"{shown(s.title)} (line {s.line})" for s in found_sections)
-            bad(f"{qid}: section {shown(ev['section'], 80)} is ambiguous in "
-                f"{label(ev['doc'])}: {where}; give more of its heading path")
-        elif not doc.text[found_sections[0].span.start:found_sections[0].span.end].strip():
-            bad(f"{qid}: section {found_sections[0].title!r} of {label(ev['doc'])} (line "
-                f"{found_sections[0].line}) has no text under its heading")
-        else:
-            return found_sections[0].span
-        return None
+        return _section_span(qid, doc, ev["doc"], ev["section"], bad)
     if not doc.text.strip():
         bad(f"{qid}: document {label(ev['doc'])} is empty")
         return None
     return Span(doc.doc_id, 0, len(doc.text))
+
+
+def _evidence_shape_problem(qid: str, ev: object) -> str | None:
+    """What is wrong with an evidence item's fields (a string ``doc``, at most one of a
+    non-empty ``quote`` or ``section``, nothing else), or None when nothing is."""
+    if not isinstance(ev, dict) or not isinstance(ev.get("doc"), str):
+        return (f"{qid}: each evidence item needs a string 'doc' (and optionally a 'quote' or a "
+                f"'section')")
+    extra = sorted(set(ev) - {"doc", "quote", "section"})
+    if extra:
+        return (f"{qid}: unknown evidence field(s) {', '.join(map(shown, extra[:5]))} (expected "
+                f"'doc' with an optional 'quote' or 'section')")
+    if "quote" in ev and "section" in ev:
+        return (f"{qid}: evidence names both a quote and a section in {label(ev['doc'])}: "
+                f"give one")
+    for key in ("quote", "section"):
+        if key in ev and (not isinstance(ev[key], str) or not ev[key].strip()):
+            return f"{qid}: evidence '{key}' must be a non-empty string"
+    return None
+
+
+def _quote_span(qid: str, doc: Document, name: str, quote: str, bad) -> Span | None:
+    """The span of ``quote``'s one occurrence in ``doc`` (named ``name`` by the evidence); None
+    after reporting a quote found nowhere or more than once."""
+    found = find_quote(doc, quote)
+    if not found:
+        bad(f"{qid}: quote not found in {label(name)}: {shown(quote)}")
+    elif len(found) > 1:
+        bad(f"{qid}: quote is ambiguous, found {len(found)} times in {label(name)}: "
+            f"{shown(quote)}")
+    else:
+        return found[0]
+    return None
+
+
+def _section_span(qid: str, doc: Document, name: str, section: str, bad) -> Span | None:
+    """The span of the one section of ``doc`` (named ``name`` by the evidence) that ``section``
+    names (``find_section``); None after reporting one found nowhere (naming the document's
+    headings), more than once, or with no text under its heading."""
+    found = find_section(doc, section)
+    if not found:
+        headings = ", ".join(shown(s.title) for s in outline(doc)[:8]) or "none"
+        bad(f"{qid}: no section {shown(section, 80)} in {label(name)} (its "
+            f"headings: {headings})")
+    elif len(found) > 1:
+        where = ", ".join(f"{shown(s.title)} (line {s.line})" for s in found)
+        bad(f"{qid}: section {shown(section, 80)} is ambiguous in "
+            f"{label(name)}: {where}; give more of its heading path")
+    elif not doc.text[found[0].span.start:found[0].span.end].strip():
+        bad(f"{qid}: section {found[0].title!r} of {label(name)} (line "
+            f"{found[0].line}) has no text under its heading")
+    else:
+        return found[0].span
+    return None
 
 
 def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document],

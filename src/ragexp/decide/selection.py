@@ -17,8 +17,8 @@ comparison with the sweep's baseline, and the runs tied with the best.
   ``ragexp.tied_with_best`` and metric ``best.<key>``; every run of this sweep gets the metric
   ``selection.tied_with_best`` (1 or 0).
 
-``summarise_sweep`` is called from ``tracking.SweepCallback.on_multirun_end``, when every job has
-finished whatever order they ran in.
+``summarise_sweep`` is called from ``ragexp.run.sweep.SweepCallback.on_multirun_end``, when every
+job has finished whatever order they ran in.
 """
 
 from __future__ import annotations
@@ -98,7 +98,6 @@ def aligned_scores(tables: Mapping[str, pd.DataFrame], measure: str
 def summarise_sweep(parent_id: str, statuses: list[dict], baseline: str, objective_name: str,
                     method: str = "holm") -> list[str]:
     """Log the sweep's comparisons (module docstring); return lines for the console."""
-
     c = tracking.client()
     done = [s for s in statuses if s.get("status") in ("FINISHED", "SKIPPED") and s.get("run_id")]
     runs = {s["run_id"]: c.get_run(s["run_id"]) for s in done}
@@ -108,24 +107,38 @@ def summarise_sweep(parent_id: str, statuses: list[dict], baseline: str, objecti
     tables = {r: compare.per_question(r) for r in runs}
     name = {r: run.data.tags.get("ragexp.ablation", "custom") for r, run in runs.items()}
     label = {r: (name[r] if name[r] != "custom" else r[:8]) for r in runs}
-    lines = []
     measures = tuple(dict.fromkeys([objective_name, *significance.DEFAULT_MEASURES]))
+    lines = [_log_vs_baseline(tables, own, name, label, baseline, measures, method)]
+    return lines + _log_best(parent_id, tables, own, label, objective_name, method)
 
-    base = [r for r in runs if name[r] == baseline]
-    if base:
-        try:
-            results = significance.family({r: tables[r] for r in runs}, base[0], measures,
-                                          method)
-            for r, tests in results.items():
-                if r in own:
-                    tracking.log_batch(r, metrics=vs_baseline_metrics(tests))
-            lines.append(f"vs_baseline metrics logged against {label[base[0]]} ({base[0][:8]})")
-        except significance.NotPaired as exc:
-            lines.append(f"no vs_baseline metrics: {exc}")
-    else:
-        lines.append(f"no job with ablation {baseline!r} (config key baseline): no vs_baseline "
-                     f"metrics")
 
+def _log_vs_baseline(tables: dict[str, pd.DataFrame], own: list[str], name: dict[str, str],
+                     label: dict[str, str], baseline: str, measures: tuple[str, ...],
+                     method: str) -> str:
+    """Test every run (``tables``: run id -> per-question table) against the job whose
+    ablation is ``baseline`` (``significance.family``, ``method`` over the whole family) and
+    log ``vs_baseline.*`` on this sweep's ``own`` runs; return the console line saying so, or
+    why nothing was logged (no such job, or runs not scored on the same questions)."""
+    base = [r for r in tables if name[r] == baseline]
+    if not base:
+        return (f"no job with ablation {baseline!r} (config key baseline): no vs_baseline "
+                f"metrics")
+    try:
+        results = significance.family(tables, base[0], measures, method)
+    except significance.NotPaired as exc:
+        return f"no vs_baseline metrics: {exc}"
+    for r, tests in results.items():
+        if r in own:
+            tracking.log_batch(r, metrics=vs_baseline_metrics(tests))
+    return f"vs_baseline metrics logged against {label[base[0]]} ({base[0][:8]})"
+
+
+def _log_best(parent_id: str, tables: dict[str, pd.DataFrame], own: list[str],
+              label: dict[str, str], objective_name: str, method: str) -> list[str]:
+    """Choose the best run by mean ``objective_name`` and the runs tied with it
+    (``stats.tied_with_best``, ``method`` over the comparisons with the best); log them on the
+    parent (``best.<key>``, ``ragexp.best_run``, ``ragexp.tied_with_best``, ...) and
+    ``selection.tied_with_best`` (1 or 0) on this sweep's ``own`` runs; return console lines."""
     scores, left_out = aligned_scores(tables, objective_name)
     tied = stats.tied_with_best(scores, objective_name, method)
     key = measure_key(objective_name)
@@ -142,10 +155,10 @@ def summarise_sweep(parent_id: str, statuses: list[dict], baseline: str, objecti
     for r in own:
         if r in scores:
             tracking.log_batch(r, metrics={"selection.tied_with_best": float(r in tied.tied)})
-    lines.append(f"best by {objective_name}: {label[tied.best]}"
-                 + (f" ({tied.best[:8]})" if label[tied.best] != tied.best[:8] else "") + " "
-                 + f"{best_value:.3f}; tied with it ({stats.CORRECTION_NAMES[method]}, alpha "
-                 f"{stats.ALPHA}): {', '.join(label[r] for r in tied.tied)}")
+    lines = [f"best by {objective_name}: {label[tied.best]}"
+             + (f" ({tied.best[:8]})" if label[tied.best] != tied.best[:8] else "") + " "
+             + f"{best_value:.3f}; tied with it ({stats.CORRECTION_NAMES[method]}, alpha "
+             f"{stats.ALPHA}): {', '.join(label[r] for r in tied.tied)}"]
     if left_out:
         lines.append(f"left out of the choice (scored on other questions): "
                      f"{', '.join(label[r] for r in left_out)}")

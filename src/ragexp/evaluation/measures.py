@@ -130,11 +130,6 @@ _NAME = re.compile(r"^([A-Za-z]+)@(\d+)$")
 _KEY = re.compile(r"^([a-z]+)_at_(\d+)$")
 
 
-def key_of(name: str) -> str:
-    """``nDCG@10`` -> ``ndcg_at_10`` (no parsing check; see ``parse``)."""
-    return name.replace("@", "_at_").lower()
-
-
 def _known() -> str:
     return ", ".join(f"{f}@k" for f in FAMILIES)
 
@@ -184,10 +179,6 @@ def from_key(key: str) -> Measure | None:
 
 
 DEFAULT: tuple[Measure, ...] = parse_all(DEFAULT_NAMES)
-
-
-def deepest_cutoff(measures: Iterable[Measure]) -> int:
-    return max(m.cutoff for m in measures)
 
 
 def check_depth(k: int, measures: Iterable[Measure]) -> None:

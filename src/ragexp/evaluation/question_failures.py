@@ -76,7 +76,8 @@ def failed_questions(table: pd.DataFrame, score_column: str, shown: int,
     ``first_relevant_rank``, ``answered``, ``refusal_reason``, ``cited``, ``abstain_signal``,
     optional ``question`` and ``cited_relevant``); ``score_column``: a measure's column (its
     emptiness marks an unanswerable question); ``shown``: passages the answerer was given
-    (the run's ``answer.n_chunks``); ``unit``: the run's scoring unit. Raises ``ValueError`` when a needed column is missing.
+    (the run's ``answer.n_chunks``); ``unit``: the run's scoring unit. Raises ``InvalidValue``
+    (a ``ValueError``) when a needed column is missing or ``shown < 1``.
     """
     need = {"id", "kind", score_column, "first_relevant_rank", "answered"}
     missing = need - set(table.columns)
@@ -87,49 +88,59 @@ def failed_questions(table: pd.DataFrame, score_column: str, shown: int,
     judge_citations = "cited_relevant" in table.columns
     rows = []
     for row in table.to_dict("records"):
-        answerable = not pd.isna(row[score_column])
         answered = _flag(row["answered"])
         if answered is None:
             continue  # no answer recorded for this question: nothing to judge
-        cited = _text(row, "cited")
-        reason = detail = None
-        if not answerable:
-            if answered:
-                reason = "answered unanswerable"
-                signal = _number(row.get("abstain_signal"))
-                detail = ((f"confidence {signal:.3f} was not below the refusal threshold"
-                           if signal is not None else "no confidence recorded")
-                          + f"; cited {cited or 'nothing'}")
+        if pd.isna(row[score_column]):
+            failure = _unanswerable_failure(row, answered)
         else:
-            rank = _rank(row["first_relevant_rank"])
-            n_rel = _rank(row.get("cited_relevant")) if judge_citations else None
-            unsupported = answered and judge_citations and (n_rel or 0) == 0
-            if not answered or unsupported:
-                if rank is None or rank > shown:
-                    reason = "retrieval miss"
-                    where = (f"no relevant {unit} retrieved" if rank is None
-                             else f"first relevant {unit} at rank {rank}")
-                    then = (f"refused ({_text(row, 'refusal_reason') or 'no reason recorded'})"
-                            if not answered else f"answered citing {cited or 'nothing'}")
-                    detail = f"{where}, the answerer was shown the top {shown}; {then}"
-                elif not answered:
-                    reason = "refused"
-                    detail = (f"evidence at rank {rank} of {shown} shown; "
-                              f"{_text(row, 'refusal_reason') or 'no reason recorded'}")
-                else:
-                    reason = "unsupported citation"
-                    detail = (f"evidence at rank {rank} of {shown} shown, but the answer cites "
-                              f"{cited or 'nothing'}, none holding it")
-        if reason:
+            failure = _answerable_failure(row, answered, shown, unit, judge_citations)
+        if failure:
             rows.append({"id": str(row["id"]), "kind": str(row["kind"]),
-                         "question": _text(row, "question"), "reason": reason,
-                         "detail": detail})
+                         "question": _text(row, "question"), "reason": failure[0],
+                         "detail": failure[1]})
     out = pd.DataFrame(rows, columns=list(COLUMNS))
     out.attrs["note"] = ("" if judge_citations else
                          "this run's per-question table has no cited_relevant column (logged "
                          "by an older ragexp): answered questions were not checked for "
                          "unsupported citations")
     return out
+
+
+def _unanswerable_failure(row: dict, answered: bool) -> tuple[str, str] | None:
+    """``(reason, detail)`` for an unanswerable question's row: a failure only if answered."""
+    if not answered:
+        return None
+    signal = _number(row.get("abstain_signal"))
+    return "answered unanswerable", (
+        (f"confidence {signal:.3f} was not below the refusal threshold"
+         if signal is not None else "no confidence recorded")
+        + f"; cited {_text(row, 'cited') or 'nothing'}")
+
+
+def _answerable_failure(row: dict, answered: bool, shown: int, unit: str,
+                        judge_citations: bool) -> tuple[str, str] | None:
+    """``(reason, detail)`` for an answerable question's row, or None when it was answered
+    with a citation that holds evidence (or its citations were not judged). Refused or
+    unsupported: a retrieval miss when no relevant ``unit`` was among the ``shown`` passages,
+    else a refusal or an unsupported citation."""
+    cited = _text(row, "cited")
+    rank = _rank(row["first_relevant_rank"])
+    n_rel = _rank(row.get("cited_relevant")) if judge_citations else None
+    unsupported = answered and judge_citations and (n_rel or 0) == 0
+    if answered and not unsupported:
+        return None
+    if rank is None or rank > shown:
+        where = (f"no relevant {unit} retrieved" if rank is None
+                 else f"first relevant {unit} at rank {rank}")
+        then = (f"refused ({_text(row, 'refusal_reason') or 'no reason recorded'})"
+                if not answered else f"answered citing {cited or 'nothing'}")
+        return "retrieval miss", f"{where}, the answerer was shown the top {shown}; {then}"
+    if not answered:
+        return "refused", (f"evidence at rank {rank} of {shown} shown; "
+                           f"{_text(row, 'refusal_reason') or 'no reason recorded'}")
+    return "unsupported citation", (f"evidence at rank {rank} of {shown} shown, but the answer "
+                                    f"cites {cited or 'nothing'}, none holding it")
 
 
 def counts(failures: pd.DataFrame) -> dict[str, int]:

@@ -83,23 +83,36 @@ class TopK(NamedTuple):
     scores: np.ndarray
 
 
-@dataclass
-class BM25Index:
-    """A fitted BM25 index. ``k1 >= 0``, ``0 <= b <= 1``, ``delta >= 0`` (bm25l, bm25+ only);
-    ``method`` one of ``METHODS``. Raises ``ValueError`` on an unknown method."""
+@dataclass(frozen=True)
+class BM25Params:
+    """The ``bm25`` config group as one value: what a BM25 index is fitted with, and all of it.
+
+    ``k1 >= 0`` (term-frequency saturation), ``0 <= b <= 1`` (document-length normalisation),
+    ``method`` one of ``METHODS`` (the table above), ``delta >= 0`` (bm25l, bm25+ only; kept
+    for every method, so a run's settings key its BM25 stage whatever they are). The ranges are
+    checked at config composition (``run.schema.BM25Conf``); here the method is, since an index
+    can be built without a config. Raises ``InvalidValue`` on an unknown method, or bm25l with
+    ``k1 + delta <= 0``."""
 
     k1: float = 1.5
     b: float = 0.75
     method: str = "lucene"
     delta: float = 0.5
-    vocab: dict[str, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise InvalidValue(f"bm25.method={self.method!r} is not a BM25 variant; use one of "
-                             f"{', '.join(METHODS)}")
+                               f"{', '.join(METHODS)}")
         if self.method == "bm25l" and self.k1 + self.delta <= 0:
             raise InvalidValue("bm25.method=bm25l needs bm25.k1 + bm25.delta > 0")
+
+
+@dataclass
+class BM25Index:
+    """A BM25 index with ``params`` (``BM25Params``), fitted by ``fit`` or ``fit_terms``."""
+
+    params: BM25Params = BM25Params()
+    vocab: dict[str, int] = field(default_factory=dict, repr=False)
 
     def fit(self, texts: list[str]) -> "BM25Index":
         return self.fit_terms([tokenize(t) for t in texts])
@@ -130,19 +143,20 @@ class BM25Index:
         df = np.bincount(counts.indices, minlength=n_terms).astype(np.float64)
         self.n_docs, self.doc_len = n_docs, doc_len
         self.avgdl = doc_len.mean() if doc_len.mean() > 0 else 1.0
-        self.idf = idf(self.method, df, n_docs)
-        norm = 1 - self.b + self.b * doc_len / self.avgdl
+        p = self.params
+        self.idf = idf(p.method, df, n_docs)
+        norm = 1 - p.b + p.b * doc_len / self.avgdl
         # Absent terms score idf * tfc(0) (bm25l, bm25+); the matrix holds the difference, so a
         # query's score is its sparse product plus one constant.
-        self.absent = (self.idf * tfc(self.method, 0.0, 1.0, self.k1, self.delta)
-                       if self.method in ("bm25l", "bm25+") else np.zeros(n_terms))
+        self.absent = (self.idf * tfc(p.method, 0.0, 1.0, p.k1, p.delta)
+                       if p.method in ("bm25l", "bm25+") else np.zeros(n_terms))
         weights = np.empty(counts.nnz)
         row_of = np.repeat(np.arange(n_docs, dtype=np.int32), np.diff(counts.indptr))
         for lo in range(0, counts.nnz, _BLOCK):
             hi = min(lo + _BLOCK, counts.nnz)
             cols = counts.indices[lo:hi]
-            weights[lo:hi] = (self.idf[cols] * tfc(self.method, counts.data[lo:hi].astype(
-                np.float64), norm[row_of[lo:hi]], self.k1, self.delta) - self.absent[cols])
+            weights[lo:hi] = (self.idf[cols] * tfc(p.method, counts.data[lo:hi].astype(
+                np.float64), norm[row_of[lo:hi]], p.k1, p.delta) - self.absent[cols])
         del row_of
         assert (weights >= 0).all(), "every variant's present-term weight is >= 0"
         # (n_docs, n_terms) by column, so its transpose is each term's postings by row (a
@@ -233,14 +247,15 @@ class BM25Index:
         tid = self.vocab.get(term)
         if tid is not None:
             return float(self.idf[tid])
-        return float(max(self.idf.max(initial=0.0), idf(self.method, 1, self.n_docs)))
+        return float(max(self.idf.max(initial=0.0), idf(self.params.method, 1, self.n_docs)))
 
     def score_bound(self, terms: list[str]) -> float:
         """Least upper bound of ``score`` for these analysed query terms over any document:
         ``sum_t idf(t) * sup_tf tfc(tf)`` over known terms (1 for lucene/robertson, k1 + 1 for
         atire and bm25l, k1 + 1 + delta for bm25+)."""
-        sup = {"lucene": 1.0, "robertson": 1.0, "atire": self.k1 + 1, "bm25l": self.k1 + 1,
-               "bm25+": self.k1 + 1 + self.delta}[self.method]
+        p = self.params
+        sup = {"lucene": 1.0, "robertson": 1.0, "atire": p.k1 + 1, "bm25l": p.k1 + 1,
+               "bm25+": p.k1 + 1 + p.delta}[p.method]
         return sup * sum(float(self.idf[self.vocab[t]]) for t in terms if t in self.vocab)
 
     def coverage(self, query_terms: set[str], found) -> float:

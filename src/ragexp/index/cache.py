@@ -101,23 +101,6 @@ class EmbeddingCache:
                                             identity.dim)
         return self._stores[key]
 
-    def _store(self, path: Path, vec: np.ndarray) -> None:
-        """The write boundary: ``_write``, with a failure handled per ``on_write_error``."""
-        if self._unwritable:
-            return
-        try:
-            self._write(path, vec)
-        except OSError as exc:
-            reason = f"{exc.strerror or exc} ({exc.filename or path})"
-            if self.on_write_error == "raise":
-                raise CacheWriteError(
-                    f"cannot write the embedding cache at {Path(self.root).resolve()}: {reason}; "
-                    f"make it writable, free space, or set cache_dir= to a writable folder"
-                ) from exc
-            self._unwritable = True
-            log.warning("embedding cache %s cannot be written (%s): computing vectors without "
-                        "caching them from now on", Path(self.root).resolve(), reason)
-
     def embed(self, embedder: Embedder, texts: list[str], mode: str,
               batch_size: int | None = None, progress: bool = True) -> np.ndarray:
         """Vectors for ``texts``; see the class docstring for what is counted and shared."""

@@ -278,25 +278,30 @@ class FastEmbedEmbedder:
         self._model = self._load()
         self.identity = self._verify()
 
+    def _model_folder(self) -> Path | None:
+        """The local folder the model loads from: ``model_path`` (``spec.model_file`` set to
+        the name the folder holds it under), the packaged MiniLM's, or None (fastembed's cache
+        or the hub). Raises ``EmbedderError`` for a ``model_path`` lacking a needed file."""
+        if not self.model_path:
+            return _packaged_minilm_folder(Path(self.cache_dir)) if self.spec.packaged else None
+        folder = Path(self.model_path).expanduser()
+        # A Hugging Face export keeps the file under onnx/; fastembed's mirror at the top.
+        for candidate in (self.spec.model_file, "model.onnx", "onnx/model.onnx"):
+            if (folder / candidate).is_file():
+                self.spec = ModelSpec(**{**self.spec.__dict__, "model_file": candidate})
+                break
+        missing = [f for f in (self.spec.model_file, "tokenizer.json", "tokenizer_config.json")
+                   if not (folder / f).is_file()]
+        if missing:
+            raise EmbedderError(f"embedder.model_path={folder} lacks {', '.join(missing)}")
+        return folder
+
     def _load(self):
         # defer heavy import
         from fastembed import TextEmbedding
         from fastembed.common.model_description import ModelSource, PoolingType
 
-        folder = None
-        if self.model_path:
-            folder = Path(self.model_path).expanduser()
-            # A Hugging Face export keeps the file under onnx/; fastembed's mirror at the top.
-            for candidate in (self.spec.model_file, "model.onnx", "onnx/model.onnx"):
-                if (folder / candidate).is_file():
-                    self.spec = ModelSpec(**{**self.spec.__dict__, "model_file": candidate})
-                    break
-            missing = [f for f in (self.spec.model_file, "tokenizer.json", "tokenizer_config.json")
-                       if not (folder / f).is_file()]
-            if missing:
-                raise EmbedderError(f"embedder.model_path={folder} lacks {', '.join(missing)}")
-        elif self.spec.packaged:
-            folder = _packaged_minilm_folder(Path(self.cache_dir))
+        folder = self._model_folder()
         # fastembed keeps custom models in a per-process registry keyed by name, so the name
         # carries the model file: two folders with different file names must not collide.
         name = f"ragexp/{self.model}@{self.spec.model_file}" if folder else self.spec.name

@@ -11,13 +11,13 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 import numpy as np
 
 from ragexp.errors import InvalidValue
-from ragexp.index.bm25 import BM25Index
+from ragexp.index.bm25 import BM25Index, BM25Params
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import Embedder
 from ragexp.index.flat import FlatIPIndex
@@ -48,11 +48,8 @@ class Resources:
     chunks: list[Chunk]
     embedder_factory: Callable[[], Embedder]
     cache: EmbeddingCache = field(default_factory=EmbeddingCache)
-    bm25_k1: float = 1.5
-    bm25_b: float = 0.75
+    bm25_params: BM25Params = BM25Params()  # the run's ``bm25`` group, one value
     progress: bool = True
-    bm25_method: str = "lucene"
-    bm25_delta: float = 0.5
     query_memory: int = 0  # > 0: query vectors live in an in-memory LRU of this many questions
     #                        and never reach the disk cache (serving); 0: the disk cache
     timings: dict[str, float] = field(default_factory=dict)
@@ -69,7 +66,8 @@ class Resources:
 
     def __post_init__(self) -> None:
         if not self.chunks:
-            raise InvalidValue("no chunks to index: the corpus produced nothing under this chunking")
+            raise InvalidValue("no chunks to index: the corpus produced nothing under this "
+                               "chunking")
         self.position = {c.chunk_id: i for i, c in enumerate(self.chunks)}
         self.by_id = ChunksById(self.chunks, self.position)
 
@@ -98,7 +96,7 @@ class Resources:
         if self._bm25 is None:
             start = time.perf_counter()
             self._bm25 = self.stages.get("bm25", self._bm25_key(), lambda: BM25Index(
-                self.bm25_k1, self.bm25_b, self.bm25_method, self.bm25_delta).fit_terms(self.terms))
+                self.bm25_params).fit_terms(self.terms))
             self.add_time("time.index_s", start)
         return self._bm25
 
@@ -173,8 +171,8 @@ class Resources:
         return self._vectors_key() if stage == "dense_search" else self._bm25_key()
 
     def _bm25_key(self) -> str:
-        return stage_key("bm25", self.chunks_key, self.bm25_k1, self.bm25_b, self.bm25_method,
-                         self.bm25_delta)
+        """Stage key of the BM25 index: the chunks' key and every field of ``bm25_params``."""
+        return stage_key("bm25", self.chunks_key, asdict(self.bm25_params))
 
     def _vectors_key(self) -> str:
         return stage_key("vectors", self.chunks_key, self.embedder.identity.key)

@@ -4,7 +4,7 @@ Each stage is keyed by what determines it, and nothing else::
 
     chunks  = data fingerprint + chunker (class and every field) + ragexp code
     tokens  = chunks key                 (the analyser is part of the code)
-    bm25    = tokens key + k1, b
+    bm25    = chunks key + BM25 settings (``BM25Params``: k1, b, method, delta)
     vectors = chunks key + embedder identity (model, model-file sha256, dim)
 
 The ragexp code fingerprint (sha256 of the package's source files) is in every key, so an edited

@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +36,13 @@ schema.register()
 def build_and_run(cfg: DictConfig, dataset, answerer=None, judge=None) -> RunResult:
     """Build every stage from the composed config (``stages.build``) and run the experiment
     (``answerer`` and ``judge`` when already built: they check their API keys before any work)."""
-    built = stages.build(cfg).as_kwargs()
+    built = stages.build(cfg)
     if answerer is not None:
-        built["answerer"] = answerer
+        built = replace(built, answerer=answerer)
     return run_experiment(
-        measures=measures.resolve(cfg.measures, cfg.k),
-        dataset=dataset, **built, judge=judge or instantiate(cfg.judge), k=cfg.k,
-        budget=cfg.abstain.budget, folds=cfg.abstain.folds, bm25_k1=cfg.bm25.k1,
-        bm25_b=cfg.bm25.b, bm25_method=cfg.bm25.method, bm25_delta=cfg.bm25.delta,
-        progress=cfg.progress,
-        stages=stages.stage_store(cfg))
+        dataset, built, measures=measures.resolve(cfg.measures, cfg.k),
+        judge=judge or instantiate(cfg.judge), k=cfg.k, budget=cfg.abstain.budget,
+        folds=cfg.abstain.folds, progress=cfg.progress, store=stages.stage_store(cfg))
 
 
 def plot_curve(result: RunResult, path: Path) -> None:

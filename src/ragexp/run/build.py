@@ -13,7 +13,7 @@ run from those (``with_locations``), whatever its own working folder.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -22,6 +22,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ragexp import legacy
 from ragexp.answer.base import Answerer
+from ragexp.answer.extractive import ExtractiveAnswerer
+from ragexp.index.bm25 import BM25Params
 from ragexp.data import shipped
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import Embedder
@@ -41,18 +43,21 @@ LOCATION_TAG = "ragexp.path."
 
 @dataclass
 class Stages:
-    """The stages of one run; field names are ``pipeline.run_experiment``'s parameters."""
+    """The stages of one run, as ``pipeline.run_experiment`` and ``serving.Engine`` take them.
+
+    ``make_embedder`` and ``make_retriever`` are factories (the model loads only when a stage
+    needs it; a retriever indexes a run's ``Resources``); ``bm25`` is the ``bm25`` group, the
+    settings of the one BM25 index every lexical stage shares. The defaults are the config's
+    (extractive answers, an embedding cache under ``.cache/ragexp/embeddings``)."""
 
     chunker: Chunker
     make_embedder: Callable[[], Embedder]
     make_retriever: Callable[[Resources], Retriever]
     reranker: Reranker
     signal: AbstainSignal
-    answerer: Answerer
-    cache: EmbeddingCache
-
-    def as_kwargs(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    answerer: Answerer = field(default_factory=ExtractiveAnswerer)
+    cache: EmbeddingCache = field(default_factory=EmbeddingCache)
+    bm25: BM25Params = BM25Params()
 
 
 def stage_store(cfg: DictConfig) -> StageStore:
@@ -67,6 +72,14 @@ def embedding_cache(cfg: DictConfig, on_write_error: str = "raise") -> Embedding
                           on_write_error=on_write_error)
 
 
+def bm25_params(cfg: DictConfig) -> BM25Params:
+    """The ``bm25`` group of ``cfg`` as one value (``k1``, ``b``, ``method``, ``delta``). The
+    group has no ``_target_``: a recorded ``config.yaml`` stays as runs have always written it,
+    and ``serving.engine.config_gaps`` names the keys an older run lacks. Raises
+    ``InvalidValue`` on an unknown ``bm25.method``."""
+    return BM25Params(**OmegaConf.to_container(cfg.bm25, resolve=True))
+
+
 def build(cfg: DictConfig, serving: bool = False) -> Stages:
     """Instantiate every stage of ``cfg``. The embedder and the retriever are factories: the
     model loads only when a stage needs it, and a retriever indexes a run's ``Resources``.
@@ -78,7 +91,8 @@ def build(cfg: DictConfig, serving: bool = False) -> Stages:
         reranker=instantiate(cfg.reranker),
         signal=instantiate(cfg.abstain.signal),
         answerer=instantiate(cfg.answer),
-        cache=embedding_cache(cfg, "warn" if serving else "raise"))
+        cache=embedding_cache(cfg, "warn" if serving else "raise"),
+        bm25=bm25_params(cfg))
 
 
 def _get(cfg: DictConfig, key: str):

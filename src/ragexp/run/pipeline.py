@@ -1,11 +1,15 @@
-"""One experiment, from Python: chunk -> index -> retrieve -> rerank -> abstain -> metrics.
+"""One experiment, from Python, in named steps (``run_experiment``)::
 
-No side effects beyond the embedding cache: tracking (MLflow) lives in ``tracking.py`` and the
-Hydra entry point in ``app.py``.
+    read_corpus -> index_corpus -> retrieve_all -> metrics -> abstain_curve -> answer_questions
+                -> judge -> run_facts -> per-question table
+
+No side effects beyond the embedding cache and the stage store: tracking (MLflow) lives in
+``ragexp.tracking`` and the Hydra entry point in ``run.app``.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -14,20 +18,19 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ragexp.answer.base import Answerer, AnswerInput, answer_columns, answer_metrics
-from ragexp.answer.extractive import ExtractiveAnswerer
-from ragexp.answer.judge import Judge, NoJudge
+from ragexp.answer.base import Answer, Answerer, AnswerInput, answer_columns, answer_metrics
+from ragexp.answer.judge import Judge, JudgeResult, NoJudge
 from ragexp.data import units
 from ragexp.data.datasets import Dataset
 from ragexp.errors import InvalidValue
 from ragexp.evaluation import measures as measures_mod
 from ragexp.evaluation import metrics
 from ragexp.evaluation.docrank import rank_documents
-from ragexp.index.cache import EmbeddingCache
-from ragexp.index.embedders import Embedder, EmbedderIdentity
+from ragexp.index.embedders import EmbedderIdentity
 from ragexp.index.resources import Resources
 from ragexp.index.stagestore import StageStore, stage_key
-from ragexp.records import Chunk, Qrels, Ranking, ordered
+from ragexp.records import Chunk, Qrels, Query, Ranking, ordered
+from ragexp.run.build import Stages
 from ragexp.stages.abstain import AbstainResult, AbstainSignal, evaluate_abstain
 from ragexp.stages.chunking import Chunker
 from ragexp.stages.rerankers import Reranker
@@ -40,6 +43,11 @@ LATENCY_SAMPLE = 200
 
 @dataclass
 class RunResult:
+    """What one run measured: ``metrics`` (the logged numbers), the per-question table, the
+    abstain curve (None without one), the chunk ranking and the ranking at the scoring unit
+    (``judged``), the chunks, the embedder that ran (None when no stage used one), the run's
+    ``resources``, the qrels at the scoring unit and the judge's tags."""
+
     metrics: dict[str, float]
     per_question: pd.DataFrame
     abstain: AbstainResult | None
@@ -89,90 +97,190 @@ def rerank_top(reranker: Reranker, resources: Resources, queries: dict[str, str]
     return {q: {c: scores[c] for c in ordered(scores)[:k]} for q, scores in ranking.items()}
 
 
-def run_experiment(dataset: Dataset, chunker: Chunker, make_embedder: Callable[[], Embedder],
-                   make_retriever: Callable[[Resources], Retriever], reranker: Reranker,
-                   signal: AbstainSignal, *, answerer: Answerer | None = None,
-                   judge: Judge | None = None,
-                   cache: EmbeddingCache | None = None, k: int = 100,
+def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = None,
+                   k: int = 100,
                    measures: tuple[measures_mod.Measure, ...] = measures_mod.DEFAULT,
-                   budget: float = 0.125, folds: int = 5, bm25_k1: float = 1.5,
-                   bm25_b: float = 0.75, bm25_method: str = "lucene", bm25_delta: float = 0.5,
-                   progress: bool = True, stages: StageStore | None = None) -> RunResult:
-    """``stages`` reuses chunks, tokens, BM25 and vectors built by earlier jobs (see
-    ``stagestore.py``); None builds everything."""
+                   budget: float = 0.125, folds: int = 5, progress: bool = True,
+                   store: StageStore | None = None) -> RunResult:
+    """One run of ``stages`` (``build.Stages``: chunker, embedder and retriever factories,
+    reranker, abstain signal, answerer, embedding cache, BM25 settings) on ``dataset``, scored
+    with ``measures`` on rankings ``k`` deep; ``budget`` and ``folds`` place and cross-validate
+    the abstain operating point; ``judge`` grades the answers (default: none). ``store`` reuses
+    chunks, tokens, BM25 and vectors built by earlier jobs (see ``stagestore.py``); None builds
+    everything. Raises ``InvalidValue`` for a ``k`` below the deepest cutoff of ``measures``
+    or a corpus that yields no chunks, and whatever the dataset raises on bad data."""
     measures_mod.check_depth(k, measures)
-    stages = stages or StageStore(enabled=False)
+    store = store or StageStore(enabled=False)
+    corpus = read_corpus(dataset, stages.chunker, store)
+    res, retriever = index_corpus(corpus, stages, store, progress)
+    judged, ranking = retrieve_all(corpus, retriever, stages.reranker, res, k)
+    scores = metrics.per_query(judged, corpus.qrels, measures)
+    results = metrics.aggregate(scores, corpus.queries)
+    confidence, abstain = abstain_curve(stages.signal, corpus, ranking, res, budget, folds)
+    if abstain is not None:
+        results.update(abstain.metrics())
+    answers = answer_questions(stages.answerer, corpus, ranking, confidence, abstain, res,
+                               progress)
+    relevant = relevant_chunks(corpus.qrels, corpus.chunks, corpus.unit_of)
+    results.update(answer_metrics(answers, {q.qid: q.answerable for q in corpus.queries},
+                                  relevant))
+    graded = (judge or NoJudge()).assess(corpus.queries, list(answers.values()), res.by_id,
+                                         progress)
+    results.update(graded.metrics)
+    results.update(run_facts(corpus, res, store))
+    table = _per_question(corpus.queries, judged, corpus.qrels, scores, confidence, abstain,
+                          measures)
+    for column, values in answer_table(corpus.queries, answers, graded, relevant).items():
+        table[column] = values
+    return RunResult(results, table, abstain, ranking, corpus.chunks,
+                     res.embedder.identity if res.embedder_used else None, res, judged,
+                     corpus.qrels, graded.tags)
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """One run's data, read and chunked: the dataset's ``docs`` and ``queries``, ``texts``
+    (``{qid: question text}``), the ``chunks`` and their stage key, the ``qrels`` and
+    ``unit_of`` (``{chunk_id: unit id}``) at the scoring ``unit`` (chunk, section or document),
+    and ``chunk_s``, the seconds chunking (or loading stored chunks) took."""
+
+    docs: list
+    queries: list[Query]
+    texts: dict[str, str]
+    chunks: list[Chunk]
+    chunks_key: str
+    qrels: Qrels
+    unit: str
+    unit_of: dict[str, str]
+    chunk_s: float
+
+
+def read_corpus(dataset: Dataset, chunker: Chunker, store: StageStore) -> Corpus:
+    """Read the dataset's documents and questions, chunk the documents (or reuse the chunks
+    ``store`` holds under the same key: ``chunked``) and judge the chunks (qrels at the scoring
+    unit). Raises what the dataset raises on bad data (``DataError`` naming file and line)."""
     queries, docs = dataset.queries(), dataset.documents()
     start = time.perf_counter()
-    chunks, chunks_key = chunked(dataset, chunker, stages, docs)
+    chunks, chunks_key = chunked(dataset, chunker, store, docs)
     chunk_s = time.perf_counter() - start
     qrels = dataset.qrels(chunks)
     log.info("%d documents -> %d chunks; %d questions", len(docs), len(chunks), len(queries))
-    res = Resources(chunks, make_embedder, cache or EmbeddingCache(), bm25_k1, bm25_b, progress,
-                    bm25_method=bm25_method, bm25_delta=bm25_delta, stages=stages,
-                    chunks_key=chunks_key)
-    res.timings["time.chunk_s"] = chunk_s
-    retriever = make_retriever(res)
-    texts = {q.qid: q.text for q in queries}
-    unit_of = units.unit_of(chunks, dataset.unit)
+    return Corpus(docs, queries, {q.qid: q.text for q in queries}, chunks, chunks_key, qrels,
+                  dataset.unit, units.unit_of(chunks, dataset.unit), chunk_s)
 
-    def rank_judged(batch: dict[str, str], cached: bool = True) -> tuple[Ranking, Ranking]:
-        """(ranking of the scoring unit, chunk ranking): per section or document, each unit by
-        its best chunk (MaxP) with k distinct units; per chunk, the k-deep chunk ranking."""
-        if dataset.unit != "chunk":
-            return rank_documents(lambda qs, depth: rank(retriever, reranker, res, qs, depth,
-                                                         cached), batch, k, unit_of)
-        ranked = rank(retriever, reranker, res, batch, k, cached)
-        return ranked, ranked
 
+def index_corpus(corpus: Corpus, stages: Stages, store: StageStore,
+                 progress: bool) -> tuple[Resources, Retriever]:
+    """``(resources, retriever)``: the run's shared, lazily built resources over the corpus's
+    chunks (embedder, embedding cache, one BM25 index with ``stages.bm25``, each reused from
+    ``store`` when an earlier job built it), and the first-stage retriever built on them, which
+    fits or embeds what it reads now (``time.index_s``, ``time.embed_s`` in
+    ``resources.timings``, after ``time.chunk_s``). Raises ``InvalidValue`` when the corpus
+    yielded no chunks."""
+    res = Resources(corpus.chunks, stages.make_embedder, stages.cache,
+                    bm25_params=stages.bm25, progress=progress, stages=store,
+                    chunks_key=corpus.chunks_key)
+    res.timings["time.chunk_s"] = corpus.chunk_s
+    return res, stages.make_retriever(res)
+
+
+def rank_units(retriever: Retriever, reranker: Reranker, resources: Resources,
+               queries: dict[str, str], k: int, unit_of: dict[str, str] | None = None,
+               cached: bool = True) -> tuple[Ranking, Ranking]:
+    """``(ranking at the scoring unit, chunk ranking)`` of ``queries`` (``{qid: text}``).
+    With ``unit_of`` (``{chunk_id: section or document id}``), each unit scores as its best
+    chunk (MaxP) and every query gets ``k`` distinct units (``docrank.rank_documents``);
+    without it the chunk is the unit and both are the ``k``-deep chunk ranking (``rank``).
+    Raises ``InvalidValue`` for ``k < 1``."""
+    if unit_of is not None:
+        return rank_documents(lambda qs, depth: rank(retriever, reranker, resources, qs, depth,
+                                                     cached), queries, k, unit_of)
+    ranked = rank(retriever, reranker, resources, queries, k, cached)
+    return ranked, ranked
+
+
+def retrieve_all(corpus: Corpus, retriever: Retriever, reranker: Reranker,
+                 resources: Resources, k: int) -> tuple[Ranking, Ranking]:
+    """``rank_units`` for every question in one batch, timed (``time.search_all_s``, seconds),
+    then the per-query serving latency on a sample (``_latency``: ``time.query_p50_ms``,
+    ``time.query_p95_ms``, ``time.query_replayed``), all recorded in ``resources.timings``."""
+    rank_judged = functools.partial(rank_units, retriever, reranker, resources, k=k,
+                                    unit_of=None if corpus.unit == "chunk" else corpus.unit_of)
     start = time.perf_counter()
-    judged, ranking = rank_judged(texts)
-    res.timings["time.search_all_s"] = time.perf_counter() - start
-    res.timings.update(_latency(rank_judged, texts, res))
+    judged, ranking = rank_judged(corpus.texts)
+    resources.timings["time.search_all_s"] = time.perf_counter() - start
+    resources.timings.update(_latency(rank_judged, corpus.texts, resources))
+    return judged, ranking
 
-    scores = metrics.per_query(judged, qrels, measures)
-    results = metrics.aggregate(scores, queries)
 
-    confidence = signal.compute(texts, ranking, res)
-    abstain = None
+def abstain_curve(signal: AbstainSignal, corpus: Corpus, ranking: Ranking,
+                  resources: Resources, budget: float,
+                  folds: int) -> tuple[dict[str, float], AbstainResult | None]:
+    """``(confidence, curve)``: each question's confidence that it is answerable
+    (``signal.compute`` over its chunk ranking, ``{qid: score}``, higher = answer) and the
+    refusal curve (``evaluate_abstain``: AUC, the operating point refusing at most ``budget``
+    of the answerable questions, its rates cross-validated over ``folds``). The curve is None,
+    with a warning, unless the golden set holds answerable and unanswerable questions."""
+    confidence = signal.compute(corpus.texts, ranking, resources)
+    queries = corpus.queries
     if any(not q.answerable for q in queries) and any(q.answerable for q in queries):
-        abstain = evaluate_abstain(confidence, queries, signal.name, budget, folds)
-        results.update(abstain.metrics())
-    else:
-        log.warning("no abstain curve: the golden set needs answerable and unanswerable questions")
+        return confidence, evaluate_abstain(confidence, queries, signal.name, budget, folds)
+    log.warning("no abstain curve: the golden set needs answerable and unanswerable questions")
+    return confidence, None
 
+
+def answer_questions(answerer: Answerer, corpus: Corpus, ranking: Ranking,
+                     confidence: dict[str, float], abstain: AbstainResult | None,
+                     resources: Resources, progress: bool) -> dict[str, Answer]:
+    """``{qid: Answer}``: each question answered from its ranked chunks, best first, with its
+    confidence and the curve's refusal threshold (``-inf`` without a curve: no refusal on
+    confidence); citations are checked against BM25 (``resources.bm25``)."""
     threshold = abstain.threshold if abstain is not None else float("-inf")
-    answerer = answerer or ExtractiveAnswerer()
-    inputs = [AnswerInput(q.text, [chunks[res.position[c]] for c in ordered(ranking[q.qid])],
-                          confidence[q.qid], threshold) for q in queries]
-    answers = dict(zip([q.qid for q in queries], answerer.answer(inputs, res.bm25, progress)))
+    chunks, position = resources.chunks, resources.position
+    inputs = [AnswerInput(q.text, [chunks[position[c]] for c in ordered(ranking[q.qid])],
+                          confidence[q.qid], threshold) for q in corpus.queries]
+    return dict(zip([q.qid for q in corpus.queries],
+                    answerer.answer(inputs, resources.bm25, progress)))
+
+
+def relevant_chunks(qrels: Qrels, chunks: list[Chunk],
+                    unit_of: dict[str, str]) -> dict[str, set[str]]:
+    """``{qid: chunk ids}``: the chunks inside each question's relevant units (grade > 0), what
+    a citation must point at to hold evidence. Only judged units' chunks are gathered: a corpus
+    has far more units than judgements."""
     judged_units = {item for rel in qrels.values() for item in rel}
     chunks_of: dict[str, list[str]] = {}
-    for c in chunks:  # only the judged units': a corpus has far more units than judgements
+    for c in chunks:
         unit = unit_of[c.chunk_id]
         if unit in judged_units:
             chunks_of.setdefault(unit, []).append(c.chunk_id)
-    relevant = {q: {c for item, grade in rel.items() if grade > 0 for c in chunks_of.get(item, [])}
-                for q, rel in qrels.items()}
-    results.update(answer_metrics(answers, {q.qid: q.answerable for q in queries}, relevant))
-    graded = (judge or NoJudge()).assess(queries, list(answers.values()),
-                                         res.by_id, progress)
-    results.update(graded.metrics)
+    return {q: {c for item, grade in rel.items() if grade > 0 for c in chunks_of.get(item, [])}
+            for q, rel in qrels.items()}
 
-    results.update(without_terms(docs, res, queries))
-    results.update({key: float(v) for key, v in res.timings.items()})
-    results.update({"cache.hits": float(res.cache.hits), "cache.misses": float(res.cache.misses),
-                    "index.chunks": float(len(chunks))})
-    results.update(stages.counts())  # with reuse off too: everything built, and said so
-    log.info("stages: %s", ", ".join(f"{k} {v}" for k, v in stages.events.items()))
-    table = _per_question(queries, judged, qrels, scores, confidence, abstain, measures)
-    for column, values in {**answer_columns(list(answers.values())), **graded.columns}.items():
-        table[column] = values
-    table["cited_relevant"] = [  # how many cited chunks hold evidence (report.html's failures)
-        sum(c in relevant.get(q.qid, set()) for c in answers[q.qid].cited_chunks) for q in queries]
-    return RunResult(results, table, abstain, ranking, chunks,
-                     res.embedder.identity if res.embedder_used else None, res, judged, qrels,
-                     graded.tags)
+
+def run_facts(corpus: Corpus, resources: Resources, store: StageStore) -> dict[str, float]:
+    """What a run measured about itself rather than about retrieval: texts without terms
+    (``without_terms``), seconds and milliseconds per stage (``time.*``), embedding-cache hits
+    and misses, the chunk count, and where each stage came from (``stages.*``, with reuse off
+    too: everything built, and said so)."""
+    out = without_terms(corpus.docs, resources, corpus.queries)
+    out.update({key: float(v) for key, v in resources.timings.items()})
+    out.update({"cache.hits": float(resources.cache.hits),
+                "cache.misses": float(resources.cache.misses),
+                "index.chunks": float(len(corpus.chunks))})
+    out.update(store.counts())
+    log.info("stages: %s", ", ".join(f"{k} {v}" for k, v in store.events.items()))
+    return out
+
+
+def answer_table(queries: list[Query], answers: dict[str, Answer], graded: JudgeResult,
+                 relevant: dict[str, set[str]]) -> dict[str, list]:
+    """The per-question table's answer columns, one value per question in ``queries`` order:
+    the answer's own (``answer_columns``), the judge's, and ``cited_relevant``, how many cited
+    chunks hold evidence (report.html's failures)."""
+    return {**answer_columns(list(answers.values())), **graded.columns,
+            "cited_relevant": [sum(c in relevant.get(q.qid, set())
+                                   for c in answers[q.qid].cited_chunks) for q in queries]}
 
 
 def without_terms(docs, res: Resources, queries) -> dict[str, float]:

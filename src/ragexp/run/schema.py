@@ -3,7 +3,8 @@
 Every option file in ``conf/<group>/`` starts from one of these (``defaults: [<name>_schema]``),
 so a misspelt key or a wrong type fails at composition, before a sweep starts, not halfway
 through it. A field's valid range is data on the field (``metadata={"ge": 1}``, keys ``ge``,
-``gt``, ``le``, ``lt``), checked for every composed config by ``ragexp.run.validation``. ``_target_`` names the class Hydra instantiates for that option.
+``gt``, ``le``, ``lt``), checked for every composed config by ``ragexp.run.validation``.
+``_target_`` names the class Hydra instantiates for that option.
 """
 
 from __future__ import annotations
@@ -166,6 +167,9 @@ class DenseAbstainConf:
 
 @dataclass
 class BM25Conf:
+    """The ``bm25`` group: the fields of ``index.bm25.BM25Params``, which ``build.bm25_params``
+    makes of it (no ``_target_``: recorded configs stay as they were)."""
+
     k1: float = field(default=1.5, metadata={"ge": 0})  # term-frequency saturation
     b: float = field(default=0.75, metadata={"ge": 0, "le": 1})  # document-length normalisation
     method: str = "lucene"  # lucene, robertson, atire, bm25l or bm25+ (bm25.py)
@@ -298,8 +302,6 @@ SCHEMAS = {
 def register() -> None:
     """Store every schema in Hydra's ConfigStore and register ragexp's config resolvers
     (``${ragexp.example:handbook/corpus}``: absolute path of shipped example data)."""
-
-
     OmegaConf.register_new_resolver("ragexp.example", shipped.path, replace=True)
     OmegaConf.register_new_resolver(
         "ragexp.basename", lambda p: re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(str(p)).name),

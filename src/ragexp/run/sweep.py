@@ -6,7 +6,7 @@ delivers results a previous run of this sweep folder kept on disk (``outbox``), 
 the experiment whose process is gone (``lifecycle.close_abandoned``), and only then creates the
 parent run. ``on_multirun_end`` ends the parent ``FINISHED`` (every job finished or skipped) or
 ``FAILED``, with the tag ``ragexp.jobs`` counting finished, failed, killed and skipped jobs, after
-logging the sweep's page ``report.html`` on it (``report_html``; ``sweep_report=false`` skips
+logging the sweep's page ``report.html`` on it (``ragexp.report.html``; ``sweep_report=false`` skips
 it; a failure to build it is the tag ``ragexp.report_error``, never a failed sweep); a
 stop signal ends it ``KILLED`` through ``lifecycle``'s exit hook. Errors here stop the sweep
 (``SystemExit``): Hydra only warns about an ``Exception`` raised in a callback and would run
@@ -170,34 +170,11 @@ class SweepCallback(Callback):
                  tracking.tracking_uri())
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Compare the jobs (``_select``), write the sweep's page (``_report``), end the parent
+        run and print what every job did. Raises ``SystemExit(1)`` when a job did not finish."""
         sweep_dir = str(config.hydra.sweep.dir)
-        try:  # each job vs the sweep's baseline, the best run and those tied with it
-            # defer heavy import
-            from ragexp.decide.selection import summarise_sweep
-
-            for line in summarise_sweep(self.parent_id, statuses(sweep_dir),
-                                        str(config.baseline), str(config.objective)):
-                print(line)
-        except Exception as exc:  # the sweep's own outcome is still recorded below
-            log.exception("sweep comparisons failed")
-            tracking.client().set_tag(self.parent_id, "ragexp.selection_error",
-                                      tracking.error_summary(exc)[:5000])
-        try:  # the sweep's page, report.html on the parent (report_html)
-            # defer heavy import
-            from ragexp.report.html import write
-
-            if config.get("sweep_report", True):
-                print(write(self.parent_id))
-            else:
-                print(f"no report.html (sweep_report=false); later: ragexp report --html "
-                      f"report.html --parent {self.parent_id}")
-        except (KeyboardInterrupt, lifecycle.Interrupted):
-            raise
-        except BaseException as exc:  # noqa: BLE001 - a report never fails the sweep
-            log.warning("no report.html for sweep %s: %s", self.parent_id,
-                        tracking.error_summary(exc), exc_info=not isinstance(exc, SystemExit))
-            tracking.client().set_tag(self.parent_id, "ragexp.report_error",
-                                      tracking.error_summary(exc)[:5000])
+        self._select(config, sweep_dir)
+        self._report(config)
         try:
             counts = end_parent(self.parent_id, sweep_dir)
         except Exception as exc:
@@ -219,3 +196,40 @@ class SweepCallback(Callback):
         if failed:
             print(f"{len(failed)} job(s) did not finish", file=sys.stderr)
             raise SystemExit(1)
+
+    def _select(self, config: DictConfig, sweep_dir: str) -> None:
+        """Each job vs the sweep's baseline, the best run and those tied with it
+        (``selection.summarise_sweep``), printed. A failure is logged and tagged
+        ``ragexp.selection_error`` on the parent: the sweep's own outcome is still recorded."""
+        try:
+            # defer heavy import
+            from ragexp.decide.selection import summarise_sweep
+
+            for line in summarise_sweep(self.parent_id, statuses(sweep_dir),
+                                        str(config.baseline), str(config.objective)):
+                print(line)
+        except Exception as exc:
+            log.exception("sweep comparisons failed")
+            tracking.client().set_tag(self.parent_id, "ragexp.selection_error",
+                                      tracking.error_summary(exc)[:5000])
+
+    def _report(self, config: DictConfig) -> None:
+        """The sweep's page, ``report.html`` on the parent (``report.html.write``), unless
+        ``sweep_report=false``. A report never fails the sweep: anything but a stop is logged
+        and tagged ``ragexp.report_error``."""
+        try:
+            # defer heavy import
+            from ragexp.report.html import write
+
+            if config.get("sweep_report", True):
+                print(write(self.parent_id))
+            else:
+                print(f"no report.html (sweep_report=false); later: ragexp report --html "
+                      f"report.html --parent {self.parent_id}")
+        except (KeyboardInterrupt, lifecycle.Interrupted):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a report never fails the sweep
+            log.warning("no report.html for sweep %s: %s", self.parent_id,
+                        tracking.error_summary(exc), exc_info=not isinstance(exc, SystemExit))
+            tracking.client().set_tag(self.parent_id, "ragexp.report_error",
+                                      tracking.error_summary(exc)[:5000])

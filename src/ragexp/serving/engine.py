@@ -101,7 +101,6 @@ def recorded_fingerprint(run) -> dict[str, str]:
 def config_gaps(cfg: DictConfig) -> list[str]:
     """Dotted keys of the fixed config nodes serving reads (``bm25``) that ``cfg`` lacks: a run
     recorded before the key existed (``bm25.method``, ``bm25.delta``)."""
-
     held = cfg.get("bm25") or {}
     return [f"bm25.{f.name}" for f in fields(BM25Conf) if f.name not in held]
 
@@ -133,10 +132,10 @@ class Engine:
         # shared between requests.
         store = stages.stage_store(cfg)
         chunks, chunks_key = chunked(dataset, built.chunker, store)
-        self.resources = Resources(chunks, built.make_embedder, built.cache, cfg.bm25.k1,
-                                   cfg.bm25.b, progress=False, query_memory=QUERY_MEMORY,
-                                   bm25_method=cfg.bm25.method, bm25_delta=cfg.bm25.delta,
-                                   stages=store, chunks_key=chunks_key, share_searches=False)
+        self.resources = Resources(chunks, built.make_embedder, built.cache,
+                                   bm25_params=built.bm25, progress=False,
+                                   query_memory=QUERY_MEMORY, stages=store,
+                                   chunks_key=chunks_key, share_searches=False)
         self.retriever = built.make_retriever(self.resources)
         self.reranker, self.signal, self.answerer = built.reranker, built.signal, built.answerer
         self.resources.bm25  # fit now, not on the first request

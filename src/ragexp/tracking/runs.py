@@ -44,6 +44,7 @@ class TrackedRun:
                 f"them when the store is back") from exc
         self.outbox.update(state="logged")
 
+
     def log_inputs(self, inputs: list) -> None:
         """MLflow dataset inputs; ``TrackingError`` when the store does not take them.
 
@@ -62,8 +63,8 @@ class TrackedRun:
                     time.sleep(0.2 * (attempt + 1))
                     continue
                 raise store.TrackingError(
-                    f"could not record the inputs of run {self.run_id} in {store.tracking_uri()}: "
-                    f"{' '.join(str(exc).split())[:300]}") from exc
+                    f"could not record the inputs of run {self.run_id} in "
+                    f"{store.tracking_uri()}: {' '.join(str(exc).split())[:300]}") from exc
 
 
 def _unique_clash(exc: BaseException) -> bool:
@@ -83,6 +84,28 @@ def _end(run_id: str, status: str, error: str = "", trace: str = "") -> None:
     c.set_terminated(run_id, status)
 
 
+def _record_failure(run_id: str, box: Outbox, exc: BaseException, output_dir: str | None,
+                    overrides: str) -> None:
+    """End ``run_id`` ``KILLED`` (a stop signal) or ``FAILED`` (anything else: ``ragexp.error``
+    tag, the traceback as ``error.txt`` in the store and in the record ``box``); its status file
+    says ``PENDING_SYNC`` instead when its results are only on disk. Called while ``exc`` is
+    being handled; a store that cannot mark the run is logged, never raised."""
+    status = "KILLED" if lifecycle.interruption(exc) else "FAILED"
+    sig = lifecycle.signal_received() or getattr(exc, "signum", signal.SIGINT)
+    error = (store.error_summary(exc) if status == "FAILED"
+             else f"stopped by {signal.Signals(sig).name}")
+    trace = traceback.format_exc()
+    (box.root / "error.txt").write_text(trace)
+    try:
+        _end(run_id, status, error, trace)
+    except Exception as end_exc:  # the store may be why we are here
+        log.error("could not mark run %s %s: %s", run_id, status, end_exc)
+    pending = box.read().get("state") == "pending"
+    store.write_status(output_dir, status="PENDING_SYNC" if pending else status,
+                       run_id=run_id, overrides=overrides, error=error[:500], record=str(box.root))
+    lifecycle.closed(run_id)
+
+
 @contextmanager
 def tracked_run(experiment_id: str, *, run_name: str | None, tags: dict[str, str],
                 params: dict[str, Any], output_dir: str | None = None,
@@ -92,7 +115,7 @@ def tracked_run(experiment_id: str, *, run_name: str | None, tags: dict[str, str
     Ends ``FINISHED`` when the block completes, ``KILLED`` on SIGTERM/SIGINT (``lifecycle``),
     ``FAILED`` on any other exception (``ragexp.error`` tag, ``error.txt``); the exception
     propagates. The job's status file follows each step (``RUNNING`` -> final status, or
-    ``PENDING_SYNC`` when the results are only on disk). Raises ``store.TrackingError`` when the
+    ``PENDING_SYNC`` when the results are only on disk). Raises ``TrackingError`` when the
     store cannot create the run."""
     lifecycle.install_signal_handlers()
     c = store.client()
@@ -102,10 +125,11 @@ def tracked_run(experiment_id: str, *, run_name: str | None, tags: dict[str, str
         store.log_batch(run_id, params=params)
     except Exception as exc:
         raise store.TrackingError(f"could not create a run in {store.tracking_uri()}: "
-                            f"{' '.join(str(exc).split())[:500]}") from exc
+                                  f"{' '.join(str(exc).split())[:500]}") from exc
     box = Outbox.create(output_dir)
     box.update(run_id=run_id, run_name=run_name, experiment_id=experiment_id,
-               experiment=c.get_experiment(experiment_id).name, tracking_uri=store.tracking_uri(),
+               experiment=c.get_experiment(experiment_id).name,
+               tracking_uri=store.tracking_uri(),
                params=params, tags=tags, state="open")
     lifecycle.opened(run_id, lambda status, reason: _end(run_id, status, reason))
     store.write_status(output_dir, status="RUNNING", run_id=run_id, overrides=overrides)
@@ -113,28 +137,14 @@ def tracked_run(experiment_id: str, *, run_name: str | None, tags: dict[str, str
         yield TrackedRun(run_id, box)
     except BaseException as exc:
         with lifecycle.signals_deferred():
-            status = "KILLED" if lifecycle.interruption(exc) else "FAILED"
-            sig = lifecycle.signal_received() or getattr(exc, "signum", signal.SIGINT)
-            error = (store.error_summary(exc) if status == "FAILED"
-                     else f"stopped by {signal.Signals(sig).name}")
-            trace = traceback.format_exc()
-            (box.root / "error.txt").write_text(trace)
-            try:
-                _end(run_id, status, error, trace)
-            except Exception as end_exc:  # the store may be why we are here
-                log.error("could not mark run %s %s: %s", run_id, status, end_exc)
-            pending = box.read().get("state") == "pending"
-            store.write_status(output_dir, status="PENDING_SYNC" if pending else status,
-                         run_id=run_id, overrides=overrides, error=error[:500],
-                         record=str(box.root))
-            lifecycle.closed(run_id)
+            _record_failure(run_id, box, exc, output_dir, overrides)
         raise
     with lifecycle.signals_deferred():
         try:
             _end(run_id, "FINISHED")
         except Exception as exc:
             raise store.TrackingError(f"run {run_id} is logged but could not be ended in "
-                                f"{store.tracking_uri()}: {exc}") from exc
+                                      f"{store.tracking_uri()}: {exc}") from exc
         finally:
             lifecycle.closed(run_id)
         store.write_status(output_dir, status="FINISHED", run_id=run_id, overrides=overrides)
