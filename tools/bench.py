@@ -46,11 +46,11 @@ from ragexp.index.embedders import FastEmbedEmbedder  # noqa: E402
 from ragexp.index.flat import FlatIPIndex  # noqa: E402
 from ragexp.index.resources import Resources  # noqa: E402
 from ragexp.stages.chunking import MarkdownChunker  # noqa: E402
-from tools.timing import best_of  # noqa: E402
 from ragexp.text.analysis import normalize_ws, split_sentences, tokenize  # noqa: E402
 from tools.bench_cache import cache_rows  # noqa: E402
 from tools.bench_traces import trace_rows  # noqa: E402
 from tools.readme import has_block, replace_block  # noqa: E402
+from tools.timing import best_of  # noqa: E402
 
 SEED = 13
 

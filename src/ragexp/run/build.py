@@ -23,8 +23,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from ragexp import legacy
 from ragexp.answer.base import Answerer
 from ragexp.answer.extractive import ExtractiveAnswerer
-from ragexp.index.bm25 import BM25Params
 from ragexp.data import shipped
+from ragexp.index.bm25 import BM25Params
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import Embedder
 from ragexp.index.resources import Resources
