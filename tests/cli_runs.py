@@ -8,15 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+from workspaces import PARENT_ENV, store_uri
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def cli_env(tmp: Path) -> dict[str, str]:
-    """The environment of a child ``ragexp``: a sqlite store in ``tmp``, offline, no inherited
-    sweep parent."""
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlflow.db'}",
+def cli_env(tmp: Path, uri: str | None = None) -> dict[str, str]:
+    """The environment of a child ``ragexp``: the sqlite store in ``tmp`` (``store_uri``) or
+    the store at ``uri``, offline, no inherited sweep parent."""
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri or store_uri(tmp),
            "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
-    env.pop("RAGEXP_PARENT_RUN_ID", None)
+    env.pop(PARENT_ENV, None)
     return env
 
 

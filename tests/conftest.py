@@ -1,5 +1,7 @@
-"""Shared fixtures: the shipped corpus and golden set, loaded once per session, and small helpers
-for writing throwaway corpora. Everything runs offline."""
+"""Shared fixtures: the shipped corpus and golden set, loaded once per session, the MLflow store
+runs are recorded into (``mlflow_store``, ``module_mlflow_store``; record runs with
+``workspaces.record_run``), and small helpers for writing throwaway corpora. Everything runs
+offline."""
 
 from __future__ import annotations
 
@@ -12,10 +14,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import json  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
+from workspaces import Store, tracking_store  # noqa: E402
 
-from ragexp.data import shipped
+from ragexp.data import shipped  # noqa: E402
 from ragexp.data.golden import load_corpus, load_golden  # noqa: E402
 from ragexp.stages.chunking import MarkdownChunker  # noqa: E402
 
@@ -45,6 +49,23 @@ def golden(docs):
 def chunks(docs):
     """The corpus at the default chunking."""
     return MarkdownChunker().chunk(docs.values())
+
+
+@pytest.fixture
+def mlflow_store(tmp_path) -> Iterator[Store]:
+    """A fresh sqlite MLflow store in ``tmp_path`` that ``MLFLOW_TRACKING_URI`` points at for
+    this test (no inherited sweep parent); yields its ``Store`` (``folder``, ``uri``, ``db``)."""
+    with tracking_store(tmp_path) as store:
+        yield store
+
+
+@pytest.fixture(scope="module")
+def module_mlflow_store(tmp_path_factory) -> Iterator[Store]:
+    """One sqlite store for a whole module, in a folder of its own, for the modules that record
+    their (expensive) runs once and read them in many tests: creating a store's schema alone
+    takes seconds. ``MLFLOW_TRACKING_URI`` points at it until the module's last test is done."""
+    with tracking_store(tmp_path_factory.mktemp("store")) as store:
+        yield store
 
 
 @pytest.fixture(scope="session")

@@ -4,14 +4,15 @@ instead of running jobs without a parent."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from cli_runs import cli_env
 from mlflow.tracking import MlflowClient
+from workspaces import store_uri
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -19,9 +20,7 @@ SWEEPS = (["retriever=dense,bm25"], ["retriever=hybrid", "chunking.max_words=60,
 
 
 def launch(tmp: Path, uri: str, name: str, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_DISABLE_TELEMETRY": "true",
-           "HF_HUB_OFFLINE": "1"}
-    env.pop("RAGEXP_PARENT_RUN_ID", None)
+    env = cli_env(tmp, uri)
     return subprocess.Popen([sys.executable, "-m", "ragexp", "-m", "embedder=hash",
                              "reranker=none", *args, f"cache_dir={tmp / name / 'cache'}",
                              "progress=false", f"hydra.sweep.dir={tmp / name / 'multirun'}"],
@@ -31,7 +30,7 @@ def launch(tmp: Path, uri: str, name: str, *args: str) -> subprocess.Popen:
 
 @pytest.mark.parametrize("attempt", range(3))
 def test_two_sweeps_at_once_on_a_fresh_store(tmp_path, attempt):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = store_uri(tmp_path)
     procs = [launch(tmp_path, uri, f"s{i}", *args) for i, args in enumerate(SWEEPS)]
     outputs = [p.communicate(timeout=900)[0] for p in procs]
     for proc, out in zip(procs, outputs):
@@ -52,7 +51,7 @@ def test_two_sweeps_at_once_on_a_fresh_store(tmp_path, attempt):
 
 def test_a_sweep_that_cannot_create_its_parent_stops_before_any_job(tmp_path):
     (tmp_path / "a-file").write_text("not a folder")
-    uri = f"sqlite:///{tmp_path / 'a-file' / 'mlflow.db'}"  # nothing can be created there
+    uri = store_uri(tmp_path / "a-file")  # nothing can be created there
     proc = launch(tmp_path, uri, "s", "retriever=dense,bm25")
     out = proc.communicate(timeout=600)[0]
     assert proc.returncode == 1

@@ -5,7 +5,6 @@ the run's ``ragexp.error`` tag; tracebacks go to error.txt and the log file unle
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 import time
@@ -13,7 +12,9 @@ from pathlib import Path
 
 import mlflow
 import pytest
+from cli_runs import cli_env
 from hydra.errors import InstantiationException
+from workspaces import store_uri
 
 from ragexp.index.embedders import EmbedderError, FastEmbedEmbedder, hub_unreachable
 from ragexp.tracking import failures
@@ -80,9 +81,7 @@ def test_bge_without_network_fails_at_once_with_the_hint(tmp_path, monkeypatch, 
 
 
 def _sweep(tmp: Path, *extra: str, offline_env: dict) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlflow.db'}",
-           "MLFLOW_DISABLE_TELEMETRY": "true", **offline_env}
-    env.pop("RAGEXP_PARENT_RUN_ID", None)
+    env = {**cli_env(tmp), **offline_env}
     if "HF_HUB_OFFLINE" not in offline_env:
         env.pop("HF_HUB_OFFLINE", None)
     return subprocess.run([sys.executable, "-m", "ragexp", *extra, f"cache_dir={tmp / 'cache'}",
@@ -105,7 +104,7 @@ def test_sweep_hash_bge_offline(tmp_path):
     assert "retries left" not in out  # fastembed's download retries never ran
     logs = list((tmp_path / "multirun").glob("*/*.log"))
     assert any("Traceback (most recent call last)" in p.read_text() for p in logs)
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_tracking_uri(store_uri(tmp_path))
     df = mlflow.search_runs(experiment_names=["ragexp-handbook"])
     jobs = df.dropna(subset=["tags.ragexp.config_hash"])
     bge = jobs[jobs["params.embedder.name"] == "bge"]

@@ -4,17 +4,15 @@ that reverses the head of every ranking) and a neutral change."""
 from __future__ import annotations
 
 import math
-import os
 
 import pytest
-from hydra import compose, initialize_config_dir
+from workspaces import record_run
 
 from ragexp.cli import main as cli
 from ragexp.decide import gate
 from ragexp.evaluation import stats
 from ragexp.evaluation.stats import Paired
 from ragexp.run import schema
-from ragexp.run.app import CONF_DIR, run_logged
 from ragexp.serving.promote import PromotionRefused, promote
 from ragexp.tracking import store as tracking
 
@@ -76,25 +74,15 @@ def test_unadjusted_tests_cannot_be_judged():
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("gate")
-    old = os.environ.get("MLFLOW_TRACKING_URI")
-    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp / 'mlflow.db'}"
+def runs(module_mlflow_store):
+    base = [*BASE, f"cache_dir={module_mlflow_store.folder / 'cache'}", "progress=false"]
 
     def logged(*overrides):
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            cfg = compose("config", overrides=[*BASE, f"cache_dir={tmp / 'cache'}",
-                                               "progress=false", *overrides])
-        return run_logged(cfg)["run_id"]
+        return record_run(*base, *overrides)["run_id"]
 
-    ids = {"base": logged(),
-           "reversed": logged("reranker._target_=planted.ReverseReranker", "reranker.top_n=10"),
-           "neutral": logged("answer.max_sentences=3")}
-    yield ids
-    if old is None:
-        os.environ.pop("MLFLOW_TRACKING_URI")
-    else:
-        os.environ["MLFLOW_TRACKING_URI"] = old
+    return {"base": logged(),
+            "reversed": logged("reranker._target_=planted.ReverseReranker", "reranker.top_n=10"),
+            "neutral": logged("answer.max_sentences=3")}
 
 
 def test_gate_fails_a_planted_regression_and_passes_a_neutral_change(runs, capsys):

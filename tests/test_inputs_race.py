@@ -38,9 +38,8 @@ TrackedRun(run_id, outbox=None).log_inputs([DatasetInput(Dataset(
 
 
 @pytest.mark.parametrize("attempt", range(3))
-def test_processes_logging_one_dataset_at_once_all_succeed(tmp_path, monkeypatch, attempt):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+def test_processes_logging_one_dataset_at_once_all_succeed(mlflow_store, attempt):
+    uri = mlflow_store.uri
     c = tracking.client()
     exp = c.create_experiment("race")
     run_ids = [c.create_run(exp).info.run_id for _ in range(4)]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import mlflow
 import pytest
+from workspaces import store_uri
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -99,7 +100,7 @@ def test_init_and_a_two_option_sweep_outside_the_repository(venv):
     sh([str(py), "-m", "ragexp", "--config-dir", "conf", "-m", "+ablation=glob(my_docs_*)",
         "embedder=hash", "progress=false"], cwd=work, env=env)
     assert (work / "mlruns" / "mlflow.db").is_file() and (work / ".cache").is_dir()
-    mlflow.set_tracking_uri(f"sqlite:///{work / 'mlruns' / 'mlflow.db'}")
+    mlflow.set_tracking_uri(store_uri(work / "mlruns"))
     runs = mlflow.search_runs(experiment_names=["ragexp-my_docs"])
     # The sweep's parent lives beside its children, though the ablations set the dataset.
     assert (runs["tags.ragexp.role"] == "sweep").sum() == 1
@@ -116,7 +117,7 @@ def test_shipped_default_dataset_runs_from_any_folder(venv):
     elsewhere.mkdir()
     sh([str(py), "-m", "ragexp", "embedder=hash", "retriever=bm25", "reranker=none",
         "progress=false"], cwd=elsewhere, env=env_for(tmp))
-    mlflow.set_tracking_uri(f"sqlite:///{elsewhere / 'mlruns' / 'mlflow.db'}")
+    mlflow.set_tracking_uri(store_uri(elsewhere / "mlruns"))
     df = mlflow.search_runs(experiment_names=["ragexp-handbook"])
     assert list(df["status"]) == ["FINISHED"]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+from workspaces import compose_config
 
 from ragexp.index import stagestore
 from ragexp.tracking import lifecycle, outbox, runs
@@ -21,12 +22,10 @@ from ragexp.tracking import store as tracking
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.delenv(tracking.PARENT_ENV, raising=False)
+def store(mlflow_store):
+    """The test's own store with the experiment ``lifecycle``: ``(client, its id, folder)``."""
     exp = tracking.ensure_experiment("lifecycle")
-    return MlflowClient(uri), exp, tmp_path
+    return MlflowClient(mlflow_store.uri), exp, mlflow_store.folder
 
 
 def open_run(exp, out, **kw):
@@ -223,17 +222,11 @@ def test_http_retries_are_bounded_unless_the_user_set_them(store, monkeypatch):
 
 @pytest.mark.slow
 def test_a_change_to_ragexp_reruns_a_finished_config(store, monkeypatch):
-    from hydra import compose, initialize_config_dir
+    from ragexp.run.app import run_logged
 
-    from ragexp.run import schema
-    from ragexp.run.app import CONF_DIR, run_logged
-
-    schema.register()
     c, exp, tmp = store
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose("config", overrides=["embedder=hash", "retriever=bm25", "reranker=none",
-                                           "experiment=lifecycle", f"cache_dir={tmp / 'c'}",
-                                           "progress=false"])
+    cfg = compose_config("embedder=hash", "retriever=bm25", "reranker=none",
+                         "experiment=lifecycle", f"cache_dir={tmp / 'c'}", "progress=false")
     first = run_logged(cfg)
     assert first["status"] == "FINISHED"
     assert run_logged(cfg) == {"status": "SKIPPED", "run_id": first["run_id"]}

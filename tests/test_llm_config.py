@@ -44,9 +44,9 @@ def test_answer_llm_typo_fails_at_composition():
 
 
 @pytest.mark.parametrize("override", ["answer=llm", "judge=llm"])
-def test_missing_key_fails_the_run_before_any_work(override, tmp_path, monkeypatch):
+def test_missing_key_fails_the_run_before_any_work(override, tmp_path, monkeypatch,
+                                                   mlflow_store):
     monkeypatch.delenv(KEY, raising=False)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
 
     def no_work(*args, **kwargs):
         raise AssertionError("the corpus was loaded or chunked before the key was checked")
@@ -61,7 +61,7 @@ def test_missing_key_fails_the_run_before_any_work(override, tmp_path, monkeypat
     assert isinstance(cause, LLMError)
     assert f"{override.split('=')[0]}.api_key_env names the environment variable '{KEY}'" \
         in str(cause)
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = MlflowClient(tracking_uri=mlflow_store.uri)
     [run] = client.search_runs([client.get_experiment_by_name("ragexp-handbook").experiment_id])
     assert run.info.status == "FAILED" and KEY in run.data.tags["ragexp.error"]
     assert run.data.metrics == {}

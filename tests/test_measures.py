@@ -141,16 +141,13 @@ def test_short_rankings_match_trec_eval():
      "abstain.signal.top_k=20 must be between 1 and the ranking depth k=10"),
     (["answer.n_chunks=0"], "answer.n_chunks=0 must be between 1 and the ranking depth k=100"),
 ])
-def test_the_entry_point_refuses_before_any_run_is_created(overrides, says, tmp_path,
-                                                           monkeypatch):
-    from hydra import compose, initialize_config_dir
+def test_the_entry_point_refuses_before_any_run_is_created(overrides, says, mlflow_store):
+    from workspaces import compose_config
 
-    from ragexp.run.app import CONF_DIR, run_logged
+    from ragexp.run.app import run_logged
 
-    db = tmp_path / "mlflow.db"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose("config", overrides=["embedder=hash", *overrides])
+    db = mlflow_store.db
+    cfg = compose_config("embedder=hash", *overrides)
     with pytest.raises(ValueError, match=says.replace("(", r"\(").replace(")", r"\)")):
         run_logged(cfg)
     assert not db.exists()  # no experiment, no run: nothing was logged

@@ -14,8 +14,10 @@ import ir_measures
 import mlflow
 import pandas as pd
 import pytest
+from cli_runs import cli_env
 from conftest import jsonl, write_tree
 from mlflow.tracking import MlflowClient
+from workspaces import store_uri
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -74,19 +76,17 @@ def project(tmp_path_factory):
                               f"corpus_dir: {tmp / 'docs'}\nquestions: {tmp / 'questions.jsonl'}\n",
         "retriever/heading.yaml": "_target_: mystages.heading.HeadingRetriever\nname: heading\n",
     })
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlflow.db'}",
-           "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1",
+    env = {**cli_env(tmp),
            "PYTHONPATH": os.pathsep.join([str(tmp), os.environ.get("PYTHONPATH", "")])}
-    env.pop("RAGEXP_PARENT_RUN_ID", None)
     proc = subprocess.run(
         [sys.executable, "-m", "ragexp", "--config-dir", str(tmp / "conf"), "-m",
          "dataset=quill", "split=all", "embedder=hash", "retriever=bm25,heading", "reranker=none",
          f"cache_dir={tmp / 'cache'}", "progress=false", f"hydra.sweep.dir={tmp / 'multirun'}"],
         cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    mlflow.set_tracking_uri(f"sqlite:///{tmp / 'mlflow.db'}")
+    mlflow.set_tracking_uri(store_uri(tmp))
     df = mlflow.search_runs(experiment_names=["ragexp-quill"])
-    return tmp, df[df["tags.ragexp.role"] != "sweep"], MlflowClient(f"sqlite:///{tmp / 'mlflow.db'}")
+    return tmp, df[df["tags.ragexp.role"] != "sweep"], MlflowClient(store_uri(tmp))
 
 
 def test_own_kinds_and_a_user_stage_run_in_a_sweep(project):

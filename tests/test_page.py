@@ -15,13 +15,12 @@ from html.parser import HTMLParser
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from hydra import compose, initialize_config_dir
 from loopback import serving
+from workspaces import compose_config
 
 from ragexp.answer.base import REFUSAL, cited_numbers, claim_of
 from ragexp.data import shipped
 from ragexp.run import schema
-from ragexp.run.app import CONF_DIR
 from ragexp.serving.api import create_app, finite_or_null
 from ragexp.serving.engine import Engine
 from tools import browser
@@ -48,12 +47,10 @@ def engine(tmp_path_factory):
     corpus = tmp / "corpus"
     shutil.copytree(shipped.path("handbook/corpus"), corpus)
     (corpus / "quokka.md").write_text(EVIL_DOC, encoding="utf-8")
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose("config", overrides=[
-            "embedder=hash", "embedder.dim=64", "retriever=bm25", "reranker=none",
-            "dataset=markdown", f"dataset.corpus_dir={corpus}",
-            f"dataset.questions={shipped.path('handbook/golden')}", "dataset.name=handbook",
-            f"cache_dir={tmp / 'cache'}", "progress=false"])
+    cfg = compose_config("embedder=hash", "embedder.dim=64", "retriever=bm25", "reranker=none",
+                         "dataset=markdown", f"dataset.corpus_dir={corpus}",
+                         f"dataset.questions={shipped.path('handbook/golden')}",
+                         "dataset.name=handbook", f"cache_dir={tmp / 'cache'}", "progress=false")
     return Engine(cfg, THRESHOLD, "page-test-run")
 
 
@@ -288,11 +285,10 @@ def test_api_key_is_asked_for_kept_in_the_tab_and_sent(engine, chrome):
 
 
 @pytest.fixture
-def traced_url(engine, tmp_path, monkeypatch):
+def traced_url(engine, mlflow_store, monkeypatch):
     """The engine served with tracing on, into a store of its own (as ``ragexp serve`` does)."""
     from ragexp.serving import tracing
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.setattr(engine, "tracer", tracing.for_engine(engine, True, "ragexp-page-test"))
     with serving(create_app(engine)) as url:
         yield url

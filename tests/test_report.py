@@ -9,11 +9,10 @@ import shlex
 import subprocess
 
 import pytest
-from hydra import compose, initialize_config_dir
+from workspaces import record_run
 
 from ragexp.cli import tables as report
 from ragexp.run import schema
-from ragexp.run.app import CONF_DIR, run_logged
 from ragexp.serving.promote import promote
 from ragexp.tracking import store as tracking
 from tools import walkthrough
@@ -21,24 +20,15 @@ from tools import walkthrough
 schema.register()
 
 
-def logged(tmp, *overrides):
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose("config", overrides=[f"cache_dir={tmp / 'cache'}", "progress=false",
-                                           *overrides])
-    return run_logged(cfg)
-
-
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("report")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp / 'mlflow.db'}")
-    true_bm25 = logged(tmp, "+ablation=bm25")  # exactly conf/ablation/bm25.yaml
+def store(module_mlflow_store):
+    tmp = module_mlflow_store.folder
+    quiet = [f"cache_dir={tmp / 'cache'}", "progress=false"]
+    true_bm25 = record_run(*quiet, "+ablation=bm25")  # exactly conf/ablation/bm25.yaml
     # Planted after it (so "latest run tagged X" would pick them): tagged, but other configs.
-    fake_hybrid = logged(tmp, "+ablation=hybrid", "retriever=bm25")
-    tuned_bm25 = logged(tmp, "+ablation=bm25", "bm25.k1=0.3", "bm25.b=0.1")
-    yield tmp, true_bm25, fake_hybrid, tuned_bm25
-    mp.undo()
+    fake_hybrid = record_run(*quiet, "+ablation=hybrid", "retriever=bm25")
+    tuned_bm25 = record_run(*quiet, "+ablation=bm25", "bm25.k1=0.3", "bm25.b=0.1")
+    return tmp, true_bm25, fake_hybrid, tuned_bm25
 
 
 def test_runner_and_report_agree_on_the_ablation_hash(store):

@@ -202,14 +202,12 @@ def test_wins_by_kind_against_independent_computation():
 # --- end to end: two sweeps and a champion in a temporary store ------------------------------
 
 @pytest.fixture(scope="module")
-def sweeps(tmp_path_factory):
+def sweeps(module_mlflow_store):
     from ragexp.cli import main as cli
     from ragexp.report import sweep_data
     from ragexp.tracking import store as tracking
 
-    tmp = tmp_path_factory.mktemp("report-html")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp / 'mlflow.db'}")
+    tmp = module_mlflow_store.folder
     first = run_ragexp(tmp, "-m", "+ablation=default,bm25", *HASH, "sweep_report=false",
                        f"hydra.sweep.dir={tmp / 's1'}")
     assert first.returncode == 0, first.stderr[-3000:]
@@ -227,8 +225,7 @@ def sweeps(tmp_path_factory):
     sweep2 = sweep_data.latest_sweep("ragexp-handbook")
     assert sweep2 != sweep1
     page = Path(tracking.artifact_path(sweep2, report_html.ARTIFACT)).read_text()
-    yield tmp, sweep1, sweep2, runs1, page, second
-    mp.undo()
+    return tmp, sweep1, sweep2, runs1, page, second
 
 
 def metric(run: pd.Series, key: str) -> float:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import mlflow
@@ -10,6 +9,7 @@ import pandas as pd
 import pytest
 from cli_runs import run_ragexp
 from mlflow.tracking import MlflowClient
+from workspaces import store_uri, tracking_store
 
 from ragexp.evaluation.measures import DEFAULT
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 
 def runs(tmp: Path) -> pd.DataFrame:
-    mlflow.set_tracking_uri(f"sqlite:///{tmp / 'mlflow.db'}")
+    mlflow.set_tracking_uri(store_uri(tmp))
     return mlflow.search_runs(experiment_names=["ragexp-handbook"])
 
 
@@ -80,7 +80,7 @@ def test_finished_runs_have_params_metrics_tags_artifacts(sweep):
     assert row["tags.embedder.backend"] == "hash"
     assert len(row["tags.corpus_hash"]) == 16 and len(row["tags.golden_hash"]) == 16
     assert row["tags.version.faiss-cpu"]
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}")
+    client = MlflowClient(tracking_uri=store_uri(tmp))
     names = {a.path for a in client.list_artifacts(row["run_id"])}
     assert {"config.yaml", "per_question.csv", "abstain_curve.json",
             "abstain_curve.png"} <= names
@@ -107,11 +107,8 @@ def test_rerun_skips_finished_configs_unless_forced(sweep, tmp_path):
     assert df[df["run_id"] == new_parent]["tags.ragexp.jobs"].iloc[0] == '{"skipped": 2}'
     from ragexp.decide import compare
 
-    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp / 'mlflow.db'}"
-    try:
+    with tracking_store(tmp):
         shown = compare.runs_frame("ragexp-handbook", parent=new_parent)
-    finally:
-        del os.environ["MLFLOW_TRACKING_URI"]
     assert sorted(shown["params.retriever.name"]) == ["bm25", "dense"]
     forced = run_ragexp(tmp, "embedder=hash", "retriever=bm25", "reranker=none", "force=true",
                         f"hydra.run.dir={tmp_path / 'forced'}")

@@ -4,7 +4,6 @@ with it, confirmation on held-out test questions, and an Optuna search driving r
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import mlflow
@@ -13,6 +12,7 @@ import pytest
 import yaml
 from cli_runs import run_ragexp
 from statsmodels.stats.multitest import multipletests
+from workspaces import store_uri
 
 from ragexp.decide import selection
 from ragexp.evaluation import stats
@@ -35,23 +35,17 @@ def test_vs_baseline_metric_names_are_mlflow_keys():
 
 
 def runs(tmp: Path):
-    mlflow.set_tracking_uri(f"sqlite:///{tmp / 'mlflow.db'}")
+    mlflow.set_tracking_uri(store_uri(tmp))
     return mlflow.search_runs(experiment_names=["ragexp-handbook"])
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("selection")
+def sweep(module_mlflow_store):
+    tmp = module_mlflow_store.folder
     proc = run_ragexp(tmp, "-m", "+ablation=default,bm25,chunks_small", *HASH,
-                  f"hydra.sweep.dir={tmp / 'multirun'}")
+                      f"hydra.sweep.dir={tmp / 'multirun'}")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    old = os.environ.get("MLFLOW_TRACKING_URI")
-    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp / 'mlflow.db'}"
-    yield tmp, proc
-    if old is None:
-        os.environ.pop("MLFLOW_TRACKING_URI")
-    else:
-        os.environ["MLFLOW_TRACKING_URI"] = old
+    return tmp, proc
 
 
 @pytest.mark.slow

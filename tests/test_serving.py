@@ -2,56 +2,35 @@
 
 from __future__ import annotations
 
-import os
-import threading
-import time
-
 import httpx
 import pandas as pd
 import pytest
-from hydra import compose, initialize_config_dir
+from loopback import serving
+from workspaces import record_failed_run, record_run
 
 from ragexp.answer.base import REFUSAL, Source, check_citations
 from ragexp.decide import compare
 from ragexp.run import schema
-from ragexp.run.app import CONF_DIR, run_logged
 from ragexp.serving.engine import Engine, ServingError, champion_run_id
 from ragexp.serving.promote import PromotionRefused, promote
 from ragexp.tracking import store as tracking
-from tools.background import free_port
 
 schema.register()
 HASH = ["embedder=hash", "embedder.dim=256"]
 
 
-def logged(tmp, *overrides):
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose("config", overrides=[*HASH, f"cache_dir={tmp / 'cache'}", "progress=false",
-                                           *overrides])
-    return run_logged(cfg)
-
-
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("store")
-    old = os.environ.get("MLFLOW_TRACKING_URI")
-    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp / 'mlflow.db'}"
+def store(module_mlflow_store):
+    tmp = module_mlflow_store.folder
+    base = [*HASH, f"cache_dir={tmp / 'cache'}", "progress=false"]
     ids = {
-        "bm25": logged(tmp, "retriever=bm25", "reranker=none", "+ablation=bm25")["run_id"],
-        "dense": logged(tmp, "retriever=dense", "reranker=none")["run_id"],
-        "small": logged(tmp, "retriever=dense", "reranker=none", "chunking.max_words=40",
-                        "chunking.overlap_words=0")["run_id"],
+        "bm25": record_run(*base, "retriever=bm25", "reranker=none", "+ablation=bm25")["run_id"],
+        "dense": record_run(*base, "retriever=dense", "reranker=none")["run_id"],
+        "small": record_run(*base, "retriever=dense", "reranker=none", "chunking.max_words=40",
+                            "chunking.overlap_words=0")["run_id"],
     }
-    with pytest.raises(Exception):
-        logged(tmp, "reranker=cross_encoder")
-    failed = tracking.client().search_runs(
-        [tracking.ensure_experiment("ragexp-handbook")], "attributes.status = 'FAILED'")
-    ids["failed"] = failed[0].info.run_id
-    yield tmp, ids
-    if old is None:
-        os.environ.pop("MLFLOW_TRACKING_URI")
-    else:
-        os.environ["MLFLOW_TRACKING_URI"] = old
+    ids["failed"] = record_failed_run(*base, "reranker=cross_encoder")
+    return tmp, ids
 
 
 def test_compare_table_shows_differing_keys_and_metrics(store):
@@ -177,29 +156,16 @@ def test_citations_that_do_not_check_out_are_dropped(chunks):
     assert kept == [f"{sentence} [1]"] and len(why) == 4
 
 
-def test_champion_missing_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'empty.db'}")
+def test_champion_missing_is_a_clear_error(mlflow_store):
     with pytest.raises(ServingError, match="promote a run first"):
         champion_run_id()
 
 
 @pytest.mark.slow
 def test_http_api_through_real_uvicorn(engine):
-    import uvicorn
-
     from ragexp.serving.api import create_app
 
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(engine), host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            if server.started:
-                break
-            time.sleep(0.05)
+    with serving(create_app(engine)) as base:
         with httpx.Client(base_url=base, timeout=30) as http:
             r = http.get("/health")
             assert r.status_code == 200 and r.json()["run_id"] == engine.run_id
@@ -233,9 +199,6 @@ def test_http_api_through_real_uvicorn(engine):
             assert bad[0].status_code == 400 and "k must be between" in bad[0].json()["error"]
             assert bad[3].status_code == 413 and "2000" in bad[3].json()["error"]
             assert bad[8].status_code == 404 and "nope#0" in bad[8].json()["error"]
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def test_cli_compare_promote_search_ask(store, capsys):

@@ -10,9 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
-from workspaces import RELATIVE, handbook_copy
+from workspaces import RELATIVE, compose_config, handbook_copy, record_failed_run, record_run
 
 from ragexp.cli import main as cli
 from ragexp.data import shipped
@@ -21,7 +20,7 @@ from ragexp.index.embedders import HashEmbedder
 from ragexp.index.resources import Resources
 from ragexp.index.stagestore import forget_memory
 from ragexp.run import schema
-from ragexp.run.app import CONF_DIR, run_logged
+from ragexp.run.app import run_logged
 from ragexp.serving.api import create_app
 from ragexp.serving.engine import Engine, ServingError
 from ragexp.tracking import store as tracking
@@ -32,8 +31,7 @@ BASE = ["embedder=hash", "embedder.dim=64", "retriever=dense", "reranker=none", 
 
 
 def config(*overrides):
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose("config", overrides=[*BASE, *overrides])
+    return compose_config(*BASE, *overrides)
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +39,8 @@ def store(tmp_path_factory):
     """Runs started in ``work/`` with relative data and cache paths, on a copy of the data."""
     tmp = tmp_path_factory.mktemp("serving-data")
     with handbook_copy(tmp) as (work, mp):
-        ids = {"dense": run_logged(config(*RELATIVE))["run_id"]}
-        with pytest.raises(Exception):
-            run_logged(config(*RELATIVE, "reranker=cross_encoder"))
-        c = tracking.client()
-        exp = tracking.ensure_experiment("ragexp-handbook")
-        ids["failed"] = c.search_runs([exp], "attributes.status = 'FAILED'")[0].info.run_id
+        ids = {"dense": record_run(*BASE, *RELATIVE)["run_id"],
+               "failed": record_failed_run(*BASE, *RELATIVE, "reranker=cross_encoder")}
         elsewhere = tmp / "elsewhere"
         elsewhere.mkdir()
         mp.chdir(elsewhere)

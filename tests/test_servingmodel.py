@@ -17,14 +17,12 @@ import mlflow
 import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
-from workspaces import RELATIVE, handbook_copy
+from workspaces import RELATIVE, handbook_copy, record_run
 
 from ragexp.cli import main as cli
 from ragexp.data.datasets import MarkdownDataset
 from ragexp.run import schema
-from ragexp.run.app import CONF_DIR, run_logged
 from ragexp.serving.engine import BadQuestion, Engine, ServingError, champion_run_id
 from ragexp.serving.model import OUTPUT_COLUMNS, answer_row, load_engine, questions_of
 from ragexp.serving.promote import promote
@@ -43,9 +41,7 @@ def store(tmp_path_factory):
     tests then run from another folder."""
     tmp = tmp_path_factory.mktemp("servingmodel")
     with handbook_copy(tmp) as (work, mp):
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            cfg = compose("config", overrides=[*BASE, *RELATIVE])
-        run_id = run_logged(cfg)["run_id"]
+        run_id = record_run(*BASE, *RELATIVE)["run_id"]
         before = tracking.client().get_run(run_id)
         version, _ = promote(run_id)
         (tmp / "elsewhere").mkdir()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from cli_runs import cli_env
 from mlflow.tracking import MlflowClient
+from workspaces import store_uri
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -48,7 +49,7 @@ def wait_running(status: Path, proc: subprocess.Popen, timeout: float = 300) -> 
 
 
 def store(tmp: Path) -> MlflowClient:
-    return MlflowClient(f"sqlite:///{tmp / 'mlflow.db'}")
+    return MlflowClient(store_uri(tmp))
 
 
 def all_runs(tmp: Path):

@@ -4,15 +4,13 @@ corpus, the map of installed distributions) and measure exactly what fresh jobs 
 from __future__ import annotations
 
 import json
-import os
 
 import pandas as pd
 import pytest
-from hydra import compose, initialize_config_dir
+from workspaces import record_run
 
 from ragexp.data import beir
 from ragexp.index.stagestore import forget_memory
-from ragexp.run.app import CONF_DIR, run_logged
 from ragexp.tracking import provenance
 from ragexp.tracking import store as tracking
 from tools import synth
@@ -33,24 +31,10 @@ def folder(tmp_path_factory):
     return root
 
 
-@pytest.fixture()
-def store(tmp_path):
-    old = os.environ.get("MLFLOW_TRACKING_URI")
-    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    yield tmp_path
-    if old is None:
-        os.environ.pop("MLFLOW_TRACKING_URI")
-    else:
-        os.environ["MLFLOW_TRACKING_URI"] = old
-
-
 def _job(folder, cache, overrides):
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose("config", overrides=[
-            "dataset=beir", f"dataset.path={folder}", "chunking=none", "embedder=hash",
-            "embedder.dim=32", "retriever=hybrid", f"cache_dir={cache}", "progress=false",
-            "force=true", "experiment=reuse", *overrides])
-    out = run_logged(cfg)
+    out = record_run("dataset=beir", f"dataset.path={folder}", "chunking=none", "embedder=hash",
+                     "embedder.dim=32", "retriever=hybrid", f"cache_dir={cache}",
+                     "progress=false", "force=true", "experiment=reuse", *overrides)
     assert out["status"] == "FINISHED"
     table = pd.read_csv(tracking.client().download_artifacts(out["run_id"], "per_question.csv"))
     tags = tracking.client().get_run(out["run_id"]).data.tags
@@ -64,7 +48,8 @@ def _cold():
 
 
 @pytest.mark.slow
-def test_reused_jobs_measure_what_fresh_jobs_measure(folder, store, monkeypatch):
+def test_reused_jobs_measure_what_fresh_jobs_measure(folder, mlflow_store, monkeypatch):
+    store = mlflow_store.folder
     parsed = []
     real = beir._records
     monkeypatch.setattr(beir, "_records", lambda path, req, *text: parsed.append(path.name)

@@ -59,12 +59,11 @@ def test_same_seed_same_bytes_and_bad_sizes_fail(tmp_path, folder):
     assert synth.main([str(tmp_path / "bad2"), "--passages", "0"]) == 2
 
 
-def test_per_question_table_is_one_csv_and_one_mlflow_table(tmp_path, monkeypatch):
+def test_per_question_table_is_one_csv_and_one_mlflow_table(tmp_path, mlflow_store):
     import mlflow
 
     from ragexp.tracking import store as tracking
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
     table = pd.DataFrame({"id": [f"q{i}" for i in range(500)], "kind": ["factual"] * 500,
                           "reciprocal_rank": np.linspace(0, 1, 500)})
     c = tracking.client()

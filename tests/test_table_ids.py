@@ -30,14 +30,11 @@ def _table(values: dict[str, float]) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def mlflow_store(tmp_path_factory):
-    """``log(table) -> run_id``: a finished run holding ``table`` as its per_question.csv, in a
-    temporary sqlite store (one per module: creating the schema takes seconds)."""
-    tmp_path = tmp_path_factory.mktemp("store")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-        exp = tracking.ensure_experiment("ids")
-        yield _logger(exp, tmp_path)
+def log_table(module_mlflow_store):
+    """``log(table) -> run_id``: a finished run holding ``table`` as its per_question.csv, in
+    the module's store."""
+    exp = tracking.ensure_experiment("ids")
+    return _logger(exp, module_mlflow_store.folder)
 
 
 def _logger(exp: str, tmp_path):
@@ -55,8 +52,8 @@ def _logger(exp: str, tmp_path):
 
 
 @pytest.mark.slow  # the MLflow store's schema takes ~20 s to create on a busy machine
-def test_paired_test_pairs_1_01_007_with_themselves(mlflow_store):
-    run_id, base_id = mlflow_store(_table(RUN)), mlflow_store(_table(BASE))
+def test_paired_test_pairs_1_01_007_with_themselves(log_table):
+    run_id, base_id = log_table(_table(RUN)), log_table(_table(BASE))
     df = pd.DataFrame({"run_id": [run_id]})
     tests = compare.baseline_tests(df, base_id, measures=("RR@10",))[run_id]
     overall = next(t for t in tests if t.kind == "all")
@@ -75,8 +72,8 @@ def test_paired_test_pairs_1_01_007_with_themselves(mlflow_store):
 
 
 @pytest.mark.slow
-def test_repeated_question_in_a_table_is_refused_naming_the_run_and_lines(mlflow_store):
-    run_id = mlflow_store(_table(RUN | {"1": 1.0}).pipe(lambda t: pd.concat([t, t.iloc[:1]])))
+def test_repeated_question_in_a_table_is_refused_naming_the_run_and_lines(log_table):
+    run_id = log_table(_table(RUN | {"1": 1.0}).pipe(lambda t: pd.concat([t, t.iloc[:1]])))
     with pytest.raises(InputError) as err:
         compare.per_question(run_id)
     assert str(err.value) == (f"per_question.csv of run {run_id}: 1 duplicate id(s): '1' at "

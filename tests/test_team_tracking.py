@@ -19,6 +19,8 @@ from pathlib import Path
 
 import mlflow
 import pytest
+from cli_runs import cli_env
+from workspaces import store_uri
 
 from tools.background import background_server, free_port
 
@@ -61,9 +63,7 @@ def postgres():
 
 
 def _sweep(tmp: Path, uri: str, *launcher: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_DISABLE_TELEMETRY": "true",
-           "HF_HUB_OFFLINE": "1"}
-    env.pop("RAGEXP_PARENT_RUN_ID", None)
+    env = cli_env(tmp, uri)
     return subprocess.run([sys.executable, "-m", "ragexp", "-m", *launcher, *SWEEP,
                            f"cache_dir={tmp / 'shared-cache'}", "progress=false",
                            f"hydra.sweep.dir={tmp / 'multirun'}"], cwd=ROOT, env=env,
@@ -121,7 +121,7 @@ def _check_each_text_cached_once(cache: Path) -> None:
 
 
 def test_sweep_through_the_submitit_launcher(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = store_uri(tmp_path)
     proc = _sweep(tmp_path, uri, "hydra/launcher=submitit_local",
                   "hydra.launcher.timeout_min=20", "hydra.launcher.cpus_per_task=1")
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -5,17 +5,15 @@ run logged into a temporary MLflow store."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from hydra import compose, initialize_config_dir
+from workspaces import record_run
 
 from ragexp.errors import NotFound
 from ragexp.run import schema
-from ragexp.run.app import CONF_DIR, run_logged
 from ragexp.run.pipeline import rank
 from ragexp.serving import mining, tracing
 from ragexp.serving.api import create_app
@@ -27,22 +25,14 @@ schema.register()
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("traces")
-    old = os.environ.get("MLFLOW_TRACKING_URI")
-    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp / 'mlflow.db'}"
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose("config", overrides=["embedder=hash", "embedder.dim=256", "progress=false",
-                                           f"cache_dir={tmp / 'cache'}"])
-    run_id = run_logged(cfg)["run_id"]
+def served(module_mlflow_store):
+    tmp = module_mlflow_store.folder
+    run_id = record_run("embedder=hash", "embedder.dim=256", "progress=false",
+                        f"cache_dir={tmp / 'cache'}")["run_id"]
     engine = Engine.from_run(run_id)
     engine.tracer = tracing.for_engine(engine, True)
     yield tmp, run_id, engine
     engine.tracer.flush()
-    if old is None:
-        os.environ.pop("MLFLOW_TRACKING_URI")
-    else:
-        os.environ["MLFLOW_TRACKING_URI"] = old
 
 
 def spans_of(trace_id: str):

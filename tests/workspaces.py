@@ -1,30 +1,96 @@
-"""A throwaway copy of the shipped handbook to record runs on, as a user's project would."""
+"""Where tests record runs: a sqlite MLflow store in a temporary folder (``store_uri``,
+``tracking_store``; the ``mlflow_store`` and ``module_mlflow_store`` fixtures of ``conftest``),
+runs of ragexp's real config recorded in this process (``record_run``, ``record_failed_run``),
+and a throwaway copy of the shipped handbook to record them on, as a user's project would
+(``handbook_copy``). ``cli_runs`` runs the ``ragexp`` CLI in a child on the same kind of store."""
 
 from __future__ import annotations
 
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import pytest
 
 from ragexp.data import shipped
+from ragexp.tracking.store import PARENT_ENV
 
+STORE_FILE = "mlflow.db"
 # Hydra overrides pointing a run at the copy, relative to its ``work/`` folder.
 RELATIVE = ["dataset.corpus_dir=data/corpus", "dataset.questions=data/golden", "cache_dir=cache"]
 
 
+def store_uri(folder: Path) -> str:
+    """The tracking URI of the sqlite store ``folder/mlflow.db`` (MLflow creates it on first
+    use): what a test points ragexp at, in this process or a child's environment."""
+    return f"sqlite:///{folder / STORE_FILE}"
+
+
+class Store(NamedTuple):
+    """A sqlite store that ``MLFLOW_TRACKING_URI`` points at: its ``folder`` (free for the
+    test's other files: caches, outputs), ``uri`` and database file ``db``."""
+
+    folder: Path
+    uri: str
+    db: Path
+
+
+@contextmanager
+def tracking_store(folder: Path) -> Iterator[Store]:
+    """``MLFLOW_TRACKING_URI`` set to a sqlite store in ``folder`` and no inherited sweep parent,
+    until exit (then both are as they were)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MLFLOW_TRACKING_URI", store_uri(folder))
+        mp.delenv(PARENT_ENV, raising=False)
+        yield Store(folder, store_uri(folder), folder / STORE_FILE)
+
+
+def compose_config(*overrides: str):
+    """ragexp's shipped config composed with ``overrides``, as ``python -m ragexp OVERRIDES``
+    composes it (typed: importing ``ragexp.run.app`` registers the schemas)."""
+    from hydra import compose, initialize_config_dir
+
+    from ragexp.run.app import CONF_DIR
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def record_run(*overrides: str) -> dict:
+    """One ragexp run of ``overrides``, in this process, into the current store (``python -m
+    ragexp OVERRIDES`` without the child): ``run_logged``'s result, ``{"status", "run_id"}``
+    and the run's metrics. Raises what failed the run, after marking it ``FAILED``."""
+    from ragexp.run.app import run_logged
+
+    return run_logged(compose_config(*overrides))
+
+
+def record_failed_run(*overrides: str) -> str:
+    """The id of the run of ``overrides`` that fails (as ``record_run`` records it): the newest
+    ``FAILED`` run of its experiment."""
+    from ragexp.run.app import run_logged
+    from ragexp.tracking import store as tracking
+
+    cfg = compose_config(*overrides)
+    with pytest.raises(Exception):
+        run_logged(cfg)
+    failed = tracking.client().search_runs([tracking.ensure_experiment(cfg.experiment)],
+                                           "attributes.status = 'FAILED'")
+    return failed[0].info.run_id
+
+
 @contextmanager
 def handbook_copy(tmp: Path) -> Iterator[tuple[Path, pytest.MonkeyPatch]]:
-    """The handbook's corpus and golden set copied to ``tmp/work/data``, a sqlite store at
-    ``tmp/mlflow.db`` and the current folder ``tmp/work`` (record runs with ``RELATIVE``).
+    """The handbook's corpus and golden set copied to ``tmp/work/data``, the sqlite store of
+    ``tracking_store(tmp)`` and the current folder ``tmp/work`` (record runs with ``RELATIVE``).
     Yields ``(work, monkeypatch)``; the patch (store, folder) is undone on exit."""
     work = tmp / "work"
     shutil.copytree(shipped.path("handbook/corpus"), work / "data" / "corpus")
     shutil.copytree(shipped.path("handbook/golden"), work / "data" / "golden")
     mp = pytest.MonkeyPatch()
-    mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp / 'mlflow.db'}")
+    mp.setenv("MLFLOW_TRACKING_URI", store_uri(tmp))
+    mp.delenv(PARENT_ENV, raising=False)
     mp.chdir(work)
     try:
         yield work, mp
