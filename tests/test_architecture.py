@@ -124,9 +124,13 @@ def test_imports_inside_functions_only_defer_a_heavy_import():
 def test_the_wheel_lists_every_package_and_no_tool():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     code_packages = {m for m, p in MODULES.items() if p.name == "__init__.py"}
-    shipped = {f"ragexp.{name}" for name in ("conf", "corpus", "golden")}
-    assert set(config["packages"]) == code_packages | shipped
-    assert {config["package-dir"][p] for p in shipped} == {"conf", "corpus", "golden"}
+    data = {"ragexp.serving.static"} | {  # every folder of the shipped data, as a package
+        "ragexp.shipped." + ".".join(d.relative_to(ROOT).parts)
+        for top in ("conf", "corpus", "golden")
+        for d in [ROOT / top, *(p for p in (ROOT / top).rglob("*") if p.is_dir())]}
+    assert set(config["packages"]) == code_packages | data
+    assert {config["package-dir"][f"ragexp.shipped.{top}"] for top in
+            ("conf", "corpus", "golden")} == {"conf", "corpus", "golden"}
     tools = {p.stem for p in (ROOT / "tools").glob("*.py")} - {"__init__"}
     assert tools and not tools & {p.stem for p in SRC.rglob("*.py")}
     from_tools = [m for m, p in MODULES.items() for node in ast.walk(ast.parse(p.read_text()))

@@ -54,18 +54,19 @@ def env_for(tmp: Path) -> dict:
 
 def test_the_wheel_holds_the_product_and_its_shipped_data_not_the_tools(venv):
     """One copy of conf/, corpus/ and golden/ at the repository root, carried into the wheel
-    under the package; no benchmark, README or screenshot module."""
+    under ragexp/shipped/, every config file of them; no benchmark, README or screenshot
+    module."""
     tmp, _ = venv
     (wheel,) = (tmp / "dist").glob("ragexp-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "ragexp/conf/config.yaml" in names and "ragexp/serving/static/page.html" in names
-    for group in (ROOT / "conf").iterdir():
-        if group.is_dir():
-            assert any(n.startswith(f"ragexp/conf/{group.name}/") for n in names), group.name
-    corpus = sorted(n for n in names if n.startswith("ragexp/corpus/") and n.endswith(".md"))
+    assert "ragexp/shipped/conf/config.yaml" in names and "ragexp/serving/static/page.html" in names
+    assert {n for n in names if n.startswith("ragexp/shipped/conf/")} == {
+        f"ragexp/shipped/conf/{p.relative_to(ROOT / 'conf').as_posix()}"
+        for p in (ROOT / "conf").rglob("*.yaml")}
+    corpus = sorted(n for n in names if n.startswith("ragexp/shipped/corpus/") and n.endswith(".md"))
     assert len(corpus) == len(list((ROOT / "corpus").rglob("*.md"))) == 22
-    golden = {n for n in names if n.startswith("ragexp/golden/")}
-    assert golden == {f"ragexp/golden/{p.relative_to(ROOT / 'golden').as_posix()}"
+    golden = {n for n in names if n.startswith("ragexp/shipped/golden/")}
+    assert golden == {f"ragexp/shipped/golden/{p.relative_to(ROOT / 'golden').as_posix()}"
                       for p in (ROOT / "golden").rglob("*.jsonl")}
     tools = {p.stem for p in (ROOT / "tools").glob("*.py")} - {"__init__"}
     shipped = {Path(n).stem for n in names if n.endswith(".py")}

@@ -135,7 +135,13 @@ def test_legacy_targets_and_module_aliases_are_todays_objects():
     from omegaconf import OmegaConf
 
     for old, new in legacy.OLD_PATHS.items():
-        assert importlib.import_module(old) is importlib.import_module(new), old
+        module = importlib.import_module(old)
+        assert module is importlib.import_module(new), old
+        assert module.__spec__.name == module.__name__ == new  # reloads as itself
+    # `python -m` of an old path runs today's module (the docs once said python -m ragexp.golden)
+    old_cli = subprocess.run([sys.executable, "-m", "ragexp.golden", "check"], env=env(),
+                             capture_output=True, text=True, timeout=300)
+    assert old_cli.returncode == 0 and "| total |" in old_cli.stdout, old_cli.stderr
     cfg = OmegaConf.create({"retriever": {"_target_": "ragexp.retrievers.HybridRetriever",
                                           "parts": [{"_target_": "ragexp.bm25.BM25Index"}]},
                             "answer": {"_target_": "ragexp.answer.Answerer"},

@@ -1,6 +1,6 @@
-"""Traces of served requests (tracing.py), user feedback on them (POST /feedback), and mining
-them into failure modes and candidate golden questions (mining.py, traces_cli.py), on a real
-run logged into a temporary MLflow store."""
+"""Traces of served requests (serving/tracing.py), user feedback on them (POST /feedback), and
+mining them into failure modes and candidate golden questions (serving/mining.py, cli/traces.py),
+on a real run logged into a temporary MLflow store."""
 
 from __future__ import annotations
 

@@ -186,12 +186,12 @@ def render() -> str:
         *_modules(ROOT / "tools", "tools/"),
         "", "### `conf/`", "",
         "Hydra's config groups, one folder per stage, and the primary config `config.yaml` "
-        "(the wheel carries them as `ragexp/conf`; see [config groups](config.md)):", "",
+        "(the wheel carries them as `ragexp/shipped/conf`; see [config groups](config.md)):", "",
         *[f"- `{g.name}/`: {_options(g)}" for g in groups],
         "", "### `corpus/` and `golden/`", "",
         "The example handbook of Brindle, a fictional job queue: markdown documents under "
-        "`corpus/`, its golden set under `golden/` (the wheel carries both, as `ragexp/corpus` "
-        "and `ragexp/golden`; see [input files](inputs.md), and the counts per kind in "
+        "`corpus/`, its golden set under `golden/` (the wheel carries both, as "
+        "`ragexp/shipped/corpus` and `ragexp/shipped/golden`; see [input files](inputs.md), and the counts per kind in "
         "[results](results.md)).", "",
         "- `corpus/`: " + ", ".join(f"`{p.name}{'/' if p.is_dir() else ''}`" for p in corpus),
         "- `golden/`: " + ", ".join(f"`{p.relative_to(ROOT / 'golden').as_posix()}`"

@@ -1,3 +1,6 @@
+"""``python -m ragexp [overrides]``: one experiment, or a sweep with ``-m`` (``run.app``); a stop by
+SIGTERM or Ctrl-C exits 128 + the signal with the runs it started ended KILLED."""
+
 import signal
 import sys
 

@@ -53,8 +53,11 @@ OLD_PATHS = {f"ragexp.{old}": f"ragexp.{new}" for old, new in {
 OLD_TARGETS = {"ragexp.answer.Answerer": "ragexp.answer.extractive.ExtractiveAnswerer"}
 
 
-class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
     """Finds an old module path and loads it as the module that holds its code today."""
+
+    def __init__(self) -> None:
+        self._own: dict[str, tuple] = {}  # today's name -> its own (spec, loader)
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname in OLD_PATHS:
@@ -62,11 +65,20 @@ class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
     def create_module(self, spec):
-        # The module of today itself: its own name and spec stay (set only where missing).
-        return importlib.import_module(OLD_PATHS[spec.name])
+        """The module of today itself (imported now), under the old name too."""
+        module = importlib.import_module(OLD_PATHS[spec.name])
+        self._own[module.__name__] = (module.__spec__, module.__loader__)
+        return module
 
     def exec_module(self, module) -> None:
-        """Nothing to run: the module of today ran when ``create_module`` imported it."""
+        """Nothing to run: the module ran when ``create_module`` imported it. The import system
+        has given it the old path's spec; its own is put back, so it reloads as itself."""
+        module.__spec__, module.__loader__ = self._own[module.__name__]
+
+    def get_source(self, fullname):
+        """The source of today's module (``python -m`` of an old path runs it)."""
+        spec = importlib.util.find_spec(OLD_PATHS[fullname])
+        return spec.loader.get_source(spec.name)
 
 
 def install() -> None:

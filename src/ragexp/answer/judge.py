@@ -27,7 +27,7 @@ from ragexp.answer.llm import ChatClient, Completion, Endpoint, LLMError, Messag
 from ragexp.data import shipped
 from ragexp.records import Chunk, Query
 
-LABELS = "handbook/golden/judge/labels.jsonl"  # shipped example, under ragexp/examples
+LABELS = "handbook/golden/judge/labels.jsonl"  # shipped example (data.shipped)
 RUBRIC = """You grade answers written by a question-answering system over a set of documents.
 You get the question, the numbered passages the system was shown, its answer (every sentence \
 ends with the [n] of the passage it relies on) and, when there is one, a reference answer \

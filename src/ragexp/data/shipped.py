@@ -3,8 +3,9 @@ handbook (``corpus/``, its golden set ``golden/``), so an installed ragexp compo
 and runs the example from any folder.
 
 One copy of each lives at the repository root. The wheel carries them inside the package
-(``ragexp/conf``, ``ragexp/corpus``, ``ragexp/golden``: the package-dir mapping in
-``pyproject.toml``); an editable install reads them from the checkout's root.
+(``ragexp/shipped/conf``, ``.../corpus``, ``.../golden``: the package-dir mapping in
+``pyproject.toml``; not ``ragexp/golden``, which would shadow the old module path
+``ragexp.golden``); an editable install reads them from the checkout's root.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ def folder(name: str) -> Path:
     the root of the source checkout. Raises ``FileNotFoundError`` naming both places."""
     if name not in FOLDERS:
         raise InvalidValue(f"no shipped folder {name!r} (shipped: {', '.join(FOLDERS)})")
-    for candidate in (PACKAGE / name, PACKAGE.parents[1] / name):
+    for candidate in (PACKAGE / "shipped" / name, PACKAGE.parents[1] / name):
         if candidate.is_dir():
             return candidate
-    raise MissingInput(f"ragexp's shipped {name}/ is neither in {PACKAGE} nor in "
+    raise MissingInput(f"ragexp's shipped {name}/ is neither in {PACKAGE / 'shipped'} nor in "
                             f"{PACKAGE.parents[1]}: reinstall ragexp")
 
 

@@ -1,4 +1,4 @@
-"""What the HTML report of a sweep reads from MLflow: the MLflow edge of ``report_html``.
+"""What the HTML report of a sweep reads from MLflow: the MLflow edge of ``report.html``.
 
 - **the sweep**: its parent run and the finished runs of its jobs (children, and finished runs it
   skipped to, as ``compare.runs_frame(parent=...)`` lists them), each with its per-question

@@ -1,4 +1,4 @@
-"""One experiment, from Python, in named steps (``run_experiment``)::
+"""One experiment, from Python, in named steps (``run_experiment``), each its own function:
 
     read_corpus -> index_corpus -> retrieve_all -> metrics -> abstain_curve -> answer_questions
                 -> judge -> run_facts -> per-question table

@@ -1,6 +1,6 @@
 """Promote a run to the serving default: the champion as an MLflow model.
 
-Each promotion logs the run's pyfunc serving model (``servingmodel.log_model``: the run's
+Each promotion logs the run's pyfunc serving model (``serving.model.log_model``: the run's
 ``config.yaml``, data fingerprint and index-rebuild information as artifacts, linked to the run),
 registers it as a new version of the MLflow registered model ``ragexp-serving`` (source:
 ``models:/<model_id>``, run id: the promoted run) and moves the alias ``champion`` to it;
