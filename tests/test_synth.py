@@ -125,3 +125,14 @@ def test_bench_scale_refuses_sizes_that_are_not_passage_counts(sizes, capsys):
         bench_scale.main(["--sizes", sizes])
     assert err.value.code == 2
     assert f"argument --sizes: {sizes!r} is not a comma-separated list" in capsys.readouterr().err
+
+
+def test_the_bm25_benchmark_row_runs_against_bm25s_and_agrees(docs, golden):
+    """``make bench``'s BM25 row on a small draw: both engines rank the same top 10 for the same
+    tokens (the row's overlap), so a change to ``BM25Index``'s interface breaks this, not only
+    the benchmark."""
+    from tools import bench
+
+    row = bench.bench_bm25(docs.values(), [q.text for q in golden][:20], n_docs=300)
+    assert "(top-10 overlap 100%)" in row.name
+    assert float(row.ours.split()[0]) > 0 and float(row.ref.split()[0]) > 0

@@ -163,7 +163,7 @@ def bench_bm25(docs, queries: list[str], n_docs: int = 100_000) -> Row:
             picked.add(sample)
             tokens.append([t for s in sample for t in terms[s]])
     ours = BM25Index().fit_terms(tokens)
-    ref = bm25s.BM25(k1=ours.k1, b=ours.b, method=ours.method)
+    ref = bm25s.BM25(k1=ours.params.k1, b=ours.params.b, method=ours.params.method)
     ref.index(tokens, show_progress=False)
     q_tokens, k = [tokenize(q) for q in queries], 10
 
