@@ -56,7 +56,7 @@ def load_labels(path: str | Path) -> list[Label]:
     path = Path(path)
     if not path.is_file():
         raise InvalidValue(f"judge.labels={str(path)!r}: no such file (run from the project root "
-                         f"or give an absolute path)")
+                           f"or give an absolute path)")
     out, seen = [], set()
     for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():

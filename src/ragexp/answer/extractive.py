@@ -36,7 +36,7 @@ class ExtractiveAnswerer:
     def __post_init__(self) -> None:
         if self.n_chunks < 1 or self.max_sentences < 1:
             raise InvalidValue("answer.n_chunks and answer.max_sentences must be >= 1, got "
-                             f"{self.n_chunks} and {self.max_sentences}")
+                               f"{self.n_chunks} and {self.max_sentences}")
         for key in ("min_overlap", "min_support"):
             if not 0 <= getattr(self, key) <= 1:
                 raise InvalidValue(f"answer.{key} must be in [0, 1], got {getattr(self, key)}")

@@ -97,8 +97,8 @@ def init(folder: str | Path, example: bool = False) -> list[Path]:
     clash = [p for p in files if p.exists()]
     if clash:
         raise WouldOverwrite("ragexp init would overwrite " + ", ".join(map(str, clash[:5]))
-                              + (f" and {len(clash) - 5} more" if len(clash) > 5 else "")
-                              + "; choose an empty folder or remove them")
+                             + (f" and {len(clash) - 5} more" if len(clash) > 5 else "")
+                             + "; choose an empty folder or remove them")
     for target, content in files.items():
         target.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, Path):

@@ -80,8 +80,8 @@ class MarkdownDataset:
         empty = sorted(q for q, rel in qrels.items() if not rel)
         if empty:
             raise InvalidValue(f"{len(empty)} answerable question(s) have no relevant chunk under "
-                             f"this chunking ({', '.join(empty[:5])}); the chunker lost source "
-                             f"offsets or the evidence spans are outside every chunk")
+                               f"this chunking ({', '.join(empty[:5])}); the chunker lost source "
+                               f"offsets or the evidence spans are outside every chunk")
         return lift_qrels(qrels, unit_of(chunks, self.unit))
 
     def fingerprint(self) -> dict[str, str]:
@@ -117,7 +117,7 @@ class BeirDataset:
         root = Path(self.path)
         if self.unit != "document":
             raise InvalidValue(f"dataset.unit={self.unit!r}: a BEIR dataset is judged per document, "
-                             f"so it is scored per document (dataset.unit=document)")
+                               f"so it is scored per document (dataset.unit=document)")
         if not self.path or not root.is_dir():
             raise BeirFormatError(f"dataset.path={shown(self.path)}", None, "is not a folder; "
                                   "pass dataset.path=DIR pointing at a BEIR-format dataset")

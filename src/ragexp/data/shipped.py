@@ -19,8 +19,7 @@ FOLDERS = ("conf", "corpus", "golden")
 EXAMPLES = {"handbook/corpus": "corpus", "handbook/golden": "golden"}
 # Where an older ragexp installed the handbook, inside the package, before it moved to corpus/
 # and golden/: runs recorded then name these paths.
-OLD_EXAMPLES = {"ragexp/examples/handbook/corpus": "handbook/corpus",
-                "ragexp/examples/handbook/golden": "handbook/golden"}
+OLD_EXAMPLES = {f"ragexp/examples/{example}": example for example in EXAMPLES}
 
 
 def folder(name: str) -> Path:
@@ -32,7 +31,7 @@ def folder(name: str) -> Path:
         if candidate.is_dir():
             return candidate
     raise MissingInput(f"ragexp's shipped {name}/ is neither in {PACKAGE / 'shipped'} nor in "
-                            f"{PACKAGE.parents[1]}: reinstall ragexp")
+                       f"{PACKAGE.parents[1]}: reinstall ragexp")
 
 
 def conf_dir() -> str:
@@ -53,7 +52,7 @@ def path(relative: str) -> str:
             if target.exists() and (target == base or base in target.parents):
                 return str(target)
     raise MissingInput(f"no shipped example {relative!r} (examples: "
-                            f"{', '.join(EXAMPLES)})")
+                       f"{', '.join(EXAMPLES)})")
 
 
 def relocated(recorded: str) -> str:

@@ -61,7 +61,7 @@ class SplitDataset:
         self._queries = [q for q in queries if self.split == "all" or side[q.qid] == self.split]
         if not self._queries:
             raise InvalidValue(f"split {self.split!r} (seed {self.seed}, test share "
-                             f"{self.test_share}) holds no question of {self.inner.name!r}")
+                               f"{self.test_share}) holds no question of {self.inner.name!r}")
         self._ids = {q.qid for q in self._queries}
 
     def __getattr__(self, attr: str):  # only called for attributes not found on the wrapper

@@ -34,7 +34,7 @@ class TrecFormatError(readers.DataError):
 def _check_id(value: str, what: str) -> str:
     if not value or _WS.search(value):
         raise InvalidValue(f"{what} {readers.shown(value)} is empty or holds whitespace: TREC files are "
-                         f"whitespace-separated, so such an id cannot be written")
+                           f"whitespace-separated, so such an id cannot be written")
     return value
 
 

@@ -56,7 +56,7 @@ class Rule:
             raise InvalidValue(f"alpha must be in (0, 1), got {self.alpha}")
         if self.correction not in stats.CORRECTIONS:
             raise InvalidValue(f"correction must be one of {', '.join(stats.CORRECTIONS)}, "
-                             f"got {self.correction!r}")
+                               f"got {self.correction!r}")
 
 
 @dataclass(frozen=True)

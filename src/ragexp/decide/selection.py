@@ -52,7 +52,7 @@ def check_objective(name: str, names) -> None:
 
     if parse(name).name not in {parse(n).name for n in names}:
         raise InvalidValue(f"objective {name!r} is not among the configured measures "
-                         f"({', '.join(names)}): add it to the config key measures")
+                           f"({', '.join(names)}): add it to the config key measures")
 
 
 def objective(out: Mapping[str, Any], name: str) -> float:

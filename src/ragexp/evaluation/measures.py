@@ -149,7 +149,7 @@ def parse(name: str) -> Measure:
         elif "@" not in text and text in FAMILIES:
             hint = f" (give a cutoff, e.g. {text}@10: a ranking is k deep)"
         raise InvalidValue(f"measures: unknown measure {text!r}{hint}; known: {_known()} with an "
-                         f"integer cutoff k >= 1, named as ir_measures names them")
+                           f"integer cutoff k >= 1, named as ir_measures names them")
     cutoff = int(m.group(2))
     if cutoff < 1:
         raise InvalidValue(f"measures: {text!r} has cutoff {cutoff}; a cutoff must be >= 1")
@@ -188,11 +188,11 @@ def check_depth(k: int, measures: Iterable[Measure]) -> None:
     deepest = max(measures, key=lambda m: m.cutoff)
     if k < 1:
         raise InvalidValue(f"k={k}: the ranking depth must be >= 1 (and >= {deepest.cutoff}, "
-                         f"the cutoff of {deepest.name})")
+                           f"the cutoff of {deepest.name})")
     if k < deepest.cutoff:
         raise InvalidValue(f"k={k} is below the deepest measure cutoff {deepest.cutoff} "
-                         f"({deepest.name}): a {deepest.name} on a {k}-deep ranking would be "
-                         f"wrong; set k>={deepest.cutoff} or drop {deepest.name} from measures")
+                           f"({deepest.name}): a {deepest.name} on a {k}-deep ranking would be "
+                           f"wrong; set k>={deepest.cutoff} or drop {deepest.name} from measures")
 
 
 def check_reads(k: int, reads: dict[str, int]) -> None:
@@ -224,5 +224,5 @@ def of_run(params: dict[str, str] | None = None,
     found = tuple(m for m in (from_key(c) for c in columns or ()) if m is not None)
     if not found:
         raise InvalidValue("the run names no measures (no `measures` param, no measure columns "
-                         "in per_question.csv): was it logged by an older ragexp?")
+                           "in per_question.csv): was it logged by an older ragexp?")
     return found

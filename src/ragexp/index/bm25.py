@@ -102,7 +102,7 @@ class BM25Params:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise InvalidValue(f"bm25.method={self.method!r} is not a BM25 variant; use one of "
-                               f"{', '.join(METHODS)}")
+                                 f"{', '.join(METHODS)}")
         if self.method == "bm25l" and self.k1 + self.delta <= 0:
             raise InvalidValue("bm25.method=bm25l needs bm25.k1 + bm25.delta > 0")
 

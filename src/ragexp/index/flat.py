@@ -39,8 +39,8 @@ class FlatIPIndex:
         bad = np.flatnonzero(~(np.isclose(norms, 1.0, atol=1e-3) | (norms == 0)))
         if len(bad):
             raise InvalidValue(f"vectors must be L2-normalised (or zero) for inner product = "
-                             f"cosine; {len(bad)} of {len(norms)} rows are not, first row "
-                             f"{bad[0]} with norm {norms[bad[0]]:.4g}")
+                               f"cosine; {len(bad)} of {len(norms)} rows are not, first row "
+                               f"{bad[0]} with norm {norms[bad[0]]:.4g}")
         self.dim = vectors.shape[1]
         self.vectors = vectors.view()  # searched in place, never copied; read-only here
         self.vectors.flags.writeable = False

@@ -67,7 +67,7 @@ class Resources:
     def __post_init__(self) -> None:
         if not self.chunks:
             raise InvalidValue("no chunks to index: the corpus produced nothing under this "
-                               "chunking")
+                                 "chunking")
         self.position = {c.chunk_id: i for i, c in enumerate(self.chunks)}
         self.by_id = ChunksById(self.chunks, self.position)
 

@@ -114,7 +114,7 @@ def questions_of(model_input: Any) -> list[str]:
             raw = model_input[0].tolist()
         else:
             raise InvalidValue(f"input has columns {[str(c) for c in cols]}; it needs a column "
-                             f"'question'")
+                               f"'question'")
     elif isinstance(model_input, dict) and "question" in model_input:
         q = model_input["question"]
         raw = [q] if isinstance(q, str) else list(q)
@@ -124,7 +124,7 @@ def questions_of(model_input: Any) -> list[str]:
         raw = list(model_input)
     else:
         raise InvalidValue(f"input is a {type(model_input).__name__}; give questions as a "
-                         f"DataFrame with a column 'question' or a list of strings")
+                           f"DataFrame with a column 'question' or a list of strings")
     bad = [i for i, q in enumerate(raw) if not isinstance(q, str)]
     if bad:
         raise InvalidValue(f"question {bad[0]} is a {type(raw[bad[0]]).__name__}, not a string")

@@ -164,8 +164,8 @@ def evaluate_abstain(signal: dict[str, float], queries: list[Query], name: str,
     labels = [q.answerable for q in qs]
     if labels.count(True) < 2 or labels.count(False) < 2:
         raise InvalidValue(f"the abstain curve and its cross-validation need at least 2 answerable "
-                         f"and 2 unanswerable questions; got {labels.count(True)} and "
-                         f"{labels.count(False)}")
+                           f"and 2 unanswerable questions; got {labels.count(True)} and "
+                           f"{labels.count(False)}")
     scores = [signal[q.qid] for q in qs]
     split = lambda idx: ([scores[i] for i in idx if labels[i]],  # noqa: E731
                          [scores[i] for i in idx if not labels[i]])

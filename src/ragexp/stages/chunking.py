@@ -230,10 +230,10 @@ class MarkdownChunker:
             raise InvalidValue(f"chunking.max_words must be >= 10, got {self.max_words}")
         if self.max_block_words < 1:
             raise InvalidValue(f"chunking.max_block_words must be >= 1, got "
-                             f"{self.max_block_words}")
+                               f"{self.max_block_words}")
         if not 0 <= self.overlap_words < self.max_words:
             raise InvalidValue(f"chunking.overlap_words must be in [0, max_words), "
-                             f"got {self.overlap_words} with max_words={self.max_words}")
+                               f"got {self.overlap_words} with max_words={self.max_words}")
 
     def chunk(self, docs: Iterable[Document]) -> list[Chunk]:
         chunks: list[Chunk] = []

@@ -41,7 +41,7 @@ class TrecRunRetriever:
                     "document": "ids must be document ids (file paths for markdown corpora)",
                     "section": "section ids look like guide.md#Install/Docker"}[unit]
             raise InvalidValue(f"{path}: {len(unknown)} item id(s) are not {unit} ids of this "
-                             f"corpus under this chunking ({', '.join(unknown[:5])}); {hint}")
+                               f"corpus under this chunking ({', '.join(unknown[:5])}); {hint}")
         self.run: Ranking = {q: {first[i]: s for i, s in scores.items()}
                              for q, scores in run.items()}
         self._warned: set[str] = set()

@@ -123,9 +123,9 @@ class CrossEncoderReranker:
             raise InvalidValue(f"reranker.top_n must be >= 1, got {top_n}")
         if not model_path:
             raise InvalidValue("reranker=cross_encoder needs reranker.model_path=DIR: a local folder "
-                             "with a cross-encoder's model.onnx, tokenizer.json and "
-                             "tokenizer_config.json (none can be downloaded here); or use "
-                             "reranker=lexical / reranker=none")
+                               "with a cross-encoder's model.onnx, tokenizer.json and "
+                               "tokenizer_config.json (none can be downloaded here); or use "
+                               "reranker=lexical / reranker=none")
         folder = Path(model_path).expanduser()
         if not (folder / "model.onnx").is_file():
             raise InvalidValue(f"reranker.model_path={folder} has no model.onnx")

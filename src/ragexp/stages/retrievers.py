@@ -106,8 +106,8 @@ class HybridRetriever:
             parts.append(DenseRetriever(resources))
         if not parts:
             raise InvalidValue("retriever has every signal switched off (retriever.dense=false and "
-                             "retriever.bm25=false): nothing would be retrieved; enable at least "
-                             "one")
+                               "retriever.bm25=false): nothing would be retrieved; enable at least "
+                               "one")
         if depth < 1:
             raise InvalidValue(f"retriever.depth must be >= 1, got {depth}")
         self.parts, self.rrf_k, self.depth = parts, rrf_k, depth
