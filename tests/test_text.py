@@ -4,6 +4,8 @@ the issue's multilingual example through the real pipeline and bm25s."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import bm25s
 import numpy as np
 import pytest
@@ -180,3 +182,36 @@ def test_multilingual_ranking_agrees_with_bm25s_on_the_same_tokens():
         want = ref.get_scores([t for t in tokenize(text) if t in ref.vocab_dict])
         assert [r["_id"] for r in CORPUS][int(np.argmax(want))] == doc
         np.testing.assert_allclose(ours.score([text])[0], want, rtol=1e-9, atol=1e-9)
+
+
+def _terms_by_the_rule(text):
+    """The analyser's step 3 applied word by word, with no per-word memo (the reference the
+    memoised ``tokenize`` must equal term for term)."""
+    from ragexp.text import analysis
+    text = normalize(text)
+    joiners = analysis._ASCII_JOINERS if text.isascii() else analysis._JOINERS
+    out = []
+    for word in words(text):
+        if joiners.search(word):
+            out += [word, *analysis._parts(word, joiners)]
+        else:
+            out += analysis._part_terms.__wrapped__(word)
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(TEXT)
+@example("Error BD-2110 größte 東京タワー ＢＤ－１２３４ ﬁle café‐bar 3.14 brindle.toml")
+def test_memoised_terms_equal_the_rule_cold_and_warm(text):
+    from ragexp.text import analysis
+    analysis._WORD_TERMS.clear()
+    analysis._ASCII_WORD_TERMS.clear()
+    cold = tokenize(text)
+    assert cold == tokenize(text) == _terms_by_the_rule(text)
+
+
+def test_memoised_terms_equal_the_rule_on_the_handbook():
+    from ragexp.data import shipped
+    for path in sorted(Path(shipped.path("handbook/corpus")).rglob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        assert tokenize(text) == _terms_by_the_rule(text), path.name

@@ -134,16 +134,33 @@ def tokenize(text: str) -> list[str]:
     with stopwords only.
     """
     text = normalize(text)
-    compound, joiners = ((_ASCII_COMPOUND, _ASCII_JOINERS) if text.isascii()
-                         else (_COMPOUND, _JOINERS))
+    if text.isascii():
+        compound, known, joiners = _ASCII_COMPOUND, _ASCII_WORD_TERMS, _ASCII_JOINERS
+    else:
+        compound, known, joiners = _COMPOUND, _WORD_TERMS, _JOINERS
     terms: list[str] = []
     for word in compound.findall(text):
-        if joiners.search(word):
-            terms.append(word)
-            terms.extend(_parts(word, joiners))
-        else:
-            terms.extend(_part_terms(word))
+        found = known.get(word)
+        if found is None:
+            found = _word_terms(word, joiners)
+            if len(known) < _MAX_KNOWN_WORDS:
+                known[word] = found
+        terms.extend(found)
     return terms
+
+
+# The terms of each distinct word, computed once per process (bm25s stems each distinct word
+# once too): a word's terms depend on the word alone, so the per-occurrence work is one lookup.
+_MAX_KNOWN_WORDS = 2_000_000
+_ASCII_WORD_TERMS: dict[str, tuple[str, ...]] = {}
+_WORD_TERMS: dict[str, tuple[str, ...]] = {}
+
+
+def _word_terms(word: str, joiners) -> tuple[str, ...]:
+    """Terms of one compound word: the compound whole, then its parts' terms (step 3)."""
+    if joiners.search(word):
+        return (word, *_parts(word, joiners))
+    return _part_terms(word)
 
 
 def content_words(text: str) -> set[str]:
