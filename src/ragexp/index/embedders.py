@@ -5,6 +5,10 @@
 - ``FastEmbedEmbedder``: an ONNX model run by fastembed, from a catalogue entry (``MODELS``) or a
   local folder (``model_path``). It never falls back to another model: if what loaded is not what
   was asked for (name, folder, file hash, dimension) it raises.
+
+A model reads at most its window of tokens (MiniLM: 256, special tokens included) and drops the
+rest; ``Embedder.tokens()`` gives its own tokenizer without truncation (``TokenCounter``), so a
+run can count what was cut and a chunker can size chunks to fit. The hash embedder has no window.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import urllib.request
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -50,12 +54,76 @@ class EmbedderIdentity:
         return f"{self.backend}:{self.model}:{self.model_sha256}:{self.dim}"
 
 
+@dataclass(frozen=True)
+class TokenCounter:
+    """An embedder's own tokenizer read without truncation: how many tokens the model is given
+    for a text, and where to cut a text so the model reads all of each piece.
+
+    ``model`` is the embedder's identity key (its repr goes into the stage key of chunks sized
+    with it); ``window`` the most tokens the model reads, special tokens ([CLS], [SEP]) and the
+    mode's prefix included; ``tokenizer`` a ``tokenizers.Tokenizer`` with truncation and
+    padding off."""
+
+    model: str
+    window: int
+    tokenizer: Any = field(repr=False, compare=False)
+    query_prefix: str = ""
+    passage_prefix: str = ""
+
+    def counts(self, texts: list[str], mode: str = "passage") -> np.ndarray:
+        """(len(texts),) int64: tokens the model is given for each text as ``embed(texts,
+        mode)`` sends it (prefix and special tokens included, nothing cut); a text counts as
+        over the window when its count exceeds ``window``."""
+        prefix = self.query_prefix if mode == "query" else self.passage_prefix
+        encoded = self.tokenizer.encode_batch([prefix + t for t in texts]) if texts else []
+        return np.array([len(e.ids) for e in encoded], dtype=np.int64)
+
+    def lengths(self, texts: list[str]) -> np.ndarray:
+        """(len(texts),) int64: each text's own tokens (no prefix, no special tokens)."""
+        encoded = self.tokenizer.encode_batch(list(texts), add_special_tokens=False) \
+            if texts else []
+        return np.array([len(e.ids) for e in encoded], dtype=np.int64)
+
+    def pieces(self, text: str, size: int, overlap: int) -> list[tuple[int, int, int]]:
+        """``[(start, end, tokens)]``: ``text[start:end]`` in consecutive windows of at most
+        ``size`` of its own tokens, each next window starting ``overlap`` tokens before the
+        previous one ends. Cuts fall between the tokenizer's words (its pre-tokenizer's
+        pieces: a word is never split) unless one word alone exceeds ``size``; every window
+        moves at least one token on. Raises ``InvalidValue`` unless ``0 <= overlap < size``."""
+        if not 0 <= overlap < size:
+            raise InvalidValue(f"window of {size} tokens with overlap {overlap}: need "
+                               f"0 <= overlap < size")
+        enc = self.tokenizer.encode(text, add_special_tokens=False)
+        offsets, words = enc.offsets, enc.word_ids
+        n = len(offsets)
+        # Token i may start a window when it begins a word.
+        starts = [i == 0 or words[i] is None or words[i] != words[i - 1] for i in range(n)]
+        out, i = [], 0
+        while i < n:
+            end = min(i + size, n)
+            if end < n:  # step back to a word start, unless the word alone fills the window
+                cut = next((j for j in range(end, i, -1) if starts[j]), end)
+                end = cut
+            out.append((offsets[i][0], offsets[end - 1][1], end - i))
+            if end >= n:
+                break
+            nxt = max(end - overlap, i + 1)
+            nxt = next((j for j in range(nxt, end) if starts[j]), end)
+            i = nxt
+        return out
+
+
 class Embedder(Protocol):
     identity: EmbedderIdentity
 
     def embed(self, texts: list[str], mode: str) -> np.ndarray:
         """(len(texts), dim) float32, rows L2-normalised (or all zero for a text with nothing
         to embed, which then scores cosine 0); ``mode`` is "query" or "passage"."""
+        ...
+
+    def tokens(self) -> TokenCounter | None:
+        """The model's own tokenizer and window, or None for an embedder with no token window
+        (it reads all of every text)."""
         ...
 
 
@@ -110,6 +178,10 @@ class HashEmbedder:
                 at = rank == k
                 out[slot[at]] = (out[slot[at]].astype(np.float64) + value[at]).astype(np.float32)
         return l2_normalize(out.reshape(len(texts), self.dim))
+
+    def tokens(self) -> None:
+        """None: feature hashing reads every term of a text, however long (no window)."""
+        return None
 
 
 def _rank_within(keys: np.ndarray) -> np.ndarray:
@@ -364,6 +436,24 @@ class FastEmbedEmbedder:
                                 f"catalogue says {self.spec.dim}")
         return EmbedderIdentity("fastembed-onnx", self.spec.name, str(model_file.resolve()),
                                 digest, self.spec.dim)
+
+    def tokens(self) -> TokenCounter:
+        """The loaded model's tokenizer (fastembed's ``tokenizers.Tokenizer``, the one every
+        ``embed`` call runs), copied with truncation and padding off; ``window`` is the length
+        fastembed truncates at (``model_max_length`` of ``tokenizer_config.json``, MiniLM
+        256). Raises ``EmbedderError`` when the model exposes no such tokenizer."""
+        loaded = getattr(self._model.model, "tokenizer", None)
+        if loaded is None or not loaded.truncation:
+            raise EmbedderError(f"{self.spec.name}: fastembed exposes no truncating tokenizer, "
+                                f"so the model's token window cannot be read")
+        # defer heavy import
+        from tokenizers import Tokenizer
+
+        counter = Tokenizer.from_str(loaded.to_str())
+        counter.no_truncation()
+        counter.no_padding()
+        return TokenCounter(self.identity.key, int(loaded.truncation["max_length"]), counter,
+                            self.spec.query_prefix, self.spec.passage_prefix)
 
     def embed(self, texts: list[str], mode: str = "passage") -> np.ndarray:
         prefix = self.spec.query_prefix if mode == "query" else self.spec.passage_prefix

@@ -19,7 +19,7 @@ import numpy as np
 from ragexp.errors import InvalidValue
 from ragexp.index.bm25 import BM25Index, BM25Params
 from ragexp.index.cache import EmbeddingCache
-from ragexp.index.embedders import Embedder
+from ragexp.index.embedders import Embedder, TokenCounter
 from ragexp.index.flat import FlatIPIndex
 from ragexp.index.stagestore import StageStore, stage_key
 from ragexp.records import Chunk
@@ -109,6 +109,13 @@ class Resources:
                                          progress=self.progress))
             self.add_time("time.embed_s", start)
         return self._passages
+
+    def passage_tokens(self, tokens: TokenCounter) -> np.ndarray:
+        """(len(chunks),) int64: tokens the model is given for each chunk as a passage
+        (``tokens.counts``), kept in the stage store beside the vectors (same chunks, same
+        embedder: same counts)."""
+        return self.stages.get("passage_tokens", self._vectors_key(),
+                               lambda: tokens.counts([c.text for c in self.chunks]))
 
     def dense_index(self) -> FlatIPIndex:
         """FAISS flat index over the passage vectors (kept in memory between jobs)."""

@@ -13,6 +13,7 @@ run from those (``with_locations``), whatever its own working folder.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -30,7 +31,7 @@ from ragexp.index.embedders import Embedder
 from ragexp.index.resources import Resources
 from ragexp.index.stagestore import StageStore
 from ragexp.stages.abstain import AbstainSignal
-from ragexp.stages.chunking import Chunker
+from ragexp.stages.chunking import Chunker, TokenSized
 from ragexp.stages.rerankers import Reranker
 from ragexp.stages.retrievers import Retriever
 
@@ -83,10 +84,18 @@ def bm25_params(cfg: DictConfig) -> BM25Params:
 def build(cfg: DictConfig, serving: bool = False) -> Stages:
     """Instantiate every stage of ``cfg``. The embedder and the retriever are factories: the
     model loads only when a stage needs it, and a retriever indexes a run's ``Resources``.
-    ``serving=True``: a cache that cannot be written is warned about once, never an error."""
+    A chunker that sizes in the embedder's tokens (``TokenSized.needs_tokenizer``:
+    ``chunking.max_tokens``, ``chunking.windows=maxp``) gets the embedder's tokenizer now,
+    from the one embedder the run uses. ``serving=True``: a cache that cannot be written is
+    warned about once, never an error. Raises ``InvalidValue`` for a token-sized chunker
+    with an embedder that has no tokenizer."""
+    make_embedder = functools.cache(lambda: instantiate(cfg.embedder))
+    chunker = instantiate(cfg.chunking)
+    if isinstance(chunker, TokenSized) and chunker.needs_tokenizer:
+        chunker = chunker.with_tokenizer(make_embedder().tokens())
     return Stages(
-        chunker=instantiate(cfg.chunking),
-        make_embedder=lambda: instantiate(cfg.embedder),
+        chunker=chunker,
+        make_embedder=make_embedder,
         make_retriever=lambda res: instantiate(cfg.retriever, _partial_=True)(resources=res),
         reranker=instantiate(cfg.reranker),
         signal=instantiate(cfg.abstain.signal),

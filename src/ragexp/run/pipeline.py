@@ -26,6 +26,7 @@ from ragexp.errors import InvalidValue
 from ragexp.evaluation import measures as measures_mod
 from ragexp.evaluation import metrics
 from ragexp.evaluation.docrank import rank_documents
+from ragexp.index import truncation
 from ragexp.index.embedders import EmbedderIdentity
 from ragexp.index.resources import Resources
 from ragexp.index.stagestore import StageStore, stage_key
@@ -46,7 +47,8 @@ class RunResult:
     """What one run measured: ``metrics`` (the logged numbers), the per-question table, the
     abstain curve (None without one), the chunk ranking and the ranking at the scoring unit
     (``judged``), the chunks, the embedder that ran (None when no stage used one), the run's
-    ``resources``, the qrels at the scoring unit and the judge's tags."""
+    ``resources``, the qrels at the scoring unit, and the tags of the judge and of the
+    embedder's window (``truncation.facts``)."""
 
     metrics: dict[str, float]
     per_question: pd.DataFrame
@@ -107,7 +109,8 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
     with ``measures`` on rankings ``k`` deep; ``budget`` and ``folds`` place and cross-validate
     the abstain operating point; ``judge`` grades the answers (default: none). ``store`` reuses
     chunks, tokens, BM25 and vectors built by earlier jobs (see ``stagestore.py``); None builds
-    everything. Raises ``InvalidValue`` for a ``k`` below the deepest cutoff of ``measures``
+    everything. Passages and questions over the embedder's token window are counted
+    (``truncation.*`` metrics, ``index.truncation``). Raises ``InvalidValue`` for a ``k`` below the deepest cutoff of ``measures``
     or a corpus that yields no chunks, and whatever the dataset raises on bad data."""
     measures_mod.check_depth(k, measures)
     store = store or StageStore(enabled=False)
@@ -128,13 +131,15 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
                                          progress)
     results.update(graded.metrics)
     results.update(run_facts(corpus, res, store))
+    window, window_tags = truncation.facts(res, corpus.texts)
+    results.update(window)
     table = _per_question(corpus.queries, judged, corpus.qrels, scores, confidence, abstain,
                           measures)
     for column, values in answer_table(corpus.queries, answers, graded, relevant).items():
         table[column] = values
     return RunResult(results, table, abstain, ranking, corpus.chunks,
                      res.embedder.identity if res.embedder_used else None, res, judged,
-                     corpus.qrels, graded.tags)
+                     corpus.qrels, {**graded.tags, **window_tags})
 
 
 @dataclass(frozen=True)

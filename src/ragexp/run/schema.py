@@ -50,6 +50,10 @@ class MarkdownChunkingConf:
     overlap_words: int = field(default=20, metadata={"ge": 0})
     include_headings: bool = True
     max_block_words: int = 400  # fences/tables up to this stay whole; longer split at lines
+    # sizes in the embedder's tokens instead of words: at most this many tokens per chunk as
+    # embedded (heading path and special tokens included); null: sizes in words
+    max_tokens: Optional[int] = field(default=None, metadata={"ge": 16})
+    overlap_tokens: int = field(default=32, metadata={"ge": 0})  # with max_tokens only
 
 
 @dataclass
@@ -57,6 +61,9 @@ class WholeDocChunkingConf:
     _target_: str = "ragexp.stages.chunking.WholeDocumentChunker"
     name: str = "none"
     include_title: bool = True
+    # a passage over the embedder's window: truncate (the model reads its first tokens, as
+    # BEIR does) or maxp (overlapping windows, the document scored by its best window)
+    windows: str = "truncate"
 
 
 @dataclass

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ragexp.errors import RagexpError
 from ragexp.evaluation import measures
+from ragexp.stages.chunking import WINDOWS
 
 BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
     "ge": (operator.ge, ">="), "gt": (operator.gt, ">"),
@@ -106,6 +107,28 @@ def overlap_below_window(cfg: DictConfig) -> list[str]:
         return [f"chunking.overlap_words={ch.overlap_words} is out of range: must be < "
                 f"chunking.max_words ({ch.max_words})"]
     return []
+
+
+@cross_field_rule
+def token_overlap_below_window(cfg: DictConfig) -> list[str]:
+    """Markdown chunking in tokens: consecutive windows share fewer tokens than one holds."""
+    ch = cfg.get("chunking")
+    if ch is None or ch.get("max_tokens") is None or "overlap_tokens" not in ch:
+        return []
+    if ch.overlap_tokens >= ch.max_tokens:
+        return [f"chunking.overlap_tokens={ch.overlap_tokens} is out of range: must be < "
+                f"chunking.max_tokens ({ch.max_tokens})"]
+    return []
+
+
+@cross_field_rule
+def windows_is_a_choice(cfg: DictConfig) -> list[str]:
+    """``chunking.windows`` names a way to treat passages over the embedder's window."""
+    ch = cfg.get("chunking")
+    if ch is None or "windows" not in ch or ch.windows in WINDOWS:
+        return []
+    return [f"chunking.windows={ch.windows} is not a choice: must be one of "
+            f"{', '.join(WINDOWS)}"]
 
 
 @cross_field_rule

@@ -13,26 +13,51 @@ whole up to ``max(max_words, max_block_words)`` words (a chunk of their own when
 ``max_words``); a longer one splits at line boundaries (a line longer than ``max_words`` at
 words). Every piece keeps exact source offsets.
 
-``WholeDocumentChunker`` keeps pre-split passages (BEIR) whole.
+``max_tokens`` sizes chunks in the embedder's own tokens instead (``TokenCounter``, given by
+``with_tokenizer``): every size above counts tokens, a window holds at most ``max_tokens``
+tokens *as embedded* (heading path, the model's prefix and special tokens included), windows
+overlap by ``overlap_tokens``, and fences and tables get no allowance beyond the window (longer
+ones split at lines), so no chunk is cut by the model. Sizes add the units' token counts,
+exact for WordPiece tokenizers (MiniLM, bge); the run's ``truncation.*`` metrics count any
+chunk still over the window.
+
+``WholeDocumentChunker`` keeps pre-split passages (BEIR) whole; ``windows="maxp"`` splits
+those longer than the embedder's window into overlapping windows, scored per document by the
+best window (MaxP).
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from dataclasses import dataclass
-from typing import Iterable, Protocol
+from dataclasses import dataclass, replace
+from typing import Iterable, Protocol, runtime_checkable
 
 from ragexp.errors import InvalidValue
+from ragexp.index.embedders import TokenCounter
 from ragexp.records import Chunk, Document
 from ragexp.text.analysis import LAYOUT_WORD, SENTENCE_BREAK, layout_word_count, normalize_ws
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)(?:\s+#+)?\s*$")  # a closing #-run needs a space
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+WINDOWS = ("truncate", "maxp")  # chunking=none: what becomes of a passage over the window
+log = logging.getLogger(__name__)
 
 
 class Chunker(Protocol):
     def chunk(self, docs: Iterable[Document]) -> list[Chunk]: ...
+
+
+@runtime_checkable
+class TokenSized(Protocol):
+    """A chunker that can size chunks in the embedder's tokens: when ``needs_tokenizer``, the
+    builder hands it the embedder's ``TokenCounter`` (``with_tokenizer``) before it chunks."""
+
+    @property
+    def needs_tokenizer(self) -> bool: ...
+
+    def with_tokenizer(self, tokens: TokenCounter | None) -> Chunker: ...
 
 
 @dataclass(frozen=True)
@@ -42,7 +67,7 @@ class Unit:
     text: str
     start: int
     end: int
-    words: int
+    words: int  # its size: words, or the embedder's tokens under ``max_tokens``
     kind: str = "sentence"  # or "item" (a list item), "block" (a code fence or a table)
 
 
@@ -152,36 +177,64 @@ def _word_pieces(text: str, start: int, end: int, max_words: int, overlap: int) 
         i += max_words - overlap
 
 
-def _line_pieces(text: str, unit: Unit, max_words: int, overlap: int) -> list[Unit]:
+@dataclass(frozen=True)
+class Words:
+    """Sizes in words of source text (``layout_word_count``), the default measure."""
+
+    def sized(self, units: list[Unit]) -> list[Unit]:
+        return units
+
+    def pieces(self, text: str, start: int, end: int, size: int, overlap: int) -> list[Unit]:
+        return _word_pieces(text, start, end, size, overlap)
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """Sizes in the embedder's own tokens (``TokenCounter.lengths``: no prefix, no special
+    tokens); pieces cut between the tokenizer's words (``TokenCounter.pieces``)."""
+
+    counter: TokenCounter
+
+    def sized(self, units: list[Unit]) -> list[Unit]:
+        sizes = self.counter.lengths([u.text for u in units])
+        return [replace(u, words=int(n)) for u, n in zip(units, sizes)]
+
+    def pieces(self, text: str, start: int, end: int, size: int, overlap: int) -> list[Unit]:
+        return [Unit(" ".join(text[start + s:start + e].split()), start + s, start + e, n)
+                for s, e, n in self.counter.pieces(text[start:end], size, overlap)]
+
+
+def _line_pieces(text: str, unit: Unit, max_words: int, overlap: int,
+                 measure: Words | Tokens = Words()) -> list[Unit]:
     """A block's lines as units (raw, indentation kept); a line too long splits at words."""
+    lines = [Unit(line, unit.start + off, unit.start + off + len(line), n)
+             for off, line in _lines_with_offsets(text[unit.start:unit.end])
+             if (n := layout_word_count(line))]
     out: list[Unit] = []
-    for off, line in _lines_with_offsets(text[unit.start:unit.end]):
-        n = layout_word_count(line)
-        if not n:
-            continue
-        s = unit.start + off
-        out.extend([Unit(line, s, s + len(line), n)] if n <= max_words
-                   else _word_pieces(text, s, s + len(line), max_words, overlap))
+    for u in measure.sized(lines):
+        out.extend([u] if u.words <= max_words
+                   else measure.pieces(text, u.start, u.end, max_words, overlap))
     return out
 
 
 def fit(units: list[Unit], text: str, max_words: int, max_block_words: int,
-        overlap: int = 0) -> list[Unit]:
+        overlap: int = 0, measure: Words | Tokens = Words()) -> list[Unit]:
     """Split every unit that cannot fit a window: see the module docstring for the rule.
     ``text`` is the document the units' offsets point into; word pieces of one sentence
-    overlap by ``overlap`` words (< ``max_words``)."""
+    overlap by ``overlap`` words (< ``max_words``). ``measure`` says what a size counts
+    (``Words``, or the embedder's ``Tokens``; the units come sized by it)."""
     out: list[Unit] = []
     for u in units:
         if u.words <= max_words or (u.kind == "block" and u.words <= max_block_words):
             out.append(u)
         elif u.kind == "block":
-            out.extend(_line_pieces(text, u, max_words, overlap))
+            out.extend(_line_pieces(text, u, max_words, overlap, measure))
         elif u.kind == "sentence":
-            out.extend(_word_pieces(text, u.start, u.end, max_words, overlap))
+            out.extend(measure.pieces(text, u.start, u.end, max_words, overlap))
         else:
-            for s in _sentences(text[u.start:u.end], u.start):
+            for s in measure.sized(_sentences(text[u.start:u.end], u.start)):
                 out.extend([s] if s.words <= max_words
-                           else _word_pieces(text, s.start, s.end, max_words, overlap))
+                           else measure.pieces(text, s.start, s.end, max_words, overlap))
     return out
 
 
@@ -219,11 +272,19 @@ def _merge_spans(units: list[Unit]) -> tuple[tuple[int, int], ...]:
 
 @dataclass(frozen=True)
 class MarkdownChunker:
+    """Heading-aware windows (module docstring): ``max_words``/``overlap_words`` in words, or,
+    with ``max_tokens`` set, ``max_tokens``/``overlap_tokens`` in the embedder's tokens
+    (``tokenizer``, given by ``with_tokenizer``). Raises ``InvalidValue`` on sizes out of
+    range, and from ``chunk`` when ``max_tokens`` is set without a tokenizer."""
+
     max_words: int = 120
     overlap_words: int = 20
     include_headings: bool = True
     max_block_words: int = 400
     name: str = "markdown"
+    max_tokens: int | None = None
+    overlap_tokens: int = 32
+    tokenizer: TokenCounter | None = None
 
     def __post_init__(self) -> None:
         if self.max_words < 10:
@@ -234,15 +295,62 @@ class MarkdownChunker:
         if not 0 <= self.overlap_words < self.max_words:
             raise InvalidValue(f"chunking.overlap_words must be in [0, max_words), "
                                f"got {self.overlap_words} with max_words={self.max_words}")
+        if self.max_tokens is not None and not 0 <= self.overlap_tokens < self.max_tokens:
+            raise InvalidValue(f"chunking.overlap_tokens must be in [0, max_tokens), "
+                               f"got {self.overlap_tokens} with max_tokens={self.max_tokens}")
+
+    @property
+    def needs_tokenizer(self) -> bool:
+        return self.max_tokens is not None
+
+    def with_tokenizer(self, tokens: TokenCounter | None) -> MarkdownChunker:
+        """This chunker sizing in ``tokens``; raises ``InvalidValue`` for None (an embedder
+        without a token window, such as embedder=hash)."""
+        if tokens is None:
+            raise InvalidValue("chunking.max_tokens sizes chunks in the embedder's tokens, but "
+                               "this embedder has no tokenizer (embedder=hash reads every "
+                               "term): use chunking.max_words, or embedder=minilm")
+        if self.max_tokens > tokens.window:
+            log.warning("chunking.max_tokens=%d is above the embedder's window of %d tokens: "
+                        "the model reads only the first %d of a longer chunk",
+                        self.max_tokens, tokens.window, tokens.window)
+        return replace(self, tokenizer=tokens)
+
+    def _measure(self) -> Words | Tokens:
+        """What sizes count: words, or the embedder's tokens under ``max_tokens``."""
+        if self.max_tokens is None:
+            return Words()
+        if self.tokenizer is None:
+            raise InvalidValue("chunking.max_tokens needs the embedder's tokenizer "
+                               "(MarkdownChunker.with_tokenizer; run.build gives it)")
+        return Tokens(self.tokenizer)
+
+    def _limits(self, heading: str, cache: dict) -> tuple[int, int, int]:
+        """``(window, fence/table allowance, overlap)`` for a section under ``heading``; under
+        ``max_tokens`` the window is what the heading path, prefix and special tokens leave,
+        the overlap at most half of it (kept per heading in ``cache``)."""
+        if self.max_tokens is None:
+            return (self.max_words, max(self.max_words, self.max_block_words),
+                    self.overlap_words)
+        if heading not in cache:
+            head = f"{heading}\n" if self.include_headings else ""
+            room = self.max_tokens - int(self.tokenizer.counts([head])[0])
+            if room < 8:
+                raise InvalidValue(f"chunking.max_tokens={self.max_tokens} leaves {room} tokens "
+                                   f"beside the heading path {heading!r}: raise max_tokens or "
+                                   f"set chunking.include_headings=false")
+            cache[heading] = (room, room, min(self.overlap_tokens, room // 2))
+        return cache[heading]
 
     def chunk(self, docs: Iterable[Document]) -> list[Chunk]:
         chunks: list[Chunk] = []
+        measure, limits = self._measure(), {}
         for doc in docs:
             n = 0
             for heading, units in parse_sections(doc):
-                units = fit(units, doc.text, self.max_words,
-                            max(self.max_words, self.max_block_words), self.overlap_words)
-                for window in _windows(units, self.max_words, self.overlap_words):
+                size, block, overlap = self._limits(heading, limits)
+                units = fit(measure.sized(units), doc.text, size, block, overlap, measure)
+                for window in _windows(units, size, overlap):
                     body = "\n".join(u.text for u in window)
                     text = f"{heading}\n{body}" if self.include_headings else body
                     chunks.append(Chunk(chunk_id=f"{doc.doc_id}#{n}", doc_id=doc.doc_id,
@@ -253,15 +361,70 @@ class MarkdownChunker:
 
 @dataclass(frozen=True)
 class WholeDocumentChunker:
-    """One chunk per document, title prepended: for corpora that are already passages."""
+    """One chunk per document, title prepended: for corpora that are already passages.
+
+    ``windows="truncate"`` (default) keeps every passage whole, as BEIR does: the model reads
+    the first ``window`` tokens of a longer one (the run counts them, ``truncation.*``).
+    ``windows="maxp"`` splits each passage longer than the embedder's window (``tokenizer``,
+    given by ``with_tokenizer``) into windows that fill it, title prepended to each, each
+    next one starting half a window on (the stride of Dai & Callan, SIGIR 2019); chunk ids
+    ``<doc_id>#<i>``, and the document scores as its best window (MaxP, ``docrank``).
+    Passages that fit stay one chunk with the document's id. Raises ``InvalidValue`` for an
+    unknown ``windows``, and from ``chunk`` for maxp without a tokenizer or a title that
+    leaves no room in the window."""
 
     include_title: bool = True
     name: str = "none"
+    windows: str = "truncate"
+    tokenizer: TokenCounter | None = None
+
+    def __post_init__(self) -> None:
+        if self.windows not in WINDOWS:
+            raise InvalidValue(f"chunking.windows={self.windows!r}: choose one of "
+                               f"{', '.join(WINDOWS)}")
+
+    @property
+    def needs_tokenizer(self) -> bool:
+        return self.windows == "maxp"
+
+    def with_tokenizer(self, tokens: TokenCounter | None) -> WholeDocumentChunker:
+        """This chunker splitting at ``tokens.window``; raises ``InvalidValue`` for None (an
+        embedder without a window, such as embedder=hash: nothing is cut)."""
+        if tokens is None:
+            raise InvalidValue("chunking.windows=maxp splits passages at the embedder's token "
+                               "window, but this embedder has none (embedder=hash reads every "
+                               "term, nothing is cut): use chunking.windows=truncate")
+        return replace(self, tokenizer=tokens)
+
+    def _head(self, d: Document) -> str:
+        return f"{d.title}\n" if self.include_title and d.title else ""
 
     def chunk(self, docs: Iterable[Document]) -> list[Chunk]:
-        return [
-            Chunk(chunk_id=d.doc_id, doc_id=d.doc_id,
-                  text=f"{d.title}\n{d.text}" if self.include_title and d.title else d.text,
-                  heading=d.title, spans=((0, len(d.text)),))
-            for d in docs
-        ]
+        docs = list(docs)
+        whole = [Chunk(chunk_id=d.doc_id, doc_id=d.doc_id, text=self._head(d) + d.text,
+                       heading=d.title, spans=((0, len(d.text)),)) for d in docs]
+        if self.windows == "truncate":
+            return whole
+        if self.tokenizer is None:
+            raise InvalidValue("chunking.windows=maxp needs the embedder's tokenizer "
+                               "(WholeDocumentChunker.with_tokenizer; run.build gives it)")
+        window = self.tokenizer.window
+        over = self.tokenizer.counts([c.text for c in whole]) > window
+        out: list[Chunk] = []
+        for d, c, long in zip(docs, whole, over):
+            out.extend(self._windows(d) if long else [c])
+        log.info("chunking.windows=maxp: %d of %d passages exceed the window of %d tokens, "
+                 "split into %d windows", int(over.sum()), len(docs), window,
+                 len(out) - len(docs) + int(over.sum()))
+        return out
+
+    def _windows(self, d: Document) -> list[Chunk]:
+        head = self._head(d)
+        room = self.tokenizer.window - int(self.tokenizer.counts([head])[0])
+        if room < 8:
+            raise InvalidValue(f"document {d.doc_id!r}: its title takes all but {room} of the "
+                               f"embedder's {self.tokenizer.window} tokens; set "
+                               f"chunking.include_title=false")
+        return [Chunk(chunk_id=f"{d.doc_id}#{i}", doc_id=d.doc_id, text=head + d.text[s:e],
+                      heading=d.title, spans=((s, e),))
+                for i, (s, e, _) in enumerate(self.tokenizer.pieces(d.text, room, room // 2))]
