@@ -110,8 +110,9 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
     the abstain operating point; ``judge`` grades the answers (default: none). ``store`` reuses
     chunks, tokens, BM25 and vectors built by earlier jobs (see ``stagestore.py``); None builds
     everything. Passages and questions over the embedder's token window are counted
-    (``truncation.*`` metrics, ``index.truncation``). Raises ``InvalidValue`` for a ``k`` below the deepest cutoff of ``measures``
-    or a corpus that yields no chunks, and whatever the dataset raises on bad data."""
+    (``truncation.*`` metrics, ``index.truncation``). Raises ``InvalidValue`` for a ``k``
+    below the deepest cutoff of ``measures`` or a corpus that yields no chunks, and whatever
+    the dataset raises on bad data."""
     measures_mod.check_depth(k, measures)
     store = store or StageStore(enabled=False)
     corpus = read_corpus(dataset, stages.chunker, store)
