@@ -319,3 +319,56 @@ def test_token_sizes_without_a_tokenizer_and_bad_values_are_refused():
         MarkdownChunker(max_tokens=64, overlap_tokens=64)
     with pytest.raises(InvalidValue, match="truncate, maxp"):
         WholeDocumentChunker(windows="firstp")
+
+
+# ---------------------------------------------------------------- from the config, end to end
+
+def test_composed_configs_check_the_new_keys():
+    from workspaces import compose_config
+
+    from ragexp.run.validation import ConfigRangeError, validate
+
+    validate(compose_config("chunking=none", "chunking.windows=maxp"))
+    validate(compose_config("chunking.max_tokens=128", "chunking.overlap_tokens=32"))
+    for overrides, message in [
+            (("chunking=none", "chunking.windows=firstp"),
+             "chunking.windows=firstp is not a choice: must be one of truncate, maxp"),
+            (("chunking.max_tokens=64", "chunking.overlap_tokens=64"),
+             r"chunking.overlap_tokens=64 is out of range: must be < chunking.max_tokens \(64\)"),
+            (("chunking.max_tokens=8",), "chunking.max_tokens=8 is out of range: must be >= 16")]:
+        with pytest.raises(ConfigRangeError, match=message):
+            validate(compose_config(*overrides))
+
+
+@pytest.mark.slow
+def test_runs_log_the_window_and_maxp_from_the_command_line(beir, mlflow_store, tmp_path):
+    from workspaces import record_run
+
+    from ragexp.tracking import store as tracking
+
+    common = ("dataset=beir", f"dataset.path={beir}", "chunking=none", "embedder=minilm",
+              "retriever=dense", "reranker=none", "split=all",
+              f"cache_dir={tmp_path / 'cache'}", "progress=false")
+    cut = record_run(*common)
+    whole = record_run(*common, "chunking.windows=maxp")
+    assert (cut["rr_at_10"], cut["truncation.passages_over_window"]) == (0.25, 1)
+    assert (whole["rr_at_10"], whole["truncation.passages_over_window"]) == (1.0, 0)
+    for out, windows in ((cut, "truncate"), (whole, "maxp")):
+        run = tracking.client().get_run(out["run_id"])
+        assert run.data.tags["embedder.window_tokens"] == "256"
+        assert run.data.params["chunking.windows"] == windows
+        assert run.data.metrics["truncation.longest_passage_tokens"] == (
+            672 if windows == "truncate" else pytest.approx(256, abs=2))
+
+
+@pytest.mark.slow
+def test_token_sizes_with_the_hash_embedder_fail_in_one_line(tmp_path):
+    from cli_runs import run_ragexp
+
+    proc = run_ragexp(tmp_path, "embedder=hash", "chunking.max_tokens=128", "retriever=bm25")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-2000:]
+    (line,) = [ln for ln in out.splitlines() if "job failed" in ln]
+    assert "InvalidValue: chunking.max_tokens sizes chunks in the embedder's tokens, but this " \
+           "embedder has no tokenizer" in line
+    assert "Traceback" not in out
