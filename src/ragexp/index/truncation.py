@@ -46,7 +46,7 @@ class OverWindow:
         """One warning line naming up to ``NAMED`` ids, when any text is over the window."""
         if self.over:
             log.warning("%d of %d %s are longer than the embedder's window of %d tokens "
-                        "(longest %d) and are embedded from their first %d tokens only%s: %s",
+                        "(longest %d): the model reads only the first %d of their tokens%s: %s",
                         len(self.over), self.total, self.what, window, self.longest, window,
                         hint, ", ".join(self.over[:NAMED]))
 
