@@ -17,9 +17,13 @@ UNANSWERABLE = "unanswerable"
 
 @dataclass(frozen=True, slots=True)
 class Document:
+    """A source document. ``meta`` holds its front matter's keys (``title``, ``tags``, ...):
+    metadata, not text, so no chunk holds it."""
+
     doc_id: str
     title: str
     text: str
+    meta: dict = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,17 +5,46 @@ scored by the idf-weighted share of the question's terms it holds,
 ``sum_{t in Q∩S} idf(t) / sum_{t in Q} idf(t)``; the best ``max_sentences`` scoring at least
 ``min_overlap`` are kept, each tagged ``[n]`` for its chunk, and passed through the shared
 citation checker (:func:`ragexp.answer.base.finish`).
+
+Sentences are read as text, not as markdown source (``text.markdown.body_lines``): a sentence
+is shown with its inline markup rendered (``**14 days**`` -> ``14 days``, backticks gone), a
+table row as its cells' text. Table rows, headings, HTML and code lines are answer sentences
+only when the question asks for them (:func:`asks_for`): when it names an identifier the line
+holds (``BD-2110``, ``dead_letter_retention``, ``--ttl``, a backticked name) or asks for a
+command, code, a table or a column.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
 from ragexp.answer.base import Answer, AnswerInput, body, finish, refuse_early, sources_for
 from ragexp.errors import InvalidValue
 from ragexp.index.bm25 import BM25Index
+from ragexp.text import markdown
 from ragexp.text.analysis import split_sentences, tokenize, word_count
+
+# A name a question can point at: a backticked span, words joined by "_" or ".", letters mixed
+# with digits (BD-2110, ARM64), a command-line flag.
+_IDENTIFIER = re.compile(r"`([^`]+)`|\b([A-Za-z][\w-]*(?:[_.][\w-]+)+)"
+                         r"|\b((?=[\w-]*[A-Za-z])(?=[\w-]*\d)[\w-]{2,})|(--[\w-]+)")
+_ASKS = {"code": re.compile(r"\b(?:commands?|snippet|syntax|code)\b", re.I),
+         "table": re.compile(r"\b(?:table|column|row)s?\b", re.I)}
+
+
+def asks_for(question: str, kind: str, line: str) -> bool:
+    """Whether a question asks for a non-prose line (``kind`` ``table``, ``code``, ``html`` or
+    ``heading``): it names an identifier that occurs in ``line`` (case-insensitive, as a whole
+    word), or asks for a command (code) or a table (a table row)."""
+    if kind in _ASKS and _ASKS[kind].search(question):
+        return True
+    for m in _IDENTIFIER.finditer(question):
+        name = next(g for g in m.groups() if g)
+        if re.search(r"(?<![\w-])" + re.escape(name) + r"(?![\w-])", line, re.I):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -53,8 +82,14 @@ class ExtractiveAnswerer:
         q_terms = set(tokenize(inp.question))
         candidates = []
         for src, chunk in zip(sources, inp.retrieved):
-            for rank, line in enumerate(body(chunk).split("\n")):
-                for sentence in split_sentences(line):
+            for rank, (kind, line) in enumerate(markdown.body_lines(body(chunk))):
+                if kind != "prose" and not asks_for(inp.question, kind, line):
+                    continue
+                if kind in ("prose", "heading"):
+                    shown = split_sentences(markdown.plain(line))
+                else:
+                    shown = [markdown.row_text(line) if kind == "table" else line.strip()]
+                for sentence in shown:
                     score = bm25.coverage(q_terms, set(tokenize(sentence)))
                     if score >= self.min_overlap and word_count(sentence) >= 3:
                         candidates.append((score, -src.n, -rank, f"{sentence} [{src.n}]"))

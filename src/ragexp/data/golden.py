@@ -31,10 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+import yaml
+
 from ragexp.data import readers, shipped
 from ragexp.data.readers import label, shown
 from ragexp.errors import MissingInput
 from ragexp.records import UNANSWERABLE, Document, Query, Span
+from ragexp.text import markdown
 from ragexp.text.analysis import content_words, normalize_ws
 from ragexp.text.sections import find_section, outline
 
@@ -63,12 +66,49 @@ class GoldenError(readers.DataError):
         super().__init__(f"golden set has {len(problems)} problem(s):\n{shown}{more}")
 
 
+def front_matter_meta(text: str, path: str | Path) -> dict:
+    """A markdown document's YAML front matter (``markdown.front_matter``) as a dict, ``{}``
+    when it has none. Raises ``readers.InputError`` (file, line) for front matter that is not
+    valid YAML, is not a mapping, or whose ``title`` is not a single value."""
+    found = markdown.front_matter(text)
+    if found is None:
+        return {}
+    try:
+        meta = yaml.safe_load(found.content)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = found.first_line + 1 + (mark.line if mark is not None else 0)
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise readers.InputError(path, line, f"front matter is not valid YAML ({problem}); "
+                                 f"fix it, or remove the '---' lines around it") from None
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise readers.InputError(path, found.first_line, f"front matter must be a YAML mapping "
+                                 f"(key: value lines), got a {type(meta).__name__}")
+    if isinstance(meta.get("title"), (dict, list)):
+        raise readers.InputError(path, found.first_line, "front matter 'title' must be a "
+                                 "single value, not a list or mapping")
+    return meta
+
+
+def document_title(doc_id: str, text: str, meta: dict) -> str:
+    """The front matter's ``title``, else the first level-1 heading (ATX or setext, as
+    ``markdown.blocks`` reads it), else ``doc_id``."""
+    if meta.get("title") not in (None, ""):
+        return " ".join(str(meta["title"]).split())
+    return next((b.title for b in markdown.blocks(text) if b.kind == "heading" and b.level == 1
+                 and b.title), doc_id)
+
+
 def load_corpus(corpus_dir: str | Path) -> dict[str, Document]:
     """Every ``*.md`` under ``corpus_dir``, keyed by its path relative to it (posix), read as
-    ``readers.read_text`` reads (UTF-8, byte-order mark dropped, line ends made ``\n``).
+    ``readers.read_text`` reads (UTF-8, byte-order mark dropped, line ends made ``\n``), its
+    front matter kept as metadata (``Document.meta``) and its title from ``document_title``.
 
     Raises ``FileNotFoundError`` for a missing or empty folder and ``readers.InputError``
-    (file, line, byte offset) for a file that is not UTF-8 text or whose name is not UTF-8."""
+    (file, line, byte offset) for a file that is not UTF-8 text or whose name is not UTF-8, and
+    for front matter that cannot be read (``front_matter_meta``)."""
     root = Path(corpus_dir)
     if not root.is_dir():
         raise MissingInput(f"corpus folder not found: {root}")
@@ -79,8 +119,8 @@ def load_corpus(corpus_dir: str | Path) -> dict[str, Document]:
             raise readers.InputError(shown(str(path), 200), None, "the file name is not UTF-8; "
                                      "rename the file (its name is the document id)")
         text = readers.read_text(path)
-        title = next((ln[2:].strip() for ln in text.splitlines() if ln.startswith("# ")), doc_id)
-        docs[doc_id] = Document(doc_id=doc_id, title=title, text=text)
+        meta = front_matter_meta(text, path)
+        docs[doc_id] = Document(doc_id, document_title(doc_id, text, meta), text, meta)
     if not docs:
         raise MissingInput(f"no markdown documents under {root}")
     return docs

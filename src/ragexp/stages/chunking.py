@@ -29,18 +29,16 @@ best window (MaxP).
 from __future__ import annotations
 
 import logging
-import re
+import textwrap
 from dataclasses import dataclass, replace
 from typing import Iterable, Protocol, runtime_checkable
 
 from ragexp.errors import InvalidValue
 from ragexp.index.embedders import TokenCounter
 from ragexp.records import Chunk, Document
+from ragexp.text import markdown
 from ragexp.text.analysis import LAYOUT_WORD, SENTENCE_BREAK, layout_word_count, normalize_ws
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)(?:\s+#+)?\s*$")  # a closing #-run needs a space
-_FENCE = re.compile(r"^\s*(```|~~~)")
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 WINDOWS = ("truncate", "maxp")  # chunking=none: what becomes of a passage over the window
 log = logging.getLogger(__name__)
 
@@ -68,7 +66,7 @@ class Unit:
     start: int
     end: int
     words: int  # its size: words, or the embedder's tokens under ``max_tokens``
-    kind: str = "sentence"  # or "item" (a list item), "block" (a code fence or a table)
+    kind: str = "sentence"  # or "item" (a list item), "block" (code, a table, HTML), "heading"
 
 
 def _lines_with_offsets(text: str) -> list[tuple[int, str]]:
@@ -96,70 +94,45 @@ def _sentences(raw: str, base: int) -> list[Unit]:
 
 
 def parse_sections(doc: Document) -> list[tuple[str, list[Unit]]]:
-    """Split a markdown document into (heading path, units) sections."""
-    lines = _lines_with_offsets(doc.text)
+    """Split a markdown document into (heading path, units) sections, its blocks read as
+    CommonMark reads them (``text.markdown.blocks``: setext and ATX headings, fenced and
+    indented code, tables, HTML blocks, block quotes, list items; front matter is not text).
+
+    A paragraph gives its sentences, a list item one ``item`` unit (its marker kept; a nested
+    item is a unit of its own), code, tables and HTML blocks one ``block`` unit each (a block
+    quote's ``>`` markers are not part of any unit's text). A heading with no text of its own
+    makes no section. A document whose only text is headings gives one section per heading,
+    the heading's text its one ``heading`` unit, so it stays findable by its headings."""
     sections: list[tuple[str, list[Unit]]] = []
     path: list[tuple[int, str]] = []
     units: list[Unit] = []
-    block: list[tuple[int, str]] = []
-
-    def flush_block() -> None:
-        if not block:
-            return
-        start = block[0][0]
-        end = block[-1][0] + len(block[-1][1])
-        raw = doc.text[start:end]
-        first = block[0][1]
-        if first.lstrip().startswith("|"):
-            units.append(Unit(raw, start, end, layout_word_count(raw), "block"))
-        elif _LIST_ITEM.match(first):
-            item: list[tuple[int, str]] = []
-            for off, ln in block + [(end, "- ")]:
-                if _LIST_ITEM.match(ln) and item:
-                    s, e = item[0][0], item[-1][0] + len(item[-1][1])
-                    norm, _ = normalize_ws(doc.text[s:e])
-                    units.append(Unit(norm, s, e, layout_word_count(norm), "item"))
-                    item = []
-                item.append((off, ln))
-        else:
-            units.extend(_sentences(raw, start))
-        block.clear()
+    headings: list[tuple[str, Unit]] = []
 
     def flush_section() -> None:
-        flush_block()
         if units:
             sections.append((" > ".join(t for _, t in path) or doc.title, list(units)))
         units.clear()
 
-    i = 0
-    while i < len(lines):
-        off, line = lines[i]
-        if _FENCE.match(line):
-            flush_block()
-            j = i + 1
-            while j < len(lines) and not _FENCE.match(lines[j][1]):
-                j += 1
-            j = min(j, len(lines) - 1)
-            end = lines[j][0] + len(lines[j][1])
-            raw = doc.text[off:end]
-            units.append(Unit(raw, off, end, layout_word_count(raw), "block"))
-            i = j + 1
-            continue
-        heading = _HEADING.match(line)
-        if heading:
+    for block in markdown.blocks(doc.text):
+        if block.kind == "heading":
             flush_section()
-            level = len(heading.group(1))
-            path = [(lv, t) for lv, t in path if lv < level] + [(level, heading.group(2))]
-        elif not line.strip():
-            flush_block()
+            path = [(lv, t) for lv, t in path if lv < block.level] + [(block.level, block.title)]
+            if block.title:
+                headings.append((" > ".join(t for _, t in path), Unit(
+                    block.title, block.start, block.end, layout_word_count(block.title),
+                    "heading")))
+        elif block.kind == "paragraph":
+            units.extend(_sentences(block.text, block.start))
+        elif block.kind == "item":
+            norm, _ = normalize_ws(block.text)
+            units.append(Unit(norm, block.start, block.end, layout_word_count(norm), "item"))
         else:
-            is_table = line.lstrip().startswith("|")
-            if block and is_table != block[-1][1].lstrip().startswith("|"):
-                flush_block()
-            block.append((off, line))
-        i += 1
+            raw = block.text
+            if raw != doc.text[block.start:block.end]:  # inside a block quote
+                raw = textwrap.dedent(raw)
+            units.append(Unit(raw, block.start, block.end, layout_word_count(raw), "block"))
     flush_section()
-    return sections
+    return sections or [(path, [unit]) for path, unit in headings]
 
 
 def _word_pieces(text: str, start: int, end: int, max_words: int, overlap: int) -> list[Unit]:

@@ -9,13 +9,11 @@ with nothing but subsections under it is labellable as a whole.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ragexp.records import Document, Span
+from ragexp.text import markdown
 
-HEADING = re.compile(r"^(#{1,6})\s+(.*?)(?:\s+#+)?\s*$")  # a closing #-run needs a space
-FENCE = re.compile(r"^\s*(```|~~~)")
 SEPARATOR = " > "
 
 
@@ -34,27 +32,18 @@ class Section:
 
 
 def outline(doc: Document) -> list[Section]:
-    """Every ATX heading outside code fences, in document order (``#`` lines inside fences are
-    code, not headings: the chunker skips them the same way)."""
-    heads: list[tuple[int, str, int, int, int]] = []  # level, title, line, line start, body start
-    pos, in_fence = 0, False
-    for lineno, line in enumerate(doc.text.splitlines(keepends=True), start=1):
-        stripped = line.rstrip("\r\n")
-        if FENCE.match(stripped):
-            in_fence = not in_fence
-        elif not in_fence:
-            m = HEADING.match(stripped)
-            if m:
-                heads.append((len(m.group(1)), " ".join(m.group(2).split()), lineno, pos,
-                              pos + len(line)))
-        pos += len(line)
+    """Every heading, ATX (``## Docker``) or setext (``Docker\\n------``), in document order,
+    as CommonMark reads them (``markdown.blocks``): a ``#`` line inside fenced or indented code
+    is code, not a heading, and front matter is no heading. A section's text starts after its
+    heading (a setext heading's underline included)."""
+    heads = [b for b in markdown.blocks(doc.text) if b.kind == "heading"]
     sections: list[Section] = []
     stack: list[tuple[int, str]] = []
-    for i, (level, title, lineno, _, body) in enumerate(heads):
-        stack = [(lv, t) for lv, t in stack if lv < level] + [(level, title)]
-        end = next((h[3] for h in heads[i + 1:] if h[0] <= level), len(doc.text))
-        sections.append(Section(tuple(t for _, t in stack), level, Span(doc.doc_id, body, end),
-                                lineno))
+    for i, head in enumerate(heads):
+        stack = [(lv, t) for lv, t in stack if lv < head.level] + [(head.level, head.title)]
+        end = next((h.start for h in heads[i + 1:] if h.level <= head.level), len(doc.text))
+        sections.append(Section(tuple(t for _, t in stack), head.level,
+                                Span(doc.doc_id, head.body, end), head.line))
     return sections
 
 
