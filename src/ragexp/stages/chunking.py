@@ -93,6 +93,15 @@ def _sentences(raw: str, base: int) -> list[Unit]:
     return units
 
 
+def _title_unit(heading: markdown.Block) -> Unit:
+    """A heading's title as a unit, its offsets those of the title's own characters."""
+    norm, offsets = normalize_ws(heading.text)
+    at = norm.find(heading.title)
+    start, end = (heading.start + offsets[at], heading.start + offsets[at + len(heading.title) - 1]
+                  + 1) if at >= 0 else (heading.start, heading.end)
+    return Unit(heading.title, start, end, layout_word_count(heading.title), "heading")
+
+
 def parse_sections(doc: Document) -> list[tuple[str, list[Unit]]]:
     """Split a markdown document into (heading path, units) sections, its blocks read as
     CommonMark reads them (``text.markdown.blocks``: setext and ATX headings, fenced and
@@ -118,17 +127,15 @@ def parse_sections(doc: Document) -> list[tuple[str, list[Unit]]]:
             flush_section()
             path = [(lv, t) for lv, t in path if lv < block.level] + [(block.level, block.title)]
             if block.title:
-                headings.append((" > ".join(t for _, t in path), Unit(
-                    block.title, block.start, block.end, layout_word_count(block.title),
-                    "heading")))
+                headings.append((" > ".join(t for _, t in path), _title_unit(block)))
         elif block.kind == "paragraph":
             units.extend(_sentences(block.text, block.start))
         elif block.kind == "item":
             norm, _ = normalize_ws(block.text)
             units.append(Unit(norm, block.start, block.end, layout_word_count(norm), "item"))
         else:
-            raw = block.text
-            if raw != doc.text[block.start:block.end]:  # inside a block quote
+            raw = block.text.replace("\r\n", "\n").replace("\r", "\n")
+            if block.text != doc.text[block.start:block.end]:  # inside a block quote
                 raw = textwrap.dedent(raw)
             units.append(Unit(raw, block.start, block.end, layout_word_count(raw), "block"))
     flush_section()

@@ -1,0 +1,139 @@
+"""Extractive answers read as text, not as markdown source (#19 kind 12): inline markup
+rendered, and table rows, headings and code taken only when the question asks for them."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragexp.answer.base import AnswerInput
+from ragexp.answer.extractive import ExtractiveAnswerer, asks_for
+from ragexp.index.bm25 import BM25Index
+from ragexp.records import Chunk, Document
+from ragexp.stages.chunking import parse_sections
+from ragexp.text.markdown import blocks, body_lines, row_text
+
+RETENTION = "Dead-lettered jobs are kept for 14 days and then purged permanently."
+
+
+@pytest.fixture(scope="module")
+def bm25(chunks):
+    return BM25Index().fit([c.text for c in chunks])
+
+
+def _one(chunks, needle):
+    (found,) = [c for c in chunks if needle in c.text]
+    return found
+
+
+def _ask(question, retrieved, bm25, **kw):
+    return ExtractiveAnswerer(**kw).answer_one(AnswerInput(question, retrieved, 1.0, 0.0), bm25)
+
+
+def test_the_dead_letter_answer_opens_with_the_sentence_that_answers_it(chunks, bm25):
+    # The configuration table's row comes first in the ranking, as it did for this question.
+    row = _one(chunks, "| `dead_letter_retention` | duration |")
+    prose = _one(chunks, "kept for **14 days**")
+    ans = _ask("How long are dead-lettered jobs kept?", [row, prose], bm25)
+    assert not ans.refused
+    assert ans.sentences[0] == f"{RETENTION} [2]"
+    assert "**" not in ans.text and "`" not in ans.text and "|" not in ans.text
+    assert ans.cited_chunks == [prose.chunk_id]
+
+
+def test_a_row_the_question_names_is_an_answer_shown_as_text(chunks, bm25):
+    row = _one(chunks, "| BD-2110 | ledger segment checksum mismatch |")
+    ans = _ask("How do I fix BD-2110 on one broker?", [row], bm25)
+    assert ans.sentences[0] == (
+        "BD-2110 | ledger segment checksum mismatch | A record in a sealed segment failed its CRC "
+        "check: bad disk or an edited file. | Stop the broker, move the segment out of the "
+        "ledger directory and restart; the records are re-fetched from the leader. [1]")
+    # Rows of the look-alike codes count only where they name BD-2110 (BD-2111's does:
+    # "Otherwise handle it as BD-2110").
+    assert len(ans.sentences) == 2 and all("BD-2110" in s for s in ans.sentences)
+
+
+def _chunk(body: str, n: int = 0) -> Chunk:
+    return Chunk(f"d#{n}", "d", f"T\n{body}", heading="T")
+
+
+CODE = "```bash\nbrindle queue pause emails --drain\n```"
+
+
+@pytest.mark.parametrize("question, first", [
+    # Not asked for: the code line is skipped, the prose sentence answers.
+    ("How do I pause the emails queue?", "Pausing the emails queue stops delivery to workers. [1]"),
+    # Asked for by a flag it holds, or by asking for the command.
+    ("What does --drain do when you pause the emails queue?",
+     "brindle queue pause emails --drain [1]"),
+    ("Which command pauses the emails queue?", "brindle queue pause emails --drain [1]"),
+])
+def test_code_lines_answer_only_when_asked_for(question, first):
+    chunk = _chunk(f"{CODE}\nPausing the emails queue stops delivery to workers.")
+    bm25 = BM25Index().fit([chunk.text, "T\nunrelated words about brokers", "T\nmore filler"])
+    ans = _ask(question, [chunk], bm25, max_sentences=1)
+    assert ans.sentences == [first]
+
+
+def test_nothing_but_unasked_rows_and_code_is_a_refusal():
+    chunk = _chunk("| key | meaning |\n|---|---|\n| `pause_grace` | grace period of a pause |\n"
+                   + CODE)
+    bm25 = BM25Index().fit([chunk.text, "T\nfiller text", "T\nother filler"])
+    ans = _ask("How long is the grace period of a pause?", [chunk], bm25)
+    assert ans.refused
+    asked = _ask("How long is the pause_grace period of a pause?", [chunk], bm25)
+    assert asked.sentences == ["pause_grace | grace period of a pause [1]"]
+
+
+def test_links_and_emphasis_are_rendered_in_the_answer():
+    chunk = _chunk("- Retries back off *exponentially*, see [the retry guide](retries.md).")
+    bm25 = BM25Index().fit([chunk.text, "T\nfiller text", "T\nother filler"])
+    ans = _ask("How do retries back off?", [chunk], bm25)
+    assert ans.sentences == ["Retries back off exponentially, see the retry guide. [1]"]
+
+
+@pytest.mark.parametrize("question, kind, line, asked", [
+    ("What does BD-2110 mean?", "table", "| BD-2110 | checksum |", True),
+    ("What does BD-2110 mean?", "table", "| BD-21100 | other |", False),
+    ("What does bd-2110 mean?", "table", "| BD-2110 | checksum |", True),
+    ("How long are dead-lettered jobs kept?", "table", "| a | dead-lettered jobs |", False),
+    ("What is the default of `dead_letter_retention`?", "table",
+     "| `dead_letter_retention` | duration |", True),
+    ("What is the default of dead_letter_retention?", "code", "dead_letter_retention = 1", True),
+    ("Which column holds the grade?", "table", "| q | grade |", True),
+    ("Which column holds the grade?", "code", "grade = 1", False),
+    ("Show me the command for it", "code", "brindle x", True),
+])
+def test_asks_for(question, kind, line, asked):
+    assert asks_for(question, kind, line) is asked
+
+
+def test_body_lines_agree_with_the_chunker_on_every_handbook_section(docs):
+    """Read back from a section's joined units (as a chunk's body holds them), every line has
+    the kind of the unit it came from: sentences and items prose, fences code, tables table."""
+    want_of = {"sentence": "prose", "item": "prose", "fence": "code", "code": "code",
+               "table": "table", "html": "html"}
+    checked = {}
+    for doc in docs.values():
+        kind_at = {b.start: b.kind for b in blocks(doc.text)}
+        for _, units in parse_sections(doc):
+            want = [want_of[kind_at[u.start] if u.kind == "block" else u.kind]
+                    for u in units for line in u.text.split("\n") if line.strip()]
+            got = [k for k, _ in body_lines("\n".join(u.text for u in units))]
+            assert got == want, (doc.doc_id, units[0].text[:40])
+            for k in want:
+                checked[k] = checked.get(k, 0) + 1
+    assert checked["prose"] > 300 and checked["code"] > 100 and checked["table"] > 100
+
+
+def test_row_text():
+    assert row_text("| `a` | **b** | c \\| d |") == "a | b | c | d"
+    assert row_text("|---|:--:|") == ""
+    assert row_text("x | y") == "x | y"
+
+
+def test_a_document_made_with_markup_answers_in_plain_text(bm25):
+    doc = Document("x.md", "X", "# X\n\nThe **broker** keeps `ledger` segments for _ten_ days.\n")
+    ((heading, units),) = parse_sections(doc)
+    chunk = Chunk("x.md#0", "x.md", f"{heading}\n" + "\n".join(u.text for u in units), heading)
+    ans = _ask("How long does the broker keep ledger segments?", [chunk], bm25)
+    assert ans.sentences == ["The broker keeps ledger segments for ten days. [1]"]
