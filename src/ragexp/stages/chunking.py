@@ -1,6 +1,7 @@
 """Chunkers: documents in, retrievable chunks out, each chunk remembering its source offsets.
 
-``MarkdownChunker`` is heading-aware: a chunk never crosses a heading, its heading path
+``MarkdownChunker`` reads a document's blocks as CommonMark does (``text.markdown``) and is
+heading-aware: a chunk never crosses a heading, its heading path
 ("Title > Section > Subsection") travels with it (``include_headings`` switches whether it is
 prepended to the text, so its effect can be measured), and hard-wrapped paragraphs are unwrapped
 before being split into sentences. Windows are counted in words of source text (the heading
