@@ -30,14 +30,33 @@ def _ask(question, retrieved, bm25, **kw):
 
 
 def test_the_dead_letter_answer_opens_with_the_sentence_that_answers_it(chunks, bm25):
-    # The configuration table's row comes first in the ranking, as it did for this question.
+    # Retrieved as the shipped champion retrieves them for this question: the configuration
+    # table's row first, then monitoring's pointer sentence (it holds every term of the
+    # question but no period), then the sentence that answers.
     row = _one(chunks, "| `dead_letter_retention` | duration |")
+    pointer = _one(chunks, "`brindle_dead_letter_depth` falls on its own")
     prose = _one(chunks, "kept for **14 days**")
-    ans = _ask("How long are dead-lettered jobs kept?", [row, prose], bm25)
+    ans = _ask("How long are dead-lettered jobs kept?", [row, pointer, prose], bm25)
     assert not ans.refused
-    assert ans.sentences[0] == f"{RETENTION} [2]"
+    assert ans.sentences[0] == f"{RETENTION} [3]"
     assert "**" not in ans.text and "`" not in ans.text and "|" not in ans.text
-    assert ans.cited_chunks == [prose.chunk_id]
+    assert prose.chunk_id in ans.cited_chunks and row.chunk_id not in ans.cited_chunks
+
+
+def test_a_quantity_question_prefers_a_sentence_with_a_number():
+    chunk = _chunk("Snapshots are retained by the leader for as long as it needs them.\n"
+                   "Each snapshot is retained for 30 days.")
+    bm25 = BM25Index().fit([chunk.text, "T\nfiller text", "T\nother filler"])
+    # Coverage alone ranks the first sentence higher: it holds every term of the question.
+    plain_order = _ask("Are snapshots retained as long as the leader needs them?", [chunk],
+                       bm25)
+    assert plain_order.sentences[0].startswith("Snapshots are retained by the leader")
+    # 1 * QUANTITY_MISSING = 0.5 < 2/3, the second sentence's share of the three equally rare
+    # terms of the question ("long", "snapshot", "retain").
+    quantity = _ask("How long are snapshots retained?", [chunk], bm25)
+    assert quantity.sentences == ["Each snapshot is retained for 30 days. [1]",
+                                  "Snapshots are retained by the leader for as long as it needs "
+                                  "them. [1]"]
 
 
 def test_a_row_the_question_names_is_an_answer_shown_as_text(chunks, bm25):

@@ -2,9 +2,12 @@
 
 After :func:`ragexp.answer.base.refuse_early`, each sentence of the top ``n_chunks`` chunks is
 scored by the idf-weighted share of the question's terms it holds,
-``sum_{t in Q∩S} idf(t) / sum_{t in Q} idf(t)``; the best ``max_sentences`` scoring at least
-``min_overlap`` are kept, each tagged ``[n]`` for its chunk, and passed through the shared
-citation checker (:func:`ragexp.answer.base.finish`).
+``sum_{t in Q∩S} idf(t) / sum_{t in Q} idf(t)``; of those scoring at least ``min_overlap`` the
+best ``max_sentences`` are kept, ranked by that score halved (``QUANTITY_MISSING``) for a
+sentence without a digit when the question asks for a quantity (``how long``, ``how many``,
+``what size``, ...: the expected answer type of TREC QA systems, Moldovan et al., ACL 2000),
+each tagged ``[n]`` for its chunk, and passed through the shared citation checker
+(:func:`ragexp.answer.base.finish`).
 
 Sentences are read as text, not as markdown source (``text.markdown.body_lines``): a sentence
 is shown with its inline markup rendered (``**14 days**`` -> ``14 days``, backticks gone), a
@@ -26,10 +29,16 @@ from ragexp.index.bm25 import BM25Index
 from ragexp.text import markdown
 from ragexp.text.analysis import split_sentences, tokenize, word_count
 
+QUANTITY_MISSING = 0.5  # score factor of a sentence without a digit, for a quantity question
 # A name a question can point at: a backticked span, words joined by "_" or ".", letters mixed
 # with digits (BD-2110, ARM64), a command-line flag.
 _IDENTIFIER = re.compile(r"`([^`]+)`|\b([A-Za-z][\w-]*(?:[_.][\w-]+)+)"
                          r"|\b((?=[\w-]*[A-Za-z])(?=[\w-]*\d)[\w-]{2,})|(--[\w-]+)")
+# Questions whose answer is a quantity (the expected answer type of TREC QA systems: Moldovan et
+# al., "The structure and performance of an open-domain question answering system", ACL 2000).
+_QUANTITY = re.compile(r"\bhow\s+(?:long|many|much|often|big|large|old|far|soon|fast|frequently)\b"
+                       r"|\bwhat\s+(?:size|age|port|percentage|rate|interval|timeout|number)\b",
+                       re.I)
 _ASKS = {"code": re.compile(r"\b(?:commands?|snippet|syntax|code)\b", re.I),
          "table": re.compile(r"\b(?:table|column|row)s?\b", re.I)}
 
@@ -80,6 +89,7 @@ class ExtractiveAnswerer:
         if early is not None:
             return early
         q_terms = set(tokenize(inp.question))
+        quantity = bool(_QUANTITY.search(inp.question))
         candidates = []
         for src, chunk in zip(sources, inp.retrieved):
             for rank, (kind, line) in enumerate(markdown.body_lines(body(chunk))):
@@ -92,6 +102,8 @@ class ExtractiveAnswerer:
                 for sentence in shown:
                     score = bm25.coverage(q_terms, set(tokenize(sentence)))
                     if score >= self.min_overlap and word_count(sentence) >= 3:
+                        if quantity and not any(ch.isdigit() for ch in sentence):
+                            score *= QUANTITY_MISSING
                         candidates.append((score, -src.n, -rank, f"{sentence} [{src.n}]"))
         picked = [c[3] for c in sorted(candidates, reverse=True)[:self.max_sentences]]
         return finish(inp, picked, sources, bm25, self.min_support,
