@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections import ChainMap
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -34,6 +35,7 @@ from ragexp.records import Chunk, Qrels, Query, Ranking, ordered
 from ragexp.run.build import Stages
 from ragexp.stages.abstain import AbstainResult, AbstainSignal, evaluate_abstain
 from ragexp.stages.chunking import Chunker
+from ragexp.stages.parent_child import answer_context, lift_ids, read_through
 from ragexp.stages.rerankers import Reranker
 from ragexp.stages.retrievers import Retriever
 from ragexp.text.analysis import tokenize
@@ -125,11 +127,12 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
         results.update(abstain.metrics())
     answers = answer_questions(stages.answerer, corpus, ranking, confidence, abstain, res,
                                progress)
-    relevant = relevant_chunks(corpus.qrels, corpus.chunks, corpus.unit_of)
+    relevant = {q: lift_ids(ids, corpus.parents) for q, ids in
+                relevant_chunks(corpus.qrels, corpus.chunks, corpus.unit_of).items()}
     results.update(answer_metrics(answers, {q.qid: q.answerable for q in corpus.queries},
                                   relevant))
-    graded = (judge or NoJudge()).assess(corpus.queries, list(answers.values()), res.by_id,
-                                         progress)
+    read = ChainMap({p.chunk_id: p for p in corpus.parents.values()}, res.by_id)
+    graded = (judge or NoJudge()).assess(corpus.queries, list(answers.values()), read, progress)
     results.update(graded.metrics)
     results.update(run_facts(corpus, res, store))
     window, window_tags = truncation.facts(res, corpus.texts)
@@ -148,7 +151,9 @@ class Corpus:
     """One run's data, read and chunked: the dataset's ``docs`` and ``queries``, ``texts``
     (``{qid: question text}``), the ``chunks`` and their stage key, the ``qrels`` and
     ``unit_of`` (``{chunk_id: unit id}``) at the scoring ``unit`` (chunk, section or document),
-    and ``chunk_s``, the seconds chunking (or loading stored chunks) took."""
+    ``chunk_s``, the seconds chunking (or loading stored chunks) took, and ``parents``
+    (``{chunk_id: the chunk the answerer reads for it}``, ``parent_child.answer_context``:
+    empty unless the chunker has parents)."""
 
     docs: list
     queries: list[Query]
@@ -159,6 +164,7 @@ class Corpus:
     unit: str
     unit_of: dict[str, str]
     chunk_s: float
+    parents: dict[str, Chunk] = field(default_factory=dict)
 
 
 def read_corpus(dataset: Dataset, chunker: Chunker, store: StageStore) -> Corpus:
@@ -172,7 +178,8 @@ def read_corpus(dataset: Dataset, chunker: Chunker, store: StageStore) -> Corpus
     qrels = dataset.qrels(chunks)
     log.info("%d documents -> %d chunks; %d questions", len(docs), len(chunks), len(queries))
     return Corpus(docs, queries, {q.qid: q.text for q in queries}, chunks, chunks_key, qrels,
-                  dataset.unit, units.unit_of(chunks, dataset.unit), chunk_s)
+                  dataset.unit, units.unit_of(chunks, dataset.unit), chunk_s,
+                  answer_context(chunker, docs, chunks))
 
 
 def index_corpus(corpus: Corpus, stages: Stages, store: StageStore,
@@ -238,12 +245,14 @@ def abstain_curve(signal: AbstainSignal, corpus: Corpus, ranking: Ranking,
 def answer_questions(answerer: Answerer, corpus: Corpus, ranking: Ranking,
                      confidence: dict[str, float], abstain: AbstainResult | None,
                      resources: Resources, progress: bool) -> dict[str, Answer]:
-    """``{qid: Answer}``: each question answered from its ranked chunks, best first, with its
+    """``{qid: Answer}``: each question answered from its ranked chunks, best first (read
+    through their parents when the corpus has them: ``parent_child.read_through``), with its
     confidence and the curve's refusal threshold (``-inf`` without a curve: no refusal on
     confidence); citations are checked against BM25 (``resources.bm25``)."""
     threshold = abstain.threshold if abstain is not None else float("-inf")
     chunks, position = resources.chunks, resources.position
-    inputs = [AnswerInput(q.text, [chunks[position[c]] for c in ordered(ranking[q.qid])],
+    inputs = [AnswerInput(q.text, read_through([chunks[position[c]] for c in
+                                                ordered(ranking[q.qid])], corpus.parents),
                           confidence[q.qid], threshold) for q in corpus.queries]
     return dict(zip([q.qid for q in corpus.queries],
                     answerer.answer(inputs, resources.bm25, progress)))

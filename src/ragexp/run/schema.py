@@ -57,6 +57,42 @@ class MarkdownChunkingConf:
 
 
 @dataclass
+class SentenceChunkingConf:
+    _target_: str = "ragexp.stages.sentence_chunking.SentenceChunker"
+    name: str = "sentences"
+    sentences: int = field(default=6, metadata={"ge": 1})  # sentences per chunk
+    overlap_sentences: int = field(default=1, metadata={"ge": 0})  # shared with the next chunk
+    max_words: int = field(default=120, metadata={"ge": 10})  # a longer sentence splits at words
+    include_headings: bool = True
+
+
+@dataclass
+class SemanticChunkingConf:
+    _target_: str = "ragexp.stages.semantic_chunking.SemanticChunker"
+    _recursive_: bool = False  # the chunker builds the embedder itself, only when it chunks
+    _convert_: str = "all"  # ... from a plain, resolved copy of its config
+    name: str = "semantic"
+    embedder: Any = "${embedder}"  # the run's embedder embeds the sentences
+    # boundary where 1 - cos(neighbours) exceeds this percentile of the document's distances
+    breakpoint_percentile: float = field(default=95.0, metadata={"ge": 0, "le": 100})
+    min_words: int = field(default=40, metadata={"ge": 0})  # no boundary before this many words
+    max_words: int = field(default=160, metadata={"ge": 10})  # always a boundary before more
+    buffer: int = field(default=1, metadata={"ge": 0})  # sentences either side, embedded along
+    include_headings: bool = True
+    cache_dir: str = "${cache_dir}"  # sentence vectors go to the embedding cache under it
+
+
+@dataclass
+class ParentChildChunkingConf:
+    _target_: str = "ragexp.stages.parent_child.ParentChildChunker"
+    name: str = "parent_child"
+    # the retrieved children; the answerer reads their section (the parent)
+    children: MarkdownChunkingConf = field(
+        default_factory=lambda: MarkdownChunkingConf(max_words=40, overlap_words=10))
+    include_headings: bool = True  # the parent's text starts with its heading path
+
+
+@dataclass
 class WholeDocChunkingConf:
     _target_: str = "ragexp.stages.chunking.WholeDocumentChunker"
     name: str = "none"
@@ -294,7 +330,9 @@ class Config:
 
 SCHEMAS = {
     "dataset": {"markdown": MarkdownDatasetConf, "beir": BeirDatasetConf},
-    "chunking": {"markdown": MarkdownChunkingConf, "none": WholeDocChunkingConf},
+    "chunking": {"markdown": MarkdownChunkingConf, "none": WholeDocChunkingConf,
+                 "sentences": SentenceChunkingConf, "semantic": SemanticChunkingConf,
+                 "parent_child": ParentChildChunkingConf},
     "embedder": {"hash": HashEmbedderConf, "fastembed": FastEmbedConf},
     "retriever": {"dense": DenseRetrieverConf, "bm25": BM25RetrieverConf,
                   "hybrid": HybridRetrieverConf, "trec_run": TrecRunRetrieverConf},

@@ -1,0 +1,95 @@
+"""``chunking=parent_child``: small child chunks are retrieved; the answerer reads their parent.
+
+The children come from any section-keeping chunker (``children``, by default
+``MarkdownChunker`` with 40-word windows); a child's parent is its section: every unit under
+its heading path in its document (``chunking.parse_sections``; two sections with the same path
+in one document are one parent, as they are one ``section`` unit in ``data.units``; a BEIR
+passage is one section, so its parent is the whole passage).
+
+What is measured where (docs/measuring.md, "Parent-child chunking"): the ranking is of
+children, and each child is judged by the same span rule as any chunk, so ``dataset.unit=chunk``
+measures the children, which is what the retriever found; ``dataset.unit=section`` ranks each
+parent by its best child (MaxP), which is exactly what the answerer is given; ``document`` rolls
+up further. The answer metrics (citation precision) are taken on the parents the answer cites:
+a parent is relevant when one of its children is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Protocol, runtime_checkable
+
+from ragexp.data.units import section_id
+from ragexp.records import Chunk, Document
+from ragexp.stages.chunking import Chunker, MarkdownChunker, parse_sections
+
+
+@runtime_checkable
+class ParentChunker(Protocol):
+    """A chunker whose chunks are read, at answer time, through a larger parent chunk."""
+
+    def chunk(self, docs: Iterable[Document]) -> list[Chunk]: ...
+
+    def parents(self, docs: Iterable[Document], chunks: list[Chunk]) -> dict[str, Chunk]: ...
+
+
+def section_parents(docs: Iterable[Document], include_headings: bool = True) -> dict[str, Chunk]:
+    """``{section unit id: parent chunk}`` for every section of ``docs``: its id is the section's
+    ``units.section_id``, its text the heading path (when ``include_headings``) and then the
+    section's source text, its spans the exact source ranges of that text."""
+    parents: dict[str, Chunk] = {}
+    for doc in docs:
+        for heading, units in parse_sections(doc):
+            span = (units[0].start, units[-1].end)
+            key = section_id(Chunk("", doc.doc_id, "", heading))
+            held = parents.get(key)
+            if held is None:
+                text = f"{heading}\n" if include_headings else ""
+                parents[key] = Chunk(key, doc.doc_id, text + doc.text[span[0]:span[1]], heading,
+                                     (span,))
+            else:
+                parents[key] = Chunk(key, doc.doc_id, f"{held.text}\n{doc.text[span[0]:span[1]]}",
+                                     heading, held.spans + (span,))
+    return parents
+
+
+@dataclass(frozen=True)
+class ParentChildChunker:
+    """Chunks are ``children``'s; ``parents`` maps each to its section (module docstring).
+    ``include_headings`` prepends the heading path to a parent's text."""
+
+    children: Chunker = MarkdownChunker(max_words=40, overlap_words=10)
+    include_headings: bool = True
+    name: str = "parent_child"
+
+    def chunk(self, docs: Iterable[Document]) -> list[Chunk]:
+        return self.children.chunk(docs)
+
+    def parents(self, docs: Iterable[Document], chunks: list[Chunk]) -> dict[str, Chunk]:
+        """``{child chunk id: parent chunk}`` for every chunk of ``chunks`` (``chunk(docs)``).
+        A child whose section is not one of ``docs``' (a child chunker that does not keep to
+        sections) is its own parent."""
+        by_section = section_parents(docs, self.include_headings)
+        return {c.chunk_id: by_section.get(section_id(c), c) for c in chunks}
+
+
+def read_through(chunks: list[Chunk], parent_of: dict[str, Chunk]) -> list[Chunk]:
+    """What the answerer reads for ``chunks`` (best first): each one's parent (itself when
+    ``parent_of`` has none), in order of each parent's best child, each parent once."""
+    out: dict[str, Chunk] = {}
+    for c in chunks:
+        parent = parent_of.get(c.chunk_id, c)
+        out.setdefault(parent.chunk_id, parent)
+    return list(out.values())
+
+
+def answer_context(chunker: Chunker, docs: Iterable[Document],
+                   chunks: list[Chunk]) -> dict[str, Chunk]:
+    """``{chunk id: the chunk the answerer reads for it}``: a ``ParentChunker``'s parents; empty
+    for any other chunker, whose chunks are read as they are."""
+    return chunker.parents(docs, chunks) if isinstance(chunker, ParentChunker) else {}
+
+
+def lift_ids(ids: set[str], parent_of: dict[str, Chunk]) -> set[str]:
+    """The ids of the chunks the answerer reads for ``ids`` (each one's parent, else itself)."""
+    return {parent_of[i].chunk_id if i in parent_of else i for i in ids}
