@@ -137,6 +137,9 @@ EXPECTED = {
     "hybrid_no_reranker": {"retriever.name": "hybrid", "reranker.name": "none"},
     "hybrid_no_reranker_large": {"retriever.name": "hybrid", "reranker.name": "none",
                                  "chunking.max_words": 250, "chunking.overlap_words": 40},
+    "chunks_sentences": {"chunking.name": "sentences"},
+    "chunks_semantic": {"chunking.name": "semantic"},
+    "chunks_parent_child": {"chunking.name": "parent_child"},
 }
 
 

@@ -35,7 +35,8 @@ from ragexp.records import Chunk, Qrels, Query, Ranking, ordered
 from ragexp.run.build import Stages
 from ragexp.stages.abstain import AbstainResult, AbstainSignal, evaluate_abstain
 from ragexp.stages.chunking import Chunker
-from ragexp.stages.parent_child import answer_context, lift_ids, read_through
+from ragexp.stages.parent_child import (answer_context, judged_chunks, lift_ids, read_through,
+                                        unit_through)
 from ragexp.stages.rerankers import Reranker
 from ragexp.stages.retrievers import Retriever
 from ragexp.text.analysis import tokenize
@@ -153,7 +154,8 @@ class Corpus:
     ``unit_of`` (``{chunk_id: unit id}``) at the scoring ``unit`` (chunk, section or document),
     ``chunk_s``, the seconds chunking (or loading stored chunks) took, and ``parents``
     (``{chunk_id: the chunk the answerer reads for it}``, ``parent_child.answer_context``:
-    empty unless the chunker has parents)."""
+    empty unless the chunker has parents; with parents, the qrels judge the parents and
+    ``unit_of`` maps each chunk to its parent's unit)."""
 
     docs: list
     queries: list[Query]
@@ -166,20 +168,29 @@ class Corpus:
     chunk_s: float
     parents: dict[str, Chunk] = field(default_factory=dict)
 
+    @property
+    def rolls_up(self) -> bool:
+        """Whether chunk scores roll up to units (MaxP): at the section or document unit, or
+        when the answerer reads parents (the parents are then what is judged)."""
+        return self.unit != "chunk" or bool(self.parents)
+
 
 def read_corpus(dataset: Dataset, chunker: Chunker, store: StageStore) -> Corpus:
     """Read the dataset's documents and questions, chunk the documents (or reuse the chunks
-    ``store`` holds under the same key: ``chunked``) and judge the chunks (qrels at the scoring
-    unit). Raises what the dataset raises on bad data (``DataError`` naming file and line)."""
+    ``store`` holds under the same key: ``chunked``) and judge the chunks, or their parents
+    when the chunker has them (qrels at the scoring unit). Raises what the dataset raises on
+    bad data (``DataError`` naming file and line)."""
     queries, docs = dataset.queries(), dataset.documents()
     start = time.perf_counter()
     chunks, chunks_key = chunked(dataset, chunker, store, docs)
     chunk_s = time.perf_counter() - start
-    qrels = dataset.qrels(chunks)
+    parents = answer_context(chunker, docs, chunks)
+    judged = judged_chunks(chunks, parents)
+    qrels = dataset.qrels(judged)
     log.info("%d documents -> %d chunks; %d questions", len(docs), len(chunks), len(queries))
     return Corpus(docs, queries, {q.qid: q.text for q in queries}, chunks, chunks_key, qrels,
-                  dataset.unit, units.unit_of(chunks, dataset.unit), chunk_s,
-                  answer_context(chunker, docs, chunks))
+                  dataset.unit, unit_through(chunks, parents, units.unit_of(judged, dataset.unit)),
+                  chunk_s, parents)
 
 
 def index_corpus(corpus: Corpus, stages: Stages, store: StageStore,
@@ -218,7 +229,7 @@ def retrieve_all(corpus: Corpus, retriever: Retriever, reranker: Reranker,
     then the per-query serving latency on a sample (``_latency``: ``time.query_p50_ms``,
     ``time.query_p95_ms``, ``time.query_replayed``), all recorded in ``resources.timings``."""
     rank_judged = functools.partial(rank_units, retriever, reranker, resources, k=k,
-                                    unit_of=None if corpus.unit == "chunk" else corpus.unit_of)
+                                    unit_of=corpus.unit_of if corpus.rolls_up else None)
     start = time.perf_counter()
     judged, ranking = rank_judged(corpus.texts)
     resources.timings["time.search_all_s"] = time.perf_counter() - start
@@ -276,13 +287,15 @@ def relevant_chunks(qrels: Qrels, chunks: list[Chunk],
 def run_facts(corpus: Corpus, resources: Resources, store: StageStore) -> dict[str, float]:
     """What a run measured about itself rather than about retrieval: texts without terms
     (``without_terms``), seconds and milliseconds per stage (``time.*``), embedding-cache hits
-    and misses, the chunk count, and where each stage came from (``stages.*``, with reuse off
-    too: everything built, and said so)."""
+    and misses, the chunk count (and the parent count, with parents), and where each stage
+    came from (``stages.*``, with reuse off too: everything built, and said so)."""
     out = without_terms(corpus.docs, resources, corpus.queries)
     out.update({key: float(v) for key, v in resources.timings.items()})
     out.update({"cache.hits": float(resources.cache.hits),
                 "cache.misses": float(resources.cache.misses),
                 "index.chunks": float(len(corpus.chunks))})
+    if corpus.parents:
+        out["index.parents"] = float(len({p.chunk_id for p in corpus.parents.values()}))
     out.update(store.counts())
     log.info("stages: %s", ", ".join(f"{k} {v}" for k, v in store.events.items()))
     return out

@@ -26,6 +26,7 @@ from ragexp.run import build as stages
 from ragexp.run.pipeline import chunked, rerank_top, retrieve
 from ragexp.run.schema import BM25Conf
 from ragexp.serving import tracing
+from ragexp.stages.parent_child import answer_context, read_through
 from ragexp.tracking import failures
 from ragexp.tracking import store as tracking
 from ragexp.tracking.store import ALIAS, MODEL_NAME
@@ -132,6 +133,7 @@ class Engine:
         # shared between requests.
         store = stages.stage_store(cfg)
         chunks, chunks_key = chunked(dataset, built.chunker, store)
+        self.parents = answer_context(built.chunker, dataset.documents(), chunks)
         self.resources = Resources(chunks, built.make_embedder, built.cache,
                                    bm25_params=built.bm25, progress=False,
                                    query_memory=QUERY_MEMORY, stages=store,
@@ -174,8 +176,8 @@ class Engine:
                               "ragexp.threshold": float(self.threshold),
                               "ragexp.below_threshold": bool(signal < self.threshold)})
             chunks, pos = self.resources.chunks, self.resources.position
-            inp = AnswerInput(question, [chunks[pos[c]] for c in ordered(top)], signal,
-                              self.threshold)
+            inp = AnswerInput(question, read_through([chunks[pos[c]] for c in ordered(top)],
+                                                     self.parents), signal, self.threshold)
             with req.stage("answer") as attrs:
                 ans = self.answerer.answer([inp], self.resources.bm25)[0]
                 attrs.update(tracing.answer_attributes(ans))

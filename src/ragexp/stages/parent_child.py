@@ -6,12 +6,13 @@ its heading path in its document (``chunking.parse_sections``; two sections with
 in one document are one parent, as they are one ``section`` unit in ``data.units``; a BEIR
 passage is one section, so its parent is the whole passage).
 
-What is measured where (docs/measuring.md, "Parent-child chunking"): the ranking is of
-children, and each child is judged by the same span rule as any chunk, so ``dataset.unit=chunk``
-measures the children, which is what the retriever found; ``dataset.unit=section`` ranks each
-parent by its best child (MaxP), which is exactly what the answerer is given; ``document`` rolls
-up further. The answer metrics (citation precision) are taken on the parents the answer cites:
-a parent is relevant when one of its children is.
+What is measured (docs/measuring.md, "Parent-child chunking"): what the answerer is given.
+The retriever scores children; each parent scores as its best child (MaxP, as a section or a
+document does in ``data.units``), and the parents are the run's chunks for judging: the span
+rule (``data.relevance``) decides whether a parent holds a question's evidence, so
+``dataset.unit=chunk`` ranks parents, ``section`` is the same ranking (a parent is a section)
+and ``document`` rolls the parents up by document. Citations name parents, and the answer
+metrics judge those.
 """
 
 from __future__ import annotations
@@ -93,3 +94,20 @@ def answer_context(chunker: Chunker, docs: Iterable[Document],
 def lift_ids(ids: set[str], parent_of: dict[str, Chunk]) -> set[str]:
     """The ids of the chunks the answerer reads for ``ids`` (each one's parent, else itself)."""
     return {parent_of[i].chunk_id if i in parent_of else i for i in ids}
+
+
+def judged_chunks(chunks: list[Chunk], parent_of: dict[str, Chunk]) -> list[Chunk]:
+    """The chunks a run judges: ``chunks`` themselves, or with parents (``answer_context``) each
+    parent once, in order of its first child."""
+    if not parent_of:
+        return chunks
+    return list({p.chunk_id: p for p in (parent_of[c.chunk_id] for c in chunks)}.values())
+
+
+def unit_through(chunks: list[Chunk], parent_of: dict[str, Chunk],
+                 unit_of_judged: dict[str, str]) -> dict[str, str]:
+    """``{chunk id: unit id}`` of retrieved ``chunks`` when the judged chunks are their parents
+    (``unit_of_judged``: ``{parent id: unit id}``); without parents, ``unit_of_judged`` itself."""
+    if not parent_of:
+        return unit_of_judged
+    return {c.chunk_id: unit_of_judged[parent_of[c.chunk_id].chunk_id] for c in chunks}
