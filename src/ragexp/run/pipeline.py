@@ -35,8 +35,13 @@ from ragexp.records import Chunk, Qrels, Query, Ranking, ordered
 from ragexp.run.build import Stages
 from ragexp.stages.abstain import AbstainResult, AbstainSignal, evaluate_abstain
 from ragexp.stages.chunking import Chunker
-from ragexp.stages.parent_child import (answer_context, judged_chunks, lift_ids, read_through,
-                                        unit_through)
+from ragexp.stages.parent_child import (
+    answer_context,
+    judged_chunks,
+    lift_ids,
+    read_through,
+    unit_through,
+)
 from ragexp.stages.rerankers import Reranker
 from ragexp.stages.retrievers import Retriever
 from ragexp.text.analysis import tokenize
