@@ -159,3 +159,21 @@ def reads_within_depth(cfg: DictConfig) -> list[str]:
     except ValueError as exc:
         return [str(exc)]
     return []
+
+
+@cross_field_rule
+def chunk_sizes_ordered(cfg: DictConfig) -> list[str]:
+    """Sentence chunking shares fewer sentences than a chunk holds; semantic chunking's
+    ``min_words`` is at most its ``max_words``; parent-child children, as markdown windows,
+    share fewer words than a window holds."""
+    rules = (("chunking", "overlap_sentences", "sentences", operator.lt, "<"),
+             ("chunking", "min_words", "max_words", operator.le, "<="),
+             ("chunking.children", "overlap_words", "max_words", operator.lt, "<"))
+    problems = []
+    for node, low, high, holds, sign in rules:
+        ch = OmegaConf.select(cfg, node)
+        if isinstance(ch, DictConfig) and low in ch and high in ch and not holds(ch[low],
+                                                                                ch[high]):
+            problems.append(f"{node}.{low}={ch[low]} is out of range: must be {sign} "
+                            f"{node}.{high} ({ch[high]})")
+    return problems
