@@ -33,6 +33,7 @@ from ragexp.stages.semantic_chunking import (
 from ragexp.stages.sentence_chunking import SentenceChunker, sentence_windows
 from ragexp.text.analysis import split_sentences
 from ragexp.text.sentences import sentence_spans
+from ragexp.tracking.store import config_hash
 
 schema.register()
 HASH = {"_target_": "ragexp.index.embedders.HashEmbedder", "dim": 512}
@@ -396,3 +397,15 @@ def test_sizes_that_contradict_each_other_fail_at_composition(overrides, message
     with pytest.raises(validation.ConfigRangeError) as info:
         validation.validate(cfg)
     assert message in str(info.value)
+
+
+def test_where_semantic_chunking_keeps_vectors_is_not_part_of_the_config_hash():
+    def run_config(cache: str, percentile: float = 95.0) -> dict:
+        return {"cache_dir": cache, "k": 100, "chunking": {
+            "name": "semantic", "breakpoint_percentile": percentile, "cache_dir": cache,
+            "embedder": {"name": "minilm", "model": "minilm-int8", "cache_dir": cache}}}
+
+    data = {"corpus_hash": "c", "golden_hash": "g"}
+    same = config_hash(run_config("/a"), data, code="x")
+    assert config_hash(run_config("/elsewhere"), data, code="x") == same
+    assert config_hash(run_config("/a", 90.0), data, code="x") != same

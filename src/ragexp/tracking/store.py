@@ -47,7 +47,8 @@ _READY: set[str] = set()
 # (a dotted key is nested: the embedder's model cache follows ``cache_dir``).
 VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment", "verbose", "objective",
                 "baseline", "embedder.cache_dir", "reuse_stages", "sweep_report", "traces",
-                "llm")  # llm.* counts through the answer.* and judge.* keys it resolves into
+                "llm",  # llm.* counts through the answer.* and judge.* keys it resolves into
+                "chunking.cache_dir", "chunking.embedder.cache_dir")  # chunking=semantic
 
 
 def tracking_uri() -> str:
@@ -152,13 +153,22 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
 def config_hash(resolved: dict, data: dict[str, str], code: str | None = None) -> str:
     """Identity of what a run measures: resolved config (minus volatile keys), data hashes and
     the code that measures (``code_identity()`` unless given)."""
-    measured = {k: v for k, v in resolved.items() if k not in VOLATILE_KEYS}
-    for key in (k for k in VOLATILE_KEYS if "." in k):
-        group, name = key.split(".", 1)
-        if isinstance(measured.get(group), dict) and name in measured[group]:
-            measured[group] = {k: v for k, v in measured[group].items() if k != name}
+    measured = resolved
+    for key in VOLATILE_KEYS:
+        measured = _without(measured, key.split("."))
     payload = json.dumps([measured, data, code or code_identity()], sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def _without(tree: dict, path: list[str]) -> dict:
+    """``tree`` without the key at ``path`` (``["chunking", "cache_dir"]``), copied where it
+    changes; ``tree`` itself when the path is not there."""
+    head, *rest = path
+    if head not in tree or (rest and not isinstance(tree[head], dict)):
+        return tree
+    if not rest:
+        return {k: v for k, v in tree.items() if k != head}
+    return {**tree, head: _without(tree[head], rest)}
 
 
 @lru_cache(maxsize=1)
