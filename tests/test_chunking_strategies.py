@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from conftest import CORPUS, GOLDEN, jsonl, write_tree
 from hydra import compose, initialize_config_dir
+from workspaces import record_run
 
 from ragexp.data.datasets import BeirDataset, MarkdownDataset
 from ragexp.data.relevance import span_qrels
@@ -19,6 +20,7 @@ from ragexp.run import schema, validation
 from ragexp.run.app import CONF_DIR
 from ragexp.run.build import Stages
 from ragexp.run.pipeline import chunked, run_experiment
+from ragexp.serving.engine import Engine
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker, Unit
 from ragexp.stages.parent_child import ParentChildChunker, read_through, section_parents
@@ -272,6 +274,9 @@ def test_stage_keys_hold_every_setting_of_the_new_chunkers(tmp_path):
     semantic = SemanticChunker(HASH, cache_dir=str(tmp_path / "a"))
     assert key(semantic) == key(SemanticChunker(HASH, cache_dir=str(tmp_path / "b")))
     assert key(semantic) != key(SemanticChunker(hash256))
+    minilm = {"_target_": "ragexp.index.embedders.FastEmbedEmbedder", "model": "minilm-int8"}
+    assert key(SemanticChunker({**minilm, "cache_dir": "/a"})) == key(
+        SemanticChunker({**minilm, "cache_dir": "/b"}))
     assert key(semantic) != key(SemanticChunker(HASH, breakpoint_percentile=90))
     assert key(ParentChildChunker(MarkdownChunker(40, 10))) != key(
         ParentChildChunker(MarkdownChunker(30, 10)))
@@ -409,3 +414,17 @@ def test_where_semantic_chunking_keeps_vectors_is_not_part_of_the_config_hash():
     same = config_hash(run_config("/a"), data, code="x")
     assert config_hash(run_config("/elsewhere"), data, code="x") == same
     assert config_hash(run_config("/a", 90.0), data, code="x") != same
+
+
+@pytest.mark.slow
+def test_a_served_parent_child_run_answers_from_parents(mlflow_store):
+    run_id = record_run("embedder=hash", "retriever=bm25", "reranker=none",
+                        "+ablation=chunks_parent_child", "progress=false",
+                        f"cache_dir={mlflow_store.folder / 'cache'}")["run_id"]
+    engine = Engine.from_run(run_id)
+    ans = engine.answer("What does BD-2110 mean?")
+    parents = {p.chunk_id: p for p in engine.parents.values()}
+    assert not ans.refused and ans.sources
+    assert {s.chunk_id for s in ans.sources} <= set(parents)  # sections, not 40-word children
+    assert all(not engine.has_chunk(s.chunk_id) for s in ans.sources)
+    assert any("BD-2110" in parents[c].text for c in ans.cited_chunks)

@@ -18,7 +18,7 @@ BEIR passage is one section). A sentence longer than ``max_words`` splits at wor
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -63,14 +63,14 @@ def segment(units: list[Unit], cut: np.ndarray, min_words: int, max_words: int) 
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class SemanticChunker:
     """Kamradt's semantic chunking (module docstring). ``embedder`` is the run's embedder
     config (``${embedder}``: a ``_target_`` and its fields), built on first use, so chunks
     stored for the same settings load without a model; sentence vectors go through the
     embedding cache under ``cache_dir``. The embedder's settings are part of this chunker's
-    ``repr``, hence of the chunks' stage key; ``cache_dir`` is not (where vectors are kept does
-    not change them).
+    ``repr``, hence of the chunks' stage key; no ``cache_dir`` is, its own or the embedder's
+    (where vectors and models are kept changes no chunk).
 
     Raises ``InvalidValue`` for ``breakpoint_percentile`` outside [0, 100], ``min_words < 0``,
     ``max_words < 10``, ``min_words > max_words`` or ``buffer < 0``."""
@@ -116,6 +116,11 @@ class SemanticChunker:
                     chunks.append(make_chunk(doc, n, heading, group, self.include_headings))
                     n += 1
         return chunks
+
+    def __repr__(self) -> str:
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.repr}
+        shown["embedder"] = {k: v for k, v in self.embedder.items() if k != "cache_dir"}
+        return f"SemanticChunker({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
     def _context(self, units: list[Unit], i: int) -> str:
         """Sentence ``i`` with ``buffer`` sentences either side (Kamradt's combined sentence)."""
