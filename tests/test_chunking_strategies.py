@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from conftest import CORPUS, GOLDEN, jsonl, write_tree
 from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
 from workspaces import record_run
 
 from ragexp.data.datasets import BeirDataset, MarkdownDataset
@@ -428,3 +429,18 @@ def test_a_served_parent_child_run_answers_from_parents(mlflow_store):
     assert {s.chunk_id for s in ans.sources} <= set(parents)  # sections, not 40-word children
     assert all(not engine.has_chunk(s.chunk_id) for s in ans.sources)
     assert any("BD-2110" in parents[c].text for c in ans.cited_chunks)
+
+
+def test_parent_child_children_can_size_in_the_embedders_tokens(minilm):
+    cfg = {"_target_": "ragexp.stages.parent_child.ParentChildChunker",
+           "children": {"_target_": "ragexp.stages.chunking.MarkdownChunker", "max_tokens": 48,
+                        "overlap_tokens": 8}}
+    chunker = instantiate(cfg)
+    assert chunker.needs_tokenizer and not ParentChildChunker().needs_tokenizer
+    sized = chunker.with_tokenizer(minilm.tokens())
+    doc = _doc(SECTIONS)
+    children = sized.chunk([doc])
+    assert max(minilm.tokens().lengths([c.text for c in children])) <= 48
+    assert len(children) > len(ParentChildChunker(MarkdownChunker(120, 0)).chunk([doc]))
+    with pytest.raises(ValueError, match="max_tokens"):
+        chunker.with_tokenizer(None)

@@ -17,12 +17,13 @@ metrics judge those.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Protocol, runtime_checkable
 
 from ragexp.data.units import section_id
+from ragexp.index.embedders import TokenCounter
 from ragexp.records import Chunk, Document
-from ragexp.stages.chunking import Chunker, MarkdownChunker, parse_sections
+from ragexp.stages.chunking import Chunker, MarkdownChunker, TokenSized, parse_sections
 
 
 @runtime_checkable
@@ -57,7 +58,9 @@ def section_parents(docs: Iterable[Document], include_headings: bool = True) -> 
 @dataclass(frozen=True)
 class ParentChildChunker:
     """Chunks are ``children``'s; ``parents`` maps each to its section (module docstring).
-    ``include_headings`` prepends the heading path to a parent's text."""
+    ``include_headings`` prepends the heading path to a parent's text. Children sized in the
+    embedder's tokens (``chunking.children.max_tokens``) get its tokenizer through this
+    chunker (``TokenSized``)."""
 
     children: Chunker = MarkdownChunker(max_words=40, overlap_words=10)
     include_headings: bool = True
@@ -65,6 +68,15 @@ class ParentChildChunker:
 
     def chunk(self, docs: Iterable[Document]) -> list[Chunk]:
         return self.children.chunk(docs)
+
+    @property
+    def needs_tokenizer(self) -> bool:
+        return isinstance(self.children, TokenSized) and self.children.needs_tokenizer
+
+    def with_tokenizer(self, tokens: TokenCounter | None) -> ParentChildChunker:
+        """This chunker with children sizing in ``tokens`` (what ``children.with_tokenizer``
+        raises for None)."""
+        return replace(self, children=self.children.with_tokenizer(tokens))
 
     def parents(self, docs: Iterable[Document], chunks: list[Chunk]) -> dict[str, Chunk]:
         """``{child chunk id: parent chunk}`` for every chunk of ``chunks`` (``chunk(docs)``).
