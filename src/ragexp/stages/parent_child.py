@@ -6,7 +6,7 @@ its heading path in its document (``chunking.parse_sections``; two sections with
 in one document are one parent, as they are one ``section`` unit in ``data.units``; a BEIR
 passage is one section, so its parent is the whole passage).
 
-What is measured (docs/measuring.md, "Parent-child chunking"): what the answerer is given.
+What is measured (docs/measuring.md, "Chunking strategies"): what the answerer is given.
 The retriever scores children; each parent scores as its best child (MaxP, as a section or a
 document does in ``data.units``), and the parents are the run's chunks for judging: the span
 rule (``data.relevance``) decides whether a parent holds a question's evidence, so
