@@ -106,15 +106,21 @@ class Job:
 
 
 def resolve(cfg: DictConfig) -> Job:
-    """Resolve the config, load the data (a loading error is kept: it fails the run) and
-    compute the run identity: config, data fingerprint and code."""
+    """Resolve the config (``split=auto`` becomes the split it chooses, ``split.effective``, so
+    the run records what it scored), load the data (a loading error is kept: it fails the run),
+    log how many questions it scores and by which rule, and compute the run identity: config,
+    data fingerprint and code."""
+    requested, own_split = cfg.split, OmegaConf.select(cfg, "dataset.split", default=None)
+    cfg.split = split.effective(requested, own_split)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     exp_id = tracking.ensure_experiment(resolved["experiment"])
     dataset, data, early, answerer, judge = None, {}, None, None, None
     try:  # loading validates the golden set against the corpus; a failure fails the run below
         answerer, judge = instantiate(cfg.answer), instantiate(cfg.judge)  # API keys, first
-        dataset = split.select(instantiate(cfg.dataset), cfg.split, cfg.split_seed,
-                               cfg.split_test_share)
+        whole = instantiate(cfg.dataset)
+        dataset = split.select(whole, cfg.split, cfg.split_seed, cfg.split_test_share)
+        log.info("%s", split.rule(requested, cfg.split, own_split, len(dataset.queries()),
+                                  len(whole.queries()), cfg.split_seed, cfg.split_test_share))
         data = dataset.fingerprint()
     except Exception as exc:
         early = exc
