@@ -152,7 +152,9 @@ def already_finished(cfg: DictConfig, job: Job) -> str | None:
 def run_logged(cfg: DictConfig) -> dict:
     """Resolve, skip-check, run, log: one job, owned from start to end by
     ``tracking.tracked_run``. Raises ``ConfigRangeError`` before anything is created when a
-    value is out of range, and whatever failed the run after marking it."""
+    value is out of range, and whatever failed the run after marking it. Relative paths are
+    the launch folder's (``stages.anchor_paths``), with ``hydra.job.chdir=true`` too."""
+    stages.anchor_paths(cfg, tracking.launch_dir())
     validation.validate(cfg)
     selection.check_objective(cfg.objective, cfg.measures)
     job = resolve(cfg)
