@@ -85,9 +85,10 @@ def _check_pair(run: Sequence[float], base: Sequence[float]) -> np.ndarray:
 
 
 def randomisation_p(d: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = SEED) -> float:
-    """Two-sided sign-flip p-value of ``mean(d) != 0`` (see module docstring)."""
+    """Two-sided sign-flip p-value of ``mean(d) != 0`` (see module docstring). Exactly 1.0 for
+    one difference (its two sign flips give the same ``|mean|``) and when every ``d_i`` is 0."""
     d = np.asarray(d, float)
-    if np.all(d == 0):
+    if len(d) == 1 or np.all(d == 0):  # scipy refuses one observation; p is 1 by enumeration
         return 1.0
     res = sps.permutation_test((d,), np.mean, permutation_type="samples", vectorized=True,
                                n_resamples=n_resamples, alternative="two-sided",
