@@ -350,12 +350,12 @@ def test_chdir_runs_use_the_launch_folder_store_and_a_rerun_is_skipped(tmp_path)
             "progress=false", "split=all", "hydra.job.chdir=true"]
     first, again = (subprocess.run(args, cwd=work, env=env, capture_output=True, text=True,
                                    timeout=600) for _ in range(2))
-    assert first.returncode == 0, first.stderr
-    assert again.returncode == 0 and "skipping: identical config" in again.stderr, again.stderr
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert again.returncode == 0 and "skipping: identical config" in again.stdout + again.stderr
     assert [p.relative_to(work).as_posix() for p in work.rglob("mlflow.db")] == \
         ["mlruns/mlflow.db"]
     assert (work / "cache" / "embeddings").is_dir()
-    run_id = first.stdout.split()[1]
+    run_id = next(ln.split()[1] for ln in first.stdout.splitlines() if ln.startswith("run "))
     listed = subprocess.run([sys.executable, "-c", "import sys; from ragexp.cli.main import main;"
                              " sys.exit(main(sys.argv[1:]))", "compare", "--experiment",
                              "ragexp-markdown"], cwd=work, env=env, capture_output=True,
