@@ -105,13 +105,21 @@ class Job:
     judge: Any = None
 
 
-def resolve(cfg: DictConfig) -> Job:
-    """Resolve the config (``split=auto`` becomes the split it chooses, ``split.effective``, so
-    the run records what it scored), load the data (a loading error is kept: it fails the run),
-    log how many questions it scores and by which rule, and compute the run identity: config,
-    data fingerprint and code."""
+def choose_split(cfg: DictConfig) -> tuple[str, str | None]:
+    """Write the split ``cfg`` scores into ``cfg.split`` (``split.effective``: ``auto`` becomes
+    ``all`` or ``dev``), so a run records, and is identified by, what it scored; return the
+    split asked for and the dataset's own (``dataset.split``, None without one). Every config
+    hashed as a run identity goes through it first."""
     requested, own_split = cfg.split, OmegaConf.select(cfg, "dataset.split", default=None)
     cfg.split = split.effective(requested, own_split)
+    return requested, own_split
+
+
+def resolve(cfg: DictConfig) -> Job:
+    """Resolve the config (``choose_split`` first), load the data (a loading error is kept: it
+    fails the run), log how many questions it scores and by which rule, and compute the run
+    identity: config, data fingerprint and code."""
+    requested, own_split = choose_split(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     exp_id = tracking.ensure_experiment(resolved["experiment"])
     dataset, data, early, answerer, judge = None, {}, None, None, None
