@@ -17,8 +17,8 @@ answer (no evidence). Evidence comes at three levels, mixable in one file:
 Each resolves to a character ``Span`` of the raw file; relevance is later decided from those
 spans, never from chunk ids (see ``relevance.py``).
 
-``python -m ragexp.data.golden check`` prints counts per kind and exits 1, naming file and line, on any
-problem, and on a set no run could score (no question, or no answerable one).
+``python -m ragexp.data.golden check`` prints counts per kind and exits 1, naming file and line,
+on any problem, and on a set no run could score (no question, or no answerable one).
 """
 
 from __future__ import annotations

@@ -132,7 +132,8 @@ def wide_columns(results: Mapping[str, list[Paired]], run_ids: Sequence[str], ba
             cols[f"p({m})"].append(format_p(t.p))
             cols[f"p_adj({m})"].append(format_p(t.p_adj))
         overall = next(t for t in tests if t.measure == first and t.kind == ALL)
-        cols[f"n for 80% power ({first})"].append(f"{format_n_needed(overall.n_needed)} of {overall.n}")
+        cols[f"n for 80% power ({first})"].append(
+            f"{format_n_needed(overall.n_needed)} of {overall.n}")
         worse = [f"{t.kind}{'*' if t.p_adj < alpha else ''} ({t.mean_diff:+.3f})"
                  for t in tests if t.measure == first and t.kind != ALL and t.mean_diff < 0]
         cols[f"kinds worse ({first})"].append(", ".join(worse) or "none")
