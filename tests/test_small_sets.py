@@ -326,6 +326,7 @@ def test_a_sweep_on_a_tiny_set_decides_without_traceback(tmp_path):
     assert proc.returncode == 0 and "Traceback" not in out, out
     assert "sweep done: 2 finished" in out and "scoring 5 of 5 questions: rule split=all" in out
     assert "vs_baseline metrics logged against" in out and "tied with it" in out
+    assert "wrote report.html" in out
 
 
 @pytest.mark.slow
