@@ -222,6 +222,24 @@ def test_handbook_default_scores_dev_with_the_config_hash_of_split_dev(mlflow_st
             in caplog.text)
 
 
+def test_own_questions_are_scored_on_dev_and_the_first_line_says_so(tmp_path, mlflow_store,
+                                                                     caplog):
+    """The issue's 19 own questions that became 8: kinds of 4, 5, 5 and 5 send
+    floor(n/2 + 0.5) = 2, 3, 3, 3 to test, so dev holds 2 + 2 + 2 + 2 = 8; now the run says so."""
+    sizes = {"k1": 4, "k2": 5, "k3": 5, "k4": 5}
+    questions = [{"id": f"{kind}-{i}", "kind": kind, "question": f"question {i} of {kind}?",
+                  "answer": "alpha", "evidence": [{"doc": "a.md"}]}
+                 for kind, n in sizes.items() for i in range(n)]
+    work = workspace(tmp_path, questions)
+    with caplog.at_level(logging.INFO, logger="ragexp"):
+        job = app.resolve(compose_config(*overrides(work)))
+    assert len(job.dataset.queries()) == 8 and job.resolved["split"] == "dev"
+    assert "scoring 8 of 19 questions: rule split=auto -> dev, ragexp's seeded dev/test " \
+           "split" in caplog.text
+    whole = app.resolve(compose_config(*overrides(work, "split=all")))
+    assert len(whole.dataset.queries()) == 19
+
+
 def test_beir_default_scores_its_own_split_whole(tmp_path, mlflow_store, caplog):
     rows = [{"_id": f"d{i}", "title": "", "text": f"document {i} about topic {w}"}
             for i, w in enumerate(["zebra", "penguin", "volcano", "tide", "desert", "comet"])]
