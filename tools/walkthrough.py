@@ -34,7 +34,8 @@ NAMED = False
 
 
 def run(command: str) -> str:
-    """Execute ``command`` exactly as written; return it as ``$ command`` and its output."""
+    """Execute ``command`` exactly as written; return it as ``$ command`` and its output, with
+    this machine's folder shown relative (``relative``)."""
     env = {**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
     if NAMED:  # each command sees the store as the user named it
         env.pop("MLFLOW_TRACKING_URI", None)
@@ -42,7 +43,16 @@ def run(command: str) -> str:
             env["MLFLOW_TRACKING_URI"] = USER_URI
     proc = subprocess.run(shlex.split(command), capture_output=True, text=True, timeout=600,
                           env=env)
-    return f"$ {command}\n{(proc.stdout + proc.stderr).rstrip()}"
+    return relative(f"$ {command}\n{(proc.stdout + proc.stderr).rstrip()}")
+
+
+def relative(text: str, folder: Path | None = None) -> str:
+    """``text`` with every absolute path under ``folder`` (default: the current folder, where
+    the walkthrough runs) written relative to it, so the recorded block shows no machine's
+    folder: ``sqlite:////home/me/ragexp/mlruns/mlflow.db`` -> ``sqlite:///mlruns/mlflow.db``
+    (a command's child exports the store's absolute URI once MLflow points at it)."""
+    prefix = str((folder or Path.cwd()).resolve()) + os.sep
+    return text.replace(prefix, "")
 
 
 def curl(port: int, path: str, body: dict | None = None) -> str:

@@ -40,7 +40,7 @@ def ablation_hashes(names: list[str] | None = None,
 
     # defer heavy import
     from ragexp.run import schema
-    from ragexp.run.app import CONF_DIR
+    from ragexp.run.app import CONF_DIR, choose_split
     from ragexp.tracking import store as tracking
 
     schema.register()
@@ -48,6 +48,7 @@ def ablation_hashes(names: list[str] | None = None,
     for name in names or sorted(p.stem for p in ABLATIONS.glob("*.yaml")):
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
             cfg = compose("config", overrides=[f"+ablation={name}", *overrides])
+        choose_split(cfg)
         data_key = OmegaConf.to_yaml(cfg.dataset, resolve=True)
         if data_key not in fingerprints:
             fingerprints[data_key] = instantiate(cfg.dataset).fingerprint()

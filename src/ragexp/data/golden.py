@@ -17,8 +17,8 @@ answer (no evidence). Evidence comes at three levels, mixable in one file:
 Each resolves to a character ``Span`` of the raw file; relevance is later decided from those
 spans, never from chunk ids (see ``relevance.py``).
 
-``python -m ragexp.data.golden check`` prints counts per kind and exits 1, naming file and line, on any
-problem.
+``python -m ragexp.data.golden check`` prints counts per kind and exits 1, naming file and line,
+on any problem, and on a set no run could score (no question, or no answerable one).
 """
 
 from __future__ import annotations
@@ -52,8 +52,9 @@ class Problem:
     line: int
     message: str
 
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.message}"
+    def __str__(self) -> str:  # line 0: a problem of the whole set, not of one line
+        return f"{self.file}:{self.line}: {self.message}" if self.line else \
+            f"{self.file}: {self.message}"
 
 
 class GoldenError(readers.DataError):
@@ -244,8 +245,10 @@ def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document]
         bad("expected a JSON object")
         return None
     qid, kind, text = rec.get("id"), rec.get("kind", DEFAULT_KIND), rec.get("question")
-    if not isinstance(qid, str) or not qid.strip():
-        bad(f"'id' must be a non-empty string, got {shown(qid)}")
+    try:  # JSON integers are ids too (``7`` is ``"7"``), as every reader takes them
+        qid = readers.string_id(qid, file, line, "'id'")
+    except readers.InputError as exc:
+        bad(exc.message)
         return None
     name = label(qid)
     if not isinstance(text, str) or not text.strip():
@@ -308,7 +311,22 @@ def check_golden(golden, docs: dict[str, Document]) -> tuple[list[Query], list[P
                 continue
             first_seen[query.qid] = (str(path), lineno)
             queries.append(query)
+    problems.extend(_unscorable(queries, golden, problems))
     return queries, problems
+
+
+def _unscorable(queries: list[Query], golden, problems: list[Problem]) -> list[Problem]:
+    """A set no run could score: no question at all, or no answerable one (every measure
+    averages answerable questions: ``evaluation/metrics.py``). Named against the first file;
+    not reported when other problems already explain the missing questions."""
+    if problems or any(q.answerable for q in queries):
+        return []
+    where = str(golden_files(golden)[0])
+    if not queries:
+        return [Problem(where, 0, "the golden set holds no question: add at least one "
+                                  "answerable question (with evidence)")]
+    return [Problem(where, 0, f"all {len(queries)} question(s) are unanswerable, so no run can "
+                              f"score any measure: add answerable questions (with evidence)")]
 
 
 def load_golden(golden, docs: dict[str, Document]) -> list[Query]:

@@ -9,6 +9,12 @@ Split rule, stratified by question kind and the same in every process and on eve
 within each kind, questions are ordered by ``sha256(f"{seed}:{kind}:{id}")`` and the first
 ``floor(test_share * n_kind + 0.5)`` go to ``test``, the rest to ``dev``. Adding a question moves
 no other question between splits unless it lands at the cut of its own kind.
+
+Which questions a run scores (config key ``split``, default ``auto``; ``effective``): a dataset
+with a split of its own (its config names one, as BEIR's ``dataset.split`` does) is scored
+whole, so its numbers compare with published ones; questions without one (your own, the
+handbook's) are seen through ragexp's split above, ``dev`` by default. ``dev``, ``test`` and
+``all`` ask for one explicitly. The run's first log line says what was chosen (``rule``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,33 @@ from ragexp.errors import InvalidValue
 from ragexp.records import Chunk, Document, Qrels, Query
 
 SPLITS = ("dev", "test", "all")
+AUTO = "auto"
+
+
+def effective(split: str, own_split: str | None) -> str:
+    """The split a run scores: ``split`` itself unless it is ``auto``; then ``all`` for a
+    dataset with a split of its own (``own_split``, e.g. BEIR's ``dataset.split``; None when it
+    has none) and ``dev`` for questions without one. Raises ``InvalidValue`` for any other
+    name."""
+    if split not in (*SPLITS, AUTO):
+        raise InvalidValue(f"split must be one of {', '.join((AUTO, *SPLITS))}, got {split!r}")
+    if split != AUTO:
+        return split
+    return "all" if own_split else "dev"
+
+
+def rule(requested: str, chosen: str, own_split: str | None, scored: int, total: int,
+         seed: int, test_share: float) -> str:
+    """The run's first line on its questions: ``scoring N of M questions: rule ...``, naming
+    the rule that chose them (``effective``)."""
+    how = f"split={requested}" + (f" -> {chosen}" if requested == AUTO else "")
+    if chosen == "all":
+        why = (f"the dataset's own split (dataset.split={own_split}) scored whole, comparable "
+               f"with published results" if own_split else "every question")
+    else:
+        why = (f"ragexp's seeded dev/test split (seed {seed}, test share {test_share}, "
+               f"stratified by kind): choose on dev, confirm on test")
+    return f"scoring {scored} of {total} questions: rule {how}, {why}"
 
 
 def _digest(seed: int, kind: str, qid: str) -> str:

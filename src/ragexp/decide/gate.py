@@ -77,7 +77,7 @@ class Verdict:
                 flag = ""
                 if t.mean_diff < -rule.margin and t.p_adj < rule.alpha:
                     flag = "  REGRESSION"
-                n80 = "inf" if t.n_needed == float("inf") else f"{t.n_needed:.0f}"
+                n80 = significance.format_n_needed(t.n_needed)
                 lines.append(f"{t.measure:<9} {t.kind:<13} {t.n:>4}  "
                              f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]   "
                              f"{t.p:>7.4f} {t.p_adj:>7.4f}  {n80:>6}{flag}")

@@ -71,14 +71,16 @@ def objective(out: Mapping[str, Any], name: str) -> float:
 
 def vs_baseline_metrics(tests: list[Paired]) -> dict[str, float]:
     """``vs_baseline.<key>[.<kind>].<field>`` for adjusted tests. Pure. Infinite ``n_needed``
-    (no difference) is logged as -1, since MLflow cannot chart infinity."""
+    (no difference) is logged as -1, since MLflow cannot chart infinity; an undefined one (NaN:
+    a group of one question) is not logged."""
     out = {}
     for t in tests:
         prefix = f"vs_baseline.{measure_key(t.measure)}" + ("" if t.kind == ALL else f".{t.kind}")
         out.update({f"{prefix}.delta": t.mean_diff, f"{prefix}.ci_low": t.ci_low,
                     f"{prefix}.ci_high": t.ci_high, f"{prefix}.p": t.p,
-                    f"{prefix}.p_adj": t.p_adj,
-                    f"{prefix}.n_needed": -1.0 if math.isinf(t.n_needed) else t.n_needed})
+                    f"{prefix}.p_adj": t.p_adj})
+        if not math.isnan(t.n_needed):
+            out[f"{prefix}.n_needed"] = -1.0 if math.isinf(t.n_needed) else t.n_needed
     return out
 
 

@@ -33,10 +33,11 @@ def per_query(ranking: Ranking, qrels: Qrels,
 
 def aggregate(scores: dict[str, dict[str, float]], queries: Iterable[Query]) -> dict[str, float]:
     """Means overall and per kind as ``<key>`` and ``<key>.<kind>``, over the queries in
-    ``scores`` (the output of ``per_query``: its keys are the measures)."""
+    ``scores`` (the output of ``per_query``: its keys are the measures). No scored query gives
+    no mean at all (``{}``), never a 0 that looks measured."""
     kind_of = {q.qid: q.kind for q in queries}
     out: dict[str, float] = {}
-    groups: dict[str | None, list[str]] = {None: list(scores)}
+    groups: dict[str | None, list[str]] = {None: list(scores)} if scores else {}
     for qid in scores:
         groups.setdefault(kind_of.get(qid, "general"), []).append(qid)
     for kind, qids in groups.items():

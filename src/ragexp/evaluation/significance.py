@@ -98,7 +98,12 @@ def format_p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _fmt_n(n: float) -> str:
+def format_n_needed(n: float) -> str:
+    """Questions needed for 80% power as tables show it: ``n/a`` when undefined (NaN: one
+    question, no spread), ``∞`` when there is no difference to detect, ``>10^6``, or the
+    integer."""
+    if math.isnan(n):
+        return "n/a"
     return "∞" if math.isinf(n) else ">10^6" if n > 1e6 else f"{int(n)}"
 
 
@@ -127,7 +132,8 @@ def wide_columns(results: Mapping[str, list[Paired]], run_ids: Sequence[str], ba
             cols[f"p({m})"].append(format_p(t.p))
             cols[f"p_adj({m})"].append(format_p(t.p_adj))
         overall = next(t for t in tests if t.measure == first and t.kind == ALL)
-        cols[f"n for 80% power ({first})"].append(f"{_fmt_n(overall.n_needed)} of {overall.n}")
+        cols[f"n for 80% power ({first})"].append(
+            f"{format_n_needed(overall.n_needed)} of {overall.n}")
         worse = [f"{t.kind}{'*' if t.p_adj < alpha else ''} ({t.mean_diff:+.3f})"
                  for t in tests if t.measure == first and t.kind != ALL and t.mean_diff < 0]
         cols[f"kinds worse ({first})"].append(", ".join(worse) or "none")
@@ -145,7 +151,7 @@ def long_table(results: Mapping[str, list[Paired]], names: Mapping[str, str] | N
                          "Δ [95% CI]": f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]",
                          "p": format_p(t.p), "p_adj": format_p(t.p_adj)
                          + ("*" if t.p_adj < alpha else ""),
-                         "n for 80% power": _fmt_n(t.n_needed)})
+                         "n for 80% power": format_n_needed(t.n_needed)})
     return pd.DataFrame(rows)
 
 

@@ -53,7 +53,7 @@ class Paired:
     ``n``: paired questions; ``mean_diff``: candidate minus baseline, in the measure's units;
     ``ci_low``/``ci_high``: 95% BCa interval; ``p``: raw two-sided p; ``p_adj``: p adjusted over
     its family (NaN until :func:`adjust_family`); ``n_needed``: questions for 80% power
-    (``inf`` when there is no difference to detect).
+    (``inf`` when there is no difference to detect, NaN when it is undefined: one question).
     """
 
     measure: str
@@ -85,9 +85,10 @@ def _check_pair(run: Sequence[float], base: Sequence[float]) -> np.ndarray:
 
 
 def randomisation_p(d: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = SEED) -> float:
-    """Two-sided sign-flip p-value of ``mean(d) != 0`` (see module docstring)."""
+    """Two-sided sign-flip p-value of ``mean(d) != 0`` (see module docstring). Exactly 1.0 for
+    one difference (its two sign flips give the same ``|mean|``) and when every ``d_i`` is 0."""
     d = np.asarray(d, float)
-    if np.all(d == 0):
+    if len(d) == 1 or np.all(d == 0):  # scipy refuses one observation; p is 1 by enumeration
         return 1.0
     res = sps.permutation_test((d,), np.mean, permutation_type="samples", vectorized=True,
                                n_resamples=n_resamples, alternative="two-sided",
@@ -155,11 +156,17 @@ def paired(run: Sequence[float], base: Sequence[float], measure: str,
            kind: str = ALL) -> Paired:
     """Compare per-question scores ``run`` against ``base`` (same questions, same order).
 
-    Raises ``ValueError`` on unequal lengths, no questions, or non-finite scores.
+    Any ``n >= 1`` gives numbers: with one question the interval is the point itself and the
+    exact sign-flip p is 1.0 (both signs give the same ``|mean|``); ``n_needed`` is ``inf`` when
+    every difference is 0 and NaN (undefined: no spread to estimate) for one non-zero one.
+    Raises ``InvalidValue`` on unequal lengths, no questions, or non-finite scores.
     """
     d = _check_pair(run, base)
     low, high = bootstrap_ci(d)
-    n_needed = questions_needed(d) if len(d) >= 2 else math.nan
+    if len(d) >= 2:
+        n_needed = questions_needed(d)
+    else:
+        n_needed = math.inf if d[0] == 0 else math.nan
     return Paired(measure, kind, len(d), float(d.mean()), low, high, randomisation_p(d),
                   n_needed)
 

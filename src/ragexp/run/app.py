@@ -105,16 +105,30 @@ class Job:
     judge: Any = None
 
 
+def choose_split(cfg: DictConfig) -> tuple[str, str | None]:
+    """Write the split ``cfg`` scores into ``cfg.split`` (``split.effective``: ``auto`` becomes
+    ``all`` or ``dev``), so a run records, and is identified by, what it scored; return the
+    split asked for and the dataset's own (``dataset.split``, None without one). Every config
+    hashed as a run identity goes through it first."""
+    requested, own_split = cfg.split, OmegaConf.select(cfg, "dataset.split", default=None)
+    cfg.split = split.effective(requested, own_split)
+    return requested, own_split
+
+
 def resolve(cfg: DictConfig) -> Job:
-    """Resolve the config, load the data (a loading error is kept: it fails the run) and
-    compute the run identity: config, data fingerprint and code."""
+    """Resolve the config (``choose_split`` first), load the data (a loading error is kept: it
+    fails the run), log how many questions it scores and by which rule, and compute the run
+    identity: config, data fingerprint and code."""
+    requested, own_split = choose_split(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     exp_id = tracking.ensure_experiment(resolved["experiment"])
     dataset, data, early, answerer, judge = None, {}, None, None, None
     try:  # loading validates the golden set against the corpus; a failure fails the run below
         answerer, judge = instantiate(cfg.answer), instantiate(cfg.judge)  # API keys, first
-        dataset = split.select(instantiate(cfg.dataset), cfg.split, cfg.split_seed,
-                               cfg.split_test_share)
+        whole = instantiate(cfg.dataset)
+        dataset = split.select(whole, cfg.split, cfg.split_seed, cfg.split_test_share)
+        log.info("%s", split.rule(requested, cfg.split, own_split, len(dataset.queries()),
+                                  len(whole.queries()), cfg.split_seed, cfg.split_test_share))
         data = dataset.fingerprint()
     except Exception as exc:
         early = exc
@@ -146,7 +160,9 @@ def already_finished(cfg: DictConfig, job: Job) -> str | None:
 def run_logged(cfg: DictConfig) -> dict:
     """Resolve, skip-check, run, log: one job, owned from start to end by
     ``tracking.tracked_run``. Raises ``ConfigRangeError`` before anything is created when a
-    value is out of range, and whatever failed the run after marking it."""
+    value is out of range, and whatever failed the run after marking it. Relative paths are
+    the launch folder's (``stages.anchor_paths``), with ``hydra.job.chdir=true`` too."""
+    stages.anchor_paths(cfg, tracking.launch_dir())
     validation.validate(cfg)
     selection.check_objective(cfg.objective, cfg.measures)
     job = resolve(cfg)

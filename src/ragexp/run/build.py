@@ -35,7 +35,8 @@ from ragexp.stages.chunking import Chunker, TokenSized
 from ragexp.stages.rerankers import Reranker
 from ragexp.stages.retrievers import Retriever
 
-# Config keys holding a file-system location (relative ones are relative to the run's cwd).
+# Config keys holding a file-system location (relative ones are relative to the launch folder:
+# ``anchor_paths``).
 PATH_KEYS = ("dataset.corpus_dir", "dataset.questions", "dataset.path", "cache_dir",
              "embedder.cache_dir", "embedder.model_path", "reranker.model_path",
              "retriever.path")
@@ -119,6 +120,21 @@ def locations(cfg: DictConfig, cwd: Path | None = None) -> dict[str, str]:
         if value:
             out[LOCATION_TAG + key] = str((base / Path(str(value)).expanduser()).resolve())
     return out
+
+
+def anchor_paths(cfg: DictConfig, launch: Path) -> None:
+    """Make every relative location of ``cfg`` (``PATH_KEYS``) absolute against ``launch``, the
+    folder ragexp was started in, in place, when the job runs in another folder
+    (``hydra.job.chdir=true``): dataset files, the TREC run, caches and model folders are then
+    the same ones whatever ``hydra.job.chdir`` is. A job run where it was launched is left as
+    written (its config, and so its identity, unchanged)."""
+    if Path.cwd().resolve() == launch.resolve():
+        return
+    with open_dict(cfg):
+        for key in PATH_KEYS:
+            value = _get(cfg, key)
+            if value and not Path(str(value)).expanduser().is_absolute():
+                OmegaConf.update(cfg, key, str((launch / str(value)).resolve()), merge=False)
 
 
 def with_locations(cfg: DictConfig, tags: dict[str, str]) -> DictConfig:

@@ -119,11 +119,16 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
     chunks, tokens, BM25 and vectors built by earlier jobs (see ``stagestore.py``); None builds
     everything. Passages and questions over the embedder's token window are counted
     (``truncation.*`` metrics, ``index.truncation``). Raises ``InvalidValue`` for a ``k``
-    below the deepest cutoff of ``measures`` or a corpus that yields no chunks, and whatever
-    the dataset raises on bad data."""
+    below the deepest cutoff of ``measures``, a corpus that yields no chunks or questions
+    none of which is judged (nothing to score), and whatever the dataset raises on bad
+    data."""
     measures_mod.check_depth(k, measures)
     store = store or StageStore(enabled=False)
     corpus = read_corpus(dataset, stages.chunker, store)
+    if not corpus.qrels:
+        raise InvalidValue(f"none of the {len(corpus.queries)} question(s) scored is answerable "
+                           f"(judged), so no measure can score this run: add answerable "
+                           f"questions, or choose a split that holds some (split=all)")
     res, retriever = index_corpus(corpus, stages, store, progress)
     judged, ranking = retrieve_all(corpus, retriever, stages.reranker, res, k)
     scores = metrics.per_query(judged, corpus.qrels, measures)
@@ -249,12 +254,15 @@ def abstain_curve(signal: AbstainSignal, corpus: Corpus, ranking: Ranking,
     (``signal.compute`` over its chunk ranking, ``{qid: score}``, higher = answer) and the
     refusal curve (``evaluate_abstain``: AUC, the operating point refusing at most ``budget``
     of the answerable questions, its rates cross-validated over ``folds``). The curve is None,
-    with a warning, unless the golden set holds answerable and unanswerable questions."""
+    with a warning, unless the scored questions hold at least 2 answerable and 2 unanswerable
+    ones (the least its cross-validation can split)."""
     confidence = signal.compute(corpus.texts, ranking, resources)
     queries = corpus.queries
-    if any(not q.answerable for q in queries) and any(q.answerable for q in queries):
+    answerable = sum(q.answerable for q in queries)
+    if min(answerable, len(queries) - answerable) >= 2:
         return confidence, evaluate_abstain(confidence, queries, signal.name, budget, folds)
-    log.warning("no abstain curve: the golden set needs answerable and unanswerable questions")
+    log.warning("no abstain curve: it needs at least 2 answerable and 2 unanswerable questions, "
+                "the scored questions hold %d and %d", answerable, len(queries) - answerable)
     return confidence, None
 
 

@@ -319,7 +319,9 @@ class Config:
     progress: bool = True
     cache_dir: str = ".cache/ragexp"
     verbose: bool = False  # a failed job's traceback on the console too (always in error.txt)
-    split: str = "dev"  # questions scored: dev (selection), test (confirmation) or all
+    # questions scored: auto (a dataset's own split whole, else dev), dev (selection),
+    # test (confirmation) or all (data.split.effective)
+    split: str = "auto"
     split_seed: int = 0
     split_test_share: float = 0.5
     objective: str = "nDCG@10"  # what the entry point returns to a sweeper (Optuna)

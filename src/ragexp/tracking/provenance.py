@@ -96,7 +96,9 @@ def dataset_input(name: str, fingerprint: Mapping[str, str], queries: list[Query
 
 def trec_files(out_dir: Path, ranking: Ranking, qrels: Qrels, tag: str) -> list[Path]:
     """Write ``run.trec`` and ``qrels.trec`` into ``out_dir``; ids holding whitespace cannot be
-    written in TREC format, so then both are skipped with a warning (the run itself stands)."""
+    written in TREC format, so then both are skipped with a warning (the run itself stands).
+    ``ranking`` is the run's at its scoring unit: at section or document level its scores are
+    rank-derived (``docrank.collapse_to_documents``), not the retrieval scores."""
     try:
         return [trec.write_run(ranking, out_dir / "run.trec", tag=tag),
                 trec.write_qrels(qrels, out_dir / "qrels.trec")]

@@ -1,8 +1,9 @@
 """MLflow side of ragexp: where runs go and what each run records (``runs.tracked_run`` owns a
 run's life).
 
-Tracking URI: ``MLFLOW_TRACKING_URI`` when set, else a sqlite store ``mlruns/mlflow.db`` with
-artifacts under ``mlruns/artifacts``. Creating or migrating a local store, and creating an
+Tracking URI: ``MLFLOW_TRACKING_URI`` when set, else a sqlite store ``mlruns/mlflow.db`` in the
+folder ragexp was launched from (whatever ``hydra.job.chdir`` is) with artifacts under
+``mlruns/artifacts``. Creating or migrating a local store, and creating an
 experiment, happen under a file lock beside the store (``filelock``), so processes started
 at the same moment do not race MLflow's migrations. HTTP stores get bounded retries and
 timeouts (``HTTP_DEFAULTS``) unless the user set them.
@@ -51,12 +52,28 @@ VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment", "verbose", "obj
                 "chunking.cache_dir", "chunking.embedder.cache_dir")  # chunking=semantic
 
 
+def launch_dir() -> Path:
+    """The folder ragexp was started in, against which every relative path resolves: Hydra's
+    ``runtime.cwd`` inside a Hydra job (with ``hydra.job.chdir=true`` the job runs in its output
+    folder), else the current folder."""
+    # defer heavy import
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return Path(HydraConfig.get().runtime.cwd)
+    except ValueError:  # outside a Hydra job: the CLI, tests, notebooks
+        return Path.cwd()
+
+
 def tracking_uri() -> str:
+    """``MLFLOW_TRACKING_URI`` when set, else the sqlite store ``mlruns/mlflow.db`` of the launch
+    folder (``launch_dir``), created if absent."""
     uri = os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
         return uri
-    Path("mlruns").mkdir(exist_ok=True)
-    return f"sqlite:///{Path('mlruns/mlflow.db').resolve()}"
+    folder = launch_dir() / "mlruns"
+    folder.mkdir(exist_ok=True)
+    return f"sqlite:///{(folder / 'mlflow.db').resolve()}"
 
 
 class TrackingError(RagexpError, RuntimeError):
