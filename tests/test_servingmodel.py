@@ -23,7 +23,8 @@ from workspaces import RELATIVE, handbook_copy, record_run
 from ragexp.cli import main as cli
 from ragexp.data.datasets import MarkdownDataset
 from ragexp.run import schema
-from ragexp.serving.engine import BadQuestion, Engine, ServingError, champion_run_id
+from ragexp.serving.engine import Engine, ServingError, champion_run_id
+from ragexp.serving.inputs import BadQuestion
 from ragexp.serving.model import OUTPUT_COLUMNS, answer_row, load_engine, questions_of
 from ragexp.serving.promote import promote
 from ragexp.tracking import store as tracking
@@ -125,15 +126,21 @@ def test_questions_in_every_shape_and_bad_input_named():
     assert questions_of(pd.DataFrame({"question": [" a "]})) == ["a"]
     assert questions_of(pd.DataFrame({0: ["a", "b"]})) == ["a", "b"]
     assert questions_of(["a", "b"]) == questions_of({"question": ["a", "b"]}) == ["a", "b"]
-    assert questions_of("a") == ["a"]
+    assert questions_of("a") == questions_of({"question": "a"}) == ["a"]
     with pytest.raises(ValueError, match=r"columns \['query'\]; it needs a column 'question'"):
         questions_of(pd.DataFrame({"query": ["a"]}))
-    with pytest.raises(ValueError, match="question 1 is a int"):
+    with pytest.raises(BadQuestion, match="^question 1 is a number, not a string"):
         questions_of(["a", 3])
-    with pytest.raises(BadQuestion, match="question 1 must not be empty"):
+    with pytest.raises(BadQuestion, match="^question 1 must not be empty"):
         questions_of(["a", "  "])
-    with pytest.raises(ValueError, match="input is a float"):
+    with pytest.raises(BadQuestion, match="^input is a number"):
         questions_of(1.5)
+    with pytest.raises(BadQuestion, match="^input holds no question"):
+        questions_of([])
+    # pandas keeps a JSON null as None or NaN: both are null, as ragexp serve names it
+    for frame in (pd.DataFrame({"question": ["a", None]}), pd.DataFrame({0: [float("nan")]})):
+        with pytest.raises(BadQuestion, match=r"^question \d is null, not a string"):
+            questions_of(frame)
 
 
 def test_refused_row_keeps_shape():

@@ -142,7 +142,7 @@ def cmd_confirm(args) -> int:
 
 def cmd_search(args) -> int:
     # defer heavy import
-    from ragexp.serving.engine import check_k, check_question
+    from ragexp.serving.inputs import check_k, check_question
 
     query, k = check_question(args.query, "query"), check_k(args.k)
     engine = _engine(args)
@@ -156,7 +156,7 @@ def cmd_search(args) -> int:
 
 def cmd_ask(args) -> int:
     # defer heavy import
-    from ragexp.serving.engine import check_question
+    from ragexp.serving.inputs import check_question
 
     question = check_question(args.question)
     engine = _engine(args)
