@@ -133,9 +133,15 @@ def _refusals(app: FastAPI, send: Reply) -> None:
                 if isinstance(e.get("ctx", {}).get("error"), BadQuestion)]
         if ours:
             return send(ours[0].status, {"error": str(ours[0])})
-        msgs = [f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}"
-                for e in errors]
-        return send(422, {"error": "; ".join(msgs)})
+        return send(422, {"error": "; ".join(_described(e) for e in errors)})
+
+
+def _described(error: dict) -> str:
+    """One of pydantic's errors as ``field: what is wrong``."""
+    if error["type"] == "json_invalid":  # its loc is ('body', character offset)
+        return (f"body is not JSON: {error.get('ctx', {}).get('error', error['msg'])} at "
+                f"character {error['loc'][-1]}")
+    return f"{'.'.join(str(p) for p in error['loc'][1:]) or 'body'}: {error['msg']}"
 
 
 def _utf8_only(app: FastAPI, send: Reply) -> None:
