@@ -65,6 +65,18 @@ def test_check_question_refuses_with_its_status(value, status, message):
     assert "\n" not in str(err.value)
 
 
+def test_the_schemas_not_blank_pattern_is_what_strip_keeps():
+    """Against Python's own whitespace (``str.isspace``, what ``strip`` removes), over every
+    code point: a question matches the schema's pattern exactly when it is not blank."""
+    import re
+    import sys
+
+    pattern = re.compile(inputs.NOT_BLANK)
+    for code in range(sys.maxunicode + 1):
+        char = chr(code)
+        assert (pattern.search(char) is None) == char.isspace(), hex(code)
+
+
 def test_check_question_keeps_text_up_to_the_limit_stripped():
     assert inputs.check_question("  lease?\n") == "lease?"
     assert inputs.check_question("x" * 2000) == "x" * 2000

@@ -20,7 +20,10 @@ from ragexp.errors import RagexpError
 MAX_QUESTION = 2000
 MAX_K = 50
 MAX_ID = 1000  # characters of a trace or chunk id sent back (chunk ids are paths plus '#n')
-NOT_BLANK = r"\S"  # JSON Schema ``pattern`` (unanchored): holds a character str.strip() keeps
+# JSON Schema ``pattern`` (unanchored): holds a character that ``str.strip()`` keeps. Spelled
+# out, not ``\S``: regex engines differ on what ``\s`` holds (Python's has \x1c-\x1f, \x85).
+NOT_BLANK = (r"[^\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f"
+             r"\u205f\u3000]")
 
 
 class BadQuestion(RagexpError, ValueError):
