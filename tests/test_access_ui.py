@@ -11,8 +11,7 @@ from fastapi.testclient import TestClient
 
 from ragexp.cli import main as cli
 from ragexp.cli.ui import plan
-from ragexp.serving.access import (MIN_KEY_CHARS, AccessError, api_key_for, authorized,
-                                   is_loopback)
+from ragexp.serving.access import MIN_KEY_CHARS, AccessError, api_key_for, authorized, is_loopback
 from ragexp.serving.api import create_app
 
 KEY = "s3cr3t-Key-value-0123456789"

@@ -23,9 +23,18 @@ from ragexp.data.readers import shown
 from ragexp.serving import page, tracing
 from ragexp.serving.access import authorized
 from ragexp.serving.engine import Engine, hit_dict
-from ragexp.serving.inputs import (MAX_ID, MAX_K, MAX_QUESTION, NOT_BLANK, BadQuestion,
-                                   check_body, check_k, check_query_string, check_question,
-                                   text)
+from ragexp.serving.inputs import (
+    MAX_ID,
+    MAX_K,
+    MAX_QUESTION,
+    NOT_BLANK,
+    BadQuestion,
+    check_body,
+    check_k,
+    check_query_string,
+    check_question,
+    text,
+)
 
 Reply = Callable[[int, dict], JSONResponse]
 QUESTION_SCHEMA = {"minLength": 1, "maxLength": MAX_QUESTION, "pattern": NOT_BLANK}
