@@ -347,8 +347,8 @@ def _add_serving(sub, model_name: str) -> None:
                         "--insecure")
     v.add_argument("--port", type=int, default=8000)
     v.add_argument("--api-key-env", metavar="VAR",
-                   help="environment variable holding the API key that every request must "
-                        "send as 'Authorization: Bearer <key>'")
+                   help="environment variable holding the API key (at least 16 characters) "
+                        "that every request must send as 'Authorization: Bearer <key>'")
     v.add_argument("--insecure", action="store_true",
                    help="allow a non-loopback --host without an API key")
     v.add_argument("--traces", action=argparse.BooleanOptionalAction, default=None,

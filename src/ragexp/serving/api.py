@@ -47,6 +47,8 @@ WHY = {400: "bad input: empty or whitespace-only text, k out of range, text that
 
 
 class AnswerRequest(BaseModel):
+    """``POST /answer``'s body; ``question`` checked by ``inputs.check_question``."""
+
     question: str = Field(json_schema_extra=QUESTION_SCHEMA)
 
     @field_validator("question", mode="before")
@@ -56,6 +58,9 @@ class AnswerRequest(BaseModel):
 
 
 class FeedbackRequest(BaseModel):
+    """``POST /feedback``'s body: a served trace's id, the verdict (a JSON boolean, not 0 or
+    ``"yes"``) and an optional comment."""
+
     trace_id: str = Field(json_schema_extra={"maxLength": MAX_ID})
     wrong: StrictBool = True
     comment: str = Field("", json_schema_extra={"maxLength": tracing.MAX_COMMENT})
@@ -168,6 +173,8 @@ def _utf8_only(app: FastAPI, send: Reply) -> None:
 
 
 def _key_required(app: FastAPI, api_key: str) -> None:
+    """401 without ``Authorization: Bearer <api_key>``, except for the page; the 401 names no
+    run, in its body or headers."""
     @app.middleware("http")
     async def require_key(request: Request, call_next):
         is_page = request.method == "GET" and request.url.path == "/"
@@ -179,6 +186,7 @@ def _key_required(app: FastAPI, api_key: str) -> None:
 
 
 def _page(app: FastAPI, engine: Engine, keyed: bool) -> None:
+    """``GET /``, outside the schema: the page names the run only when no key is needed."""
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def index():
         named = {} if keyed else {"X-Ragexp-Run": engine.run_id}  # keyed: nothing without it
