@@ -213,7 +213,8 @@ def test_mlflow_serving_refuses_what_its_own_checks_catch_before_the_model(scori
     # MLflow's schema enforcement refuses these before predict runs, with its own message: a
     # 400 without a stack trace all the same (documented in docs/serving.md)
     for raw in (b'{"inputs": []}', b'{"inputs": ["\\ud800"]}', b'{"inputs": null}',
-                b'{"inputs": {"question": "x"}}'):
+                b'{"inputs": {"question": "x"}}', b"\xff\xfe{}", b'{"inputs": ["caf\xe9"]}',
+                b"{not json", b""):
         r = scoring.post("/invocations", content=raw,
                          headers={"content-type": "application/json"})
         assert r.status_code == 400 and "stack_trace" not in r.json(), (raw, r.text)
