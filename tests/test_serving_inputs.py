@@ -145,7 +145,9 @@ def test_keyed_schema_lists_401_and_the_bearer_scheme(engine):
 def test_a_401_names_no_run(engine):
     http = TestClient(create_app(engine, api_key=KEY))
     for r in (http.get("/health"), http.get("/search", params={"q": "x"}),
-              http.post("/answer", json={"question": "x"}), http.get("/nowhere")):
+              http.post("/answer", json={"question": "x"}), http.get("/nowhere"),
+              http.get("/search?q=%FF"), _post(http, "/answer", b"\xff"),  # the key first:
+              _post(http, "/answer", {"question": None})):  # a 400 or 422 would name the run
         assert r.status_code == 401
         assert r.json() == {"error": "missing or wrong API key: send 'Authorization: Bearer "
                                      "<key>'"}
