@@ -129,6 +129,8 @@ def test_openapi_lists_every_status_sent_and_requires_q(http):
     assert (params["k"]["schema"]["minimum"], params["k"]["schema"]["maximum"]) == (1, 50)
     error = spec["paths"]["/answer"]["post"]["responses"]["413"]["content"]["application/json"]
     assert error["schema"]["$ref"].endswith("/Refusal")
+    ok = spec["paths"]["/answer"]["post"]["responses"]["200"]["content"]["application/json"]
+    assert ok["schema"]["$ref"].endswith("/Answered")
     assert "securitySchemes" not in spec.get("components", {})
 
 

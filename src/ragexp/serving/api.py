@@ -2,9 +2,9 @@
 (in the body as ``run_id`` and in the ``X-Ragexp-Run`` header), except a 401, which names
 nothing before the key is given; bad input gets a 4xx with a one-line ``error``, checked by the
 same functions as ``mlflow models serve``'s model (``inputs.py``). The OpenAPI schema
-(``/openapi.json``) states every status each operation answers and every input constraint
-(required ``q``, lengths, the range of ``k``), so a client generated from it sends nothing the
-server refuses by surprise. ``GET /`` is the page for people (``page.py``)."""
+(``/openapi.json``) states every status each operation answers, every body
+(``replies.py``) and every input constraint (required ``q``, lengths, the range of ``k``), so
+a client generated from it sends nothing the server refuses by surprise. ``GET /`` is the page for people (``page.py``)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from fastapi.security import HTTPBearer
 from pydantic import BaseModel, Field, StrictBool, field_validator
 
 from ragexp.data.readers import shown
-from ragexp.serving import page, tracing
+from ragexp.serving import page, replies, tracing
 from ragexp.serving.access import authorized
 from ragexp.serving.engine import Engine, hit_dict
 from ragexp.serving.inputs import (
@@ -76,19 +76,6 @@ class FeedbackRequest(BaseModel):
         return text(value, "comment", tracing.MAX_COMMENT)
 
 
-class Refusal(BaseModel):
-    """The body of every 4xx but 401: the run serving, and what was wrong."""
-
-    run_id: str
-    error: str
-
-
-class KeyRefusal(BaseModel):
-    """The body of a 401: what to send, and nothing about what is served."""
-
-    error: str
-
-
 def finite_or_null(value):
     """``value`` with every infinite or NaN float replaced by None: JSON has no such numbers
     (a run without an abstain threshold serves ``threshold: -inf``, sent as null)."""
@@ -125,11 +112,13 @@ def create_app(engine: Engine, api_key: str | None = None) -> FastAPI:
     return app
 
 
-def _responses(keyed: bool, *codes: int) -> dict:
-    """The OpenAPI ``responses`` of an operation answering ``codes`` (and 401 when keyed)."""
-    documented = {code: {"model": Refusal, "description": WHY[code]} for code in codes}
+def _responses(keyed: bool, ok: type[BaseModel], *codes: int) -> dict:
+    """The OpenAPI ``responses`` of an operation answering ``ok`` with 200, each of ``codes``
+    with a ``Refusal``, and 401 when keyed."""
+    documented = {code: {"model": replies.Refusal, "description": WHY[code]} for code in codes}
+    documented[200] = {"model": ok, "description": "the reply"}
     if keyed:
-        documented[401] = {"model": KeyRefusal, "description": WHY[401]}
+        documented[401] = {"model": replies.KeyRefusal, "description": WHY[401]}
     return dict(sorted(documented.items()))
 
 
@@ -199,12 +188,12 @@ QUESTION = Query(description=f"the question: text, at most {MAX_QUESTION} charac
 
 def _reading(app: FastAPI, engine: Engine, send: Reply, keyed: bool) -> None:
     """``GET /health``, ``/search`` and ``/explain``."""
-    @app.get("/health", responses=_responses(keyed, 400))
+    @app.get("/health", responses=_responses(keyed, replies.Health, 400))
     def health():
         return send(200, {"status": "ok", "chunks": len(engine.resources.chunks),
                           "threshold": engine.threshold})
 
-    @app.get("/search", responses=_responses(keyed, 400, 413, 422))
+    @app.get("/search", responses=_responses(keyed, replies.Search, 400, 413, 422))
     def search(q: str = QUESTION,
                k: int = Query(5, description="how many hits",
                               json_schema_extra={"minimum": 1, "maximum": MAX_K})):
@@ -213,7 +202,7 @@ def _reading(app: FastAPI, engine: Engine, send: Reply, keyed: bool) -> None:
         return send(200, {"query": question, "hits": [hit_dict(h) for h in hits],
                           "trace_id": engine.tracer.last_trace_id()})
 
-    @app.get("/explain", responses=_responses(keyed, 400, 404, 413, 422))
+    @app.get("/explain", responses=_responses(keyed, replies.Explanation, 400, 404, 413, 422))
     def explain(q: str = QUESTION,
                 chunk_id: str = Query(description="a chunk id from /search",
                                       json_schema_extra={"maxLength": MAX_ID})):
@@ -225,12 +214,12 @@ def _reading(app: FastAPI, engine: Engine, send: Reply, keyed: bool) -> None:
 
 def _writing(app: FastAPI, engine: Engine, send: Reply, keyed: bool) -> None:
     """``POST /answer`` and ``/feedback``."""
-    @app.post("/answer", responses=_responses(keyed, 400, 413, 422))
+    @app.post("/answer", responses=_responses(keyed, replies.Answered, 400, 413, 422))
     def answer(body: AnswerRequest):
         ans = engine.answer(body.question)
         return send(200, {**asdict(ans), "trace_id": engine.tracer.last_trace_id()})
 
-    @app.post("/feedback", responses=_responses(keyed, 400, 404, 413, 422))
+    @app.post("/feedback", responses=_responses(keyed, replies.Recorded, 400, 404, 413, 422))
     def feedback(body: FeedbackRequest):
         """A user's "this answer was wrong" on a served trace (``tracing.record_feedback``)."""
         engine.tracer.flush()  # a trace answered a moment ago may still be queued
