@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from ragexp.cli import main as cli
 from ragexp.cli.ui import plan
-from ragexp.serving.access import AccessError, api_key_for, authorized, is_loopback
+from ragexp.serving.access import MIN_KEY_CHARS, AccessError, api_key_for, authorized, is_loopback
 from ragexp.serving.api import create_app
 
 KEY = "s3cr3t-Key-value-0123456789"
@@ -35,6 +35,24 @@ def test_non_loopback_needs_a_key_or_insecure():
     for env in ({}, {"RAGEXP_KEY": "  "}):
         with pytest.raises(AccessError, match="RAGEXP_KEY.*unset or empty"):
             api_key_for("0.0.0.0", "RAGEXP_KEY", False, env)
+
+
+@pytest.mark.parametrize("key", ["k", "0123456789abcde", " 0123456789abcde\n"])
+def test_keys_shorter_than_the_minimum_are_refused_naming_the_setting(key):
+    assert MIN_KEY_CHARS == 16  # the minimum docs/serving.md states
+    with pytest.raises(AccessError) as err:
+        api_key_for("0.0.0.0", "RAGEXP_KEY", False, {"RAGEXP_KEY": key})
+    message = str(err.value)
+    assert message.startswith(f"--api-key-env RAGEXP_KEY: the key is {len(key.strip())} "
+                              f"characters; keys need at least 16")
+    assert "\n" not in message and (len(key.strip()) < 4 or key.strip() not in message)
+
+
+def test_a_key_of_the_minimum_length_is_taken_stripped():
+    key = "0123456789abcdef"
+    assert api_key_for("0.0.0.0", "RAGEXP_KEY", False, {"RAGEXP_KEY": f"  {key}\n"}) == key
+    http = TestClient(create_app(fake_engine(), api_key=key))
+    assert http.get("/health", headers={"Authorization": f"Bearer {key}"}).status_code == 200
 
 
 def test_key_comparison_uses_hmac_compare_digest(monkeypatch):
@@ -66,6 +84,7 @@ def test_requests_without_the_key_get_401_and_never_see_it(caplog):
         assert r.status_code == 401, r.url
         assert r.headers["WWW-Authenticate"] == "Bearer"
         assert KEY not in r.text and KEY not in str(r.headers)
+        assert "r" * 32 not in r.text + str(r.headers)  # nor the run served
     assert "Authorization: Bearer" in bad[0].json()["error"]
     ok = http.get("/health", headers={"Authorization": f"Bearer {KEY}"})
     assert ok.status_code == 200 and ok.json()["chunks"] == 3
@@ -87,6 +106,11 @@ def test_cli_serve_refuses_open_non_loopback_before_building_anything(monkeypatc
     assert "--api-key-env" in err and "--insecure" in err
     assert cli.main(["serve", "--host", "0.0.0.0", "--api-key-env", "RAGEXP_NO_SUCH_VAR"]) == 2
     assert "RAGEXP_NO_SUCH_VAR" in capsys.readouterr().err
+    monkeypatch.setenv("RAGEXP_SHORT_KEY", "k")
+    assert cli.main(["serve", "--api-key-env", "RAGEXP_SHORT_KEY"]) == 2  # on loopback too
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--api-key-env RAGEXP_SHORT_KEY" in err
+    assert "at least 16" in err and "Traceback" not in err
     started = {}
     import uvicorn
 

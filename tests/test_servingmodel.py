@@ -23,7 +23,8 @@ from workspaces import RELATIVE, handbook_copy, record_run
 from ragexp.cli import main as cli
 from ragexp.data.datasets import MarkdownDataset
 from ragexp.run import schema
-from ragexp.serving.engine import BadQuestion, Engine, ServingError, champion_run_id
+from ragexp.serving.engine import Engine, ServingError, champion_run_id
+from ragexp.serving.inputs import BadQuestion
 from ragexp.serving.model import OUTPUT_COLUMNS, answer_row, load_engine, questions_of
 from ragexp.serving.promote import promote
 from ragexp.tracking import store as tracking
@@ -125,15 +126,100 @@ def test_questions_in_every_shape_and_bad_input_named():
     assert questions_of(pd.DataFrame({"question": [" a "]})) == ["a"]
     assert questions_of(pd.DataFrame({0: ["a", "b"]})) == ["a", "b"]
     assert questions_of(["a", "b"]) == questions_of({"question": ["a", "b"]}) == ["a", "b"]
-    assert questions_of("a") == ["a"]
+    assert questions_of("a") == questions_of({"question": "a"}) == ["a"]
     with pytest.raises(ValueError, match=r"columns \['query'\]; it needs a column 'question'"):
         questions_of(pd.DataFrame({"query": ["a"]}))
-    with pytest.raises(ValueError, match="question 1 is a int"):
+    with pytest.raises(BadQuestion, match="^question 1 is a number, not a string"):
         questions_of(["a", 3])
-    with pytest.raises(BadQuestion, match="question 1 must not be empty"):
+    with pytest.raises(BadQuestion, match="^question 1 must not be empty"):
         questions_of(["a", "  "])
-    with pytest.raises(ValueError, match="input is a float"):
+    with pytest.raises(BadQuestion, match="^input is a number"):
         questions_of(1.5)
+    with pytest.raises(BadQuestion, match="^input holds no question"):
+        questions_of([])
+    # pandas keeps a JSON null as None or NaN: both are null, as ragexp serve names it
+    for frame in (pd.DataFrame({"question": ["a", None]}), pd.DataFrame({0: [float("nan")]})):
+        with pytest.raises(BadQuestion, match=r"^question \d is null, not a string"):
+            questions_of(frame)
+
+
+# Bad questions and what the contract (docs/serving.md) says of each: ragexp serve's status,
+# and the start of the one message both servers give (ragexp serve's field is "question",
+# the model's "question 0", the first of its list).
+BAD_QUESTIONS = [(None, 422, "is null, not a string"), (5, 422, "is a number, not a string"),
+                 (2.5, 422, "is a number"), (True, 422, "is a boolean, not a string"),
+                 ("", 400, "must not be empty"), (" \t\n", 400, "must not be empty"),
+                 ("q" * 2001, 413, "is 2001 characters; the limit is 2000")]
+
+
+@pytest.fixture
+def scoring(store, monkeypatch):
+    """MLflow's own scoring server (what ``mlflow models serve`` runs) over the champion, in
+    this process."""
+    from mlflow.pyfunc import scoring_server
+
+    monkeypatch.setenv("_MLFLOW_IS_IN_SERVING_ENVIRONMENT", "false")  # init sets it: undone
+    model = mlflow.pyfunc.load_model("models:/ragexp-serving@champion")
+    return TestClient(scoring_server.init(model))
+
+
+def _invoke(http, payload) -> tuple[int, dict]:
+    r = http.post("/invocations", content=json.dumps(payload).encode(),
+                  headers={"content-type": "application/json"})
+    return r.status_code, r.json()
+
+
+def test_mlflow_serving_refuses_null_and_numbers_as_ragexp_serve_does(scoring, reference):
+    from ragexp.serving.api import create_app
+
+    assert _invoke(scoring, {"inputs": [None]}) == (400, {
+        "error_code": "INVALID_PARAMETER_VALUE",
+        "message": "question 0 is null, not a string; send it as a JSON string",
+        "sqlstate": "KAM00", "error_class": "INVALID_PARAMETER_VALUE"})
+    status, body = _invoke(scoring, {"inputs": [5]})
+    assert (status, body["message"]) == (
+        400, "question 0 is a number, not a string; send it as a JSON string")
+    ours = TestClient(create_app(reference))
+    for value, status, message in BAD_QUESTIONS:
+        r = ours.post("/answer", json={"question": value})
+        assert r.status_code == status and r.json()["error"].startswith(f"question {message}")
+        got, body = _invoke(scoring, {"inputs": [value]})
+        assert got == 400 and "stack_trace" not in body, (value, body)
+        # the same message, naming the list member instead of the field
+        assert body["message"] == r.json()["error"].replace("question", "question 0", 1)
+
+
+@pytest.mark.parametrize("payload,message", [
+    ({"inputs": [QUESTIONS[0], None]}, "question 1 is null, not a string"),
+    ({"inputs": [QUESTIONS[0], {"q": 1}]}, "question 1 is an object, not a string"),
+    ({"inputs": [QUESTIONS[0], "  "]}, "question 1 must not be empty"),
+    ({"inputs": 5}, "question 0 is a number, not a string"),
+    ({"inputs": [True, "x"]}, "question 0 is a boolean, not a string"),
+    ({"dataframe_records": [{"question": QUESTIONS[0]}, {"question": None}]},
+     "question 1 is null, not a string"),
+    ({"dataframe_records": [{"question": 7}]}, "question 0 is a number, not a string"),
+    ({"dataframe_split": {"columns": ["question"], "data": [["x"], [""]]}},
+     "question 1 must not be empty"),
+    ({"dataframe_records": [{"query": "x"}]}, "input has columns ['query']; it needs a column"),
+    ({"inputs": [{"text": "x"}]}, "input has columns ['text']; it needs a column 'question'"),
+])
+def test_mlflow_serving_names_the_bad_member_of_a_list_first(scoring, payload, message):
+    status, body = _invoke(scoring, payload)
+    assert status == 400 and body["message"].startswith(message), body
+    assert "\n" not in body["message"] and "stack_trace" not in body
+
+
+def test_mlflow_serving_refuses_what_its_own_checks_catch_before_the_model(scoring):
+    # MLflow's schema enforcement refuses these before predict runs, with its own message: a
+    # 400 without a stack trace all the same (documented in docs/serving.md)
+    for raw in (b'{"inputs": []}', b'{"inputs": ["\\ud800"]}', b'{"inputs": null}',
+                b'{"inputs": {"question": "x"}}', b"\xff\xfe{}", b'{"inputs": ["caf\xe9"]}',
+                b"{not json", b""):
+        r = scoring.post("/invocations", content=raw,
+                         headers={"content-type": "application/json"})
+        assert r.status_code == 400 and "stack_trace" not in r.json(), (raw, r.text)
+    good = _invoke(scoring, {"inputs": [f"  {QUESTIONS[0]}  "]})
+    assert good[0] == 200 and len(good[1]["predictions"]) == 1
 
 
 def test_refused_row_keeps_shape():
@@ -246,13 +332,26 @@ def _serve_env() -> dict[str, str]:
 
 @pytest.mark.slow
 def test_mlflow_models_serve_answers_on_loopback(store, reference):
-    with background_server(_mlflow_serve, health="/ping", timeout_s=240,
-                           env=_serve_env()) as port:
+    log = store["tmp"] / "mlflow-serve.log"
+
+    def logged(port: int) -> list[str]:  # the server's console, kept to read back
+        return ["sh", "-c", 'exec "$@" >"$0" 2>&1', str(log), *_mlflow_serve(port)]
+
+    with background_server(logged, health="/ping", timeout_s=240, env=_serve_env()) as port:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as http:
             by_list = http.post("/invocations", json={"inputs": QUESTIONS})
             by_records = http.post("/invocations", json={
                 "dataframe_records": [{"question": q} for q in QUESTIONS]})
             empty = http.post("/invocations", json={"inputs": ["  "]})
+            bad = {value: http.post("/invocations", json={"inputs": [value]})
+                   for value in (None, 5)}
+    for value, kind in ((None, "null"), (5, "a number")):
+        assert bad[value].status_code == 400, bad[value].text
+        assert bad[value].json()["message"] == (f"question 0 is {kind}, not a string; send it "
+                                                f"as a JSON string")
+    console = log.read_text(errors="replace")
+    assert "Listening" in console or "Uvicorn running" in console or "Started" in console
+    assert "Traceback" not in console
     assert by_list.status_code == by_records.status_code == 200, by_list.text
     rows, again = by_list.json()["predictions"], by_records.json()["predictions"]
     assert len(rows) == len(again) == len(QUESTIONS)
@@ -267,7 +366,8 @@ def test_mlflow_models_serve_answers_on_loopback(store, reference):
             ans.text, ans.refused, ans.cited_chunks)
         assert row["confidence"] == pytest.approx(ans.signal)
         assert [s["n"] for s in row["sources"]] == [s.n for s in ans.sources]
-    assert empty.status_code == 400 and "must not be empty" in empty.text
+    assert empty.status_code == 400 and empty.json()["message"] == "question 0 must not be empty"
+    assert "stack_trace" not in empty.json()
 
 
 @pytest.mark.slow

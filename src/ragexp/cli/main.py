@@ -142,7 +142,7 @@ def cmd_confirm(args) -> int:
 
 def cmd_search(args) -> int:
     # defer heavy import
-    from ragexp.serving.engine import check_k, check_question
+    from ragexp.serving.inputs import check_k, check_question
 
     query, k = check_question(args.query, "query"), check_k(args.k)
     engine = _engine(args)
@@ -156,7 +156,7 @@ def cmd_search(args) -> int:
 
 def cmd_ask(args) -> int:
     # defer heavy import
-    from ragexp.serving.engine import check_question
+    from ragexp.serving.inputs import check_question
 
     question = check_question(args.question)
     engine = _engine(args)
@@ -347,8 +347,8 @@ def _add_serving(sub, model_name: str) -> None:
                         "--insecure")
     v.add_argument("--port", type=int, default=8000)
     v.add_argument("--api-key-env", metavar="VAR",
-                   help="environment variable holding the API key that every request must "
-                        "send as 'Authorization: Bearer <key>'")
+                   help="environment variable holding the API key (at least 16 characters) "
+                        "that every request must send as 'Authorization: Bearer <key>'")
     v.add_argument("--insecure", action="store_true",
                    help="allow a non-loopback --host without an API key")
     v.add_argument("--traces", action=argparse.BooleanOptionalAction, default=None,

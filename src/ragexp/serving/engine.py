@@ -34,34 +34,10 @@ from ragexp.tracking.store import ALIAS, MODEL_NAME
 log = logging.getLogger(__name__)
 QUERY_MEMORY = 1024
 FINGERPRINT_TAGS = ("corpus_hash", "golden_hash")
-MAX_QUESTION = 2000
-MAX_K = 50
 
 
 class ServingError(RagexpError, RuntimeError):
-    pass
-
-
-class BadQuestion(RagexpError, ValueError):
-    """A question or parameter the engine will not take; ``status`` is the HTTP code for it."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
-
-
-def check_question(text: str, field: str = "question") -> str:
-    if not text or not text.strip():
-        raise BadQuestion(f"{field} must not be empty")
-    if len(text) > MAX_QUESTION:
-        raise BadQuestion(f"{field} is {len(text)} characters; the limit is {MAX_QUESTION}", 413)
-    return text.strip()
-
-
-def check_k(k: int) -> int:
-    if not 1 <= k <= MAX_K:
-        raise BadQuestion(f"k must be between 1 and {MAX_K}, got {k}")
-    return k
+    """A run or model that cannot be served: no champion, changed data, an old record."""
 
 
 @dataclass

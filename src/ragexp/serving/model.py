@@ -33,14 +33,17 @@ from typing import Any
 
 import mlflow
 import pandas as pd
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from omegaconf import OmegaConf
 
 from ragexp import __version__
 from ragexp.answer.base import Answer
-from ragexp.errors import InvalidValue
+from ragexp.errors import RagexpError
 from ragexp.run import build as stages
 from ragexp.serving import tracing
-from ragexp.serving.engine import Engine, ServingError, check_question, recorded_fingerprint
+from ragexp.serving.engine import Engine, ServingError, recorded_fingerprint
+from ragexp.serving.inputs import BadQuestion, check_question, json_type
 from ragexp.tracking import store as tracking
 
 log = logging.getLogger(__name__)
@@ -104,31 +107,57 @@ def engine_from_artifacts(artifacts: dict[str, str]) -> Engine:
 
 def questions_of(model_input: Any) -> list[str]:
     """The questions in a pyfunc input: a DataFrame with a ``question`` column, a list of
-    strings, one string, or ``{"question": str | list}``. Raises ``ValueError`` naming what
-    was given otherwise, and ``serving.BadQuestion`` for an empty or too long question."""
+    strings, one string, or ``{"question": str | list}``; each checked and stripped by
+    ``inputs.check_question``, the check ``ragexp serve`` applies to ``/answer``. Raises
+    ``BadQuestion`` naming the first bad one (``question 2 is null, not a string``), the columns
+    of a frame without ``question``, the type of any other input, and an input of no
+    questions."""
     if isinstance(model_input, pd.DataFrame):
         cols = list(model_input.columns)
         if "question" in cols:
             raw = model_input["question"].tolist()
-        elif cols == [0]:  # a list of strings, as MLflow's schema enforcement frames it
+        elif cols == [0]:  # a list, as MLflow's schema enforcement frames it
             raw = model_input[0].tolist()
         else:
-            raise InvalidValue(f"input has columns {[str(c) for c in cols]}; it needs a column "
-                               f"'question'")
+            raise BadQuestion(f"input has columns {[str(c) for c in cols]}; it needs a column "
+                              f"'question'")
     elif isinstance(model_input, dict) and "question" in model_input:
         q = model_input["question"]
-        raw = [q] if isinstance(q, str) else list(q)
+        raw = list(q) if isinstance(q, (list, tuple)) else [q]
     elif isinstance(model_input, str):
         raw = [model_input]
     elif isinstance(model_input, (list, tuple)):
         raw = list(model_input)
     else:
-        raise InvalidValue(f"input is a {type(model_input).__name__}; give questions as a "
-                           f"DataFrame with a column 'question' or a list of strings")
-    bad = [i for i, q in enumerate(raw) if not isinstance(q, str)]
-    if bad:
-        raise InvalidValue(f"question {bad[0]} is a {type(raw[bad[0]]).__name__}, not a string")
+        raise BadQuestion(f"input is {json_type(model_input)}; give questions as a list of "
+                          f"strings or a DataFrame with a column 'question'")
+    if not raw:
+        raise BadQuestion("input holds no question; give a list of one or more strings")
     return [check_question(q, f"question {i}") for i, q in enumerate(raw)]
+
+
+class RefusedInput(MlflowException, RagexpError):
+    """A pyfunc input the model refuses, as MLflow reports it: ``mlflow models serve`` answers
+    400 (``INVALID_PARAMETER_VALUE``) with ``{"error_code", "message", ...}`` and no
+    ``stack_trace``, ``message`` being ragexp's one-line message.
+
+    MLflow's scoring server (3.x, ``scoring_server.invocations``) rewrites the ``message`` of an
+    ``MlflowException`` that ``predict`` raises to ``"Failed to predict data '<the input>'.
+    Error: <message>"``, echoing the whole input; any other exception becomes a generic message
+    with the Python stack trace in ``stack_trace``, and MLflow has no setting that drops it.
+    Here the first message set is kept, so ragexp's message comes first and alone."""
+
+    def __init__(self, message: str):
+        super().__init__(message, error_code=INVALID_PARAMETER_VALUE)
+
+    @property
+    def message(self) -> str:
+        return self._message
+
+    @message.setter
+    def message(self, value: str) -> None:
+        if not hasattr(self, "_message"):
+            self._message = value
 
 
 def answer_row(ans: Answer) -> dict[str, Any]:
@@ -162,8 +191,13 @@ class RagexpModel(mlflow.pyfunc.PythonModel):
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         """``model_input``: a DataFrame as MLflow's schema enforcement frames every input (a
-        list of strings becomes column ``0``); any shape ``questions_of`` takes otherwise."""
-        questions = questions_of(model_input)
+        list becomes column ``0``); any shape ``questions_of`` takes otherwise. Raises
+        ``RefusedInput`` (HTTP 400 from ``mlflow models serve``) for what ``questions_of``
+        refuses."""
+        try:
+            questions = questions_of(model_input)
+        except BadQuestion as exc:
+            raise RefusedInput(str(exc)) from None
         self._trace()
         rows = []
         for q in questions:
@@ -175,12 +209,15 @@ class RagexpModel(mlflow.pyfunc.PythonModel):
 def signature():
     # defer heavy import
     from mlflow.models import ModelSignature
-    from mlflow.types.schema import Array, ColSpec, Object, Property, Schema
+    from mlflow.types.schema import AnyType, Array, ColSpec, Object, Property, Schema
 
     source = Object([Property("n", "long"), Property("chunk_id", "string"),
                      Property("doc_id", "string"), Property("heading", "string")])
     return ModelSignature(
-        inputs=Schema([ColSpec("string")]),  # unnamed: a list, or a DataFrame's 'question'
+        # Unnamed (a list, or a DataFrame's 'question') and of any type: a string column
+        # would make MLflow turn null and 5 into the questions "None" and "5" before predict
+        # sees them; questions_of checks each value instead, as ragexp serve does.
+        inputs=Schema([ColSpec(AnyType())]),
         outputs=Schema([ColSpec("string", "answer"), ColSpec("boolean", "refused"),
                         ColSpec(Array("string"), "citations"),
                         ColSpec(Array(source), "sources"),
