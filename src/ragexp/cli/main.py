@@ -255,6 +255,10 @@ def parser() -> argparse.ArgumentParser:
     from ragexp.cli.traces import add_parser as add_traces
 
     add_traces(sub)
+    # defer heavy import
+    from ragexp.cli.questions import add_parser as add_questions
+
+    add_questions(sub)
     return p
 
 

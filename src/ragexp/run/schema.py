@@ -330,6 +330,54 @@ class Config:
     sweep_report: bool = True  # report.html on a sweep's parent run at its end (10-90 s)
 
 
+@dataclass
+class KnownItemGeneratorConf:
+    """``generator=known_item``: simulated known-item queries (``generate.known_item``)."""
+
+    _target_: str = "ragexp.generate.known_item.KnownItemGenerator"
+    strategy: str = "popular"  # popular (tf) or discriminative (1 / p(t)): the paper's two
+    lam: float = field(default=0.1, metadata={"ge": 0, "le": 1})  # weight of the collection model
+    mean_length: float = field(default=3.0, metadata={"gt": 0})  # Poisson mean, in terms
+    min_length: int = field(default=2, metadata={"ge": 1})
+    max_length: int = field(default=6, metadata={"ge": 1})
+
+
+@dataclass
+class LLMGeneratorConf:
+    """``generator=llm``: questions from an OpenAI-compatible model (``generate.llm_questions``);
+    endpoint keys default to ``llm.*`` as ``answer=llm``'s do."""
+
+    _target_: str = "ragexp.generate.llm_questions.LLMGenerator"
+    base_url: str = "${llm.base_url}"
+    model: str = "${llm.model}"
+    api_key_env: Optional[str] = "${llm.api_key_env}"
+    timeout: float = "${llm.timeout}"  # type: ignore[assignment]
+    max_retries: int = "${llm.max_retries}"  # type: ignore[assignment]
+    concurrency: int = "${llm.concurrency}"  # type: ignore[assignment]
+    temperature: float = "${llm.temperature}"  # type: ignore[assignment]
+    price_in_per_mtok: Optional[float] = "${llm.price_in_per_mtok}"  # type: ignore[assignment]
+    price_out_per_mtok: Optional[float] = "${llm.price_out_per_mtok}"  # type: ignore[assignment]
+    max_tokens: int = field(default=400, metadata={"ge": 1})
+
+
+@dataclass
+class QuestionsConfig:
+    """``conf/questions.yaml``, the config of ``ragexp questions generate``: the dataset whose
+    documents are read, the generator, and the filters' question length in words."""
+
+    dataset: Any = MISSING
+    generator: Any = MISSING
+    llm: LLMEndpointConf = field(default_factory=LLMEndpointConf)
+    min_words: int = field(default=2, metadata={"ge": 1})  # shorter questions are dropped
+    max_words: int = field(default=40, metadata={"ge": 1})  # longer ones too
+    draws: int = field(default=3, metadata={"ge": 1})  # passes over the passages at most
+    batch: int = field(default=16, metadata={"ge": 1})  # jobs per batch (llm: calls in parallel)
+    progress: bool = True
+
+
+GENERATORS = {"known_item": KnownItemGeneratorConf, "llm": LLMGeneratorConf}
+
+
 SCHEMAS = {
     "dataset": {"markdown": MarkdownDatasetConf, "beir": BeirDatasetConf},
     "chunking": {"markdown": MarkdownChunkingConf, "none": WholeDocChunkingConf,
@@ -355,6 +403,9 @@ def register() -> None:
         replace=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
+    cs.store(name="questions_config", node=QuestionsConfig)
+    for name, node in GENERATORS.items():
+        cs.store(group="generator", name=f"{name}_schema", node=node)
     for group, options in SCHEMAS.items():
         for name, node in options.items():
             cs.store(group=group, name=f"{name}_schema", node=node)

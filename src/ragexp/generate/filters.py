@@ -1,0 +1,86 @@
+"""The checks a generated question passes before it is written; each failure is a drop reason
+counted in the run's summary. Nothing that ``golden check`` would refuse gets through: quotes
+found exactly once (whitespace-folded, as ``data.golden`` finds them), kind names, the semantic
+overlap rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ragexp.data.golden import KIND_NAME, MAX_SEMANTIC_OVERLAP, find_quote
+from ragexp.records import UNANSWERABLE, Document
+from ragexp.text.analysis import content_words, word_count
+
+NEAR_IDENTICAL = 0.8  # Jaccard of content words at or above which two questions are one
+
+
+def leaks(question: str, answer: str, quotes: Sequence[str]) -> bool:
+    """True when the question gives its answer away: the quote's distinctive words (the content
+    words the answer takes from the quote) are all in the question, and there is at least one."""
+    distinctive = content_words(answer) & content_words(" ".join(quotes))
+    return bool(distinctive) and distinctive <= content_words(question)
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 1.0
+
+
+@dataclass
+class Filters:
+    """The checks, with what earlier questions of the file hold (spans and question words) for
+    the duplicate check. ``check_leak`` is off for generators whose questions are the passage's
+    own words by design (known-item queries). Word counts as ``text.analysis.word_count``."""
+
+    docs: dict[str, Document]
+    kinds: tuple[str, ...]
+    min_words: int = 2
+    max_words: int = 40
+    check_leak: bool = True
+    _spans: set[tuple] = field(default_factory=set, init=False, repr=False)
+    _questions: list[set[str]] = field(default_factory=list, init=False, repr=False)
+
+    def problem(self, rec: dict) -> str | None:
+        """The drop reason for record ``rec`` (``question``, ``kind``, ``answer``,
+        ``evidence``), or None when it may be written (then it is remembered as written)."""
+        question, kind, evidence = rec["question"], rec["kind"], rec["evidence"]
+        if kind not in self.kinds or not KIND_NAME.fullmatch(kind):
+            return "kind_not_asked"
+        n_words = word_count(question)
+        if n_words < self.min_words:
+            return "too_short"
+        if n_words > self.max_words:
+            return "too_long"
+        spans = []
+        for ev in evidence:
+            found = find_quote(self.docs[ev["doc"]], ev["quote"]) if ev["doc"] in self.docs \
+                else []
+            if len(found) != 1:
+                return "quote_not_found" if not found else "quote_ambiguous"
+            spans.append((found[0].doc_id, found[0].start, found[0].end))
+        quotes = [ev["quote"] for ev in evidence]
+        if kind != UNANSWERABLE and (not evidence or not rec["answer"].strip()):
+            return "missing_field"
+        if self.check_leak and kind != UNANSWERABLE and leaks(question, rec["answer"], quotes):
+            return "answer_leaked"
+        if kind == "semantic" and len(content_words(question) &
+                                      content_words(" ".join(quotes))) > MAX_SEMANTIC_OVERLAP:
+            return "semantic_overlap"
+        key, words = tuple(sorted(spans)), content_words(question)
+        if (key and key in self._spans) or any(jaccard(words, w) >= NEAR_IDENTICAL
+                                               for w in self._questions):
+            return "duplicate"
+        self.remember(rec)
+        return None
+
+    def remember(self, rec: dict) -> None:
+        """Hold a written record's spans and words (records already in a resumed file too)."""
+        spans = []
+        for ev in rec.get("evidence") or []:
+            found = find_quote(self.docs[ev["doc"]], ev["quote"]) if ev["doc"] in self.docs \
+                else []
+            spans.extend((s.doc_id, s.start, s.end) for s in found[:1])
+        if spans:
+            self._spans.add(tuple(sorted(spans)))
+        self._questions.append(content_words(rec["question"]))

@@ -1,0 +1,161 @@
+"""The generation loop: sample passages, ask a generator, filter, append, summarise.
+
+A generator (``known_item``, ``llm_questions``) turns a batch of :class:`~passages.Job` into,
+per job, a question record or the reason none came; this loop checks every record
+(``filters``), gives it an id and its provenance, and appends it to the output file
+(``outfile``) until ``n`` questions are in the file or every job has been asked.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Protocol, Sequence
+
+from tqdm import tqdm
+
+from ragexp.errors import InvalidValue, MissingInput
+from ragexp.generate.filters import Filters
+from ragexp.generate.outfile import QuestionFile
+from ragexp.generate.passages import Job, Passage, jobs, passages_of
+from ragexp.records import Document
+
+SOURCE = "generated"
+
+
+class Generator(Protocol):
+    name: str
+    kinds: tuple[str, ...]  # the kinds it can write
+    model: str | None  # the model it calls, None for none
+    prompt_sha256: str | None  # sha256 of its prompt templates, None without prompts
+
+    def settings(self) -> dict: ...
+    def prepare(self, docs: Sequence[Document], passages: Sequence[Passage]) -> None: ...
+    def write(self, batch: Sequence[Job], seed: int) -> list[dict | str]: ...
+
+
+@dataclass
+class Summary:
+    """What one invocation did: ``asked`` jobs, ``kept`` questions written, drops by reason,
+    and how many questions the file holds at the end (``total``)."""
+
+    asked: int = 0
+    kept: int = 0
+    dropped: Counter = field(default_factory=Counter)
+    total: int = 0
+
+    def line(self) -> str:
+        """``asked N, kept M, dropped K (reason: count, ...)``, reasons by count then name."""
+        reasons = ", ".join(f"{r}: {c}" for r, c in sorted(self.dropped.items(),
+                                                            key=lambda rc: (-rc[1], rc[0])))
+        dropped = sum(self.dropped.values())
+        return (f"asked {self.asked}, kept {self.kept}, dropped {dropped}"
+                + (f" ({reasons})" if reasons else ""))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How many questions (``n``, counted in the file), the seed of the sample order and of
+    the generator's draws, the kinds asked for (cycled over the order), question length in
+    words, passes over the passages (``draws``) and jobs per batch."""
+
+    n: int
+    seed: int = 0
+    kinds: tuple[str, ...] = ()
+    min_words: int = 2
+    max_words: int = 40
+    draws: int = 3
+    batch: int = 16
+
+
+def check_settings(settings: Settings, generator: Generator) -> tuple[str, ...]:
+    """The kinds to ask for (``settings.kinds``, or all the generator writes). Raises
+    ``InvalidValue`` for ``n < 1`` or a kind the generator cannot write."""
+    if settings.n < 1:
+        raise InvalidValue(f"--n {settings.n}: ask for at least one question")
+    kinds = tuple(settings.kinds) or generator.kinds
+    unknown = [k for k in kinds if k not in generator.kinds]
+    if unknown:
+        raise InvalidValue(f"--kinds: {', '.join(unknown)} is not a kind the {generator.name} "
+                           f"generator writes (it writes: {', '.join(generator.kinds)})")
+    return kinds
+
+
+def generate(docs: Sequence[Document], generator: Generator, settings: Settings,
+             out: str | Path, progress: bool = True) -> Summary:
+    """Append questions to ``out`` until it holds ``settings.n`` (or every job was asked) and
+    return the summary. Raises ``InvalidValue`` (bad settings, an ``--out`` that cannot be
+    written or was written with other settings) and ``MissingInput`` (no passage in ``docs``)
+    before anything is written."""
+    kinds = check_settings(settings, generator)
+    passages = passages_of(docs)
+    if not passages:
+        raise MissingInput(f"the corpus has no passage of {8}+ words to write questions from "
+                           f"({len(docs)} documents)")
+    file = QuestionFile(out)
+    _check_same_run(file, generator, settings.seed)
+    by_id = {d.doc_id: d for d in docs}
+    filters = Filters(by_id, kinds, settings.min_words, settings.max_words,
+                      check_leak=generator.name != "known_item")
+    for rec in file.records:
+        filters.remember(rec)
+    done = {_job_key(rec["passage"]) for rec in file.records}
+    summary = Summary(total=len(file.records))
+    if summary.total >= settings.n:
+        return summary
+    generator.prepare(docs, passages)
+    todo = (j for j in jobs(passages, settings.seed, kinds, settings.draws) if j.key not in done)
+    stem = Path(out).stem
+    bar = tqdm(total=settings.n, initial=summary.total, desc=f"questions ({generator.name})",
+               disable=not progress)
+    try:
+        while summary.total < settings.n:
+            batch = list(islice(todo, min(settings.batch, 2 * (settings.n - summary.total))))
+            if not batch:
+                break
+            for job, outcome in zip(batch, generator.write(batch, settings.seed)):
+                if summary.total >= settings.n:
+                    break
+                summary.asked += 1
+                reason = outcome if isinstance(outcome, str) else filters.problem(outcome)
+                if reason:
+                    summary.dropped[reason] += 1
+                    continue
+                file.append(_record(outcome, f"{stem}-{summary.total + 1:05d}", generator,
+                                    settings.seed, job))
+                summary.kept += 1
+                summary.total += 1
+                bar.update(1)
+    finally:
+        bar.close()
+        file.close()
+    return summary
+
+
+def _job_key(passage: dict) -> str:
+    return f"{passage.get('doc')}#{passage.get('start')}-{passage.get('end')}@" \
+           f"{passage.get('draw', 0)}"
+
+
+def _check_same_run(file: QuestionFile, generator: Generator, seed: int) -> None:
+    """A file is continued only with the generator settings and seed it was written with."""
+    if not file.records:
+        return
+    first = file.records[0]
+    if first.get("generator") != generator.settings() or first.get("seed") != seed:
+        raise InvalidValue(f"--out {file.path} holds questions written with other settings "
+                           f"(generator {first.get('generator')}, seed {first.get('seed')}); "
+                           f"rerun with those to continue it, or give another --out")
+
+
+def _record(rec: dict, qid: str, generator: Generator, seed: int, job: Job) -> dict:
+    """The line written: the golden fields, then provenance, in a fixed key order."""
+    p = job.passage
+    return {"id": qid, "kind": rec["kind"], "question": rec["question"],
+            "answer": rec["answer"], "evidence": rec["evidence"], "source": SOURCE,
+            "generator": generator.settings(), "model": generator.model,
+            "prompt_sha256": generator.prompt_sha256, "seed": seed,
+            "passage": {"doc": p.doc_id, "section": p.section, "start": p.start, "end": p.end,
+                        "draw": job.draw}}

@@ -1,0 +1,149 @@
+"""Simulated known-item queries, offline and deterministic: no model.
+
+After Azzopardi, de Rijke & Balog, "Building simulated queries for known-item topics" (SIGIR
+2007). For a target passage ``d`` a query is built by drawing a length ``l`` (Poisson with mean
+``mean_length``, clipped to ``[min_length, max_length]``) and then ``l`` terms, with
+replacement, from
+
+    p(t | q) = (1 - lam) * p(t | d) + lam * p(t),      p(t) = cf(t) / |C|
+
+where ``p(t)`` is the collection model (the paper's noise: terms the user recalls wrongly) and
+``p(t | d)`` is the paper's term-selection strategy:
+
+- ``popular``:        p(t | d) = tf(t, d) / |d|
+- ``discriminative``: p(t | d) = b(t, d) / (p(t) * sum_t' b(t', d) / p(t'))   (b: t in d)
+
+Terms are the passage's words (``text.analysis.words``, compounds whole) less stopwords; a
+term drawn twice is written once. The evidence is the fewest sentences of the passage that hold
+every drawn term found in it (greedy cover), each a verbatim quote; the reference answer is
+those sentences. Its bias is lexical by construction: the query shares its words with the
+passage, so it favours lexical retrievers (``docs/questions.md``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import ClassVar, Sequence
+
+import numpy as np
+
+from ragexp.errors import InvalidValue
+from ragexp.generate.passages import Job, Passage
+from ragexp.records import Document
+from ragexp.text.analysis import STOPWORDS, split_sentences, words
+
+STRATEGIES = ("popular", "discriminative")
+KIND = "known_item"
+
+
+def terms(text: str) -> list[str]:
+    """Query terms of ``text`` in order: normalised words, compounds whole, stopwords and
+    one-character words left out."""
+    return [w for w in words(text) if w not in STOPWORDS and len(w) > 1]
+
+
+def collection_model(docs: Sequence[Document]) -> dict[str, float]:
+    """``p(t) = cf(t) / |C|`` over every document's ``terms``, keys sorted."""
+    cf = Counter(t for d in docs for t in terms(d.text))
+    total = sum(cf.values())
+    return {t: cf[t] / total for t in sorted(cf)}
+
+
+def query_model(passage_terms: Sequence[str], collection: dict[str, float], strategy: str,
+                lam: float) -> dict[str, float]:
+    """``p(t | q)`` above, over the passage's terms and the collection's, keys sorted; sums to
+    1. Raises ``InvalidValue`` for an unknown strategy or a passage without terms."""
+    if not passage_terms:
+        raise InvalidValue("a passage without terms has no query model")
+    tf = Counter(passage_terms)
+    if strategy == "popular":
+        p_doc = {t: n / len(passage_terms) for t, n in tf.items()}
+    elif strategy == "discriminative":
+        norm = sum(1 / collection[t] for t in tf)
+        p_doc = {t: 1 / (collection[t] * norm) for t in tf}
+    else:
+        raise InvalidValue(f"known_item strategy {strategy!r} is not one of "
+                           f"{', '.join(STRATEGIES)}")
+    vocab = sorted(set(collection) | set(p_doc))
+    return {t: (1 - lam) * p_doc.get(t, 0.0) + lam * collection.get(t, 0.0) for t in vocab}
+
+
+def draw_terms(rng: np.random.Generator, model: dict[str, float], n: int) -> list[str]:
+    """``n`` terms drawn with replacement from ``model`` (a distribution over sorted keys)."""
+    vocab = list(model)
+    probs = np.fromiter(model.values(), dtype=float, count=len(vocab))
+    return [vocab[i] for i in rng.choice(len(vocab), size=n, p=probs / probs.sum())]
+
+
+def cover(sentences: Sequence[str], drawn: set[str]) -> list[str]:
+    """The fewest sentences (greedy set cover, ties to the earlier one) holding every drawn term
+    that any sentence holds, in passage order."""
+    held = [set(terms(s)) & drawn for s in sentences]
+    left, chosen = set().union(*held) if held else set(), []
+    while left:
+        best = max(range(len(sentences)), key=lambda i: (len(held[i] & left), -i))
+        chosen.append(best)
+        left -= held[best]
+    return [sentences[i] for i in sorted(chosen)]
+
+
+@dataclass
+class KnownItemGenerator:
+    """Known-item queries (the module's formula). ``strategy`` is ``popular`` or
+    ``discriminative``; ``lam`` in [0, 1] the weight of the collection model (noise);
+    lengths in terms. Raises ``InvalidValue`` on a value out of range."""
+
+    strategy: str = "popular"
+    lam: float = 0.1
+    mean_length: float = 3.0
+    min_length: int = 2
+    max_length: int = 6
+    name: ClassVar[str] = KIND
+    kinds: ClassVar[tuple[str, ...]] = (KIND,)
+    model: ClassVar[str | None] = None
+    prompt_sha256: ClassVar[str | None] = None
+    _collection: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise InvalidValue(f"generator.strategy={self.strategy!r} is not one of "
+                               f"{', '.join(STRATEGIES)}")
+        if not 0 <= self.lam <= 1:
+            raise InvalidValue(f"generator.lam={self.lam} must be in [0, 1]")
+        if not 1 <= self.min_length <= self.max_length:
+            raise InvalidValue(f"generator.min_length={self.min_length} and max_length="
+                               f"{self.max_length} need 1 <= min_length <= max_length")
+
+    def settings(self) -> dict:
+        """What the generator was run with, for each question's provenance."""
+        return {"name": self.name, "strategy": self.strategy, "lam": self.lam,
+                "mean_length": self.mean_length, "min_length": self.min_length,
+                "max_length": self.max_length}
+
+    def prepare(self, docs: Sequence[Document], passages: Sequence[Passage]) -> None:
+        self._collection = collection_model(docs)
+
+    def write(self, batch: Sequence[Job], seed: int) -> list[dict | str]:
+        """For each job a question record (``question``, ``kind``, ``answer``, ``evidence``) or
+        the reason it was dropped; job ``j``'s draws use a generator seeded by ``seed`` and
+        ``j.key`` alone, so a rerun or a resumed file draws the same."""
+        return [self._one(job, seed) for job in batch]
+
+    def _one(self, job: Job, seed: int) -> dict | str:
+        p_terms = terms(job.passage.text)
+        if not p_terms:
+            return "no_passage_term"
+        key = int(hashlib.sha256(job.key.encode()).hexdigest()[:12], 16)
+        rng = np.random.default_rng([seed, key])
+        length = int(np.clip(rng.poisson(self.mean_length), self.min_length, self.max_length))
+        drawn = draw_terms(rng, query_model(p_terms, self._collection, self.strategy, self.lam),
+                           length)
+        query = list(dict.fromkeys(drawn))
+        evidence = cover(split_sentences(job.passage.text), set(query) & set(p_terms))
+        if not evidence:
+            return "no_passage_term"
+        return {"question": " ".join(query), "kind": KIND,
+                "answer": " ".join(" ".join(s.split()) for s in evidence),
+                "evidence": [{"doc": job.passage.doc_id, "quote": s} for s in evidence]}

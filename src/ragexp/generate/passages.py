@@ -1,0 +1,128 @@
+"""Passages to write questions from, and the order they are sampled in.
+
+A passage is one paragraph (a blank-line separated block of prose, list or table) of a section,
+outside code fences, of at least ``MIN_WORDS`` words, with its character range in the raw
+document. The sample order is stratified: documents take turns (one passage each per round), and
+within a document its sections take turns, so a long document or a long section does not
+dominate the set. Each passage can be drawn several times (``draw`` 0, 1, ...: a later pass over
+the same order), so a small corpus still yields many questions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from ragexp.records import Document
+from ragexp.text.analysis import word_count
+from ragexp.text.sections import FENCE, HEADING, outline
+
+MIN_WORDS = 8
+_BLANK = re.compile(r"\n[ \t]*\n")
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A paragraph of document ``doc_id`` at raw-text characters ``[start, end)``, under the
+    section ``section`` (its heading path, ``""`` before the first heading)."""
+
+    doc_id: str
+    section: str
+    start: int
+    end: int
+    text: str
+
+    @property
+    def pid(self) -> str:
+        return f"{self.doc_id}#{self.start}-{self.end}"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One question to ask: passage, pass over the order (``draw``), kind asked, and the index
+    of the job in the sample order (stable across reruns: the kind is assigned from it)."""
+
+    passage: Passage
+    draw: int
+    kind: str
+    index: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.passage.pid}@{self.draw}"
+
+
+def _blocks(text: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each blank-line separated block of ``text``, code fences left out
+    whole (a fence's blank lines do not split it)."""
+    pos, start, in_fence = 0, None, False
+    for line in text.splitlines(keepends=True):
+        bare = line.strip()
+        if FENCE.match(line):
+            if not in_fence and start is not None:
+                yield start, pos
+            start, in_fence = None, not in_fence
+        elif not in_fence:
+            if not bare or HEADING.match(line.rstrip("\n")):
+                if start is not None:
+                    yield start, pos
+                start = None
+            elif start is None:
+                start = pos
+        pos += len(line)
+    if start is not None and not in_fence:
+        yield start, pos
+
+
+def passages_of(docs: Sequence[Document]) -> list[Passage]:
+    """Every passage of ``docs``, in document order, each under the deepest section holding it
+    (``text.sections.outline``)."""
+    out: list[Passage] = []
+    for doc in docs:
+        sections = outline(doc)
+        for start, end in _blocks(doc.text):
+            body = doc.text[start:end].rstrip()
+            if word_count(body) < MIN_WORDS:
+                continue
+            holding = [s for s in sections if s.span.start <= start < s.span.end]
+            title = holding[-1].title if holding else ""
+            out.append(Passage(doc.doc_id, title, start, start + len(body), body))
+    return out
+
+
+def sample_order(passages: Sequence[Passage], seed: int) -> list[Passage]:
+    """All ``passages`` once, in the stratified order: documents in a seeded random order take
+    one passage each per round; a document's passages come from its sections in turn (sections
+    and the passages in each shuffled by the same generator). Same seed, same order."""
+    rng = np.random.default_rng(seed)
+    by_doc: dict[str, dict[str, list[Passage]]] = {}
+    for p in passages:
+        by_doc.setdefault(p.doc_id, {}).setdefault(p.section, []).append(p)
+    sequences: list[list[Passage]] = []
+    for doc_id in sorted(by_doc):
+        sections = [by_doc[doc_id][s] for s in sorted(by_doc[doc_id])]
+        queues = [deque(sec[i] for i in rng.permutation(len(sec)))
+                  for sec in (sections[j] for j in rng.permutation(len(sections)))]
+        seq: list[Passage] = []
+        while any(queues):
+            seq.extend(q.popleft() for q in queues if q)
+        sequences.append(seq)
+    sequences = [sequences[i] for i in rng.permutation(len(sequences))]
+    longest = max((len(s) for s in sequences), default=0)
+    return [s[r] for r in range(longest) for s in sequences if r < len(s)]
+
+
+def jobs(passages: Sequence[Passage], seed: int, kinds: Sequence[str],
+         draws: int) -> Iterator[Job]:
+    """The jobs in order: ``draws`` passes over ``sample_order``, the ``i``-th job asking for
+    ``kinds[i % len(kinds)]``."""
+    order = sample_order(passages, seed)
+    index = 0
+    for draw in range(draws):
+        for p in order:
+            yield Job(p, draw, kinds[index % len(kinds)], index)
+            index += 1
