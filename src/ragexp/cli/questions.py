@@ -17,6 +17,7 @@ def documents(dataset_cfg) -> list:
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
+    # defer heavy import
     from ragexp.data.golden import load_corpus
 
     corpus_dir = OmegaConf.select(dataset_cfg, "corpus_dir", default=None)
@@ -34,6 +35,7 @@ def compose(generator: str, overrides: list[str]):
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    # defer heavy import
     from ragexp.run import schema, validation
     from ragexp.run.app import CONF_DIR
 
@@ -54,6 +56,7 @@ def cmd_generate(args) -> int:
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
+    # defer heavy import
     from ragexp.generate.generation import Settings, check_settings, generate
     from ragexp.generate.outfile import QuestionFile
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 from pathlib import Path
 
 from ragexp.data import readers
@@ -33,9 +34,12 @@ class QuestionFile:
         if not parent.is_dir():
             raise InvalidValue(f"--out {self.path}: folder {parent} does not exist; create it "
                                f"first")
-        if not os.access(parent, os.W_OK) or (self.path.exists()
-                                              and not os.access(self.path, os.W_OK)):
-            raise InvalidValue(f"--out {self.path}: cannot write there (permission denied)")
+        try:  # a probe, not the file: nothing is left behind when the run fails later
+            tempfile.TemporaryFile(dir=parent).close()
+            if self.path.exists():
+                open(self.path, "a", encoding="utf-8").close()
+        except OSError as exc:
+            raise InvalidValue(f"--out {self.path}: cannot write there ({exc.strerror})") from None
         self.records: list[dict] = self._read() if self.path.exists() else []
         self._handle = None
 
