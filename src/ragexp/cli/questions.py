@@ -60,7 +60,9 @@ def cmd_generate(args) -> int:
     from ragexp.generate.generation import Settings, check_settings, generate
     from ragexp.generate.outfile import QuestionFile
 
-    cfg = compose(args.generator, args.overrides)
+    # --kinds takes every word after it; an override (KEY=VALUE) there is one, never a kind
+    kinds = [k for k in args.kinds or () if "=" not in k]
+    cfg = compose(args.generator, [*args.overrides, *(k for k in args.kinds or () if "=" in k)])
     try:
         generator = instantiate(cfg.generator)  # an LLM generator checks its key here
     except InstantiationException as exc:
@@ -68,7 +70,7 @@ def cmd_generate(args) -> int:
         if isinstance(cause, RagexpError):
             raise cause from None
         raise
-    settings = Settings(n=args.n, seed=args.seed, kinds=tuple(args.kinds or ()),
+    settings = Settings(n=args.n, seed=args.seed, kinds=tuple(kinds),
                         min_words=cfg.min_words, max_words=cfg.max_words, draws=cfg.draws,
                         batch=cfg.batch)
     check_settings(settings, generator)
