@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast check-golden run sweep tables report hero walkthrough own-docs bench bench-scale architecture ui screenshot gate clean
+.PHONY: help install test test-fast check-golden run sweep tables report hero walkthrough own-docs bench bench-scale architecture ui screenshot gate questions clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -28,6 +28,11 @@ test-fast: ## run the suite without the slow end-to-end tests
 
 check-golden: ## validate the golden set against the corpus and print counts per kind
 	$(BIN)/python -m ragexp.data.golden check
+
+questions: ## regenerate the handbook's generated questions: golden/generated/known_item.jsonl (400 known_item, seed 0)
+	mkdir -p golden/generated
+	rm -f golden/generated/known_item.jsonl
+	$(BIN)/ragexp questions generate --generator known_item --n 400 --seed 0 --out golden/generated/known_item.jsonl progress=false
 
 run: ## one experiment on the defaults
 	$(BIN)/python -m ragexp
