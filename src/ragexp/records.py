@@ -13,6 +13,7 @@ Qrels = dict[str, dict[str, int]]
 # Question kinds come from the data (any name); this one marks a question with no answer in the
 # corpus, which feeds the abstain curve instead of the ranking metrics.
 UNANSWERABLE = "unanswerable"
+HAND = "hand"  # the source of a question written by hand: one whose line names no ``source``
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,7 @@ class Query:
     kind: str = "general"
     answer: str = ""
     evidence: tuple[Span, ...] = field(default=())
+    source: str = HAND  # who wrote it: ``hand``, ``generated`` (``ragexp questions generate``)
 
     @property
     def answerable(self) -> bool:

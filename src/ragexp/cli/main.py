@@ -51,12 +51,31 @@ def cmd_compare(args) -> int:
     if args.baseline:
         tab, results = compare.with_baseline(df, tab, args.baseline, measures, args.correction)
     print(compare.render(tab, args.format))
+    if args.parent and args.format == "markdown":
+        for line in _sources_lines(df):
+            print(f"\n{line}" if line.startswith("by source") else line)
     if results and args.format == "markdown":
         names = dict(zip(df["run_id"], df.get("tags.ragexp.ablation", df["run_id"].str[:8])))
         print("\nPaired tests per measure and question kind:\n")
         print(compare.render(significance.long_table(results, names)))
         print(f"\n{significance.note(args.correction, results, measures)}")
     return 0
+
+
+def _sources_lines(df) -> list[str]:
+    """How the sources of a sweep's questions agree (``decide.sources``): nothing when its
+    questions have one source."""
+    # defer heavy import
+    from ragexp.decide import compare, sources
+
+    tables = {r: compare.per_question(r) for r in df["run_id"]}
+    objective = str(df["params.objective"].iloc[0]) if "params.objective" in df else "nDCG@10"
+    deciding = (str(df["params.objective_source"].iloc[0]) if "params.objective_source" in df
+                else sources.HAND)
+    names = {r: (a if isinstance(a, str) and a != "custom" else r[:8])
+             for r, a in zip(df["run_id"], df.get("tags.ragexp.ablation", df["run_id"]))}
+    chosen = sources.choices(tables, objective)
+    return sources.lines(chosen, sources.agreement(chosen), names, objective, deciding)
 
 
 def _rule(args, promoting: bool):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -53,12 +54,13 @@ def _hash_files(paths: list[Path], root: Path) -> str:
 
 @dataclass
 class MarkdownDataset:
-    """Markdown documents under ``corpus_dir`` and the questions in ``questions`` (a ``.jsonl``
-    file or a folder of them). Raises ``FileNotFoundError`` for a missing folder or file and
+    """Markdown documents under ``corpus_dir`` and the questions in ``questions``: a ``.jsonl``
+    file or a folder of them, or a list of such (``[golden/, generated.jsonl]``: hand-written and
+    generated side by side, told apart by each question's ``source``). Raises ``FileNotFoundError`` for a missing folder or file and
     ``golden.GoldenError`` listing every bad question line."""
 
     corpus_dir: str = "corpus"
-    questions: str = "golden"
+    questions: str | list[str] = "golden"
     name: str = "markdown"
     unit: str = "chunk"
     _docs: dict[str, Document] = field(default_factory=dict, init=False, repr=False)
@@ -66,6 +68,8 @@ class MarkdownDataset:
 
     def __post_init__(self) -> None:
         check_unit(self.unit)
+        if not isinstance(self.questions, str):  # a list (Hydra passes a ListConfig)
+            self.questions = [str(p) for p in self.questions]
         self._docs = load_corpus(self.corpus_dir)
         self._queries = load_golden(self.questions, self._docs)
 
@@ -86,8 +90,13 @@ class MarkdownDataset:
 
     def fingerprint(self) -> dict[str, str]:
         root = Path(self.corpus_dir)
-        files = golden_files(Path(self.questions))
-        groot = Path(self.questions) if Path(self.questions).is_dir() else files[0].parent
+        if isinstance(self.questions, str):
+            files = golden_files(Path(self.questions))
+            groot = Path(self.questions) if Path(self.questions).is_dir() else files[0].parent
+        else:  # several: names relative to the folder that holds them all
+            files = golden_files(self.questions)
+            groot = Path(os.path.commonpath([f.resolve().parent for f in files]))
+            files = [f.resolve() for f in files]
         return {"corpus_hash": _hash_files(list(root.rglob("*.md")), root),
                 "golden_hash": _hash_files(files, groot)}
 

@@ -5,8 +5,11 @@ Format: ``golden/*.jsonl``, one question per line::
     {"id": "a-01", "kind": "factual", "question": "...", "answer": "...",
      "evidence": [{"doc": "concepts/scheduling.md", "quote": "verbatim text"}]}
 
-Blank lines and lines starting with ``//`` (comments) are skipped. ``kind`` is any name (default ``general``); ``unanswerable`` marks a question the corpus does not
-answer (no evidence). Evidence comes at three levels, mixable in one file:
+Blank lines and lines starting with ``//`` (comments) are skipped. ``kind`` is any name (default
+``general``); ``unanswerable`` marks a question the corpus does not answer (no evidence).
+``source`` names who wrote a question (default ``hand``; ``ragexp questions generate`` writes
+``generated``): measures are logged per source when a dataset holds several. Evidence comes at
+three levels, mixable in one file:
 
 - ``{"doc": PATH, "quote": TEXT}``: matched with whitespace runs collapsed (so it may span
   hard-wrapped lines); must occur exactly once;
@@ -36,7 +39,7 @@ import yaml
 from ragexp.data import readers, shipped
 from ragexp.data.readers import label, shown
 from ragexp.errors import MissingInput
-from ragexp.records import UNANSWERABLE, Document, Query, Span
+from ragexp.records import HAND, UNANSWERABLE, Document, Query, Span
 from ragexp.text import markdown
 from ragexp.text.analysis import content_words, normalize_ws
 from ragexp.text.sections import find_section, outline
@@ -257,6 +260,11 @@ def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document]
         bad(f"{name}: kind {shown(kind)} is not a name of 1-40 letters, digits, '_' or '-' "
             f"(it becomes part of metric names such as ndcg_at_10.<kind>)")
         return None
+    source = rec.get("source", HAND)
+    if not isinstance(source, str) or not KIND_NAME.fullmatch(source):
+        bad(f"{name}: source {shown(source)} is not a name of 1-40 letters, digits, '_' or '-' "
+            f"(it becomes part of metric names such as ndcg_at_10.source.<source>)")
+        return None
     evidence = rec.get("evidence") or []
     if not isinstance(evidence, list):
         bad(f"{name}: 'evidence' must be a list")
@@ -279,7 +287,7 @@ def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document]
             bad(f"{name}: semantic question shares {len(shared)} content words with its evidence "
                 f"(max {MAX_SEMANTIC_OVERLAP}): {', '.join(sorted(shared))}")
     return Query(qid=qid, text=text or "", kind=kind, answer=str(rec.get("answer", "")),
-                 evidence=tuple(spans))
+                 evidence=tuple(spans), source=source)
 
 
 def check_golden(golden, docs: dict[str, Document]) -> tuple[list[Query], list[Problem]]:

@@ -13,19 +13,23 @@ every test paired per question and p adjusted over that whole family (Holm by de
   ``min_effect`` and significant (``p_adj < alpha``).
 
 ``ragexp gate`` and ``ragexp promote --gate`` both apply this rule. ``evaluate`` is the edge
-that loads the two runs from MLflow.
+that loads the two runs from MLflow. With questions from several sources (hand-written and
+generated), the tests use the run's ``objective_source`` questions (``sources.deciding``), and
+the verdict shows how the sources agreed in the run's sweep (its parent's ``ragexp.sources``).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ragexp.decide import compare
+from ragexp.decide import compare, sources
 from ragexp.errors import InvalidValue
 from ragexp.evaluation import significance, stats
 from ragexp.evaluation.stats import ALL, Paired
+from ragexp.records import HAND
 from ragexp.tracking import store as tracking
 
 CV_REFUSED = "abstain.cv.refused_answerable"
@@ -148,9 +152,20 @@ def evaluate(run_id: str, reference_id: str, rule: Rule, label: str = "") -> Ver
         return Verdict(False, [f"run and reference were evaluated on different data "
                                f"({', '.join(differ)} differ): the gate cannot compare them"],
                        header=header)
+    source = run.data.params.get("objective_source", HAND)
+    run_table, ref_table = compare.per_question(run_id), compare.per_question(reference_id)
+    if len(sources.sources_of(run_table)) > 1:
+        header += f"\nquestions: source {source} (objective_source) of " + ", ".join(
+            sources.sources_of(run_table))
+        parent = c.get_run(run.data.tags["mlflow.parentRunId"]) \
+            if "mlflow.parentRunId" in run.data.tags else None
+        note = parent and parent.data.tags.get("ragexp.sources")
+        if note:
+            header += "\nthe run's sweep: " + "\n  ".join(json.loads(note)["lines"])
     try:
-        tests = family_tests(compare.per_question(run_id), compare.per_question(reference_id),
-                            rule, (run_id[:8], reference_id[:8]))
+        tests = family_tests(sources.deciding(run_table, source),
+                             sources.deciding(ref_table, source), rule,
+                             (run_id[:8], reference_id[:8]))
     except significance.NotPaired as exc:
         return Verdict(False, [str(exc)], header=header)
     verdict = decide(tests, run.data.metrics, run.data.params, rule)

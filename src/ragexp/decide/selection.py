@@ -17,6 +17,14 @@ comparison with the sweep's baseline, and the runs tied with the best.
   ``ragexp.tied_with_best`` and metric ``best.<key>``; every run of this sweep gets the metric
   ``selection.tied_with_best`` (1 or 0).
 
+- **Sources**: when the questions come from several sources (hand-written and generated), the
+  objective, the baseline tests and the choice above use the questions of ``objective_source``
+  (default ``hand``; ``sources.py``), and the parent run gets, per source, the best run and the
+  runs tied with it, and per pair of sources Kendall's tau of the runs' order, whether winners
+  and tied sets agree (metrics ``sources.<a>_vs_<b>.{kendall_tau,winner_agrees,tied_agree}``,
+  ``sources.<source>.tied_with_best.count``, tag ``ragexp.sources``), with a warning below
+  ``sources.TAU_FLOOR``.
+
 ``summarise_sweep`` is called from ``ragexp.run.sweep.SweepCallback.on_multirun_end``, when every
 job has finished whatever order they ran in.
 """
@@ -30,7 +38,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from ragexp.decide import compare
+from ragexp.decide import compare, sources
 from ragexp.errors import InvalidValue
 from ragexp.evaluation import significance, stats
 from ragexp.evaluation.measures import parse
@@ -55,15 +63,23 @@ def check_objective(name: str, names) -> None:
                            f"({', '.join(names)}): add it to the config key measures")
 
 
-def objective(out: Mapping[str, Any], name: str) -> float:
+def objective(out: Mapping[str, Any], name: str, source: str = sources.ALL_SOURCES) -> float:
     """The objective of a job's outcome (``app.run_logged``'s dict); for a skipped job, the
-    value recorded on the finished run it skipped to. Raises ``ValueError`` when the run has
-    no such metric (e.g. it was logged before that measure existed)."""
+    value recorded on the finished run it skipped to. With questions from several sources, the
+    mean over ``source``'s (``<key>.source.<source>``; ``all``: every question). Raises
+    ``InvalidValue`` when the run has no such metric (e.g. it was logged before that measure
+    existed) or no such source."""
     key = measure_key(name)
     metrics: Mapping[str, Any] = out
     if out.get("status") == "SKIPPED":
 
         metrics = tracking.client().get_run(out["run_id"]).data.metrics
+    by_source = sorted(k[len(key) + 8:] for k in metrics if k.startswith(f"{key}.source."))
+    if by_source and source != sources.ALL_SOURCES:
+        if source not in by_source:
+            raise InvalidValue(f"objective_source={source!r}: run {out.get('run_id')} has "
+                               f"questions of sources {', '.join(by_source)} (or all)")
+        key = f"{key}.source.{source}"
     if key not in metrics:
         raise InvalidValue(f"run {out.get('run_id')} has no metric {key!r} for objective {name!r}")
     return float(metrics[key])
@@ -98,20 +114,47 @@ def aligned_scores(tables: Mapping[str, pd.DataFrame], measure: str
 
 
 def summarise_sweep(parent_id: str, statuses: list[dict], baseline: str, objective_name: str,
-                    method: str = "holm") -> list[str]:
-    """Log the sweep's comparisons (module docstring); return lines for the console."""
+                    method: str = "holm", objective_source: str = sources.ALL_SOURCES
+                    ) -> list[str]:
+    """Log the sweep's comparisons (module docstring), on ``objective_source``'s questions;
+    return lines for the console."""
     c = tracking.client()
     done = [s for s in statuses if s.get("status") in ("FINISHED", "SKIPPED") and s.get("run_id")]
     runs = {s["run_id"]: c.get_run(s["run_id"]) for s in done}
     if not runs:
         return []
     own = [r for r, run in runs.items() if run.data.tags.get("mlflow.parentRunId") == parent_id]
-    tables = {r: compare.per_question(r) for r in runs}
+    every = {r: compare.per_question(r) for r in runs}
+    tables = {r: sources.deciding(t, objective_source) for r, t in every.items()}
     name = {r: run.data.tags.get("ragexp.ablation", "custom") for r, run in runs.items()}
     label = {r: (name[r] if name[r] != "custom" else r[:8]) for r in runs}
     measures = tuple(dict.fromkeys([objective_name, *significance.DEFAULT_MEASURES]))
     lines = [_log_vs_baseline(tables, own, name, label, baseline, measures, method)]
-    return lines + _log_best(parent_id, tables, own, label, objective_name, method)
+    lines += _log_best(parent_id, tables, own, label, objective_name, method)
+    return lines + _log_sources(parent_id, every, label, objective_name, method,
+                                objective_source)
+
+
+def _log_sources(parent_id: str, tables: dict[str, pd.DataFrame], label: dict[str, str],
+                 objective_name: str, method: str, objective_source: str) -> list[str]:
+    """Each source's choice and each pair's agreement (``sources``), logged on the parent;
+    return the console lines (none when the questions have one source)."""
+    chosen = sources.choices(tables, objective_name, method)
+    if len(chosen) < 2:
+        return []
+    pairs = sources.agreement(chosen)
+    shown = sources.lines(chosen, pairs, label, objective_name, objective_source)
+    metrics = {f"sources.{c.source}.tied_with_best.count": float(len(c.tied))
+               for c in chosen.values()}
+    for p in pairs:
+        prefix = f"sources.{p.a}_vs_{p.b}"
+        metrics.update({f"{prefix}.winner_agrees": float(p.winner_agrees),
+                        f"{prefix}.tied_agree": float(p.tied_agree)})
+        if not math.isnan(p.tau):
+            metrics[f"{prefix}.kendall_tau"] = p.tau
+    tracking.log_batch(parent_id, metrics=metrics, tags={"ragexp.sources": json.dumps(
+        sources.to_json(chosen, pairs, label, shown))})
+    return shown
 
 
 def _log_vs_baseline(tables: dict[str, pd.DataFrame], own: list[str], name: dict[str, str],

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ragexp.evaluation.measures import DEFAULT, Measure
-from ragexp.records import Qrels, Query, Ranking, ordered
+from ragexp.records import HAND, Qrels, Query, Ranking, ordered
 
 
 def first_relevant_rank(ranked: list[str], rel: dict[str, int]) -> int | None:
@@ -32,16 +32,22 @@ def per_query(ranking: Ranking, qrels: Qrels,
 
 
 def aggregate(scores: dict[str, dict[str, float]], queries: Iterable[Query]) -> dict[str, float]:
-    """Means overall and per kind as ``<key>`` and ``<key>.<kind>``, over the queries in
-    ``scores`` (the output of ``per_query``: its keys are the measures). No scored query gives
-    no mean at all (``{}``), never a 0 that looks measured."""
+    """Means overall, per kind and, when the questions come from more than one source (hand-written
+    and generated), per source: ``<key>``, ``<key>.<kind>``, ``<key>.source.<source>``, over the
+    queries in ``scores`` (the output of ``per_query``: its keys are the measures). No scored
+    query gives no mean at all (``{}``), never a 0 that looks measured."""
+    queries = list(queries)
     kind_of = {q.qid: q.kind for q in queries}
+    source_of = {q.qid: q.source for q in queries}
     out: dict[str, float] = {}
     groups: dict[str | None, list[str]] = {None: list(scores)} if scores else {}
     for qid in scores:
         groups.setdefault(kind_of.get(qid, "general"), []).append(qid)
-    for kind, qids in groups.items():
-        suffix = "" if kind is None else f".{kind}"
+    if len({source_of.get(qid, HAND) for qid in scores}) > 1:
+        for qid in scores:
+            groups.setdefault(f"source.{source_of.get(qid, HAND)}", []).append(qid)
+    for group, qids in groups.items():
+        suffix = "" if group is None else f".{group}"
         for key in scores[qids[0]]:
             out[key + suffix] = sum(scores[q][key] for q in qids) / len(qids)
     return out

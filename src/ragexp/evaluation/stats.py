@@ -233,3 +233,25 @@ def tied_with_best(scores: Mapping[str, Sequence[float]], measure: str,
     tied = [best] + [r for r in others
                      if not (by_run[r].mean_diff < 0 and by_run[r].p_adj < alpha)]
     return Tied(best, tuple(tied), by_run)
+
+
+def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
+    """Kendall's tau-b of two score lists over the same items (Kendall 1945, ties in both)::
+
+        tau_b = (C - D) / sqrt((C + D + T_x) * (C + D + T_y))
+
+    over the item pairs: ``C`` concordant, ``D`` discordant, ``T_x`` tied in ``x`` only, ``T_y``
+    tied in ``y`` only (pairs tied in both count in neither). 1: the same order, -1: reversed;
+    NaN when either list is constant. ``scipy.stats.kendalltau``'s default is the reference in
+    the tests. Raises ``InvalidValue`` for lists of different lengths or of fewer than 2 items."""
+    a, b = np.asarray(x, float), np.asarray(y, float)
+    if a.shape != b.shape or a.ndim != 1 or len(a) < 2:
+        raise InvalidValue(f"Kendall's tau needs two lists of the same length >= 2, got "
+                           f"{a.shape} and {b.shape}")
+    i, j = np.triu_indices(len(a), k=1)
+    sx, sy = np.sign(a[i] - a[j]), np.sign(b[i] - b[j])
+    concordant, discordant = np.sum(sx * sy > 0), np.sum(sx * sy < 0)
+    tied_x, tied_y = np.sum((sx == 0) & (sy != 0)), np.sum((sy == 0) & (sx != 0))
+    denom = np.sqrt(float(concordant + discordant + tied_x) * float(concordant + discordant
+                                                                    + tied_y))
+    return float((concordant - discordant) / denom) if denom > 0 else float("nan")

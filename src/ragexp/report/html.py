@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ragexp.decide import sources
 from ragexp.evaluation import measures as measures_mod
 from ragexp.evaluation import question_failures, significance, stats
 from ragexp.evaluation.stats import ALL
@@ -251,6 +252,20 @@ def failures_section(data: SweepData, labels, order: list[str]) -> list[str]:
             + "<th>total</th></tr>", *summary, "</table>", *details]
 
 
+def sources_section(data: SweepData, labels, method: str) -> list[str]:
+    """Hand-written and generated questions side by side (``decide.sources``): each source's
+    winner and tied set, Kendall's tau between them, the warning; nothing with one source."""
+    chosen = sources.choices(data.every_table or data.tables, data.objective, method)
+    if len(chosen) < 2:
+        return []
+    deciding = str(data.runs.get("params.objective_source",
+                                 pd.Series([sources.HAND])).iloc[0])
+    shown = sources.lines(chosen, sources.agreement(chosen), labels, data.objective, deciding)
+    return ["<h2>Question sources</h2>",
+            *[f'<p class="{"note" if s.startswith("warning") else "meta"}">{esc(s)}</p>'
+              for s in shown]]
+
+
 def build(data: SweepData, method: str = "holm") -> tuple[str, object]:
     """The page's HTML text, and the wins-by-kind figure (for ``--chart``)."""
     labels = dict(zip(data.runs["run_id"], data.runs["label"]))
@@ -287,6 +302,7 @@ def build(data: SweepData, method: str = "holm") -> tuple[str, object]:
             f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')} by <code>ragexp report --html</code>.</p>",
             *[f'<p class="note">{esc(n)}</p>' for n in notes],
             *headline_section(data, heads, order),
+            *sources_section(data, labels, method),
             *wins_section(wins, labels, wins_svg)]
     if tests:
         body += kind_section(data, tests, reference, ref_label, test_measures, labels, order,

@@ -8,7 +8,9 @@
   configuration (same params, ignoring bookkeeping keys), else of the same label;
 - **the champion**: the run behind the registered model's ``champion`` alias, if any;
 - **the objective and baseline**: the jobs' ``objective`` and ``baseline`` config keys; the
-  baseline run is the job whose ablation is ``baseline`` (else none).
+  baseline run is the job whose ablation is ``baseline`` (else none);
+- **the questions that decide**: with questions from several sources, ``tables`` hold the rows
+  of the jobs' ``objective_source`` (``decide.sources.deciding``) and ``every_table`` all rows.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ragexp.decide import compare
+from ragexp.decide import compare, sources
 from ragexp.tracking import store as tracking
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,7 @@ class SweepData:
     previous_match: dict[str, str] = field(default_factory=dict)
     champion: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
+    every_table: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 def sweep_parents(experiment: str) -> pd.DataFrame:
@@ -155,14 +158,16 @@ def load(parent_id: str) -> SweepData:
     parent = c.get_run(parent_id)
     experiment = c.get_experiment(parent.info.experiment_id).name
     runs = _frame(experiment, parent_id)
-    tables = {r: compare.per_question(r) for r in runs["run_id"]}
+    every = {r: compare.per_question(r) for r in runs["run_id"]}
     curves = {r: _curve(r) for r in runs["run_id"]}
     first = runs.iloc[0]
+    source = str(first.get("params.objective_source") or sources.HAND)
+    tables = {r: sources.deciding(t, source) for r, t in every.items()}
     objective = str(first.get("params.objective") or "nDCG@10")
     baseline = first.get("params.baseline")
     base = runs[runs.get("tags.ragexp.ablation", pd.Series(dtype=str)) == baseline]
     data = SweepData(parent_id, experiment, runs, tables, curves, objective,
-                     str(base["run_id"].iloc[0]) if len(base) else None)
+                     str(base["run_id"].iloc[0]) if len(base) else None, every_table=every)
     if data.baseline_id is None:
         data.notes.append(f"no job with ablation {baseline!r} (config key baseline): the "
                           f"per-kind tests compare every run with the best one instead")

@@ -84,7 +84,9 @@ def write_artifacts(out: Path, cfg: DictConfig, result: RunResult) -> None:
 def dataset_source(resolved: dict) -> str:
     """Where the evaluation data lives, as absolute paths (for the run's dataset input)."""
     ds = resolved["dataset"]
-    paths = [ds[k] for k in ("path", "corpus_dir", "questions") if isinstance(ds.get(k), str)]
+    paths = [p for k in ("path", "corpus_dir", "questions")
+             for p in (ds.get(k) if isinstance(ds.get(k), list) else [ds.get(k)])
+             if isinstance(p, str)]
     return " ".join(str(Path(p).resolve()) for p in paths)
 
 
@@ -245,4 +247,4 @@ def main(cfg: DictConfig) -> float | None:
         if cfg.verbose:
             raise
         raise SystemExit(1) from None
-    return selection.objective(out, cfg.objective)
+    return selection.objective(out, cfg.objective, cfg.objective_source)

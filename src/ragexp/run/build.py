@@ -14,12 +14,13 @@ run from those (``with_locations``), whatever its own working folder.
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from ragexp import legacy
 from ragexp.answer.base import Answerer
@@ -117,7 +118,10 @@ def locations(cfg: DictConfig, cwd: Path | None = None) -> dict[str, str]:
     out = {}
     for key in PATH_KEYS:
         value = _get(cfg, key)
-        if value:
+        if isinstance(value, (list, ListConfig)):  # several question files: a JSON list of paths
+            out[LOCATION_TAG + key] = json.dumps(
+                [str((base / Path(str(v)).expanduser()).resolve()) for v in value])
+        elif value:
             out[LOCATION_TAG + key] = str((base / Path(str(value)).expanduser()).resolve())
     return out
 
@@ -148,5 +152,7 @@ def with_locations(cfg: DictConfig, tags: dict[str, str]) -> DictConfig:
         for key in PATH_KEYS:
             recorded = tags.get(LOCATION_TAG + key)
             if recorded and _get(out, key) is not None:
-                OmegaConf.update(out, key, shipped.relocated(recorded), merge=False)
+                value = ([shipped.relocated(p) for p in json.loads(recorded)]
+                         if recorded.startswith("[") else shipped.relocated(recorded))
+                OmegaConf.update(out, key, value, merge=False)
     return out

@@ -372,7 +372,7 @@ def _per_question(queries, ranking, qrels, scores, confidence, abstain,
         rel = qrels.get(q.qid, {})
         s = confidence.get(q.qid)
         rows.append({
-            "id": q.qid, "kind": q.kind, "question": q.text,
+            "id": q.qid, "kind": q.kind, "source": q.source, "question": q.text,
             "first_relevant_rank": metrics.first_relevant_rank(ranked, rel) if rel else None,
             **{m.key: scores[q.qid][m.key] if q.qid in scores else None for m in measures},
             "abstain_signal": s,

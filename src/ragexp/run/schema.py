@@ -26,7 +26,7 @@ class MarkdownDatasetConf:
     _target_: str = "ragexp.data.datasets.MarkdownDataset"
     name: str = "markdown"
     corpus_dir: str = MISSING
-    questions: str = MISSING
+    questions: Any = MISSING  # a file or folder, or a list of them (hand-written + generated)
     unit: str = "chunk"  # scoring unit: chunk, section or document (independent of label level)
 
 
@@ -325,6 +325,9 @@ class Config:
     split_seed: int = 0
     split_test_share: float = 0.5
     objective: str = "nDCG@10"  # what the entry point returns to a sweeper (Optuna)
+    # which questions decide (objective, sweep choice, gate) when they come from several
+    # sources: hand (the hand-written ones), all, or a source name (decide/sources.py)
+    objective_source: str = "hand"
     baseline: str = "default"  # ablation of a sweep's job that every other job is tested against
     reuse_stages: bool = True  # chunks/tokens/BM25/vectors from earlier jobs (stagestore.py)
     sweep_report: bool = True  # report.html on a sweep's parent run at its end (10-90 s)

@@ -206,7 +206,8 @@ class SweepCallback(Callback):
             from ragexp.decide.selection import summarise_sweep
 
             for line in summarise_sweep(self.parent_id, statuses(sweep_dir),
-                                        str(config.baseline), str(config.objective)):
+                                        str(config.baseline), str(config.objective),
+                                        objective_source=str(config.objective_source)):
                 print(line)
         except Exception as exc:
             log.exception("sweep comparisons failed")

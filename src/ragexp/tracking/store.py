@@ -47,6 +47,7 @@ _READY: set[str] = set()
 # Keys that change how a run is shown or forced, or where caches live, not what it measures
 # (a dotted key is nested: the embedder's model cache follows ``cache_dir``).
 VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment", "verbose", "objective",
+                "objective_source",
                 "baseline", "embedder.cache_dir", "reuse_stages", "sweep_report", "traces",
                 "llm",  # llm.* counts through the answer.* and judge.* keys it resolves into
                 "chunking.cache_dir", "chunking.embedder.cache_dir")  # chunking=semantic

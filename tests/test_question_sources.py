@@ -1,0 +1,118 @@
+"""Hand-written and generated questions side by side: the ``source`` field, several question
+files per dataset, measures per source, Kendall's tau against ``scipy.stats.kendalltau``, and
+the sources' choices and agreement (``decide.sources``) on hand-made per-question tables."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from ragexp.data import golden, shipped
+from ragexp.data.datasets import MarkdownDataset
+from ragexp.decide import selection, sources
+from ragexp.errors import InvalidValue
+from ragexp.evaluation import stats
+from ragexp.evaluation.metrics import aggregate
+from ragexp.records import Query
+
+GENERATED = shipped.path("handbook/golden/generated")
+CORPUS, GOLDEN = shipped.path("handbook/corpus"), shipped.path("handbook/golden")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_kendall_tau_matches_scipy_with_and_without_ties(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 15))
+    x = rng.integers(0, 4 if seed % 2 else 1000, n).astype(float)
+    y = x + rng.normal(0, 1.5, n).round(0 if seed % 2 else 3)
+    want = sps.kendalltau(x, y).statistic
+    got = stats.kendall_tau(x, y)
+    assert (np.isnan(got) and np.isnan(want)) or got == pytest.approx(want, abs=1e-12)
+
+
+def test_kendall_tau_bounds_and_bad_input():
+    assert stats.kendall_tau([1, 2, 3], [10, 20, 30]) == 1.0
+    assert stats.kendall_tau([1, 2, 3], [3, 2, 1]) == -1.0
+    assert np.isnan(stats.kendall_tau([1, 1, 1], [1, 2, 3]))
+    with pytest.raises(InvalidValue):
+        stats.kendall_tau([1], [1])
+
+
+def test_a_dataset_reads_several_question_files_and_keeps_their_sources(docs, golden):
+    ds = MarkdownDataset(corpus_dir=CORPUS, questions=[GOLDEN, GENERATED])
+    by_source = pd.Series([q.source for q in ds.queries()]).value_counts().to_dict()
+    n_generated = len(open(f"{GENERATED}/known_item.jsonl").read().splitlines())
+    assert by_source == {"hand": len(golden), "generated": n_generated}
+    one = MarkdownDataset(corpus_dir=CORPUS, questions=GOLDEN).fingerprint()
+    two = ds.fingerprint()
+    assert two["corpus_hash"] == one["corpus_hash"] and two["golden_hash"] != one["golden_hash"]
+
+
+def test_a_source_must_be_a_name(tmp_path, docs):
+    rec = {"id": "x", "kind": "factual", "question": "q", "answer": "a", "source": "two words",
+           "evidence": [{"doc": "overview.md"}]}
+    (tmp_path / "q.jsonl").write_text(json.dumps(rec) + "\n")
+    _, problems = golden.check_golden(tmp_path / "q.jsonl", docs)
+    assert len(problems) == 1 and "source 'two words' is not a name" in problems[0].message
+
+
+def test_measures_are_aggregated_per_source_only_with_several():
+    scores = {"h1": {"ndcg_at_10": 1.0}, "h2": {"ndcg_at_10": 0.0}, "g1": {"ndcg_at_10": 0.25}}
+    qs = [Query("h1", "a", "factual"), Query("h2", "b", "semantic"),
+          Query("g1", "c", "known_item", source="generated")]
+    out = aggregate(scores, qs)
+    assert out["ndcg_at_10.source.hand"] == 0.5 and out["ndcg_at_10.source.generated"] == 0.25
+    assert out["ndcg_at_10"] == pytest.approx(1.25 / 3)
+    hand_only = aggregate({k: scores[k] for k in ("h1", "h2")}, qs[:2])
+    assert not any(".source." in k for k in hand_only)
+
+
+def table(scores: dict[str, list[float]], generated: dict[str, list[float]]) -> dict:
+    """Per-question tables of runs over 3 hand-written and len(generated) generated questions."""
+    out = {}
+    for run in scores:
+        rows = [{"id": f"h{i}", "source": "hand", "ndcg_at_10": v}
+                for i, v in enumerate(scores[run])]
+        rows += [{"id": f"g{i}", "source": "generated", "ndcg_at_10": v}
+                 for i, v in enumerate(generated[run])]
+        out[run] = pd.DataFrame(rows)
+    return out
+
+
+def test_choices_and_agreement_between_sources():
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0, 1, 40)
+    hand = {"a": [.9, .8, .9], "b": [.5, .4, .6], "c": [.1, .2, .1], "d": [.3, .2, .4]}
+    # generated: d > c > b > a, each far apart on 40 questions: order reversed on the top
+    gen = {r: list(np.clip(base * 0.1 + off, 0, 1))
+           for r, off in {"a": .1, "b": .3, "c": .5, "d": .8}.items()}
+    chosen = sources.choices(table(hand, gen), "nDCG@10")
+    assert chosen["hand"].best == "a" and chosen["generated"].best == "d"
+    assert chosen["generated"].tied == ("d",) and chosen["hand"].n == 3
+    [pair] = sources.agreement(chosen)
+    means_h = [np.mean(hand[r]) for r in "abcd"]
+    means_g = [np.mean(gen[r]) for r in "abcd"]
+    assert (pair.a, pair.b) == ("hand", "generated")
+    assert pair.tau == pytest.approx(sps.kendalltau(means_h, means_g).statistic)
+    assert not pair.winner_agrees and not pair.tied_agree and pair.warn
+    shown = sources.lines(chosen, [pair], {}, "nDCG@10", "hand")
+    assert any("rank configurations unlike yours" in s for s in shown)
+
+
+def test_the_objective_source_selects_the_rows_that_decide():
+    t = table({"a": [1, 0, 1]}, {"a": [0, 0]})["a"]
+    assert len(sources.deciding(t, "hand")) == 3 and len(sources.deciding(t, "all")) == 5
+    assert len(sources.deciding(t.drop(columns="source"), "generated")) == 5  # one source
+    with pytest.raises(InvalidValue, match="sources are generated, hand"):
+        sources.deciding(t, "llm")
+    metrics = {"ndcg_at_10": 0.5, "ndcg_at_10.source.hand": 0.7,
+               "ndcg_at_10.source.generated": 0.4}
+    assert selection.objective(metrics, "nDCG@10", "hand") == 0.7
+    assert selection.objective(metrics, "nDCG@10", "all") == 0.5
+    with pytest.raises(InvalidValue, match="objective_source='llm'"):
+        selection.objective(metrics, "nDCG@10", "llm")
+    assert selection.objective({"ndcg_at_10": 0.5}, "nDCG@10", "hand") == 0.5
