@@ -4,13 +4,19 @@ the sources' choices and agreement (``decide.sources``) on hand-made per-questio
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
+import mlflow
 import numpy as np
 import pandas as pd
 import pytest
+from cli_runs import cli_env, run_ragexp
 from scipy import stats as sps
+from workspaces import store_uri
 
+from ragexp.cli.main import main
 from ragexp.data import golden, shipped
 from ragexp.data.datasets import MarkdownDataset
 from ragexp.decide import selection, sources
@@ -116,3 +122,38 @@ def test_the_objective_source_selects_the_rows_that_decide():
     with pytest.raises(InvalidValue, match="objective_source='llm'"):
         selection.objective(metrics, "nDCG@10", "llm")
     assert selection.objective({"ndcg_at_10": 0.5}, "nDCG@10", "hand") == 0.5
+
+
+@pytest.mark.slow
+def test_a_sweep_over_both_sources_reports_their_agreement(tmp_path):
+    """Three retrievers on the handbook's hand-written and generated questions: the parent's
+    tau is scipy's over the children's per-source means, and compare and gate show it."""
+    proc = run_ragexp(tmp_path, "-m", "retriever=bm25,dense,hybrid", "embedder=hash",
+                      "reranker=none", f"dataset.questions=[{GOLDEN},{GENERATED}]",
+                      "sweep_report=false", f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "hand vs generated: Kendall's tau" in proc.stdout
+    mlflow.set_tracking_uri(store_uri(tmp_path))
+    df = mlflow.search_runs(experiment_names=["ragexp-handbook"])
+    parent = df[df["tags.ragexp.role"] == "sweep"].iloc[0]
+    children = df[df["tags.mlflow.parentRunId"] == parent["run_id"]]
+    hand, gen = (children[f"metrics.ndcg_at_10.source.{s}"] for s in ("hand", "generated"))
+    assert parent["metrics.sources.hand_vs_generated.kendall_tau"] == pytest.approx(
+        sps.kendalltau(hand, gen).statistic)
+    assert parent["metrics.sources.hand_vs_generated.winner_agrees"] == float(
+        hand.idxmax() == gen.idxmax())
+    note = json.loads(parent["tags.ragexp.sources"])
+    assert parent["metrics.sources.hand.tied_with_best.count"] == len(
+        note["sources"]["hand"]["tied"])
+    # the objective (hand) decides: the parent's best is the best on the hand-written questions
+    assert parent["tags.ragexp.best_run"] == children.loc[hand.idxmax(), "run_id"]
+    env = cli_env(tmp_path)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MLFLOW_TRACKING_URI", env["MLFLOW_TRACKING_URI"])
+        for argv, want in ((["compare", "--parent", parent["run_id"]], "hand vs generated"),
+                           (["gate", children["run_id"].iloc[0], "--against",
+                             children["run_id"].iloc[1]], "questions: source hand")):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                main(argv)
+            assert want in out.getvalue(), out.getvalue()
