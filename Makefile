@@ -6,6 +6,10 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
+# make sweep scores the hand-written and the generated questions side by side (docs/questions.md);
+# make tables composes each ablation with the same overrides to find its runs.
+SOURCES := 'dataset.questions=[$${ragexp.example:handbook/golden},$${ragexp.example:handbook/golden/generated}]'
+
 .DEFAULT_GOAL := help
 .PHONY: help install test test-fast check-golden run sweep tables report hero walkthrough own-docs bench bench-scale architecture ui screenshot gate questions clean
 
@@ -37,11 +41,11 @@ questions: ## regenerate the handbook's generated questions: golden/generated/kn
 run: ## one experiment on the defaults
 	$(BIN)/python -m ragexp
 
-sweep: ## the full named ablation set as one multirun (one parent MLflow run)
-	$(BIN)/python -m ragexp -m '+ablation=glob(*)'
+sweep: ## the full named ablation set as one multirun (one parent MLflow run), hand-written and generated questions
+	$(BIN)/python -m ragexp -m '+ablation=glob(*)' $(SOURCES)
 
 tables: ## regenerate docs/results.md: golden-set counts, result tables (confirms the dev winner on test)
-	$(BIN)/python -m tools.write_tables docs/results.md --confirm
+	$(BIN)/python -m tools.write_tables docs/results.md --confirm --overrides $(SOURCES)
 
 report: ## the latest sweep's page: report.html (also logged on the sweep's parent run)
 	$(BIN)/ragexp report --html report.html

@@ -1,7 +1,7 @@
 """``make tables``: the golden set's counts and the ablations' result tables, regenerated from
 the corpus and the MLflow store into a docs page's ``golden`` and ``results`` blocks.
 
-    python -m tools.write_tables PAGE [--confirm] [--experiment NAME]
+    python -m tools.write_tables PAGE [--confirm] [--experiment NAME] [--overrides K=V ...]
 
 Each block is checked before anything is measured, so a page without the markers fails at once.
 """
@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--experiment", default="ragexp-handbook")
     p.add_argument("--confirm", action="store_true",
                    help="confirm the dev winner on test first if it is not yet (ragexp confirm)")
+    p.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="the overrides the sweep added to every ablation (make sweep's)")
     args = p.parse_args(argv)
     for block in ("golden", "results"):
         check_block(args.page, block)
@@ -33,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     replace_block(args.page, "golden", "Printed by `make check-golden`:\n\n"
                   + counts_table(len(docs), queries))
-    replace_block(args.page, "results", build(args.experiment, run_confirm=args.confirm))
+    replace_block(args.page, "results", build(args.experiment, run_confirm=args.confirm,
+                                              overrides=tuple(args.overrides)))
     print(f"wrote the golden and results blocks of {args.page}", file=sys.stderr)
     return 0
 

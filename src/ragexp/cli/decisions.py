@@ -1,7 +1,9 @@
 """Tables for the decision a sweep ends in (``docs/results.md``; part of ``make tables``).
 
 - **Tied with the best**: the ablation with the best mean objective on dev, and every ablation
-  tested against it (paired, Holm over those tests); tied = not significantly worse.
+  tested against it (paired, Holm over those tests); tied = not significantly worse. With
+  questions from several sources, on the ``objective_source`` questions, followed by each
+  source's choice and their agreement (``decide.sources``: Kendall's tau, winners, tied sets).
 - **Winner on dev and test**: the winner's and ``default``'s numbers on the dev questions they
   were chosen on, next to the held-out test questions (``ragexp confirm``). The dev number of a
   winner is optimistic: it is the maximum of many noisy estimates on the same questions, so part
@@ -12,15 +14,19 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ragexp.decide import compare
+from ragexp.decide import compare, sources
 from ragexp.decide.selection import aligned_scores, measure_key
 from ragexp.evaluation import significance, stats
+from ragexp.records import HAND
 
 
 def tied_table(df: pd.DataFrame, objective: str) -> tuple[list[str], str | None]:
     """Markdown lines of the tied-with-best table and the winner's run id."""
     names = dict(zip(df["run_id"], df["tags.ragexp.ablation"]))
-    tables = {r: compare.per_question(r) for r in df["run_id"]}
+    every = {r: compare.per_question(r) for r in df["run_id"]}
+    source = (str(df["params.objective_source"].iloc[0]) if "params.objective_source" in df
+              else HAND)
+    tables = {r: sources.deciding(t, source) for r, t in every.items()}
     scores, left_out = aligned_scores(tables, objective)
     if len(scores) < 2:
         return [], None
@@ -43,6 +49,12 @@ def tied_table(df: pd.DataFrame, objective: str) -> tuple[list[str], str | None]
                "apart."]
     if left_out:
         lines.append(f"Left out (scored on other questions): {', '.join(names[r] for r in left_out)}.")
+    chosen = sources.choices(every, objective)
+    if len(chosen) > 1:
+        lines += ["", f"**Question sources** (each source's own choice on the dev questions; "
+                      f"`objective_source={source}` decides)", "",
+                  *(f"- {line}" for line in sources.lines(chosen, sources.agreement(chosen),
+                                                          names, objective, source))]
     return lines, tied.best
 
 
