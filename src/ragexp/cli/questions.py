@@ -1,5 +1,6 @@
 """``ragexp questions generate``: golden-format questions written from a dataset's documents
-(``ragexp.generate``; ``docs/questions.md``)."""
+(``ragexp.generate``); ``ragexp questions plan``: how many a pilot sweep says are needed
+(``decide.plan``). ``docs/questions.md``."""
 
 from __future__ import annotations
 
@@ -86,6 +87,40 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def cmd_plan(args) -> int:
+    # defer heavy import
+    import pandas as pd
+
+    # defer heavy import
+    from ragexp.decide import compare, plan, sources
+    from ragexp.decide.selection import aligned_scores
+    from ragexp.report.sweep_data import latest_sweep
+    from ragexp.tracking import store as tracking
+
+    parent = tracking.resolve_run_id(args.parent) if args.parent else latest_sweep(
+        args.experiment)
+    df = compare.runs_frame(tracking.experiment_name_of(parent), parent=parent)
+    first = df.iloc[0]
+    objective = str(first.get("params.objective") or "nDCG@10")
+    source = str(first.get("params.objective_source") or sources.HAND)
+    tables = {r: sources.deciding(compare.per_question(r), source) for r in df["run_id"]}
+    scores, _ = aligned_scores(tables, objective)
+    names = {r: (a if isinstance(a, str) and a != "custom" else r[:8])
+             for r, a in zip(df["run_id"], df.get("tags.ragexp.ablation", df["run_id"]))}
+    needs = plan.pair_needs(scores, args.top)
+    have = len(next(iter(scores.values())))
+    print(f"pilot sweep {parent[:8]}: {len(scores)} runs, {have} questions "
+          f"(objective_source={source}), {objective}; the top {min(args.top, len(scores))} by "
+          f"mean, every pair, closest first:\n")
+    rows = [{"better": names[p.a], "worse": names[p.b], f"Δ {objective}": f"{p.delta:+.3f}",
+             "questions for 80% power": "never (no difference)" if p.needed == float("inf")
+             else f"{p.needed:.0f}"} for p in needs]
+    print(compare.render(pd.DataFrame(rows)))
+    print(f"\n{plan.summary(needs, have)} (paired t-test power, alpha 0.05, the pilot's effect "
+          f"sizes)")
+    return 0
+
+
 def add_parser(sub) -> None:
     """The ``questions`` command group, added to ``ragexp``'s subcommands."""
     q = sub.add_parser("questions", help="generate golden-format questions from the corpus")
@@ -105,3 +140,12 @@ def add_parser(sub) -> None:
                    help="Hydra overrides of conf/questions.yaml, e.g. dataset=markdown "
                         "dataset.corpus_dir=DIR llm.model=NAME")
     g.set_defaults(fn=cmd_generate)
+    p = qsub.add_parser("plan", help="from a pilot sweep, the questions a paired test needs to "
+                        "tell its top configurations apart (so how many to generate)",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--parent", help="the pilot sweep's parent run id or a unique prefix "
+                   "(default: the experiment's latest sweep)")
+    p.add_argument("--experiment", default="ragexp-handbook",
+                   help="where the latest sweep is looked for without --parent")
+    p.add_argument("--top", type=int, default=5, help="configurations compared, best first")
+    p.set_defaults(fn=cmd_plan)

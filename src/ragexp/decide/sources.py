@@ -129,9 +129,13 @@ def lines(chosen: Mapping[str, Choice], pairs: list[Agreement], label: Mapping[s
         f"{c.source} ({c.n} questions) best {label.get(c.best, c.best[:8])}, "
         f"{len(c.tied)} tied with it" for c in chosen.values())]
     for p in pairs:
+        only = [f"{s} only: " + ", ".join(label.get(r, r[:8]) for r in mine if r not in theirs)
+                for s, mine, theirs in ((p.a, chosen[p.a].tied, chosen[p.b].tied),
+                                        (p.b, chosen[p.b].tied, chosen[p.a].tied))
+                if set(mine) - set(theirs)]
         out.append(f"{p.a} vs {p.b}: Kendall's tau {p.tau:.2f}; winner "
                    f"{'agrees' if p.winner_agrees else 'differs'}; tied-with-best sets "
-                   f"{'agree' if p.tied_agree else 'differ'}")
+                   + ("agree" if p.tied_agree else f"differ ({'; '.join(only)})"))
         if p.warn:
             out.append(f"warning: the {p.b} questions rank configurations unlike the {p.a} "
                        f"ones (Kendall's tau {p.tau:.2f} < {TAU_FLOOR})"
