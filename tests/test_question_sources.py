@@ -157,3 +157,14 @@ def test_a_sweep_over_both_sources_reports_their_agreement(tmp_path):
             with contextlib.redirect_stdout(out):
                 main(argv)
             assert want in out.getvalue(), out.getvalue()
+        # confirm on test uses the hand-written questions too, as the choice did
+        best = parent["tags.ragexp.best_run"]
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(["confirm", best, "--baseline", children["run_id"].iloc[0]
+                         if children["run_id"].iloc[0] != best
+                         else children["run_id"].iloc[1]]) == 0
+        client = mlflow.tracking.MlflowClient(env["MLFLOW_TRACKING_URI"])
+        confirmed = client.get_run(best).data
+        test_run = client.get_run(confirmed.tags["ragexp.confirm.test_run"]).data.metrics
+        assert confirmed.metrics["confirm.ndcg_at_10"] == test_run["ndcg_at_10.source.hand"]
+        assert test_run["ndcg_at_10.source.hand"] != test_run["ndcg_at_10"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ragexp.decide import compare, sources
-from ragexp.decide.selection import aligned_scores, measure_key
+from ragexp.decide.selection import aligned_scores, measure_key, objective
 from ragexp.evaluation import significance, stats
 from ragexp.records import HAND
 
@@ -76,14 +76,17 @@ def winner_table(df: pd.DataFrame, winner: str, measures: tuple[str, ...],
         run = c.get_run(winner)
     base = c.get_run(run.data.tags["ragexp.confirm.baseline"])
     base_name = base.data.tags.get("ragexp.ablation", base.info.run_id[:8])
+    source = run.data.params.get("objective_source", HAND)
+    dev = {r.info.run_id: {m: objective(r.data.metrics, m, source) for m in measures}
+           for r in (run, base)}  # the objective_source questions', as confirm's test numbers
     rows = []
     for m in measures:
         key = measure_key(m)
-        rows.append({"measure": m, f"{name} dev": f"{run.data.metrics[key]:.3f}",
+        rows.append({"measure": m, f"{name} dev": f"{dev[run.info.run_id][m]:.3f}",
                      f"{name} test": f"{run.data.metrics[f'confirm.{key}']:.3f}",
-                     f"{base_name} dev": f"{base.data.metrics[key]:.3f}",
+                     f"{base_name} dev": f"{dev[base.info.run_id][m]:.3f}",
                      f"{base_name} test": f"{run.data.metrics[f'confirm.baseline.{key}']:.3f}",
-                     "Δ dev": f"{run.data.metrics[key] - base.data.metrics[key]:+.3f}",
+                     "Δ dev": f"{dev[run.info.run_id][m] - dev[base.info.run_id][m]:+.3f}",
                      "Δ test [95% CI]":
                          f"{run.data.metrics[f'confirm.vs_baseline.{key}.delta']:+.3f} "
                          f"[{run.data.metrics[f'confirm.vs_baseline.{key}.ci_low']:+.3f}, "

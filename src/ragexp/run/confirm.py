@@ -12,7 +12,8 @@ tested per question (``stats.py``: BCa interval, randomisation p, Holm over the 
   ``ragexp.confirm.baseline_test_run``.
 
 Default baseline: the job of the run's sweep whose ablation is the config key ``baseline``
-(``default``), else the champion.
+(``default``), else the champion. With questions from several sources, the numbers and tests are
+the run's ``objective_source`` questions' (``decide.sources``), as the sweep's choice was.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from ragexp import legacy
-from ragexp.decide import compare
-from ragexp.decide.selection import measure_key, vs_baseline_metrics
+from ragexp.decide import compare, sources
+from ragexp.decide.selection import measure_key, objective, vs_baseline_metrics
 from ragexp.errors import RagexpError
 from ragexp.evaluation import significance, stats
+from ragexp.records import HAND
 from ragexp.run.app import run_logged
 from ragexp.tracking import store as tracking
 
@@ -92,30 +94,33 @@ def confirm(run_id: str, baseline_id: str | None = None,
     if baseline_id == run_id:
         raise ConfirmError(f"run {run_id[:8]} is its own baseline: pass --baseline RUN_ID")
     test_run, test_base = on_test(run_id), on_test(baseline_id)
+    source = run.data.params.get("objective_source", HAND)
     try:
         tests = stats.adjust_family(significance.tests_against(
-            compare.per_question(test_run), compare.per_question(test_base), measures,
+            sources.deciding(compare.per_question(test_run), source),
+            sources.deciding(compare.per_question(test_base), source), measures,
             (run_id[:8], baseline_id[:8])), method)
     except significance.NotPaired as exc:
         raise ConfirmError(str(exc)) from None
     runs = {k: c.get_run(r) for k, r in (("run", run_id), ("base", baseline_id),
                                          ("run_test", test_run), ("base_test", test_base))}
+    def value(which: str, m: str) -> float | None:  # the objective_source questions' mean
+        metrics = runs[which].data.metrics
+        return objective(metrics, m, source) if measure_key(m) in metrics else None
+
     rows = []
     for m in measures:
-        key = measure_key(m)
         t = next(x for x in tests if x.measure == m and x.kind == stats.ALL)
         rows.append({"measure": m,
-                     "run dev": runs["run"].data.metrics.get(key),
-                     "run test": runs["run_test"].data.metrics[key],
-                     "baseline dev": runs["base"].data.metrics.get(key),
-                     "baseline test": runs["base_test"].data.metrics[key],
+                     "run dev": value("run", m), "run test": value("run_test", m),
+                     "baseline dev": value("base", m), "baseline test": value("base_test", m),
                      "Δ test [95% CI]": f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]",
                      "p": t.p, "p_adj": t.p_adj, "n": t.n})
     metrics = {f"confirm.{k}": v for k, v in vs_baseline_metrics(tests).items()}
     for m in measures:
         key = measure_key(m)
-        metrics[f"confirm.{key}"] = runs["run_test"].data.metrics[key]
-        metrics[f"confirm.baseline.{key}"] = runs["base_test"].data.metrics[key]
+        metrics[f"confirm.{key}"] = value("run_test", m)
+        metrics[f"confirm.baseline.{key}"] = value("base_test", m)
     tracking.log_batch(run_id, metrics=metrics,
                        tags={"ragexp.confirm.test_run": test_run,
                              "ragexp.confirm.baseline": baseline_id,
