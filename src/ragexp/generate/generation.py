@@ -19,7 +19,7 @@ from tqdm import tqdm
 from ragexp.errors import InvalidValue, MissingInput
 from ragexp.generate.filters import Filters
 from ragexp.generate.outfile import QuestionFile
-from ragexp.generate.passages import Job, Passage, jobs, passages_of
+from ragexp.generate.passages import MIN_WORDS, Job, Passage, jobs, passages_of
 from ragexp.records import Document
 
 SOURCE = "generated"
@@ -92,8 +92,8 @@ def generate(docs: Sequence[Document], generator: Generator, settings: Settings,
     kinds = check_settings(settings, generator)
     passages = passages_of(docs)
     if not passages:
-        raise MissingInput(f"the corpus has no passage of {8}+ words to write questions from "
-                           f"({len(docs)} documents)")
+        raise MissingInput(f"the corpus has no passage of {MIN_WORDS}+ words to write questions "
+                           f"from ({len(docs)} documents)")
     file = QuestionFile(out)
     _check_same_run(file, generator, settings.seed)
     by_id = {d.doc_id: d for d in docs}

@@ -1,16 +1,15 @@
 """Passages to write questions from, and the order they are sampled in.
 
-A passage is one paragraph (a blank-line separated block of prose, list or table) of a section,
-outside code fences, of at least ``MIN_WORDS`` words, with its character range in the raw
-document. The sample order is stratified: documents take turns (one passage each per round), and
-within a document its sections take turns, so a long document or a long section does not
-dominate the set. Each passage can be drawn several times (``draw`` 0, 1, ...: a later pass over
+A passage is a paragraph, a table or a whole list of a section, as CommonMark reads the document
+(``text.markdown``; code and headings are not passages), of at least ``MIN_WORDS`` words, with
+its character range in the raw document. The sample order is stratified: documents take turns
+(one passage each per round), and within a document its sections take turns, so a long document
+or a long section does not dominate the set. Each passage can be drawn several times (``draw`` 0, 1, ...: a later pass over
 the same order), so a small corpus still yields many questions.
 """
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from dataclasses import dataclass
 from typing import Iterator, Sequence
@@ -18,11 +17,11 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ragexp.records import Document
+from ragexp.text import markdown
 from ragexp.text.analysis import word_count
-from ragexp.text.sections import FENCE, HEADING, outline
+from ragexp.text.sections import outline
 
 MIN_WORDS = 8
-_BLANK = re.compile(r"\n[ \t]*\n")
 
 
 @dataclass(frozen=True)
@@ -57,25 +56,21 @@ class Job:
 
 
 def _blocks(text: str) -> Iterator[tuple[int, int]]:
-    """``(start, end)`` of each blank-line separated block of ``text``, code fences left out
-    whole (a fence's blank lines do not split it)."""
-    pos, start, in_fence = 0, None, False
-    for line in text.splitlines(keepends=True):
-        bare = line.strip()
-        if FENCE.match(line):
-            if not in_fence and start is not None:
-                yield start, pos
-            start, in_fence = None, not in_fence
-        elif not in_fence:
-            if not bare or HEADING.match(line.rstrip("\n")):
-                if start is not None:
-                    yield start, pos
-                start = None
-            elif start is None:
-                start = pos
-        pos += len(line)
-    if start is not None and not in_fence:
-        yield start, pos
+    """``(start, end)`` of each passage-sized block as CommonMark reads the document
+    (``text.markdown.blocks``): a paragraph, a table, or a whole list (its consecutive items);
+    headings and code are no passages."""
+    run: list[int] | None = None
+    for b in markdown.blocks(text):
+        if b.kind == "item" and run is not None and not text[run[1]:b.start].strip():
+            run[1] = b.end  # the next item of the same list
+            continue
+        if run is not None:
+            yield run[0], run[1]
+            run = None
+        if b.kind in (*markdown.TEXT_KINDS, "table"):
+            run = [b.start, b.end]
+    if run is not None:
+        yield run[0], run[1]
 
 
 def passages_of(docs: Sequence[Document]) -> list[Passage]:
