@@ -137,7 +137,11 @@ def anchor_paths(cfg: DictConfig, launch: Path) -> None:
     with open_dict(cfg):
         for key in PATH_KEYS:
             value = _get(cfg, key)
-            if value and not Path(str(value)).expanduser().is_absolute():
+            if isinstance(value, ListConfig):  # several question files: each anchored
+                OmegaConf.update(cfg, key, [str((launch / str(v)).resolve())
+                                            if not Path(str(v)).expanduser().is_absolute()
+                                            else str(v) for v in value], merge=False)
+            elif value and not Path(str(value)).expanduser().is_absolute():
                 OmegaConf.update(cfg, key, str((launch / str(value)).resolve()), merge=False)
 
 
