@@ -49,6 +49,7 @@ class SweepData:
     previous_match: dict[str, str] = field(default_factory=dict)
     champion: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
+    parent_tags: dict[str, str] = field(default_factory=dict)  # the cheapest tied, the fronts
 
 
 def sweep_parents(experiment: str) -> pd.DataFrame:
@@ -162,7 +163,8 @@ def load(parent_id: str) -> SweepData:
     baseline = first.get("params.baseline")
     base = runs[runs.get("tags.ragexp.ablation", pd.Series(dtype=str)) == baseline]
     data = SweepData(parent_id, experiment, runs, tables, curves, objective,
-                     str(base["run_id"].iloc[0]) if len(base) else None)
+                     str(base["run_id"].iloc[0]) if len(base) else None,
+                     parent_tags=dict(parent.data.tags))
     if data.baseline_id is None:
         data.notes.append(f"no job with ablation {baseline!r} (config key baseline): the "
                           f"per-kind tests compare every run with the best one instead")
