@@ -42,9 +42,11 @@ def test_pareto_front_keeps_the_runs_no_other_dominates():
     assert cost.pareto_front({"a": 0.5, "b": 0.5}, {"a": 1.0, "b": 1.0}) == ["a", "b"]
 
 
-def test_fronts_per_cost_need_two_runs_that_logged_it():
+def test_fronts_per_cost_need_two_runs_that_logged_it_differently():
     quality = {"flat": 0.60, "hnsw": 0.59, "ivf": 0.55, "bm25": 0.40}
-    out = cost.fronts(quality, METRICS)
+    free = {r: {**m, "answer.cost_usd": 0.0} for r, m in METRICS.items()}  # extractive
+    assert cost.varying(["flat", "hnsw"], free) == ["time.query_p95_ms", "index.bytes"]
+    out = cost.fronts(quality, free)
     assert out == {"time.query_p95_ms": ["flat", "hnsw", "bm25"],
                    "index.bytes": ["flat"]}  # flat has the most quality and fewest bytes
 

@@ -22,6 +22,11 @@ def known_costs(runs: list[str], metrics: Mapping[str, Mapping[str, float]]) -> 
             if runs and all(math.isfinite(metrics.get(r, {}).get(c, math.nan)) for r in runs)]
 
 
+def varying(runs: list[str], metrics: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """The ``known_costs`` of ``runs`` on which they differ: those worth naming."""
+    return [c for c in known_costs(runs, metrics) if len({metrics[r][c] for r in runs}) > 1]
+
+
 def cheapest(runs: list[str], metrics: Mapping[str, Mapping[str, float]]) -> str | None:
     """The run of ``runs`` with the lowest ``known_costs``, compared in ``COSTS`` order (a tie
     on one goes to the next; a tie on all to the earlier run of ``runs``); None when ``runs`` is
@@ -45,11 +50,12 @@ def pareto_front(quality: Mapping[str, float], cost: Mapping[str, float]) -> lis
 
 def fronts(quality: Mapping[str, float],
            metrics: Mapping[str, Mapping[str, float]]) -> dict[str, list[str]]:
-    """``{cost: pareto_front(quality, that cost)}`` for each of ``COSTS`` at least two runs
-    logged."""
+    """``{cost: pareto_front(quality, that cost)}`` for each of ``COSTS`` that at least two runs
+    logged with different values (a cost every run shares, such as ``answer.cost_usd`` 0 for
+    extractive answers, says nothing)."""
     out = {}
     for c in COSTS:
         cost = {r: m[c] for r, m in metrics.items() if c in m and r in quality}
-        if len(cost) >= 2:
+        if len(set(cost.values())) >= 2:
             out[c] = pareto_front(quality, cost)
     return out

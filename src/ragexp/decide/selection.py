@@ -188,14 +188,15 @@ def _log_cheapest(parent_id: str, tied: stats.Tied, quality: dict[str, float],
     cheap = cost.cheapest(list(tied.tied), metrics)
     lines = []
     if cheap is not None:
-        known = cost.known_costs(list(tied.tied), metrics)
+        known = cost.varying(list(tied.tied), metrics)
         tags.update({"ragexp.cheapest_tied": cheap, "ragexp.cheapest_tied_label": label[cheap],
                      "ragexp.cheapest_tied_costs": json.dumps(
                          {c: {"cheapest": metrics[cheap][c], "best": metrics[tied.best][c]}
                           for c in known})})
+        detail = "; ".join(cost_phrase(c, metrics[cheap][c], metrics[tied.best][c])
+                           for c in known)
         lines.append(f"cheapest tied with the best: {label[cheap]} ("
-                     + "; ".join(cost_phrase(c, metrics[cheap][c], metrics[tied.best][c])
-                                 for c in known) + ")")
+                     + (detail or "no tied run differs in cost") + ")")
     tracking.log_batch(parent_id, tags=tags)
     return lines
 
