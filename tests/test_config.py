@@ -131,6 +131,7 @@ EXPECTED = {
     "bm25": {"retriever.name": "bm25"},
     "hash_dense": {"embedder.name": "hash"},
     "hash_hybrid": {"embedder.name": "hash", "retriever.name": "hybrid"},
+    "hnsw_dense": {"embedder.name": "hash", "index.name": "hnsw"},
     "chunks_small": {"chunking.max_words": 60},
     "chunks_large": {"chunking.max_words": 250},
     "abstain_dense": {"abstain.signal.name": "dense"},
@@ -157,7 +158,7 @@ def test_ablation_overrides(name):
     for key, value in EXPECTED[name].items():
         assert OmegaConf.select(cfg, key) == value, key
         assert OmegaConf.select(base, key) != value, f"default already has {key}={value}"
-    changed = {k for k in ("chunking", "embedder", "retriever", "reranker", "abstain")
+    changed = {k for k in ("chunking", "embedder", "index", "retriever", "reranker", "abstain")
                if cfg[k] != base[k]}
     assert changed == {k.split(".")[0] for k in EXPECTED[name]}
 

@@ -44,7 +44,7 @@ def where_each_schema_is_used() -> dict[type, tuple[list[str], str]]:
                 walk(child, f"{path}{key}.", overrides)
 
     walk(cfg_with(), "", [])
-    for group in ("dataset", "chunking", "embedder", "retriever", "reranker", "abstain"):
+    for group in ("dataset", "chunking", "embedder", "index", "retriever", "reranker", "abstain"):
         for option in sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml")):
             overrides = [f"{group}={option}"]
             if group == "dataset" and option == "beir":

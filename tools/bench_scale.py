@@ -13,7 +13,14 @@ Per size (a child process each, so peak memory is that size's alone), on a folde
    with stage reuse. Its first job is one run on empty caches: it builds every stage, exactly
    as a lone run does. The ratio is the whole sweep / that first job.
 
-3. logging at 100,000 questions: one run (dense retrieval, no reranker) over the 100,000-passage
+3. the ``index`` group on the same vectors (``index_rows``): ``flat`` against ``hnsw`` (its
+   defaults: ``M`` 32, ``ef_construction`` 200, ``ef_search`` 128): build seconds, bytes, p50
+   latency of one query alone (first 200 queries), recall@10 against exact search, peak RSS
+   while building; and blocked exact search (``index.block_size``) over a tenth of the queries
+   and over all of them, whose peak RSS above the start must agree within 10%. Targets at
+   1,000,000: HNSW p50 <= flat p50 / 10 with recall@10 >= 0.95.
+
+4. logging at 100,000 questions: one run (dense retrieval, no reranker) over the 100,000-passage
    folder with 100,000 queries, timing the per-question logging inside it
    (``tracking.write_per_question``: the CSV artifact, and ``tracking.log_per_question_table``:
    the MLflow table), as a share of the run.
@@ -149,15 +156,89 @@ def one_size(n: int, queries: int, dim: int, work: Path) -> dict:
         table = _table(qs, scores)
         with sampler.window(st, "logging"):
             _log(table, overall)
+        indexes = index_rows(vectors, HashEmbedder(dim=dim).embed(list(texts.values()), "query"),
+                             sampler)
     need = vectors.nbytes + sparse_bytes(bm25)
     record = {"n": n, "queries": len(qs), "dim": dim, "stages": st, "base": base,
-              "peak": max(v["peak"] for v in st.values()), "vectors_bm25": need}
+              "peak": max(v["peak"] for v in st.values()), "vectors_bm25": need,
+              "indexes": indexes}
     sampler.stop()
     # The sweep below starts from nothing: what this measurement held must not count there.
     del res, vectors, bm25, ranking, judged, chunks, docs, ds, qs, texts, scores, overall, table
     gc.collect()
     record.update(_sweep(data, dim, work))
     return record
+
+
+def index_rows(vectors, queries, sampler, sample: int = 200,
+               block_size: int = 65536) -> dict:
+    """``flat`` and ``hnsw`` over the same ``vectors`` (n, d) and ``queries`` (q, d): build s,
+    bytes, p50 ms of each of the first ``sample`` queries alone, recall@10 vs exact, peak RSS
+    while building; and the peak RSS (above the start) of a blocked exact search over a tenth
+    of the queries and over all of them."""
+    import numpy as np
+
+    from ragexp.index import ann
+    from ragexp.index.flat import FlatIPIndex
+
+    out = {}
+    _, exact = FlatIPIndex(vectors).search(queries, 10)
+    for spec in (ann.FlatSpec(), ann.HNSWSpec()):
+        st: dict = {}
+        with sampler.window(st, "build"):
+            start = time.perf_counter()
+            built = spec.build(vectors)
+            build_s = time.perf_counter() - start
+        searcher = spec.searcher(built)
+        latency = ann.search_latency_ms(searcher, queries[:sample], 10)
+        _, found = searcher.search(queries, 10)
+        out[spec.name] = {"build_s": build_s, "bytes": float(built.nbytes),
+                          "p50_ms": latency["index.search_p50_ms"],
+                          "recall": ann.recall_vs_exact(found, exact),
+                          "peak": st["build"]["peak"]}
+        del built, searcher
+        gc.collect()
+    blocked = FlatIPIndex(vectors, block_size=block_size)
+    for label, rows in (("tenth", max(1, len(queries) // 10)), ("all", len(queries))):
+        st = {}
+        start = rss_bytes()
+        with sampler.window(st, label):
+            blocked.search(queries[:rows], 100)
+        out[f"blocked_{label}"] = {"queries": rows, "above": st[label]["peak"] - start}
+    return out
+
+
+def render_indexes(records: list[dict]) -> tuple[list[str], list[str]]:
+    """Lines of the index table (one row per size and index), and the FAIL lines of its targets
+    at 1,000,000 passages (HNSW p50 <= flat p50 / 10 with recall@10 >= 0.95; blocked search peak
+    within 10% whatever the number of queries)."""
+    mib = 1 << 20
+    lines = ["| passages | index | build | bytes | p50 one query | recall@10 vs exact | "
+             "peak RSS while building |", "|---|---|---|---|---|---|---|"]
+    failed = []
+    for r in (r for r in records if "indexes" in r):
+        ix = r["indexes"]
+        for name in ("flat", "hnsw"):
+            row = ix[name]
+            lines.append(f"| {r['n']:,} | {name} | {row['build_s']:.2f} s | "
+                         f"{row['bytes'] / mib:,.0f} MiB | {row['p50_ms']:.2f} ms | "
+                         f"{row['recall']:.3f} | {row['peak'] / mib:,.0f} MiB |")
+        ratio = ix["hnsw"]["p50_ms"] / ix["flat"]["p50_ms"]
+        tenth, every = ix["blocked_tenth"], ix["blocked_all"]
+        spread = abs(every["above"] - tenth["above"]) / max(tenth["above"], 1)
+        lines.append(f"| {r['n']:,} | hnsw / flat | | | {ratio:.3f}x | | |")
+        lines.append(f"| {r['n']:,} | flat, block_size 65536 | | | | | "
+                     f"{tenth['queries']:,} queries: +{tenth['above'] / mib:,.0f} MiB, "
+                     f"{every['queries']:,}: +{every['above'] / mib:,.0f} MiB |")
+        if r["n"] >= 1_000_000:
+            if ratio > 0.1 or ix["hnsw"]["recall"] < 0.95:
+                failed.append(f"HNSW at {r['n']:,}: p50 {ratio:.3f}x flat's (target <= 0.1), "
+                              f"recall@10 {ix['hnsw']['recall']:.3f} (target >= 0.95)")
+            if spread > 0.10:
+                failed.append(f"blocked search peak at {r['n']:,} grows {spread:.0%} from "
+                              f"{tenth['queries']:,} to {every['queries']:,} queries (target "
+                              f"<= 10%)")
+    return lines, failed
 
 
 def _table(qs, scores):
@@ -384,8 +465,10 @@ def main(argv: list[str] | None = None) -> int:
     records = [r for r, (_, _, log_only) in zip(results, jobs) if r and not log_only]
     logged = next((r for r, (_, _, log_only) in zip(results, jobs) if r and log_only), None)
     table, notes = render(records, logged)
-    notes += [f"FAIL: {x}" for x in lost]
-    text = table + "\n\n" + "\n".join(f"- {n}" for n in notes)
+    index_lines, index_failed = render_indexes(records)
+    notes += [f"FAIL: {x}" for x in lost + index_failed]
+    text = (table + "\n\n" + "\n".join(index_lines) + "\n\n"
+            + "\n".join(f"- {n}" for n in notes))
     print(text)
     if args.readme:
         from tools.bench import machine_facts

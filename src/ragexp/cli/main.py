@@ -59,6 +59,11 @@ def cmd_compare(args) -> int:
         print("\nPaired tests per measure and question kind:\n")
         print(compare.render(significance.long_table(results, names)))
         print(f"\n{significance.note(args.correction, results, measures)}")
+    if args.parent and args.format == "markdown":
+        names = dict(zip(df["run_id"], df.get("tags.ragexp.ablation", df["run_id"].str[:8])))
+        lines = compare.cost_lines(tracking.client().get_run(args.parent).data.tags, names)
+        if lines:
+            print("\n" + "\n".join(lines))
     return 0
 
 
@@ -109,8 +114,15 @@ def cmd_promote(args) -> int:
     # defer heavy import
     from ragexp.serving.promote import PromotionRefused, promote
 
+    if (args.run_id is None) == (args.cheapest_tied is None):
+        print("error: name a run to promote, or --cheapest-tied SWEEP (not both)",
+              file=sys.stderr)
+        return 2
+    run_id = _full_id(args.run_id) if args.run_id else _cheapest_tied(args.cheapest_tied)
+    if run_id is None:
+        return 2
     try:
-        _, message = promote(_full_id(args.run_id), args.model,
+        _, message = promote(run_id, args.model,
                              rule=_rule(args, promoting=True) if args.gate else None)
     except PromotionRefused as exc:
         print(f"refused: {exc}", file=sys.stderr)
@@ -121,6 +133,25 @@ def cmd_promote(args) -> int:
     print(message)
     print(f"serve it with `ragexp serve`, or: {mlflow_serve_command(args.model)}")
     return 0
+
+
+def _cheapest_tied(sweep: str) -> str | None:
+    """The run a sweep's parent names as the cheapest tied with the best
+    (``ragexp.cheapest_tied``, ``decide.selection``); None, with a one-line error, when it
+    names none."""
+    # defer heavy import
+    from ragexp.tracking import store as tracking
+
+    parent = tracking.client().get_run(_full_id(sweep))
+    chosen = parent.data.tags.get("ragexp.cheapest_tied")
+    if not chosen:
+        print(f"error: sweep {sweep} names no cheapest run tied with the best (tag "
+              f"ragexp.cheapest_tied): it ended before this ragexp, or no tied run logged a "
+              f"cost; promote a run by its id", file=sys.stderr)
+        return None
+    print(f"cheapest tied with the best in sweep {parent.info.run_id[:8]}: "
+          f"{parent.data.tags.get('ragexp.cheapest_tied_label', chosen)} ({chosen[:8]})")
+    return chosen
 
 
 def cmd_gate(args) -> int:
@@ -312,7 +343,11 @@ def _add_promote_and_gate(sub, model_name: str) -> None:
     """``promote`` and ``gate``, which share the gate's test settings."""
     pr = sub.add_parser("promote", help="log and register a run's serving model, alias "
                                         "champion")
-    pr.add_argument("run_id", help="a run id or a unique prefix of one")
+    pr.add_argument("run_id", nargs="?", help="a run id or a unique prefix of one")
+    pr.add_argument("--cheapest-tied", metavar="SWEEP",
+                    help="promote the cheapest run tied with the best of this sweep (its "
+                         "parent run id or a prefix; p95 latency, then index bytes, then "
+                         "answer cost)")
     pr.add_argument("--gate", action="store_true",
                     help="refuse unless it passes the gate against the champion and its gain "
                          "is significant and at least --min-effect (default 0)")

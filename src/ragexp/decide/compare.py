@@ -7,6 +7,8 @@ power) and the families of tests in ``significance.py``.
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from ragexp.data import readers
@@ -134,3 +136,20 @@ def render(tab: pd.DataFrame, fmt: str = "markdown") -> str:
     rows = ["| " + " | ".join("" if pd.isna(v) else str(v) for v in row) + " |"
             for row in tab.itertuples(index=False)]
     return "\n".join([header, sep, *rows])
+
+
+def cost_lines(tags: dict[str, str], names: dict[str, str]) -> list[str]:
+    """What a sweep's parent run records about cost (its ``tags``: ``selection``'s
+    ``ragexp.cheapest_tied*`` and ``ragexp.pareto``) as lines, runs named by ``names`` (run id
+    -> label, else the id's first 8 characters); ``[]`` for a sweep that recorded none. Pure."""
+    label = lambda r: names.get(r, r[:8])  # noqa: E731
+    lines = []
+    if tags.get("ragexp.cheapest_tied"):
+        costs = json.loads(tags.get("ragexp.cheapest_tied_costs", "{}"))
+        detail = "; ".join(f"{c} {v['cheapest']:.4g} vs {v['best']:.4g} for the best"
+                           for c, v in costs.items())
+        lines.append(f"cheapest tied with the best: {label(tags['ragexp.cheapest_tied'])}"
+                     + (f" ({detail})" if detail else ""))
+    for c, front in json.loads(tags.get("ragexp.pareto", "{}")).items():
+        lines.append(f"Pareto front, objective against {c}: {', '.join(map(label, front))}")
+    return lines

@@ -16,6 +16,12 @@ comparison with the sweep's baseline, and the runs tied with the best.
   (``stats.tied_with_best``). The parent run gets tags ``ragexp.best_run``,
   ``ragexp.tied_with_best`` and metric ``best.<key>``; every run of this sweep gets the metric
   ``selection.tied_with_best`` (1 or 0).
+- **Cheapest tied**: of the tied runs, the cheapest (``cost.cheapest``: ``time.query_p95_ms``,
+  then ``index.bytes``, then ``answer.cost_usd``), tags ``ragexp.cheapest_tied`` and
+  ``ragexp.cheapest_tied_label`` on the parent, with the best's and its costs
+  (``ragexp.cheapest_tied_costs``), and the Pareto front of the objective against each cost
+  (``ragexp.pareto``: ``{cost: [run ids, best first]}``). ``ragexp promote --cheapest-tied``
+  promotes that run.
 
 - **Sources**: when the questions come from several sources (hand-written and generated), the
   objective, the baseline tests and the choice above use the questions of ``objective_source``
@@ -38,7 +44,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from ragexp.decide import compare, sources
+from ragexp.decide import compare, cost, sources
 from ragexp.errors import InvalidValue
 from ragexp.evaluation import significance, stats
 from ragexp.evaluation.measures import parse
@@ -130,7 +136,8 @@ def summarise_sweep(parent_id: str, statuses: list[dict], baseline: str, objecti
     label = {r: (name[r] if name[r] != "custom" else r[:8]) for r in runs}
     measures = tuple(dict.fromkeys([objective_name, *significance.DEFAULT_MEASURES]))
     lines = [_log_vs_baseline(tables, own, name, label, baseline, measures, method)]
-    lines += _log_best(parent_id, tables, own, label, objective_name, method)
+    metrics = {r: dict(run.data.metrics) for r, run in runs.items()}
+    lines += _log_best(parent_id, tables, own, label, objective_name, method, metrics)
     return lines + _log_sources(parent_id, every, label, objective_name, method,
                                 objective_source)
 
@@ -179,11 +186,14 @@ def _log_vs_baseline(tables: dict[str, pd.DataFrame], own: list[str], name: dict
 
 
 def _log_best(parent_id: str, tables: dict[str, pd.DataFrame], own: list[str],
-              label: dict[str, str], objective_name: str, method: str) -> list[str]:
+              label: dict[str, str], objective_name: str, method: str,
+              metrics: Mapping[str, Mapping[str, float]] | None = None) -> list[str]:
     """Choose the best run by mean ``objective_name`` and the runs tied with it
     (``stats.tied_with_best``, ``method`` over the comparisons with the best); log them on the
     parent (``best.<key>``, ``ragexp.best_run``, ``ragexp.tied_with_best``, ...) and
-    ``selection.tied_with_best`` (1 or 0) on this sweep's ``own`` runs; return console lines."""
+    ``selection.tied_with_best`` (1 or 0) on this sweep's ``own`` runs, and the cheapest tied
+    run and the Pareto fronts from the runs' ``metrics`` (``_log_cheapest``); return console
+    lines."""
     scores, left_out = aligned_scores(tables, objective_name)
     tied = stats.tied_with_best(scores, objective_name, method)
     key = measure_key(objective_name)
@@ -207,4 +217,35 @@ def _log_best(parent_id: str, tables: dict[str, pd.DataFrame], own: list[str],
     if left_out:
         lines.append(f"left out of the choice (scored on other questions): "
                      f"{', '.join(label[r] for r in left_out)}")
+    quality = {r: float(s.mean()) for r, s in scores.items()}
+    return lines + _log_cheapest(parent_id, tied, quality, metrics or {}, label)
+
+
+def _log_cheapest(parent_id: str, tied: stats.Tied, quality: dict[str, float],
+                  metrics: Mapping[str, Mapping[str, float]], label: dict[str, str]) -> list[str]:
+    """Log the cheapest of the ``tied`` runs and the Pareto front of ``quality`` (the mean
+    objective of each run) against each cost on the parent; return its console line (none
+    when no cost is known for every tied run)."""
+    fronts = cost.fronts(quality, metrics)
+    tags = {"ragexp.pareto": json.dumps(fronts)}
+    cheap = cost.cheapest(list(tied.tied), metrics)
+    lines = []
+    if cheap is not None:
+        known = cost.varying(list(tied.tied), metrics)
+        tags.update({"ragexp.cheapest_tied": cheap, "ragexp.cheapest_tied_label": label[cheap],
+                     "ragexp.cheapest_tied_costs": json.dumps(
+                         {c: {"cheapest": metrics[cheap][c], "best": metrics[tied.best][c]}
+                          for c in known})})
+        detail = "; ".join(cost_phrase(c, metrics[cheap][c], metrics[tied.best][c])
+                           for c in known)
+        lines.append(f"cheapest tied with the best: {label[cheap]} ("
+                     + (detail or "no tied run differs in cost") + ")")
+    tracking.log_batch(parent_id, tags=tags)
     return lines
+
+
+def cost_phrase(key: str, cheap: float, best: float) -> str:
+    """``"time.query_p95_ms 1.2 vs 11 for the best: 9.2x less"`` (``x less`` only when both
+    are positive and the cheap one is lower)."""
+    ratio = f": {best / cheap:.1f}x less" if 0 < cheap < best else ""
+    return f"{key} {cheap:.4g} vs {best:.4g} for the best{ratio}"

@@ -1,4 +1,5 @@
-"""Shared, lazily built resources of one run: the embedder, the embedding cache, BM25.
+"""Shared, lazily built resources of one run: the embedder, the embedding cache, BM25, the
+dense index (the run's ``index`` group, ``ann.py``).
 
 Stages receive this instead of building their own, so the model loads once (and only when a
 stage needs it) and BM25 is fitted once for the retriever, the abstain signal and ``explain``.
@@ -17,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from ragexp.errors import InvalidValue
+from ragexp.index import ann
 from ragexp.index.bm25 import BM25Index, BM25Params
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import Embedder, TokenCounter
@@ -24,6 +26,8 @@ from ragexp.index.flat import FlatIPIndex
 from ragexp.index.stagestore import StageStore, stage_key
 from ragexp.records import Chunk
 from ragexp.text.tokens import TokenMatrix
+
+LATENCY_SAMPLE = 200  # queries timed alone by ``dense_facts``
 
 
 class ChunksById(Mapping):
@@ -55,10 +59,12 @@ class Resources:
     timings: dict[str, float] = field(default_factory=dict)
     stages: StageStore = field(default_factory=lambda: StageStore(enabled=False))
     chunks_key: str = ""  # stage key of ``chunks``: what tokens, BM25 and vectors derive from
+    index_spec: ann.IndexSpec = field(default_factory=ann.FlatSpec)  # the ``index`` group
     _embedder: Embedder | None = None
     _terms: TokenMatrix | None = None
     _bm25: BM25Index | None = None
     _passages: np.ndarray | None = None
+    _dense: tuple | None = None  # (built index, its searcher), once ``dense_index`` ran
     _recent: OrderedDict = field(default_factory=OrderedDict, repr=False)
     share_searches: bool = True  # False (serving): searches are never kept for later callers
     replayed_s: float = 0.0  # first-stage seconds replayed by ``searched_alone``
@@ -117,14 +123,47 @@ class Resources:
         return self.stages.get("passage_tokens", self._vectors_key(),
                                lambda: tokens.counts([c.text for c in self.chunks]))
 
-    def dense_index(self) -> FlatIPIndex:
-        """FAISS flat index over the passage vectors (kept in memory between jobs)."""
-        vectors = self.passage_vectors()
-        start = time.perf_counter()
-        index = self.stages.get("dense_index", self._vectors_key(),
-                                lambda: FlatIPIndex(vectors), disk=False)
-        self.add_time("time.index_s", start)
-        return index
+    def dense_index(self) -> ann.DenseSearch:
+        """The run's dense index (``index_spec``) over the passage vectors, searched with its
+        query-time settings. Built once per build parameters (``_dense_key``): exact flat search
+        is kept in memory between jobs, an approximate index on disk too (its build takes
+        minutes at a million passages). Raises ``InvalidValue`` for settings the corpus cannot
+        hold (``index.nlist`` above the passage count, ...)."""
+        if self._dense is None:
+            vectors = self.passage_vectors()
+            spec = self.index_spec
+            start = time.perf_counter()
+            built = self.stages.get(f"{spec.name}_index" if not spec.exact else "dense_index",
+                                    self._dense_key(), lambda: spec.build(vectors),
+                                    disk=not spec.exact)
+            self.add_time("time.index_s", start)
+            self._dense = (built, spec.searcher(built))
+        return self._dense[1]
+
+    def dense_facts(self, texts: list[str]) -> dict[str, float]:
+        """Metrics of the dense index, once a stage searched it (else ``{}``): ``index.bytes``
+        (the vectors for flat, the serialised index otherwise) and ``index.build_s`` (seconds
+        the build took when it ran, 0 for flat); for an approximate index also
+        ``index.recall_at_10_vs_exact`` (``ann.recall_vs_exact`` of its top 10 against exact
+        flat search, on ``texts``' query vectors, zero vectors left out) and
+        ``index.search_p50_ms`` / ``index.search_p95_ms`` (each of the first ``LATENCY_SAMPLE``
+        queries searched alone)."""
+        if self._dense is None:
+            return {}
+        built, searcher = self._dense
+        if self.index_spec.exact:
+            return {"index.bytes": float(built.nbytes), "index.build_s": 0.0}
+        out = {"index.bytes": float(built.nbytes), "index.build_s": float(built.build_s)}
+        queries = self.query_vectors(texts)
+        queries = queries[queries.any(axis=1)]
+        if len(queries):
+            _, exact = FlatIPIndex(self.passage_vectors()).search(queries, ann.RECALL_DEPTH)
+            _, found = searcher.search(queries, ann.RECALL_DEPTH)
+            out[f"index.recall_at_{ann.RECALL_DEPTH}_vs_exact"] = ann.recall_vs_exact(found,
+                                                                                      exact)
+            out.update(ann.search_latency_ms(searcher, queries[:LATENCY_SAMPLE],
+                                             ann.RECALL_DEPTH))
+        return out
 
     def searched(self, stage: str, queries: dict[str, str], k: int,
                  search: Callable[[], dict]) -> dict:
@@ -175,7 +214,15 @@ class Resources:
 
     def _index_key(self, stage: str) -> str:
         """Stage key of the index a first-stage search (``dense_search``/``bm25_search``) reads."""
-        return self._vectors_key() if stage == "dense_search" else self._bm25_key()
+        if stage != "dense_search":
+            return self._bm25_key()
+        return stage_key("dense_search", self._dense_key(), self.index_spec.search_params())
+
+    def _dense_key(self) -> str:
+        """Stage key of the built dense index: the vectors' key, the index kind and its build
+        parameters (never its query-time ones: ``ef_search``, ``nprobe``)."""
+        spec = self.index_spec
+        return stage_key("dense_index", self._vectors_key(), spec.name, spec.build_params())
 
     def _bm25_key(self) -> str:
         """Stage key of the BM25 index: the chunks' key and every field of ``bm25_params``."""

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ragexp.decide import sources
+from ragexp.decide import compare, sources
 from ragexp.evaluation import measures as measures_mod
 from ragexp.evaluation import question_failures, significance, stats
 from ragexp.evaluation.stats import ALL
@@ -266,6 +266,17 @@ def sources_section(data: SweepData, labels, method: str) -> list[str]:
               for s in shown]]
 
 
+def cost_section(data: SweepData, labels) -> list[str]:
+    """The cheapest run tied with the best and the Pareto fronts of the objective against each
+    cost, as the sweep's parent recorded them (``decide.compare.cost_lines``); nothing when it
+    recorded none."""
+    lines = compare.cost_lines(data.parent_tags, labels)
+    if not lines:
+        return []
+    return ["<h2>The cheapest configuration tied with the best</h2>", "<ul>",
+            *[f"<li>{esc(line)}</li>" for line in lines], "</ul>"]
+
+
 def build(data: SweepData, method: str = "holm") -> tuple[str, object]:
     """The page's HTML text, and the wins-by-kind figure (for ``--chart``)."""
     labels = dict(zip(data.runs["run_id"], data.runs["label"]))
@@ -303,6 +314,7 @@ def build(data: SweepData, method: str = "holm") -> tuple[str, object]:
             *[f'<p class="note">{esc(n)}</p>' for n in notes],
             *headline_section(data, heads, order),
             *sources_section(data, labels, method),
+            *cost_section(data, labels),
             *wins_section(wins, labels, wins_svg)]
     if tests:
         body += kind_section(data, tests, reference, ref_label, test_measures, labels, order,

@@ -52,6 +52,7 @@ class SweepData:
     champion: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
     every_table: dict[str, pd.DataFrame] = field(default_factory=dict)
+    parent_tags: dict[str, str] = field(default_factory=dict)  # the cheapest tied, the fronts
 
 
 def sweep_parents(experiment: str) -> pd.DataFrame:
@@ -168,6 +169,8 @@ def load(parent_id: str) -> SweepData:
     base = runs[runs.get("tags.ragexp.ablation", pd.Series(dtype=str)) == baseline]
     data = SweepData(parent_id, experiment, runs, tables, curves, objective,
                      str(base["run_id"].iloc[0]) if len(base) else None, every_table=every)
+                     str(base["run_id"].iloc[0]) if len(base) else None,
+                     parent_tags=dict(parent.data.tags))
     if data.baseline_id is None:
         data.notes.append(f"no job with ablation {baseline!r} (config key baseline): the "
                           f"per-kind tests compare every run with the best one instead")

@@ -26,6 +26,7 @@ from ragexp import legacy
 from ragexp.answer.base import Answerer
 from ragexp.answer.extractive import ExtractiveAnswerer
 from ragexp.data import shipped
+from ragexp.index.ann import FlatSpec, IndexSpec
 from ragexp.index.bm25 import BM25Params
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import Embedder
@@ -50,8 +51,9 @@ class Stages:
 
     ``make_embedder`` and ``make_retriever`` are factories (the model loads only when a stage
     needs it; a retriever indexes a run's ``Resources``); ``bm25`` is the ``bm25`` group, the
-    settings of the one BM25 index every lexical stage shares. The defaults are the config's
-    (extractive answers, an embedding cache under ``.cache/ragexp/embeddings``)."""
+    settings of the one BM25 index every lexical stage shares; ``index`` the ``index`` group
+    (how dense search finds neighbours, ``index.ann``). The defaults are the config's
+    (extractive answers, an embedding cache under ``.cache/ragexp/embeddings``, exact search)."""
 
     chunker: Chunker
     make_embedder: Callable[[], Embedder]
@@ -61,6 +63,7 @@ class Stages:
     answerer: Answerer = field(default_factory=ExtractiveAnswerer)
     cache: EmbeddingCache = field(default_factory=EmbeddingCache)
     bm25: BM25Params = BM25Params()
+    index: IndexSpec = field(default_factory=FlatSpec)
 
 
 def stage_store(cfg: DictConfig) -> StageStore:
@@ -89,8 +92,9 @@ def build(cfg: DictConfig, serving: bool = False) -> Stages:
     A chunker that sizes in the embedder's tokens (``TokenSized.needs_tokenizer``:
     ``chunking.max_tokens``, ``chunking.windows=maxp``) gets the embedder's tokenizer now,
     from the one embedder the run uses. ``serving=True``: a cache that cannot be written is
-    warned about once, never an error. Raises ``InvalidValue`` for a token-sized chunker
-    with an embedder that has no tokenizer."""
+    warned about once, never an error. A config without an ``index`` group (a run recorded
+    before it existed) searches exactly, as that run did. Raises ``InvalidValue`` for a
+    token-sized chunker with an embedder that has no tokenizer."""
     make_embedder = functools.cache(lambda: instantiate(cfg.embedder))
     chunker = instantiate(cfg.chunking)
     if isinstance(chunker, TokenSized) and chunker.needs_tokenizer:
@@ -103,7 +107,8 @@ def build(cfg: DictConfig, serving: bool = False) -> Stages:
         signal=instantiate(cfg.abstain.signal),
         answerer=instantiate(cfg.answer),
         cache=embedding_cache(cfg, "warn" if serving else "raise"),
-        bm25=bm25_params(cfg))
+        bm25=bm25_params(cfg),
+        index=instantiate(cfg.index) if cfg.get("index") is not None else FlatSpec())
 
 
 def _get(cfg: DictConfig, key: str):

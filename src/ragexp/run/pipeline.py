@@ -118,10 +118,11 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
     the abstain operating point; ``judge`` grades the answers (default: none). ``store`` reuses
     chunks, tokens, BM25 and vectors built by earlier jobs (see ``stagestore.py``); None builds
     everything. Passages and questions over the embedder's token window are counted
-    (``truncation.*`` metrics, ``index.truncation``). Raises ``InvalidValue`` for a ``k``
-    below the deepest cutoff of ``measures``, a corpus that yields no chunks or questions
-    none of which is judged (nothing to score), and whatever the dataset raises on bad
-    data."""
+    (``truncation.*`` metrics, ``index.truncation``); a dense index logs its size and build
+    time, an approximate one its recall@10 against exact search and its search latency
+    (``Resources.dense_facts``: ``index.*``). Raises ``InvalidValue`` for a ``k`` below the
+    deepest cutoff of ``measures``, a corpus that yields no chunks or questions none of which
+    is judged (nothing to score), and whatever the dataset raises on bad data."""
     measures_mod.check_depth(k, measures)
     store = store or StageStore(enabled=False)
     corpus = read_corpus(dataset, stages.chunker, store)
@@ -146,6 +147,7 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
     graded = (judge or NoJudge()).assess(corpus.queries, list(answers.values()), read, progress)
     results.update(graded.metrics)
     results.update(run_facts(corpus, res, store))
+    results.update(res.dense_facts(list(corpus.texts.values())))  # after the cache counts
     window, window_tags = truncation.facts(res, corpus.texts)
     results.update(window)
     table = _per_question(corpus.queries, judged, corpus.qrels, scores, confidence, abstain,
@@ -209,11 +211,12 @@ def index_corpus(corpus: Corpus, stages: Stages, store: StageStore,
     chunks (embedder, embedding cache, one BM25 index with ``stages.bm25``, each reused from
     ``store`` when an earlier job built it), and the first-stage retriever built on them, which
     fits or embeds what it reads now (``time.index_s``, ``time.embed_s`` in
-    ``resources.timings``, after ``time.chunk_s``). Raises ``InvalidValue`` when the corpus
-    yielded no chunks."""
+    ``resources.timings``, after ``time.chunk_s``); dense search goes through the run's
+    ``index`` group (``stages.index``). Raises ``InvalidValue`` when the corpus yielded no
+    chunks or the index settings do not fit it (``index.nlist`` above the passage count)."""
     res = Resources(corpus.chunks, stages.make_embedder, stages.cache,
                     bm25_params=stages.bm25, progress=progress, stages=store,
-                    chunks_key=corpus.chunks_key)
+                    chunks_key=corpus.chunks_key, index_spec=stages.index)
     res.timings["time.chunk_s"] = corpus.chunk_s
     return res, stages.make_retriever(res)
 

@@ -177,3 +177,28 @@ def chunk_sizes_ordered(cfg: DictConfig) -> list[str]:
             problems.append(f"{node}.{low}={ch[low]} is out of range: must be {sign} "
                             f"{node}.{high} ({ch[high]})")
     return problems
+
+
+@cross_field_rule
+def ef_search_covers_depth(cfg: DictConfig) -> list[str]:
+    """``index.ef_search`` (HNSW's candidates per query) at least the depth the first stage
+    retrieves, ``max(k, reranker.top_n)``: FAISS would silently search ``k`` candidates
+    instead, so the setting would not measure what it says."""
+    ef = OmegaConf.select(cfg, "index.ef_search")
+    if not isinstance(ef, int) or "k" not in cfg:
+        return []
+    top_n = OmegaConf.select(cfg, "reranker.top_n")
+    depth = max(cfg.k, top_n if isinstance(top_n, int) else 0)
+    if ef < depth:
+        return [f"index.ef_search={ef} is out of range: must be >= the depth retrieved, "
+                f"max(k, reranker.top_n) = {depth}; raise index.ef_search or lower k"]
+    return []
+
+
+@cross_field_rule
+def nprobe_within_nlist(cfg: DictConfig) -> list[str]:
+    """``index.nprobe`` (IVF lists searched per query) at most ``index.nlist`` (lists built)."""
+    nprobe, nlist = (OmegaConf.select(cfg, f"index.{key}") for key in ("nprobe", "nlist"))
+    if isinstance(nprobe, int) and isinstance(nlist, int) and nprobe > nlist:
+        return [f"index.nprobe={nprobe} is out of range: must be <= index.nlist ({nlist})"]
+    return []

@@ -113,7 +113,8 @@ class Engine:
         self.resources = Resources(chunks, built.make_embedder, built.cache,
                                    bm25_params=built.bm25, progress=False,
                                    query_memory=QUERY_MEMORY, stages=store,
-                                   chunks_key=chunks_key, share_searches=False)
+                                   chunks_key=chunks_key, share_searches=False,
+                                   index_spec=built.index)
         self.retriever = built.make_retriever(self.resources)
         self.reranker, self.signal, self.answerer = built.reranker, built.signal, built.answerer
         self.resources.bm25  # fit now, not on the first request

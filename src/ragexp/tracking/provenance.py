@@ -25,8 +25,8 @@ from ragexp.data import trec
 from ragexp.records import Qrels, Query, Ranking
 
 log = logging.getLogger(__name__)
-STAGE_GROUPS = ("dataset", "chunking", "embedder", "retriever", "reranker", "abstain.signal",
-                "answer", "judge")
+STAGE_GROUPS = ("dataset", "chunking", "embedder", "index", "retriever", "reranker",
+                "abstain.signal", "answer", "judge")
 
 
 def _node(cfg: Mapping[str, Any], dotted: str) -> Any:
