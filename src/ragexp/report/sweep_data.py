@@ -168,8 +168,7 @@ def load(parent_id: str) -> SweepData:
     baseline = first.get("params.baseline")
     base = runs[runs.get("tags.ragexp.ablation", pd.Series(dtype=str)) == baseline]
     data = SweepData(parent_id, experiment, runs, tables, curves, objective,
-                     str(base["run_id"].iloc[0]) if len(base) else None, every_table=every)
-                     str(base["run_id"].iloc[0]) if len(base) else None,
+                     str(base["run_id"].iloc[0]) if len(base) else None, every_table=every,
                      parent_tags=dict(parent.data.tags))
     if data.baseline_id is None:
         data.notes.append(f"no job with ablation {baseline!r} (config key baseline): the "
