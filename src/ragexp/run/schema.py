@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
@@ -174,13 +174,61 @@ class BM25RetrieverConf:
 
 
 @dataclass
+class HybridPartConf:
+    """One part of ``retriever=hybrid`` (``retriever.parts.<name>``): any retriever config with
+    ``_partial_: true`` (it is built on the run's resources) and the depth it feeds fusion."""
+
+    _target_: str = "ragexp.stages.retrievers.Part"
+    retriever: Any = MISSING
+    # items per query that go into fusion; at least the deepest measure cutoff (validation)
+    depth: int = field(default=100, metadata={"ge": 1})
+
+
+@dataclass
 class HybridRetrieverConf:
     _target_: str = "ragexp.stages.retrievers.HybridRetriever"
     name: str = "hybrid"
-    dense: bool = True
-    bm25: bool = True
-    rrf_k: float = field(default=60.0, metadata={"ge": 0})
-    depth: int = field(default=100, metadata={"ge": 1})
+    # {name: part}; a part set to null is off (conf/retriever/hybrid.yaml: dense and bm25)
+    parts: Dict[str, Optional[HybridPartConf]] = field(default_factory=dict)
+    fusion: Any = "${fusion}"  # the fusion group
+
+
+@dataclass
+class RRFConf:
+    _target_: str = "ragexp.stages.fusion.rank.RRF"
+    name: str = "rrf"
+    k: float = field(default=60.0, metadata={"ge": 0})
+
+
+@dataclass
+class WeightedRRFConf:
+    _target_: str = "ragexp.stages.fusion.rank.WeightedRRF"
+    name: str = "weighted_rrf"
+    k: float = field(default=60.0, metadata={"ge": 0})
+    weights: Dict[str, float] = field(default_factory=dict)  # {part: w >= 0}; a part not named: 1
+
+
+@dataclass
+class CombSUMConf:
+    _target_: str = "ragexp.stages.fusion.score.CombSUM"
+    name: str = "combsum"
+    norm: str = "minmax"  # minmax, zscore, sum or dbsf (stages/fusion/norm.py)
+
+
+@dataclass
+class CombMNZConf:
+    _target_: str = "ragexp.stages.fusion.score.CombMNZ"
+    name: str = "combmnz"
+    norm: str = "minmax"
+
+
+@dataclass
+class ConvexConf:
+    _target_: str = "ragexp.stages.fusion.score.Convex"
+    name: str = "convex"
+    alpha: float = field(default=0.5, metadata={"ge": 0, "le": 1})  # weight of fusion.part
+    part: str = "dense"  # the part alpha weighs; the other one weighs 1 - alpha
+    norm: str = "minmax"
 
 
 @dataclass
@@ -340,6 +388,7 @@ class Config:
     embedder: Any = MISSING
     index: Any = MISSING
     retriever: Any = MISSING
+    fusion: Any = MISSING  # used by retriever=hybrid
     reranker: Any = MISSING
     abstain: Any = MISSING
     bm25: BM25Conf = field(default_factory=BM25Conf)
@@ -428,6 +477,8 @@ SCHEMAS = {
               "ivfpq": IVFPQIndexConf},
     "retriever": {"dense": DenseRetrieverConf, "bm25": BM25RetrieverConf,
                   "hybrid": HybridRetrieverConf, "trec_run": TrecRunRetrieverConf},
+    "fusion": {"rrf": RRFConf, "weighted_rrf": WeightedRRFConf, "combsum": CombSUMConf,
+               "combmnz": CombMNZConf, "convex": ConvexConf},
     "reranker": {"none": NoRerankerConf, "lexical": LexicalRerankerConf,
                  "cross_encoder": CrossEncoderRerankerConf},
     "abstain": {"lexical": LexicalAbstainConf, "dense": DenseAbstainConf},

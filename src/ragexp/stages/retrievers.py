@@ -1,24 +1,34 @@
 """Retrievers: index chunks once, answer a batch of queries with a ``Ranking``.
 
-``dense`` (FAISS over the run's embedder), ``bm25`` (sparse BM25, ``bm25.method``) and ``hybrid`` (RRF
-over whichever of the two are switched on; see ``fusion.py``). Hybrid is a hypothesis to
-measure, not a default: the ablation set runs each alone and fused.
+``dense`` (FAISS over the run's embedder), ``bm25`` (sparse BM25, ``bm25.method``) and ``hybrid``
+(``retriever.parts``, a mapping of named retrievers, each cut to its own depth and fused by the
+``fusion`` group; see ``stages/fusion``). Hybrid is a hypothesis to measure, not a default: the
+ablation set runs each part alone and fused.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from ragexp.errors import InvalidValue
 from ragexp.index.resources import Resources
 from ragexp.records import Ranking, ordered
-from ragexp.stages.fusion import rrf
 
 
 class Retriever(Protocol):
     name: str
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking: ...
+
+
+class Fusion(Protocol):
+    """Several rankings of the same queries (``{part name: Ranking}``) made into one."""
+
+    name: str
+
+    def fuse(self, rankings: Mapping[str, Ranking]) -> Ranking: ...
 
 
 def _check_k(k: int) -> None:
@@ -94,27 +104,41 @@ class BM25Retriever:
         return out
 
 
-class HybridRetriever:
-    """RRF over the enabled signals, each retrieving ``depth`` candidates."""
+@dataclass(frozen=True)
+class Part:
+    """One part of a hybrid retriever (``retriever.parts.<name>``): ``retriever`` builds it on
+    the run's ``Resources`` (a retriever config with ``_partial_: true``), and ``depth`` is how
+    many of its best items per query go into fusion."""
 
-    def __init__(self, resources: Resources, dense: bool = True, bm25: bool = True,
-                 rrf_k: float = 60.0, depth: int = 100, name: str = "hybrid"):
-        parts: list[Retriever] = []
-        if bm25:
-            parts.append(BM25Retriever(resources))
-        if dense:
-            parts.append(DenseRetriever(resources))
-        if not parts:
-            raise InvalidValue("retriever has every signal switched off (retriever.dense=false and "
-                               "retriever.bm25=false): nothing would be retrieved; enable at least "
-                               "one")
-        if depth < 1:
-            raise InvalidValue(f"retriever.depth must be >= 1, got {depth}")
-        self.parts, self.rrf_k, self.depth = parts, rrf_k, depth
-        self.name = name
+    retriever: Callable[[Resources], Retriever]
+    depth: int = 100
+
+
+class HybridRetriever:
+    """The enabled ``parts`` (``{name: Part}``; a part set to ``None`` is off), each retrieving
+    ``max(k, depth)`` items and cut to its best ``depth``, fused by ``fusion`` and cut to ``k``.
+    Raises ``InvalidValue`` when every part is off or a depth is below 1."""
+
+    def __init__(self, resources: Resources, parts: Mapping[str, Part | None], fusion: Fusion,
+                 name: str = "hybrid"):
+        on = {part: p for part, p in parts.items() if p is not None}
+        if not on:
+            raise InvalidValue("retriever.parts has every part switched off (each set to null): "
+                               "nothing would be retrieved; enable at least one")
+        for part, p in on.items():
+            if p.depth < 1:
+                raise InvalidValue(f"retriever.parts.{part}.depth must be >= 1, got {p.depth}")
+        self.parts = {part: p.retriever(resources) for part, p in on.items()}
+        self.depths = {part: p.depth for part, p in on.items()}
+        self.fusion, self.name = fusion, name
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
         _check_k(k)
-        rankings = [p.search(queries, max(k, self.depth), cached) for p in self.parts]
-        fused = rrf(rankings, k=self.rrf_k, depth=self.depth)
-        return {q: {i: s[i] for i in ordered(s)[:k]} for q, s in fused.items()}
+        rankings = {part: _cut(r.search(queries, max(k, self.depths[part]), cached),
+                               self.depths[part]) for part, r in self.parts.items()}
+        return _cut(self.fusion.fuse(rankings), k)
+
+
+def _cut(ranking: Ranking, depth: int) -> Ranking:
+    """Each query's best ``depth`` items (``records.ordered``)."""
+    return {q: {i: s[i] for i in ordered(s)[:depth]} for q, s in ranking.items()}

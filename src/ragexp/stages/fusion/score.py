@@ -1,0 +1,79 @@
+"""Score-based fusion: each part's scores normalised per query (``fusion.norm``, see
+``norm.py``), then combined. With ``n_p(d)`` part p's normalised score of d (0 when p did not
+return d) and ``|d|`` the number of parts that returned d:
+
+- ``combsum`` (Fox & Shaw, TREC-2 1994):  ``CombSUM(d) = sum_p n_p(d)``
+- ``combmnz`` (Fox & Shaw, TREC-2 1994):  ``CombMNZ(d) = |d| * sum_p n_p(d)``, so an item found
+  by more parts is multiplied up (ranx's ``comb_mnz``; "MNZ": multiplied by the number of
+  non-zero scores in the paper, counted by ranx, and here, as the parts that returned d even
+  when its normalised score is 0, e.g. a part's minimum under ``minmax``)
+- ``convex``: ``alpha * n_a(d) + (1 - alpha) * n_b(d)`` for exactly two parts, ``a`` named by
+  ``fusion.part`` (the convex combination of Bruch, Gai & Ingber, TOIS 2023; ranx's ``wsum``
+  with weights ``[alpha, 1 - alpha]``)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ragexp.errors import InvalidValue
+from ragexp.records import Ranking
+from ragexp.stages.fusion.norm import check, normalised
+
+
+def combine(rankings: Mapping[str, Ranking], norm: str, weights: Mapping[str, float],
+            by_count: bool = False) -> Ranking:
+    """``{qid: {item: sum_p weights[p] * n_p(item)}}`` (times the number of parts that returned
+    the item when ``by_count``), ``n_p`` part p's scores normalised by ``norm``."""
+    fused: Ranking = {}
+    counts: dict[str, dict[str, int]] = {}
+    for part, ranking in rankings.items():
+        w = float(weights[part])
+        for qid, scores in normalised(ranking, norm).items():
+            out, seen = fused.setdefault(qid, {}), counts.setdefault(qid, {})
+            for item, s in scores.items():
+                out[item] = out.get(item, 0.0) + w * s
+                seen[item] = seen.get(item, 0) + 1
+    if by_count:
+        return {q: {i: s * counts[q][i] for i, s in scores.items()} for q, scores in fused.items()}
+    return fused
+
+
+class CombSUM:
+    """``fusion=combsum``: the sum of each part's normalised scores."""
+
+    def __init__(self, norm: str = "minmax", name: str = "combsum"):
+        self.norm, self.name = check(norm), name
+
+    def fuse(self, rankings: Mapping[str, Ranking]) -> Ranking:
+        return combine(rankings, self.norm, {p: 1.0 for p in rankings})
+
+
+class CombMNZ:
+    """``fusion=combmnz``: CombSUM times the number of parts that returned the item."""
+
+    def __init__(self, norm: str = "minmax", name: str = "combmnz"):
+        self.norm, self.name = check(norm), name
+
+    def fuse(self, rankings: Mapping[str, Ranking]) -> Ranking:
+        return combine(rankings, self.norm, {p: 1.0 for p in rankings}, by_count=True)
+
+
+class Convex:
+    """``fusion=convex``: ``alpha`` times part ``part``'s normalised score plus ``1 - alpha``
+    times the other part's. Raises ``InvalidValue`` for alpha outside [0, 1], or, when fusing,
+    unless exactly two parts are on and one of them is ``part``."""
+
+    def __init__(self, alpha: float = 0.5, part: str = "dense", norm: str = "minmax",
+                 name: str = "convex"):
+        if not 0 <= alpha <= 1:
+            raise InvalidValue(f"fusion.alpha must be in [0, 1], got {alpha}")
+        self.alpha, self.part, self.norm, self.name = float(alpha), part, check(norm), name
+
+    def fuse(self, rankings: Mapping[str, Ranking]) -> Ranking:
+        if len(rankings) != 2 or self.part not in rankings:
+            raise InvalidValue(f"fusion=convex combines exactly two parts, one of them "
+                               f"fusion.part={self.part!r}; retriever.parts has "
+                               f"{sorted(rankings)} on")
+        weights = {p: self.alpha if p == self.part else 1 - self.alpha for p in rankings}
+        return combine(rankings, self.norm, weights)
