@@ -5,7 +5,9 @@ Runs logged and champions registered before the move name the old flat paths: a 
 ``model_code.py`` imports ``ragexp.servingmodel``. ``install`` puts a finder on ``sys.meta_path``
 that answers each old path (``OLD_PATHS``) with the module that now holds its code, the same
 module object, so classes and functions are identical under both names. ``upgrade`` rewrites a
-recorded config's ``_target_`` values to today's paths before it is built.
+recorded config's ``_target_`` values to today's paths before it is built, and a hybrid retriever
+recorded before fusion became a group (``dense``, ``bm25``, ``rrf_k``, ``depth``) as today's
+``parts`` and ``fusion=rrf`` (``hybrid_parts``), which rank the same.
 
 Eight old modules share their name with a package of today (``ragexp.text``, ``index``,
 ``answer``, ``stages``, ``tracking``, ``report``, ``serving``, ``cli``): no recorded config or
@@ -96,11 +98,36 @@ def target(path: str) -> str:
     return f"{OLD_PATHS[module]}.{name}" if module in OLD_PATHS else path
 
 
+HYBRID = "ragexp.stages.retrievers.HybridRetriever"
+PART_RETRIEVERS = {"dense": "ragexp.stages.retrievers.DenseRetriever",
+                   "bm25": "ragexp.stages.retrievers.BM25Retriever"}
+
+
+def hybrid_parts(retriever: dict) -> dict:
+    """Today's form of a hybrid retriever config recorded with the switches of old (``{dense:
+    bool, bm25: bool, rrf_k, depth}``, every part cut to the one ``depth`` and fused by RRF at
+    ``rrf_k``): ``parts`` (a part switched off is ``None``) and ``fusion`` (``rrf`` at ``k =
+    rrf_k``). Any other retriever config is returned unchanged."""
+    old = ("dense", "bm25", "rrf_k", "depth")
+    if retriever.get("_target_") != HYBRID or "parts" in retriever:
+        return retriever
+    depth = retriever.get("depth", 100)
+    parts = {name: {"_target_": "ragexp.stages.retrievers.Part", "depth": depth,
+                    "retriever": {"_target_": path, "_partial_": True}}
+             if retriever.get(name, True) else None for name, path in PART_RETRIEVERS.items()}
+    fusion = {"_target_": "ragexp.stages.fusion.rank.RRF", "name": "rrf",
+              "k": retriever.get("rrf_k", 60.0)}
+    kept = {key: v for key, v in retriever.items() if key not in old}
+    return {**kept, "parts": parts, "fusion": fusion}
+
+
 def upgrade(cfg):
     """A copy of a recorded config (an OmegaConf ``DictConfig``) whose every ``_target_`` names
-    today's path (``target``); the config itself is not changed."""
+    today's path (``target``) and whose hybrid retriever, if recorded with the switches of old,
+    has today's parts and fusion (``hybrid_parts``; the top-level ``fusion`` is set to the same
+    when the config has none); the config itself is not changed."""
     # defer heavy import
-    from omegaconf import DictConfig, ListConfig, OmegaConf
+    from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
     out = cfg.copy()
 
@@ -118,5 +145,13 @@ def upgrade(cfg):
     with_flag = OmegaConf.is_readonly(out)
     OmegaConf.set_readonly(out, False)
     walk(out)
+    retriever = out.get("retriever")
+    if isinstance(retriever, DictConfig) and "parts" not in retriever:
+        new = hybrid_parts(OmegaConf.to_container(retriever))
+        if "parts" in new:
+            with open_dict(out):
+                out.retriever = new
+                if out.get("fusion") is None:
+                    out.fusion = new["fusion"]
     OmegaConf.set_readonly(out, with_flag)
     return out

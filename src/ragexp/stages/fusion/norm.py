@@ -10,7 +10,7 @@ one part returned for one query (after its depth cut), as ranx 0.3.21 defines th
   score beyond 3 std falls outside [0, 1] and is kept so (no clipping).
 
 The 1e-9 floor makes a query whose part returned one score (or equal scores) map them to 0
-(``dbsf``: to 0.5) instead of dividing by zero.
+instead of dividing by zero.
 """
 
 from __future__ import annotations

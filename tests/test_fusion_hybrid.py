@@ -1,0 +1,97 @@
+"""``retriever=hybrid`` with ``fusion=rrf`` ranks as the hybrid retriever ranked before fusion
+became a config group, from today's config and from a recorded config of old.
+
+``fixtures/hybrid_rrf_rankings.json.gz`` holds the rankings that code computed (commit 844f307,
+``fixtures/make_hybrid_rrf_rankings.py``) on the handbook with the hash embedder, for three
+settings of its old keys (``dense``, ``bm25``, ``rrf_k``, ``depth``). The recorded config is the
+one in ``fixtures/premove-store.tar.gz`` (a run of the flat-module era), its retriever set to
+the old hybrid form, as a recorded hybrid run has it."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from ragexp import legacy
+from ragexp.index.resources import Resources
+from ragexp.run import build, schema
+from ragexp.run.app import CONF_DIR
+
+FIXTURES = Path(__file__).parent / "fixtures"
+schema.register()
+
+# the old keys of each recorded setting -> today's overrides
+TODAY = {"k60_depth100": [],
+         "k20_depth30_bm25only": ["fusion.k=20", "retriever.parts.dense=null",
+                                  "retriever.parts.bm25.depth=30"],
+         "k0_depth10": ["fusion.k=0", "retriever.parts.dense.depth=10",
+                        "retriever.parts.bm25.depth=10"]}
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    with gzip.open(FIXTURES / "hybrid_rrf_rankings.json.gz", "rt") as f:
+        return json.load(f)
+
+
+def _search(cfg, chunks, golden, k, tmp_path):
+    built = build.build(cfg)
+    res = Resources(chunks, built.make_embedder, built.cache, bm25_params=built.bm25,
+                    progress=False)
+    res.cache.enabled = False
+    ranking = built.make_retriever(res).search({q.qid: q.text for q in golden}, k)
+    return {q: [[c, s] for c, s in sorted(scores.items(), key=lambda x: (-x[1], x[0]))]
+            for q, scores in ranking.items()}
+
+
+def _same(ours, theirs):
+    assert set(ours) == set(theirs)
+    for q in ours:
+        assert [c for c, _ in ours[q]] == [c for c, _ in theirs[q]], q
+        assert [s for _, s in ours[q]] == pytest.approx([s for _, s in theirs[q]], abs=1e-12)
+
+
+@pytest.mark.parametrize("setting", sorted(TODAY))
+def test_fusion_rrf_ranks_as_before(setting, recorded, chunks, golden, tmp_path):
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=["retriever=hybrid", "embedder=hash",
+                                           f"cache_dir={tmp_path}", *TODAY[setting]])
+    old = recorded[setting]
+    _same(_search(cfg, chunks, golden, old["k"], tmp_path), old["ranking"])
+
+
+def _premove_config():
+    with tarfile.open(FIXTURES / "premove-store.tar.gz") as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/config.yaml"))
+        return OmegaConf.create(tar.extractfile(member).read().decode())
+
+
+@pytest.mark.parametrize("setting", sorted(TODAY))
+def test_a_recorded_hybrid_config_loads_as_parts_and_ranks_the_same(setting, recorded, chunks,
+                                                                    golden, tmp_path):
+    old = recorded[setting]
+    cfg = _premove_config()
+    cfg.cache_dir = str(tmp_path)
+    cfg.retriever = {"_target_": "ragexp.retrievers.HybridRetriever", "name": "hybrid",
+                     "dense": True, "bm25": True, "rrf_k": 60.0, "depth": 100,
+                     **old["kwargs"]}
+    assert "fusion" not in cfg
+    up = legacy.upgrade(cfg)
+    assert set(up.retriever) == {"_target_", "name", "parts", "fusion"}
+    assert up.retriever.fusion.k == old["kwargs"]["rrf_k"] == up.fusion.k
+    assert (up.retriever.parts.dense is None) == (old["kwargs"].get("dense") is False)
+    assert "rrf_k" in cfg.retriever  # the recorded config itself is left as it was
+    _same(_search(up, chunks, golden, old["k"], tmp_path), old["ranking"])
+
+
+def test_upgrade_leaves_todays_hybrid_config_alone():
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=["retriever=hybrid", "fusion=convex"])
+    plain = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    assert legacy.upgrade(plain) == plain
