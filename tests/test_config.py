@@ -17,8 +17,8 @@ from ragexp.run import schema
 from ragexp.run.app import CONF_DIR
 
 schema.register()
-GROUPS = ("dataset", "chunking", "embedder", "retriever", "reranker", "abstain", "answer",
-          "judge")
+GROUPS = ("dataset", "chunking", "embedder", "retriever", "fusion", "reranker", "abstain",
+          "answer", "judge")
 
 
 def cfg_with(*overrides: str):
@@ -78,13 +78,26 @@ def test_retriever_options_instantiate(name, chunks, tmp_path):
     assert len(ranking["q"]) == 5
 
 
-def test_retriever_with_every_signal_off_raises(chunks):
+def test_retriever_with_every_part_off_raises(chunks):
     from ragexp.index.embedders import HashEmbedder
 
-    cfg = cfg_with("retriever=hybrid", "retriever.dense=false", "retriever.bm25=false")
+    cfg = cfg_with("retriever=hybrid", "retriever.parts.dense=null", "retriever.parts.bm25=null")
     res = Resources(chunks, lambda: HashEmbedder(dim=64), progress=False)
-    with pytest.raises(ValueError, match="every signal switched off"):
+    with pytest.raises(ValueError, match="every part switched off"):
         instantiate(cfg.retriever, _partial_=True)(resources=res)
+
+
+@pytest.mark.parametrize("name", options("fusion"))
+def test_fusion_options_instantiate_and_fuse(name, chunks):
+    from ragexp.index.embedders import HashEmbedder
+
+    res = Resources(chunks, lambda: HashEmbedder(dim=64), progress=False)
+    res.cache.enabled = False
+    cfg = cfg_with("retriever=hybrid", f"fusion={name}")
+    retriever = instantiate(cfg.retriever, _partial_=True)(resources=res)
+    assert retriever.fusion.name == name == instantiate(cfg.fusion).name
+    assert sorted(retriever.parts) == ["bm25", "dense"]
+    assert len(retriever.search({"q": "ledger disk full"}, 5)["q"]) == 5
 
 
 @pytest.mark.parametrize("name", ["none", "lexical"])

@@ -44,7 +44,8 @@ def where_each_schema_is_used() -> dict[type, tuple[list[str], str]]:
                 walk(child, f"{path}{key}.", overrides)
 
     walk(cfg_with(), "", [])
-    for group in ("dataset", "chunking", "embedder", "index", "retriever", "reranker", "abstain"):
+    for group in ("dataset", "chunking", "embedder", "index", "retriever", "fusion", "reranker",
+                  "abstain"):
         for option in sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml")):
             overrides = [f"{group}={option}"]
             if group == "dataset" and option == "beir":
@@ -67,7 +68,7 @@ RANGED = [(t, name, bounds) for t in schema_types()
 def test_the_schema_declares_ranges_for_the_issue_examples():
     names = {(t.__name__, n) for t, n, _ in RANGED}
     assert {("Config", "k"), ("BM25Conf", "k1"), ("BM25Conf", "b"),
-            ("LexicalAbstainConf", "budget"), ("HybridRetrieverConf", "rrf_k"),
+            ("LexicalAbstainConf", "budget"), ("RRFConf", "k"),
             ("MarkdownChunkingConf", "max_words")} <= names
     assert len(RANGED) >= 20
 
@@ -115,8 +116,8 @@ def test_issue_examples_are_refused_at_composition(override, message):
 
 
 def test_rrf_k_negative_is_refused():
-    with pytest.raises(validation.ConfigRangeError, match=r"retriever\.rrf_k=-5\.0 .* >= 0"):
-        validation.validate(cfg_with("retriever=hybrid", "retriever.rrf_k=-5"))
+    with pytest.raises(validation.ConfigRangeError, match=r"fusion\.k=-5\.0 .* >= 0"):
+        validation.validate(cfg_with("retriever=hybrid", "fusion.k=-5"))
 
 
 def test_every_violation_is_listed_and_the_job_is_named():

@@ -202,3 +202,63 @@ def nprobe_within_nlist(cfg: DictConfig) -> list[str]:
     if isinstance(nprobe, int) and isinstance(nlist, int) and nprobe > nlist:
         return [f"index.nprobe={nprobe} is out of range: must be <= index.nlist ({nlist})"]
     return []
+
+
+def _deepest(cfg: DictConfig) -> measures.Measure | None:
+    """The measure with the deepest cutoff in ``cfg.measures`` (None when they do not parse:
+    ``depth_covers_measures`` reports that)."""
+    try:
+        return max(measures.parse_all(cfg.measures), key=lambda m: m.cutoff)
+    except (ValueError, KeyError):
+        return None
+
+
+def _hybrid_parts(cfg: DictConfig) -> dict[str, int]:
+    """``{part name: depth}`` of the enabled parts of ``retriever=hybrid`` (empty otherwise)."""
+    parts = OmegaConf.select(cfg, "retriever.parts")
+    if not isinstance(parts, DictConfig):
+        return {}
+    return {name: parts[name].depth for name in parts
+            if parts[name] is not None and isinstance(parts[name].get("depth"), int)}
+
+
+@cross_field_rule
+def part_depths_cover_measures(cfg: DictConfig) -> list[str]:
+    """Every enabled hybrid part feeds fusion at least as deep as the deepest measure cutoff:
+    a part cut shallower drops items a measure counts (at depth 1 a relevant item at rank 2
+    of the dense part is lost, and R@10 reads 0.5 where it is 1.0)."""
+    deepest = _deepest(cfg) if "measures" in cfg else None
+    if deepest is None:
+        return []
+    return [f"retriever.parts.{name}.depth={depth} is below the deepest measure cutoff "
+            f"{deepest.cutoff} ({deepest.name} in measures): set retriever.parts.{name}.depth>="
+            f"{deepest.cutoff} or drop {deepest.name}"
+            for name, depth in _hybrid_parts(cfg).items() if depth < deepest.cutoff]
+
+
+@cross_field_rule
+def rerank_within_first_stage(cfg: DictConfig) -> list[str]:
+    """``reranker.top_n`` reads no deeper than the hybrid first stage's deepest part: the fused
+    list is only sure to hold that many items per query."""
+    top_n, depths = OmegaConf.select(cfg, "reranker.top_n"), _hybrid_parts(cfg)
+    if not isinstance(top_n, int) or not depths:
+        return []
+    name, depth = max(depths.items(), key=lambda kv: kv[1])
+    if top_n > depth:
+        return [f"reranker.top_n={top_n} is above the first-stage depth "
+                f"retriever.parts.{name}.depth={depth} (its deepest part): set reranker.top_n"
+                f"<={depth} or retriever.parts.{name}.depth>={top_n}"]
+    return []
+
+
+@cross_field_rule
+def convex_fuses_two_parts(cfg: DictConfig) -> list[str]:
+    """``fusion=convex`` with ``retriever=hybrid``: exactly two parts on, one of them
+    ``fusion.part``."""
+    fusion, depths = cfg.get("fusion"), _hybrid_parts(cfg)
+    if not depths or not isinstance(fusion, DictConfig) or fusion.get("name") != "convex":
+        return []
+    if len(depths) != 2 or fusion.get("part") not in depths:
+        return [f"fusion=convex combines exactly two parts, one of them fusion.part="
+                f"{fusion.get('part')}; retriever.parts has {sorted(depths)} on"]
+    return []
