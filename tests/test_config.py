@@ -154,6 +154,16 @@ EXPECTED = {
     "chunks_sentences": {"chunking.name": "sentences"},
     "chunks_semantic": {"chunking.name": "semantic"},
     "chunks_parent_child": {"chunking.name": "parent_child"},
+    "hybrid_weighted_rrf": {"retriever.name": "hybrid", "reranker.name": "none",
+                            "fusion.name": "weighted_rrf", "fusion.weights.bm25": 0.5},
+    "hybrid_combsum": {"retriever.name": "hybrid", "reranker.name": "none",
+                       "fusion.name": "combsum"},
+    "hybrid_combmnz": {"retriever.name": "hybrid", "reranker.name": "none",
+                       "fusion.name": "combmnz"},
+    "hybrid_convex": {"retriever.name": "hybrid", "reranker.name": "none",
+                      "fusion.name": "convex"},
+    "hybrid_dbsf": {"retriever.name": "hybrid", "reranker.name": "none",
+                    "fusion.name": "combsum", "fusion.norm": "dbsf"},
 }
 
 
@@ -171,7 +181,8 @@ def test_ablation_overrides(name):
     for key, value in EXPECTED[name].items():
         assert OmegaConf.select(cfg, key) == value, key
         assert OmegaConf.select(base, key) != value, f"default already has {key}={value}"
-    changed = {k for k in ("chunking", "embedder", "index", "retriever", "reranker", "abstain")
+    changed = {k for k in ("chunking", "embedder", "index", "retriever", "fusion", "reranker",
+                           "abstain")
                if cfg[k] != base[k]}
     assert changed == {k.split(".")[0] for k in EXPECTED[name]}
 

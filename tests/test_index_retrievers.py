@@ -17,7 +17,8 @@ from ragexp.stages.rerankers import (
     NoReranker,
     shortest_window,
 )
-from ragexp.stages.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
+from ragexp.stages.fusion.rank import RRF
+from ragexp.stages.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Part
 
 
 def _unit(rng, n, d):
@@ -136,7 +137,9 @@ def test_bm25_retriever_returns_the_positive_top_k(resources, queries):
 
 @pytest.mark.parametrize("kwargs", [{}, {"dense": False}, {"bm25": False}, {"rrf_k": 0}])
 def test_hybrid_retriever_returns_k(resources, queries, kwargs):
-    out = HybridRetriever(resources, depth=30, **kwargs).search(queries, 10)
+    parts = {"dense": Part(DenseRetriever, 30) if kwargs.get("dense", True) else None,
+             "bm25": Part(BM25Retriever, 30) if kwargs.get("bm25", True) else None}
+    out = HybridRetriever(resources, parts, RRF(kwargs.get("rrf_k", 60))).search(queries, 10)
     assert set(out) == set(queries)
     positive = (resources.bm25.score(list(queries.values())) > 0).sum(axis=1)
     for qid, n_positive in zip(queries, positive):

@@ -129,12 +129,12 @@ def test_joblib_launcher_with_two_workers_loses_no_run(tmp_path):
 
 
 def test_single_run_failure_exits_nonzero_and_marks_run_failed(tmp_path):
-    proc = run_ragexp(tmp_path, "embedder=hash", "retriever=hybrid", "retriever.dense=false",
-                      "retriever.bm25=false", f"hydra.run.dir={tmp_path / 'out'}")
+    proc = run_ragexp(tmp_path, "embedder=hash", "retriever=hybrid",
+                      "retriever.parts.dense=null", "retriever.parts.bm25=null", f"hydra.run.dir={tmp_path / 'out'}")
     assert proc.returncode != 0
     df = runs(tmp_path)
     assert list(df["status"]) == ["FAILED"]
-    assert "every signal switched off" in df["tags.ragexp.error"].iloc[0]
+    assert "every part switched off" in df["tags.ragexp.error"].iloc[0]
 
 
 def test_golden_set_that_does_not_match_the_corpus_fails_the_run(tmp_path):

@@ -24,7 +24,8 @@ from ragexp.run.pipeline import LATENCY_SAMPLE, run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker
 from ragexp.stages.rerankers import LexicalReranker, NoReranker
-from ragexp.stages.retrievers import HybridRetriever
+from ragexp.stages.fusion.rank import RRF
+from ragexp.stages.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Part
 from ragexp.text.tokens import TokenMatrix
 
 VOLATILE = ("time.", "stage", "cache.")
@@ -66,7 +67,9 @@ def _run(dataset, tmp_path, store, chunker=None, reranker=None, rrf_k=60.0, budg
     embedder = embedder or CountingEmbedder(dim=64)
     return run_experiment(
         dataset, Stages(chunker or CountingChunker(), lambda: embedder,
-                        lambda res: HybridRetriever(res, rrf_k=rrf_k, depth=50),
+                        lambda res: HybridRetriever(res, {
+                            "dense": Part(DenseRetriever, 50), "bm25": Part(BM25Retriever, 50)},
+                            RRF(rrf_k)),
                         reranker or LexicalReranker(top_n=20), LexicalSignal(),
                         cache=EmbeddingCache(str(tmp_path / "emb")), bm25=BM25Params(k1=k1)),
         budget=budget, progress=False, store=store)

@@ -16,9 +16,9 @@ from ragexp.tracking import store as tracking
 from tools import synth
 
 VOLATILE = ("time.", "stage", "cache.")
-VARIANTS = [["reranker=none", "retriever.rrf_k=20", "abstain.budget=0.1"],
-            ["reranker=lexical", "retriever.rrf_k=60", "abstain.budget=0.25"],
-            ["reranker=lexical", "retriever.rrf_k=20", "abstain.budget=0.25"]]
+VARIANTS = [["reranker=none", "fusion.k=20", "abstain.budget=0.1"],
+            ["reranker=lexical", "fusion.k=60", "abstain.budget=0.25"],
+            ["reranker=lexical", "fusion.k=20", "abstain.budget=0.25"]]
 
 
 @pytest.fixture(scope="module")

@@ -60,7 +60,7 @@ from pathlib import Path  # noqa: E402
 
 STAGES = ["load", "chunk", "tokenize", "bm25", "embed", "dense_index", "search", "metrics",
           "logging"]
-VARIANTS = [[f"reranker={r}", f"retriever.rrf_k={k}", f"abstain.budget={b}"]
+VARIANTS = [[f"reranker={r}", f"fusion.k={k}", f"abstain.budget={b}"]
             for r in ("none", "lexical") for k in (20, 60) for b in (0.1, 0.2)]
 
 
