@@ -42,7 +42,8 @@ def build_and_run(cfg: DictConfig, dataset, answerer=None, judge=None) -> RunRes
     return run_experiment(
         dataset, built, measures=measures.resolve(cfg.measures, cfg.k),
         judge=judge or instantiate(cfg.judge), k=cfg.k, budget=cfg.abstain.budget,
-        folds=cfg.abstain.folds, progress=cfg.progress, store=stages.stage_store(cfg))
+        folds=cfg.abstain.folds, progress=cfg.progress, store=stages.stage_store(cfg),
+        objective=cfg.objective)
 
 
 def plot_curve(result: RunResult, path: Path) -> None:

@@ -26,6 +26,7 @@ from ragexp.data.datasets import Dataset
 from ragexp.errors import InvalidValue
 from ragexp.evaluation import measures as measures_mod
 from ragexp.evaluation import metrics
+from ragexp.evaluation.attribution import rerank_attribution
 from ragexp.evaluation.docrank import rank_documents
 from ragexp.index import truncation
 from ragexp.index.embedders import EmbedderIdentity
@@ -42,7 +43,7 @@ from ragexp.stages.parent_child import (
     read_through,
     unit_through,
 )
-from ragexp.stages.rerankers import Reranker
+from ragexp.stages.rerankers import NoReranker, Reranker
 from ragexp.stages.retrievers import Retriever
 from ragexp.text.analysis import tokenize
 
@@ -111,7 +112,7 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
                    k: int = 100,
                    measures: tuple[measures_mod.Measure, ...] = measures_mod.DEFAULT,
                    budget: float = 0.125, folds: int = 5, progress: bool = True,
-                   store: StageStore | None = None) -> RunResult:
+                   store: StageStore | None = None, objective: str = "nDCG@10") -> RunResult:
     """One run of ``stages`` (``build.Stages``: chunker, embedder and retriever factories,
     reranker, abstain signal, answerer, embedding cache, BM25 settings) on ``dataset``, scored
     with ``measures`` on rankings ``k`` deep; ``budget`` and ``folds`` place and cross-validate
@@ -120,7 +121,10 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
     everything. Passages and questions over the embedder's token window are counted
     (``truncation.*`` metrics, ``index.truncation``); a dense index logs its size and build
     time, an approximate one its recall@10 against exact search and its search latency
-    (``Resources.dense_facts``: ``index.*``). Raises ``InvalidValue`` for a ``k`` below the
+    (``Resources.dense_facts``: ``index.*``). A run with a reranker also logs its attribution
+    (``attribute_reranker``: the first stage's ceiling at ``reranker.top_n`` and the share of
+    ``objective`` it realises, from the ranking the reranker was given). Raises
+    ``InvalidValue`` for a ``k`` below the
     deepest cutoff of ``measures``, a corpus that yields no chunks or questions none of which
     is judged (nothing to score), and whatever the dataset raises on bad data."""
     measures_mod.check_depth(k, measures)
@@ -134,6 +138,8 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
     judged, ranking = retrieve_all(corpus, retriever, stages.reranker, res, k)
     scores = metrics.per_query(judged, corpus.qrels, measures)
     results = metrics.aggregate(scores, corpus.queries)
+    results.update(attribute_reranker(corpus, retriever, stages.reranker, res, k, judged,
+                                      measures_mod.parse(objective)))
     confidence, abstain = abstain_curve(stages.signal, corpus, ranking, res, budget, folds)
     if abstain is not None:
         results.update(abstain.metrics())
@@ -248,6 +254,21 @@ def retrieve_all(corpus: Corpus, retriever: Retriever, reranker: Reranker,
     resources.timings["time.search_all_s"] = time.perf_counter() - start
     resources.timings.update(_latency(rank_judged, corpus.texts, resources))
     return judged, ranking
+
+
+def attribute_reranker(corpus: Corpus, retriever: Retriever, reranker: Reranker,
+                       resources: Resources, k: int, judged: Ranking,
+                       objective: measures_mod.Measure) -> dict[str, float]:
+    """The ``rerank.*`` metrics of ``evaluation.attribution`` for a run with a reranker
+    (``top_n >= 1``; none without one): the first stage ranked as the run ranked it, without the
+    reranker, at the scoring unit and the same depth (so a sweep's jobs share its searches),
+    against ``judged``, the reranked ranking."""
+    if reranker.top_n < 1:
+        return {}
+    first, _ = rank_units(retriever, NoReranker(), resources, corpus.texts,
+                          max(k, reranker.top_n),
+                          None if corpus.unit == "chunk" else corpus.unit_of)
+    return rerank_attribution(first, judged, corpus.qrels, reranker.top_n, objective)
 
 
 def abstain_curve(signal: AbstainSignal, corpus: Corpus, ranking: Ranking,
