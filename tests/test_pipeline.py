@@ -20,7 +20,8 @@ from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import DenseSignal, LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker
 from ragexp.stages.rerankers import LexicalReranker, NoReranker
-from ragexp.stages.retrievers import BM25Retriever, HybridRetriever
+from ragexp.stages.fusion.rank import RRF
+from ragexp.stages.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Part
 
 ANSWERABLE = ("identifier", "semantic", "procedural", "factual")
 MEASURE_KEYS = [m.key for m in DEFAULT]
@@ -45,10 +46,16 @@ def bm25_run(dataset, cache_dir):
                                           cache=EmbeddingCache(cache_dir)), progress=False)
 
 
+def hybrid_50(res):
+    """RRF (k=60) of dense and BM25, each 50 deep."""
+    return HybridRetriever(res, {"dense": Part(DenseRetriever, 50),
+                                 "bm25": Part(BM25Retriever, 50)}, RRF())
+
+
 @pytest.fixture(scope="module")
 def hybrid_run(dataset, cache_dir):
     return run_experiment(dataset, Stages(MarkdownChunker(), lambda: HashEmbedder(),
-                                          lambda res: HybridRetriever(res, depth=50), NoReranker(),
+                                          hybrid_50, NoReranker(),
                                           DenseSignal(), cache=EmbeddingCache(cache_dir)),
                           progress=False)
 
@@ -151,7 +158,7 @@ def test_cache_counts_and_a_warm_rerun(hybrid_run, dataset, cache_dir, golden):
     assert hybrid_run.metrics["cache.misses"] == n_texts
     assert hybrid_run.metrics["cache.hits"] == len(golden)
     again = run_experiment(dataset, Stages(MarkdownChunker(), lambda: HashEmbedder(),
-                                           lambda res: HybridRetriever(res, depth=50), NoReranker(),
+                                           hybrid_50, NoReranker(),
                                            DenseSignal(), cache=EmbeddingCache(cache_dir)),
                            progress=False)
     assert again.metrics["cache.misses"] == 0

@@ -27,7 +27,7 @@ from ragexp.errors import InvalidValue
 from ragexp.evaluation import measures as measures_mod
 from ragexp.evaluation import metrics
 from ragexp.evaluation.attribution import rerank_attribution
-from ragexp.evaluation.docrank import rank_documents
+from ragexp.evaluation.docrank import collapse_to_documents, rank_documents
 from ragexp.index import truncation
 from ragexp.index.embedders import EmbedderIdentity
 from ragexp.index.resources import Resources
@@ -43,7 +43,7 @@ from ragexp.stages.parent_child import (
     read_through,
     unit_through,
 )
-from ragexp.stages.rerankers import NoReranker, Reranker
+from ragexp.stages.rerankers import Reranker
 from ragexp.stages.retrievers import Retriever
 from ragexp.text.analysis import tokenize
 
@@ -124,9 +124,9 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
     (``Resources.dense_facts``: ``index.*``). A run with a reranker also logs its attribution
     (``attribute_reranker``: the first stage's ceiling at ``reranker.top_n`` and the share of
     ``objective`` it realises, from the ranking the reranker was given). Raises
-    ``InvalidValue`` for a ``k`` below the
-    deepest cutoff of ``measures``, a corpus that yields no chunks or questions none of which
-    is judged (nothing to score), and whatever the dataset raises on bad data."""
+    ``InvalidValue`` for a ``k`` below the deepest cutoff of ``measures``, a corpus that yields
+    no chunks or questions none of which is judged (nothing to score), and whatever the
+    dataset raises on bad data."""
     measures_mod.check_depth(k, measures)
     store = store or StageStore(enabled=False)
     corpus = read_corpus(dataset, stages.chunker, store)
@@ -135,10 +135,10 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
                            f"(judged), so no measure can score this run: add answerable "
                            f"questions, or choose a split that holds some (split=all)")
     res, retriever = index_corpus(corpus, stages, store, progress)
-    judged, ranking = retrieve_all(corpus, retriever, stages.reranker, res, k)
+    judged, ranking, first_stage = retrieve_all(corpus, retriever, stages.reranker, res, k)
     scores = metrics.per_query(judged, corpus.qrels, measures)
     results = metrics.aggregate(scores, corpus.queries)
-    results.update(attribute_reranker(corpus, retriever, stages.reranker, res, k, judged,
+    results.update(attribute_reranker(corpus, first_stage, judged, k, stages.reranker.top_n,
                                       measures_mod.parse(objective)))
     confidence, abstain = abstain_curve(stages.signal, corpus, ranking, res, budget, folds)
     if abstain is not None:
@@ -243,32 +243,50 @@ def rank_units(retriever: Retriever, reranker: Reranker, resources: Resources,
 
 
 def retrieve_all(corpus: Corpus, retriever: Retriever, reranker: Reranker,
-                 resources: Resources, k: int) -> tuple[Ranking, Ranking]:
+                 resources: Resources, k: int) -> tuple[Ranking, Ranking, Ranking]:
     """``rank_units`` for every question in one batch, timed (``time.search_all_s``, seconds),
     then the per-query serving latency on a sample (``_latency``: ``time.query_p50_ms``,
-    ``time.query_p95_ms``, ``time.query_replayed``), all recorded in ``resources.timings``."""
+    ``time.query_p95_ms``, ``time.query_replayed``), all recorded in ``resources.timings``.
+    Returns ``(ranking at the scoring unit, chunk ranking, first-stage chunk ranking)``, the
+    last as the reranker was given it (``FirstStageKept``)."""
+    unit_of = corpus.unit_of if corpus.rolls_up else None
     rank_judged = functools.partial(rank_units, retriever, reranker, resources, k=k,
-                                    unit_of=corpus.unit_of if corpus.rolls_up else None)
+                                    unit_of=unit_of)
+    kept = FirstStageKept(reranker)
     start = time.perf_counter()
-    judged, ranking = rank_judged(corpus.texts)
+    judged, ranking = rank_units(retriever, kept, resources, corpus.texts, k, unit_of)
     resources.timings["time.search_all_s"] = time.perf_counter() - start
     resources.timings.update(_latency(rank_judged, corpus.texts, resources))
-    return judged, ranking
+    return judged, ranking, kept.kept
 
 
-def attribute_reranker(corpus: Corpus, retriever: Retriever, reranker: Reranker,
-                       resources: Resources, k: int, judged: Ranking,
-                       objective: measures_mod.Measure) -> dict[str, float]:
+class FirstStageKept:
+    """A reranker that keeps the first-stage ranking it is given (``{qid: {chunk: score}}``,
+    deepest call last) before passing it on: what ``attribute_reranker`` measures, without
+    searching again."""
+
+    def __init__(self, reranker: Reranker):
+        self.reranker, self.name, self.top_n = reranker, reranker.name, reranker.top_n
+        self.kept: Ranking = {}
+
+    def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
+        self.kept.update({q: dict(scores) for q, scores in ranking.items()})
+        return self.reranker.rerank(queries, ranking, resources)
+
+
+def attribute_reranker(corpus: Corpus, first_stage: Ranking, judged: Ranking, k: int,
+                       top_n: int, objective: measures_mod.Measure) -> dict[str, float]:
     """The ``rerank.*`` metrics of ``evaluation.attribution`` for a run with a reranker
-    (``top_n >= 1``; none without one): the first stage ranked as the run ranked it, without the
-    reranker, at the scoring unit and the same depth (so a sweep's jobs share its searches),
-    against ``judged``, the reranked ranking."""
-    if reranker.top_n < 1:
+    (``top_n >= 1``; none without one): ``first_stage`` (the chunk ranking the reranker was
+    given) at the scoring unit (MaxP when chunks roll up to units, ``Corpus.rolls_up``; cut to
+    ``k``), against ``judged``, the reranked ranking. Rolled up, ``top_n`` counts units of that
+    ranking, where the reranker counted chunks."""
+    if top_n < 1:
         return {}
-    first, _ = rank_units(retriever, NoReranker(), resources, corpus.texts,
-                          max(k, reranker.top_n),
-                          None if corpus.unit == "chunk" else corpus.unit_of)
-    return rerank_attribution(first, judged, corpus.qrels, reranker.top_n, objective)
+    if corpus.rolls_up:
+        first_stage = {q: {d: s[d] for d in ordered(s)[:max(k, top_n)]} for q, s in
+                       collapse_to_documents(first_stage, corpus.unit_of).items()}
+    return rerank_attribution(first_stage, judged, corpus.qrels, top_n, objective)
 
 
 def abstain_curve(signal: AbstainSignal, corpus: Corpus, ranking: Ranking,
