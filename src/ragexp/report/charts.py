@@ -8,6 +8,7 @@ import io
 from typing import Mapping
 
 import numpy as np
+import pandas as pd
 
 from ragexp.evaluation.stats import ALL, ALPHA
 from ragexp.report.facts import Wins
@@ -108,6 +109,26 @@ def abstain_figure(curves: Mapping[str, dict], labels: Mapping[str, str]):
     ax.set_xlabel("answerable questions refused (wrongly)")
     ax.set_ylabel("unanswerable questions refused")
     ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.02)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
+    return fig
+
+
+def depth_figure(curve: pd.DataFrame, objective: str):
+    """The rerank depth curve (``facts.depth_curve``): against ``reranker.top_n``, the first
+    stage's ``R@top_n`` (its ceiling, dashed) and the reranked and oracle objective (solid and
+    dotted), one colour per configuration."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    cmap = plt.get_cmap("tab10")
+    for i, (group, rows) in enumerate(curve.groupby("group", sort=True)):
+        colour, x = cmap(i % 10), rows["top_n"]
+        ax.plot(x, rows["ceiling_r"], "--", color=colour, marker="o", markersize=3,
+                label=f"{group}: R@top_n (ceiling)")
+        ax.plot(x, rows["reranked"], "-", color=colour, marker="o", markersize=3,
+                label=f"{group}: {objective} reranked")
+        ax.plot(x, rows["oracle"], ":", color=colour, label=f"{group}: {objective} oracle")
+    ax.set_xlabel("reranker.top_n (first-stage items reranked)")
     ax.set_ylim(0, 1.02)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
     return fig

@@ -14,6 +14,10 @@
   run's mean of the measure over the kind's scored questions; the winner has the highest mean;
   the runs tied with it are those not significantly worse after Holm's correction over that
   kind's comparisons with the winner (``stats.tied_with_best``).
+- **Depth curve** (:func:`depth_curve`): when the sweep's reranked runs differ in
+  ``reranker.top_n``, each configuration's ceiling at the rerank depth (``R@top_n``,
+  ``Success@top_n`` of the first stage), first-stage, reranked and oracle objective, and the
+  realised share, against ``top_n`` (``evaluation/attribution.py``).
 """
 
 from __future__ import annotations
@@ -134,3 +138,41 @@ def wins_by_kind(tables: Mapping[str, pd.DataFrame], measure: str,
         winner[g], tied[g] = outcome.best, outcome.tied
     frame = pd.DataFrame(values)[groups]
     return Wins(measure, frame, n, winner, tied, [r for r in tables if r not in kept])
+
+
+DEPTH_COLUMNS = ("ceiling_r", "ceiling_success", "first_stage", "reranked", "oracle", "share")
+
+
+def depth_curve(runs: pd.DataFrame, objective: str) -> pd.DataFrame:
+    """One row per reranked run of a sweep that varies ``reranker.top_n``, sorted by
+    configuration (``group``: every other param that differs across those runs, ``"all"`` when
+    none does) and ``top_n``, with ``run_id`` and ``DEPTH_COLUMNS`` read from the run's
+    ``rerank.*`` metrics (NaN where one is missing). Empty when fewer than two depths were run
+    (``runs``: an MLflow ``search_runs`` frame, ``params.*``, ``metrics.*``)."""
+    key = measures_mod.parse(objective).key
+    col = "params.reranker.top_n"
+    if col not in runs:
+        return pd.DataFrame(columns=["group", "top_n", "run_id", *DEPTH_COLUMNS])
+    top_n = pd.to_numeric(runs[col], errors="coerce")
+    reranked = runs[top_n.fillna(0) >= 1].assign(top_n=top_n[top_n.fillna(0) >= 1].astype(int))
+    if reranked["top_n"].nunique() < 2:
+        return pd.DataFrame(columns=["group", "top_n", "run_id", *DEPTH_COLUMNS])
+    others = [c for c in reranked.columns if c.startswith("params.") and c != col
+              and reranked[c].astype(str).nunique() > 1]
+
+    def metric(row, name: str) -> float:
+        v = row.get(f"metrics.rerank.{name}")
+        return math.nan if v is None or pd.isna(v) else float(v)
+
+    rows = []
+    for _, row in reranked.iterrows():
+        n = row["top_n"]
+        group = " ".join(f"{c[len('params.'):]}={row[c]}" for c in others) or "all"
+        rows.append({"group": group, "top_n": n, "run_id": row["run_id"],
+                     "ceiling_r": metric(row, f"ceiling.r_at_{n}"),
+                     "ceiling_success": metric(row, f"ceiling.success_at_{n}"),
+                     "first_stage": metric(row, f"first_stage.{key}"),
+                     "reranked": metric(row, f"reranked.{key}"),
+                     "oracle": metric(row, f"oracle.{key}"),
+                     "share": metric(row, "realised_share")})
+    return pd.DataFrame(rows).sort_values(["group", "top_n"]).reset_index(drop=True)

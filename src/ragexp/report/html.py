@@ -6,7 +6,8 @@ previous sweep and against the champion (green better, red worse, by each measur
 grey: no change at the precision shown, or measured on other questions); a chart of which
 configuration wins on which question kind (also ``--chart PNG``: the README's hero image);
 per-kind tables with the paired tests against the sweep's baseline, Holm-adjusted over the
-page's whole family; the runs' abstain curves overlaid; and every failed question of every run
+page's whole family; the rerank depth curve when the sweep varies ``reranker.top_n``; the runs'
+abstain curves overlaid; and every failed question of every run
 with its reason (``question_failures``). The numbers are computed in ``report_facts``; what is
 read from MLflow, in ``sweep_data``. Every number cell carries ``data-k`` (what it is) and
 ``data-v`` (the unrounded value), so tools and tests can read the page back.
@@ -198,6 +199,31 @@ def kind_section(data: SweepData, tests, reference: str, ref_label: str,
     return out
 
 
+def depth_section(data: SweepData) -> list[str]:
+    """The rerank depth curve and its table, when the sweep varies ``reranker.top_n`` (else
+    nothing)."""
+    curve = report_facts.depth_curve(data.runs, data.objective)
+    if curve.empty:
+        return []
+    names = {"ceiling_r": "R@top_n", "ceiling_success": "Success@top_n",
+             "first_stage": f"{data.objective} first stage",
+             "reranked": f"{data.objective} reranked", "oracle": f"{data.objective} oracle",
+             "share": "realised share"}
+    rows = [f'<tr><td class="l">{esc(r.group)}</td><td>{r.top_n}</td>'
+            + "".join(num(f"depth|{r.run_id}|{c}", getattr(r, c)) for c in names) + "</tr>"
+            for r in curve.itertuples()]
+    fig = report_charts.depth_figure(curve, data.objective)
+    return ["<h2>Rerank depth</h2>",
+            '<p class="note">The first stage\'s ceiling at the rerank depth (R@top_n and '
+            "Success@top_n before reranking), the objective before and after reranking, the "
+            "oracle (the first stage's top_n in the best order the judgements allow) and the "
+            "share of the oracle the reranker realises, for each reranker.top_n the sweep "
+            "ran.</p>", report_charts.svg(fig),
+            "<table><tr><th class=l>configuration</th><th>top_n</th>"
+            + "".join(f"<th>{esc(n)}</th>" for n in names.values()) + "</tr>", *rows,
+            "</table>"]
+
+
 def abstain_section(data: SweepData, labels) -> list[str]:
     curves = {r: c for r, c in data.curves.items() if c}
     out = ["<h2>Abstain curves</h2>"]
@@ -319,7 +345,8 @@ def build(data: SweepData, method: str = "holm") -> tuple[str, object]:
     if tests:
         body += kind_section(data, tests, reference, ref_label, test_measures, labels, order,
                              method)
-    body += abstain_section(data, labels) + failures_section(data, labels, order)
+    body += (depth_section(data) + abstain_section(data, labels)
+             + failures_section(data, labels, order))
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>ragexp sweep {esc(data.parent_id[:8])}</title><style>{CSS}</style>"
             "</head><body>\n" + "\n".join(body) + "\n</body></html>\n")
