@@ -113,10 +113,13 @@ def _names(items, order: list[str]) -> str:
     return ", ".join(f"`{n}`" for n in ranked) or "nothing"
 
 
-def _modules(folder: Path, prefix: str) -> list[str]:
-    """One line per module of ``folder``: a link from ``docs/`` and its docstring's summary."""
-    return [f"- [`{prefix}{p.name}`](../{p.relative_to(ROOT).as_posix()}): {summary(p)}"
-            for p in sorted(folder.glob("*.py")) if p.name != "__init__.py"]
+def _modules(folder: Path, prefix: str, deep: bool = True) -> list[str]:
+    """One line per module of ``folder`` and, ``deep``, of its subpackages
+    (``stages/fusion/rank.py``; a subpackage's ``__init__`` too): a link from ``docs/`` and its
+    docstring's summary."""
+    found = folder.rglob("*.py") if deep else folder.glob("*.py")
+    return [f"- [`{prefix}{p.relative_to(folder).as_posix()}`](../{p.relative_to(ROOT).as_posix()})"
+            f": {summary(p)}" for p in sorted(found) if p != folder / "__init__.py"]
 
 
 def _options(group: Path) -> str:
@@ -151,7 +154,7 @@ def render() -> str:
         "",
         "Shared by every package, at the top of `src/ragexp/`:",
         "",
-        *_modules(SRC, ""),
+        *_modules(SRC, "", deep=False),
         "",
         "## Imports between packages",
         "",
@@ -183,7 +186,7 @@ def render() -> str:
         "Not the product: benchmarks, synthetic data, the writers of the docs' regenerated "
         "blocks, screenshots. Not in the wheel; run from the repository root as "
         "`python -m tools.NAME` or through the `make` targets.", "",
-        *_modules(ROOT / "tools", "tools/"),
+        *_modules(ROOT / "tools", "tools/", deep=False),
         "", "### `conf/`", "",
         "Hydra's config groups, one folder per stage, and the primary config `config.yaml` "
         "(the wheel carries them as `ragexp/shipped/conf`; see [config groups](config.md)):", "",

@@ -1,5 +1,7 @@
-"""Per-query score normalisations for score-based fusion (``fusion.norm``), each over the items
-one part returned for one query (after its depth cut), as ranx 0.3.21 defines them:
+"""Per-query score normalisations for score-based fusion (``fusion.norm``).
+
+Each is over the items one part returned for one query (after its depth cut), as ranx 0.3.21
+defines them:
 
 - ``minmax``:  ``(s - min) / max(max - min, 1e-9)``  -> [0, 1] (ranx ``min-max``)
 - ``zscore``:  ``(s - mean) / max(std, 1e-9)``, std over the n scores (ddof 0) (ranx ``zmuv``)
