@@ -161,7 +161,7 @@ EXPECTED = {
     "hybrid_combmnz": {"retriever.name": "hybrid", "reranker.name": "none",
                        "fusion.name": "combmnz"},
     "hybrid_convex": {"retriever.name": "hybrid", "reranker.name": "none",
-                      "fusion.name": "convex"},
+                      "fusion.name": "convex", "fusion.alpha": 0.7},
     "hybrid_dbsf": {"retriever.name": "hybrid", "reranker.name": "none",
                     "fusion.name": "combsum", "fusion.norm": "dbsf"},
 }

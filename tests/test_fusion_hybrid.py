@@ -95,3 +95,27 @@ def test_upgrade_leaves_todays_hybrid_config_alone():
         cfg = compose("config", overrides=["retriever=hybrid", "fusion=convex"])
     plain = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     assert legacy.upgrade(plain) == plain
+
+
+FUSIONS = [["fusion=rrf"], ["fusion=weighted_rrf", "fusion.weights.bm25=0.5"],
+           ["fusion=combsum", "fusion.norm=zscore"], ["fusion=combmnz", "fusion.norm=sum"],
+           ["fusion=convex", "fusion.alpha=0.7", "fusion.norm=dbsf"]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fusion", FUSIONS, ids=[f[0] for f in FUSIONS])
+def test_every_fusion_runs_on_a_beir_folder_with_attribution(fusion, tmp_path, mlflow_store):
+    from workspaces import record_run
+
+    from tools import synth
+
+    folder = synth.generate(tmp_path / "beir", 300, 30, seed=5)
+    out = record_run("dataset=beir", f"dataset.path={folder}", "chunking=none", "embedder=hash",
+                     "embedder.dim=32", "retriever=hybrid", f"cache_dir={tmp_path / 'cache'}",
+                     "progress=false", "k=100", *fusion)
+    assert out["status"] == "FINISHED"
+    assert 0 < out["ndcg_at_10"] <= 1
+    assert out["rerank.ceiling.r_at_20"] >= out["r_at_10"] - 1e-12  # deeper, at least as much
+    assert out["rerank.oracle.ndcg_at_10"] >= out["ndcg_at_10"] - 1e-12
+    assert out["rerank.realised_share"] == pytest.approx(
+        out["ndcg_at_10"] / out["rerank.oracle.ndcg_at_10"])
