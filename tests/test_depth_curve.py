@@ -63,6 +63,8 @@ def test_a_sweep_over_top_n_shows_the_curve_with_the_logged_values(mlflow_store)
     assert "<h2>Rerank depth</h2>" in page
     runs = compare.runs_frame("ragexp-handbook", parent=parent)
     assert len(runs) == 2
+    # both depths are within k: the second job reuses the first one's first-stage search
+    assert sorted(runs["metrics.stage.dense_search.built"]) == [0.0, 1.0]
     for _, run in runs.iterrows():
         n = int(run["params.reranker.top_n"])
         for column, key in (("ceiling_r", f"ceiling.r_at_{n}"),
