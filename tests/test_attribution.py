@@ -50,8 +50,8 @@ def test_no_relevant_item_in_reach_has_no_share():
 
 
 def test_a_run_logs_attribution_only_with_a_reranker(golden, docs, tmp_path):
-    from ragexp.data.datasets import MarkdownDataset
     from ragexp.data import shipped
+    from ragexp.data.datasets import MarkdownDataset
     from ragexp.index.bm25 import BM25Params
     from ragexp.index.cache import EmbeddingCache
     from ragexp.index.embedders import HashEmbedder

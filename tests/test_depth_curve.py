@@ -23,7 +23,8 @@ def _row(run, top_n, reranker="lexical", chunks="120", r=0.5, share=0.9):
     return {"run_id": run, "params.reranker.top_n": str(top_n), "params.reranker.name": reranker,
             "params.chunking.max_words": chunks, f"metrics.rerank.ceiling.r_at_{top_n}": r,
             f"metrics.rerank.ceiling.success_at_{top_n}": r + 0.1,
-            "metrics.rerank.first_stage.ndcg_at_10": 0.4, "metrics.rerank.reranked.ndcg_at_10": 0.45,
+            "metrics.rerank.first_stage.ndcg_at_10": 0.4,
+            "metrics.rerank.reranked.ndcg_at_10": 0.45,
             "metrics.rerank.oracle.ndcg_at_10": 0.5, "metrics.rerank.realised_share": share}
 
 

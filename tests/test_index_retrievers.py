@@ -11,13 +11,13 @@ from ragexp.index.embedders import HashEmbedder
 from ragexp.index.flat import FlatIPIndex
 from ragexp.index.resources import Resources
 from ragexp.records import Chunk, ordered
+from ragexp.stages.fusion.rank import RRF
 from ragexp.stages.rerankers import (
     CrossEncoderReranker,
     LexicalReranker,
     NoReranker,
     shortest_window,
 )
-from ragexp.stages.fusion.rank import RRF
 from ragexp.stages.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Part
 
 

@@ -19,8 +19,8 @@ from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import DenseSignal, LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker
-from ragexp.stages.rerankers import LexicalReranker, NoReranker
 from ragexp.stages.fusion.rank import RRF
+from ragexp.stages.rerankers import LexicalReranker, NoReranker
 from ragexp.stages.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Part
 
 ANSWERABLE = ("identifier", "semantic", "procedural", "factual")

@@ -23,8 +23,8 @@ from ragexp.run.build import Stages
 from ragexp.run.pipeline import LATENCY_SAMPLE, run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker
-from ragexp.stages.rerankers import LexicalReranker, NoReranker
 from ragexp.stages.fusion.rank import RRF
+from ragexp.stages.rerankers import LexicalReranker, NoReranker
 from ragexp.stages.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Part
 from ragexp.text.tokens import TokenMatrix
 
