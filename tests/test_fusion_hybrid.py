@@ -119,3 +119,49 @@ def test_every_fusion_runs_on_a_beir_folder_with_attribution(fusion, tmp_path, m
     assert out["rerank.oracle.ndcg_at_10"] >= out["ndcg_at_10"] - 1e-12
     assert out["rerank.realised_share"] == pytest.approx(
         out["ndcg_at_10"] / out["rerank.oracle.ndcg_at_10"])
+
+
+def test_a_third_part_fuses_without_editing_the_class(chunks, golden, tmp_path):
+    """Another system's run as a third part, in an option file of the user's own config folder
+    (``retriever=hybrid_run``, as docs/config.md shows): the hybrid's ranking is the RRF of the
+    three parts' own rankings, each cut to its depth."""
+    from hydra.utils import instantiate
+
+    from ragexp.data.trec import write_run
+    from ragexp.records import ordered
+    from ragexp.stages.external import TrecRunRetriever
+    from ragexp.stages.fusion.rank import rrf
+    from ragexp.stages.retrievers import BM25Retriever, DenseRetriever
+
+    queries = {q.qid: q.text for q in golden[:5]}
+    # the run ranks the chunks backwards: a ranking neither dense nor BM25 would give
+    run = {q: {c.chunk_id: float(i) for i, c in enumerate(chunks[:40])} for q in queries}
+    path = write_run(run, tmp_path / "run.trec")
+    own = tmp_path / "conf"
+    (own / "retriever").mkdir(parents=True)
+    (own / "retriever" / "hybrid_run.yaml").write_text(
+        (Path(CONF_DIR) / "retriever" / "hybrid.yaml").read_text()
+        + "  run:\n    retriever:\n      _target_: ragexp.stages.external.TrecRunRetriever\n"
+        f"      _partial_: true\n      path: {path}\n      unit: chunk\n    depth: 30\n")
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=[f"hydra.searchpath=[file://{own}]",
+                                           "retriever=hybrid_run", "embedder=hash",
+                                           "retriever.parts.bm25.depth=50"])
+    built = build.build(cfg)
+    res = Resources(chunks, built.make_embedder, built.cache, bm25_params=built.bm25,
+                    progress=False)
+    res.cache.enabled = False
+    hybrid = built.make_retriever(res)
+    assert sorted(hybrid.parts) == ["bm25", "dense", "run"]
+    got = hybrid.search(queries, 10)
+
+    def cut(ranking, depth):
+        return {q: {i: s[i] for i in ordered(s)[:depth]} for q, s in ranking.items()}
+
+    parts = {"dense": cut(DenseRetriever(res).search(queries, 100), 100),
+             "bm25": cut(BM25Retriever(res).search(queries, 50), 50),
+             "run": cut(TrecRunRetriever(res, str(path)).search(queries, 30), 30)}
+    expected = cut(rrf(parts, 60.0), 10)
+    assert {q: ordered(s) for q, s in got.items()} == {q: ordered(s) for q, s in expected.items()}
+    two = cut(rrf({p: parts[p] for p in ("dense", "bm25")}, 60.0), 10)
+    assert any(ordered(got[q]) != ordered(two[q]) for q in queries)  # the third part counted
