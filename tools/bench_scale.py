@@ -8,7 +8,7 @@ Per size (a child process each, so peak memory is that size's alone), on a folde
    embed (empty embedding cache), dense index, search (hybrid RRF + lexical reranker, all
    queries in one batch), metrics, logging (MLflow: metrics, ``per_question.csv`` and the same
    table through ``log_table``), with the peak RSS of the process while it ran (sampled);
-2. the 8-variant sweep (reranker x ``rrf_k`` x abstain budget), each job through the Hydra
+2. the 8-variant sweep (reranker x ``fusion.k`` x abstain budget), each job through the Hydra
    entry point (``app.run_logged``: everything a job does, logging included), on empty caches
    with stage reuse. Its first job is one run on empty caches: it builds every stage, exactly
    as a lone run does. The ratio is the whole sweep / that first job.
