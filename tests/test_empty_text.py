@@ -16,8 +16,9 @@ from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import DenseSignal, LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
+from ragexp.stages.fusion.rank import RRF
 from ragexp.stages.rerankers import LexicalReranker, NoReranker
-from ragexp.stages.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
+from ragexp.stages.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Part
 
 CORPUS = [
     {"_id": "empty", "title": "", "text": ""},
@@ -29,7 +30,9 @@ CORPUS = [
 QUERIES = [{"_id": "q1", "text": "Where do zebra herds migrate?"},
            {"_id": "q2", "text": "Why do emperor penguins huddle?"}]
 QRELS = [("q1", "zebra"), ("q2", "penguin")]
-RETRIEVERS = {"dense": DenseRetriever, "hybrid": HybridRetriever, "bm25": BM25Retriever}
+RETRIEVERS = {"dense": DenseRetriever, "bm25": BM25Retriever,
+              "hybrid": lambda res: HybridRetriever(res, {"dense": Part(DenseRetriever),
+                                                          "bm25": Part(BM25Retriever)}, RRF())}
 
 
 def _beir(tmp_path, queries=QUERIES, qrels=QRELS):

@@ -118,8 +118,9 @@ def one_size(n: int, queries: int, dim: int, work: Path) -> dict:
     from ragexp.index.resources import Resources
     from ragexp.run.pipeline import rank
     from ragexp.stages.chunking import WholeDocumentChunker
+    from ragexp.stages.fusion.rank import RRF
     from ragexp.stages.rerankers import LexicalReranker
-    from ragexp.stages.retrievers import HybridRetriever
+    from ragexp.stages.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Part
     from tools import synth
 
     data = work / f"synth-{n}-{queries}"
@@ -148,7 +149,9 @@ def one_size(n: int, queries: int, dim: int, work: Path) -> dict:
             res.dense_index()
         texts = {q.qid: q.text for q in qs}
         with sampler.window(st, "search"):
-            ranking = rank(HybridRetriever(res), LexicalReranker(), res, texts, 10)
+            hybrid = HybridRetriever(res, {"dense": Part(DenseRetriever),
+                                           "bm25": Part(BM25Retriever)}, RRF())
+            ranking = rank(hybrid, LexicalReranker(), res, texts, 10)
         with sampler.window(st, "metrics"):
             judged = docrank.collapse_to_documents(ranking, {c.chunk_id: c.doc_id for c in chunks})
             scores = metrics.per_query(judged, ds.qrels(chunks))
