@@ -4,11 +4,11 @@ SIGTERM or Ctrl-C exits 128 + the signal with the runs it started ended KILLED."
 import signal
 import sys
 
-from ragexp.run.app import main
+from ragexp.run.app import entry
 from ragexp.tracking.lifecycle import signal_received
 
 try:
-    main()
+    entry()
 except BaseException:
     sig = signal_received()
     if sig is None:

@@ -13,19 +13,20 @@ from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
 from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from ragexp.data import shipped, split
-from ragexp.data.readers import DataError
 from ragexp.decide import selection
 from ragexp.errors import RagexpError
 from ragexp.evaluation import measures
 from ragexp.run import build as stages
 from ragexp.run import schema, validation
 from ragexp.run.pipeline import RunResult, run_experiment
-from ragexp.run.sweep import SKIP_LINK
+from ragexp.run.sweep import SKIP_LINK, refuse
 from ragexp.tracking import failures, lifecycle, provenance, runs
 from ragexp.tracking import store as tracking
 
@@ -163,11 +164,11 @@ def already_finished(cfg: DictConfig, job: Job) -> str | None:
 def run_logged(cfg: DictConfig) -> dict:
     """Resolve, skip-check, run, log: one job, owned from start to end by
     ``tracking.tracked_run``. Raises ``ConfigRangeError`` before anything is created when a
-    value is out of range, and whatever failed the run after marking it. Relative paths are
-    the launch folder's (``stages.anchor_paths``), with ``hydra.job.chdir=true`` too."""
+    value is one the job would refuse (``validation.validate``), and whatever failed the run
+    after marking it. Relative paths are the launch folder's (``stages.anchor_paths``), with
+    ``hydra.job.chdir=true`` too."""
     stages.anchor_paths(cfg, tracking.launch_dir())
     validation.validate(cfg)
-    selection.check_objective(cfg.objective, cfg.measures)
     job = resolve(cfg)
     done = already_finished(cfg, job)
     if done:
@@ -226,7 +227,7 @@ def main(cfg: DictConfig) -> float | None:
         out = run_logged(cfg)
     except validation.ConfigRangeError as exc:
         if not in_sweep:
-            raise SystemExit(f"error: {exc}\nnothing was run") from None
+            refuse(f"{exc}\nnothing was run")
         tracking.write_status(HydraConfig.get().runtime.output_dir, status="FAILED",
                               run_id=None, overrides=" ".join(HydraConfig.get().overrides.task),
                               error=str(exc))
@@ -240,8 +241,8 @@ def main(cfg: DictConfig) -> float | None:
         root = exc
         while root.__cause__ is not None:
             root = root.__cause__
-        if isinstance(root, DataError) and not in_sweep:
-            sys.exit(2)  # the message names file and line: nothing more to show
+        if isinstance(root, RagexpError) and not in_sweep:
+            sys.exit(2)  # a refused input: the message said what and where, nothing more to show
         if in_sweep:
             log.error("the sweep goes on and reports failed jobs at the end")
             return None
@@ -249,3 +250,21 @@ def main(cfg: DictConfig) -> float | None:
             raise
         raise SystemExit(1) from None
     return selection.objective(out, cfg.objective, cfg.objective_source)
+
+
+def entry() -> None:
+    """``python -m ragexp``: ``main``, with Hydra's own composition errors (an unknown option,
+    a misspelt key, an override that does not parse) reported in one line
+    (``validation.composition_error``), exit 2, nothing run. Hydra re-raises them to us under
+    its documented ``HYDRA_FULL_ERROR=1``; a user who set that variable gets Hydra's full
+    report as before."""
+    if os.environ.get("HYDRA_FULL_ERROR"):
+        main()
+        return
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        main()
+    except (HydraException, OmegaConfBaseException) as exc:
+        refuse(f"{validation.composition_error(exc)}\nnothing was run")
+    finally:
+        os.environ.pop("HYDRA_FULL_ERROR", None)

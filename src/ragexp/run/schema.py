@@ -2,13 +2,17 @@
 
 Every option file in ``conf/<group>/`` starts from one of these (``defaults: [<name>_schema]``),
 so a misspelt key or a wrong type fails at composition, before a sweep starts, not halfway
-through it. A field's valid range is data on the field (``metadata={"ge": 1}``, keys ``ge``,
-``gt``, ``le``, ``lt``), checked for every composed config by ``ragexp.run.validation``.
-``_target_`` names the class Hydra instantiates for that option.
+through it. What a field accepts is data on the field, checked for every composed config by
+``ragexp.run.validation``: a range (``metadata={"ge": 1}``, keys ``ge``, ``gt``, ``le``,
+``lt``), a set of names (``choices``, taken from the module that uses the value), an input
+that must exist (``path``: ``dir``, ``file`` or ``any``), and for a value with no default
+(``MISSING``) what to give (``hint``). ``_target_`` names the class Hydra instantiates for that
+option.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,25 +22,41 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from ragexp.data import shipped
+from ragexp.data.split import AUTO, SPLITS
+from ragexp.data.units import UNITS
 from ragexp.evaluation.measures import DEFAULT_NAMES
+from ragexp.index.bm25 import METHODS
+
+# Valid values of the LLM endpoint keys, as ``answer.llm.Endpoint`` checks them.
+LLM_RANGES = {"timeout": {"gt": 0}, "max_retries": {"ge": 0, "le": 20},
+              "concurrency": {"ge": 1, "le": 64}, "temperature": {"ge": 0, "le": 2},
+              "price_in_per_mtok": {"ge": 0}, "price_out_per_mtok": {"ge": 0},
+              "max_error_rate": {"ge": 0, "le": 1}}
 
 
 @dataclass
 class MarkdownDatasetConf:
     _target_: str = "ragexp.data.datasets.MarkdownDataset"
-    name: str = "markdown"
-    corpus_dir: str = MISSING
-    questions: Any = MISSING  # a file or folder, or a list of them (hand-written + generated)
-    unit: str = "chunk"  # scoring unit: chunk, section or document (independent of label level)
+    name: str = "markdown-${ragexp.folder_name:${.corpus_dir}}"  # one experiment per corpus
+    corpus_dir: str = field(default=MISSING, metadata={
+        "path": "dir", "hint": "the folder of your markdown documents"})
+    # a file or folder, or a list of them (hand-written + generated)
+    questions: Any = field(default=MISSING, metadata={
+        "path": "any", "hint": "your labelled questions: a .jsonl file or a folder of them, or "
+                               "a list of them"})
+    # scoring unit (independent of label level)
+    unit: str = field(default="chunk", metadata={"choices": UNITS})
 
 
 @dataclass
 class BeirDatasetConf:
     _target_: str = "ragexp.data.datasets.BeirDataset"
-    path: str = MISSING  # first: a missing path is reported as such, not through name
-    name: str = "beir-${ragexp.basename:${.path}}"  # one experiment per BEIR folder
-    split: str = "test"
-    unit: str = "document"
+    path: str = field(default=MISSING, metadata={
+        "path": "dir", "hint": "a BEIR-format folder (corpus.jsonl, queries.jsonl, qrels/)"})
+    name: str = "beir-${ragexp.folder_name:${.path}}"  # one experiment per BEIR folder
+    split: str = "test"  # qrels/<split>.tsv (validation's rule beir_files_exist)
+    # judged per document, so scored per document
+    unit: str = field(default="document", metadata={"choices": ("document",)})
     kind_field: Optional[str] = "metadata.kind"  # dotted path into a query's JSON
     unanswerable_field: Optional[str] = None  # e.g. metadata.answerable
     unanswerable_value: Any = False  # the value there that marks a query unanswerable
@@ -49,7 +69,8 @@ class MarkdownChunkingConf:
     max_words: int = field(default=120, metadata={"ge": 10})
     overlap_words: int = field(default=20, metadata={"ge": 0})
     include_headings: bool = True
-    max_block_words: int = 400  # fences/tables up to this stay whole; longer split at lines
+    # fences/tables up to this stay whole; longer split at lines
+    max_block_words: int = field(default=400, metadata={"ge": 1})
     # sizes in the embedder's tokens instead of words: at most this many tokens per chunk as
     # embedded (heading path and special tokens included); null: sizes in words
     max_tokens: Optional[int] = field(default=None, metadata={"ge": 16})
@@ -106,15 +127,16 @@ class WholeDocChunkingConf:
 class HashEmbedderConf:
     _target_: str = "ragexp.index.embedders.HashEmbedder"
     name: str = "hash"
-    dim: int = field(default=512, metadata={"ge": 1})
+    dim: int = field(default=512, metadata={"ge": 8})
 
 
 @dataclass
 class FastEmbedConf:
     _target_: str = "ragexp.index.embedders.FastEmbedEmbedder"
     name: str = MISSING
-    model: str = MISSING
-    model_path: Optional[str] = None
+    model: str = field(default=MISSING, metadata={
+        "hint": "a model of ragexp's or fastembed's catalogue, or a name for embedder.model_path"})
+    model_path: Optional[str] = field(default=None, metadata={"path": "dir"})
     cache_dir: str = "${cache_dir}"
     batch_size: int = field(default=32, metadata={"ge": 1})
     threads: Optional[int] = field(default=None, metadata={"ge": 1})
@@ -235,8 +257,10 @@ class ConvexConf:
 class TrecRunRetrieverConf:
     _target_: str = "ragexp.stages.external.TrecRunRetriever"
     name: str = "trec_run"
-    path: str = MISSING  # a TREC run file written by another system
-    unit: str = "${dataset.unit}"  # its item ids are ids of the scoring unit
+    path: str = field(default=MISSING, metadata={
+        "path": "file", "hint": "a TREC run file (6 columns) written by another system"})
+    # its item ids are ids of the scoring unit
+    unit: str = field(default="${dataset.unit}", metadata={"choices": UNITS})
 
 
 @dataclass
@@ -258,7 +282,10 @@ class LexicalRerankerConf:
 class CrossEncoderRerankerConf:
     _target_: str = "ragexp.stages.rerankers.CrossEncoderReranker"
     name: str = "cross_encoder"
-    model_path: Optional[str] = None
+    model_path: str = field(default=MISSING, metadata={
+        "path": "dir", "hint": "a local folder with a cross-encoder's model.onnx, tokenizer.json "
+                               "and tokenizer_config.json (none can be downloaded here); or use "
+                               "reranker=lexical / reranker=none"})
     top_n: int = field(default=20, metadata={"ge": 1})
 
 
@@ -281,14 +308,14 @@ class DenseSignalConf:
 class LexicalAbstainConf:
     signal: LexicalSignalConf = field(default_factory=LexicalSignalConf)
     # share of answerable questions we accept to refuse wrongly
-    budget: float = field(default=0.125, metadata={"ge": 0, "le": 1})
+    budget: float = field(default=0.125, metadata={"ge": 0, "lt": 1})
     folds: int = field(default=5, metadata={"ge": 2})
 
 
 @dataclass
 class DenseAbstainConf:
     signal: DenseSignalConf = field(default_factory=DenseSignalConf)
-    budget: float = field(default=0.125, metadata={"ge": 0, "le": 1})
+    budget: float = field(default=0.125, metadata={"ge": 0, "lt": 1})
     folds: int = field(default=5, metadata={"ge": 2})
 
 
@@ -299,7 +326,7 @@ class BM25Conf:
 
     k1: float = field(default=1.5, metadata={"ge": 0})  # term-frequency saturation
     b: float = field(default=0.75, metadata={"ge": 0, "le": 1})  # document-length normalisation
-    method: str = "lucene"  # lucene, robertson, atire, bm25l or bm25+ (bm25.py)
+    method: str = field(default="lucene", metadata={"choices": METHODS})  # variants: bm25.py
     delta: float = field(default=0.5, metadata={"ge": 0})  # bm25l/bm25+: lower bound of tfc
 
 
@@ -321,13 +348,21 @@ class LLMEndpointConf:
     base_url: str = "https://api.openai.com/v1"
     model: str = "gpt-4o-mini"
     api_key_env: Optional[str] = "OPENAI_API_KEY"  # null: an endpoint without authentication
-    timeout: float = 60.0  # seconds per attempt
-    max_retries: int = 4  # on 408/409/429/5xx, timeouts and connection errors
-    concurrency: int = 4  # requests in flight at once
-    temperature: float = 0.0
-    price_in_per_mtok: Optional[float] = None  # USD per 1M prompt tokens; null: cost not logged
-    price_out_per_mtok: Optional[float] = None  # USD per 1M completion tokens
-    max_error_rate: float = 0.1  # share of calls failing (or unreadable) that fails the run
+    # seconds per attempt
+    timeout: float = field(default=60.0, metadata=LLM_RANGES["timeout"])
+    # on 408/409/429/5xx, timeouts and connection errors
+    max_retries: int = field(default=4, metadata=LLM_RANGES["max_retries"])
+    # requests in flight at once
+    concurrency: int = field(default=4, metadata=LLM_RANGES["concurrency"])
+    temperature: float = field(default=0.0, metadata=LLM_RANGES["temperature"])
+    # USD per 1M prompt tokens; null: cost not logged
+    price_in_per_mtok: Optional[float] = field(default=None,
+                                               metadata=LLM_RANGES["price_in_per_mtok"])
+    # USD per 1M completion tokens
+    price_out_per_mtok: Optional[float] = field(default=None,
+                                                metadata=LLM_RANGES["price_out_per_mtok"])
+    # share of calls failing (or unreadable) that fails the run
+    max_error_rate: float = field(default=0.1, metadata=LLM_RANGES["max_error_rate"])
 
 
 @dataclass
@@ -338,23 +373,32 @@ class LLMCallConf:
     base_url: str = "${llm.base_url}"
     model: str = "${llm.model}"
     api_key_env: Optional[str] = "${llm.api_key_env}"
-    timeout: float = "${llm.timeout}"  # type: ignore[assignment]
-    max_retries: int = "${llm.max_retries}"  # type: ignore[assignment]
-    concurrency: int = "${llm.concurrency}"  # type: ignore[assignment]
-    temperature: float = "${llm.temperature}"  # type: ignore[assignment]
-    price_in_per_mtok: Optional[float] = "${llm.price_in_per_mtok}"  # type: ignore[assignment]
-    price_out_per_mtok: Optional[float] = "${llm.price_out_per_mtok}"  # type: ignore[assignment]
-    max_error_rate: float = "${llm.max_error_rate}"  # type: ignore[assignment]
+    timeout: float = field(default="${llm.timeout}",  # type: ignore[assignment]
+                           metadata=LLM_RANGES["timeout"])
+    max_retries: int = field(default="${llm.max_retries}",  # type: ignore[assignment]
+                             metadata=LLM_RANGES["max_retries"])
+    concurrency: int = field(default="${llm.concurrency}",  # type: ignore[assignment]
+                             metadata=LLM_RANGES["concurrency"])
+    temperature: float = field(default="${llm.temperature}",  # type: ignore[assignment]
+                               metadata=LLM_RANGES["temperature"])
+    price_in_per_mtok: Optional[float] = field(
+        default="${llm.price_in_per_mtok}",  # type: ignore[assignment]
+        metadata=LLM_RANGES["price_in_per_mtok"])
+    price_out_per_mtok: Optional[float] = field(
+        default="${llm.price_out_per_mtok}",  # type: ignore[assignment]
+        metadata=LLM_RANGES["price_out_per_mtok"])
+    max_error_rate: float = field(default="${llm.max_error_rate}",  # type: ignore[assignment]
+                                  metadata=LLM_RANGES["max_error_rate"])
 
 
 @dataclass
 class LLMAnswerConf(LLMCallConf):
     _target_: str = "ragexp.answer.llm_answer.LLMAnswerer"
     name: str = "llm"
-    max_tokens: int = 400
-    n_chunks: int = 3
-    max_sentences: int = 2
-    min_support: float = 0.6
+    max_tokens: int = field(default=400, metadata={"ge": 1})
+    n_chunks: int = field(default=3, metadata={"ge": 1})
+    max_sentences: int = field(default=2, metadata={"ge": 1})
+    min_support: float = field(default=0.6, metadata={"ge": 0, "le": 1})
 
 
 @dataclass
@@ -367,10 +411,12 @@ class NoJudgeConf:
 class LLMJudgeConf(LLMCallConf):
     _target_: str = "ragexp.answer.judge.LLMJudge"
     name: str = "llm"
-    max_tokens: int = 200
+    max_tokens: int = field(default=200, metadata={"ge": 1})
     # hand-labelled answers for the judge's agreement (kappa); the shipped handbook labels
-    labels: str = "${ragexp.example:handbook/golden/judge/labels.jsonl}"
-    kappa_floor: float = 0.6  # agreement below this marks the run
+    labels: str = field(default="${ragexp.example:handbook/golden/judge/labels.jsonl}",
+                        metadata={"path": "file"})
+    # agreement below this marks the run
+    kappa_floor: float = field(default=0.6, metadata={"ge": -1, "le": 1})
 
 
 @dataclass
@@ -407,10 +453,11 @@ class Config:
     verbose: bool = False  # a failed job's traceback on the console too (always in error.txt)
     # questions scored: auto (a dataset's own split whole, else dev), dev (selection),
     # test (confirmation) or all (data.split.effective)
-    split: str = "auto"
+    split: str = field(default="auto", metadata={"choices": (AUTO, *SPLITS)})
     split_seed: int = 0
-    split_test_share: float = 0.5
-    objective: str = "nDCG@10"  # what the entry point returns to a sweeper (Optuna)
+    split_test_share: float = field(default=0.5, metadata={"ge": 0, "le": 1})
+    # what the entry point returns to a sweeper (Optuna); one of measures (validation's rule)
+    objective: str = "nDCG@10"
     # which questions decide (objective, sweep choice, gate) when they come from several
     # sources: hand (the hand-written ones), all, or a source name (decide/sources.py)
     objective_source: str = "hand"
@@ -487,13 +534,22 @@ SCHEMAS = {
 }
 
 
+def folder_name(path: str) -> str:
+    """A folder's name as one experiment per folder: its base name (characters outside
+    ``[A-Za-z0-9_.-]`` become ``_``), ``-``, and the first 6 hex digits of the SHA-1 of its
+    resolved absolute path, so two folders that share a base name (five ``beir_format`` folders)
+    get distinct names. ``/data/scifact/beir_format`` -> ``beir_format-`` + 6 hex digits."""
+    resolved = Path(str(path)).expanduser().resolve()
+    tag = hashlib.sha1(str(resolved).encode()).hexdigest()[:6]
+    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', resolved.name)}-{tag}"
+
+
 def register() -> None:
     """Store every schema in Hydra's ConfigStore and register ragexp's config resolvers
-    (``${ragexp.example:handbook/corpus}``: absolute path of shipped example data)."""
+    (``${ragexp.example:handbook/corpus}``: absolute path of shipped example data;
+    ``${ragexp.folder_name:DIR}``: ``folder_name``)."""
     OmegaConf.register_new_resolver("ragexp.example", shipped.path, replace=True)
-    OmegaConf.register_new_resolver(
-        "ragexp.basename", lambda p: re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(str(p)).name),
-        replace=True)
+    OmegaConf.register_new_resolver("ragexp.folder_name", folder_name, replace=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     cs.store(name="questions_config", node=QuestionsConfig)

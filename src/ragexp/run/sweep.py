@@ -1,7 +1,9 @@
 """A multirun's parent MLflow run, from before the first job to after the last.
 
-``SweepCallback.on_multirun_start`` composes and validates every job's config first (a typo or
-an out-of-range value in any sweep option stops the sweep before anything is created), then
+``SweepCallback.on_multirun_start`` composes and validates every job's config first (a typo, a
+value a job would refuse in any sweep option, or a sweep that expands to no job at all, such as
+an ``ablation=glob(...)`` matching no ablation, stops the sweep with exit code 2 before anything
+is created), then
 delivers results a previous run of this sweep folder kept on disk (``outbox``), closes runs of
 the experiment whose process is gone (``lifecycle.close_abandoned``), and only then creates the
 parent run. ``on_multirun_end`` ends the parent ``FINISHED`` (every job finished or skipped) or
@@ -21,8 +23,9 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from hydra.core.override_parser.types import ValueType
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
@@ -53,6 +56,8 @@ def compose_jobs(config: DictConfig) -> list[tuple[list[str], DictConfig]] | Non
         batches = BasicSweeper.split_arguments(parsed, None)[0]
     except HydraException:
         return None
+    if not batches:
+        raise HydraException(no_jobs(parsed, loader))
     jobs = []
     for i, ov in enumerate(batches):
         try:
@@ -60,24 +65,47 @@ def compose_jobs(config: DictConfig) -> list[tuple[list[str], DictConfig]] | Non
                                                             sweep_overrides=list(ov))))
         except Exception as exc:
             raise HydraException(f"job #{i} ({' '.join(ov)}) does not compose: "
-                                 f"{tracking.error_summary(exc)}") from exc
+                                 f"{validation.composition_error(exc)}") from exc
     return jobs
 
 
+def no_jobs(parsed: list, loader) -> str:
+    """Why a sweep expands to no job: each sweep override that yields no value (a ``glob``
+    matching no option names the options its group has, ``*_schema`` left out)."""
+    reasons = []
+    for o in parsed:
+        if not o.is_discrete_sweep() or list(o.sweep_string_iterator()):
+            continue
+        group = o.key_or_group
+        options = [n for n in loader.get_group_options(group) if not n.endswith("_schema")]
+        known = (f" (the {group} options are: {', '.join(options)})" if options else
+                 f" ({group} has no options here: is its folder under --config-dir?)")
+        reasons.append(f"{o.input_line} matches nothing"
+                       f"{known if o.value_type == ValueType.GLOB_CHOICE_SWEEP else ''}")
+    return ("the sweep would launch no job: " + ("; ".join(reasons) or "its overrides expand "
+            "to no combination"))
+
+
 def check_jobs(config: DictConfig) -> list | None:
-    """Compose and validate every job; raise ``SystemExit`` naming the first bad job and every
-    bad value in it. Returns the jobs as ``(overrides, config)`` (``None`` when the sweep cannot
+    """Compose and validate every job; print the first bad job and every bad value in it (or
+    why the sweep has no job) and raise ``SystemExit(2)``. Returns the jobs as ``(overrides, config)`` (``None`` when the sweep cannot
     be expanded)."""
     try:
         jobs = compose_jobs(config)
     except Exception as exc:
-        raise SystemExit(f"error: {' '.join(str(exc).split())}\nnothing was run") from None
+        refuse(f"{' '.join(str(exc).split())}\nnothing was run")
     for i, (overrides, cfg) in enumerate(jobs or []):
         try:
             validation.validate(cfg, where=f"job #{i}: {' '.join(overrides)}")
         except validation.ConfigRangeError as exc:
-            raise SystemExit(f"error: {exc}\nnothing was run") from None
+            refuse(f"{exc}\nnothing was run")
     return jobs
+
+
+def refuse(message: str) -> NoReturn:
+    """Print ``error: MESSAGE`` to stderr and stop with exit code 2 (a refused input)."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def statuses(sweep_dir: str | Path) -> list[dict]:

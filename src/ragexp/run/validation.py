@@ -1,25 +1,34 @@
-"""Config values checked against their valid ranges when the config is composed, before any
-MLflow run or sweep job exists.
+"""Config values checked when the config is composed, before any MLflow run or sweep job exists,
+so a job never refuses a value that composition accepted.
 
-Ranges are data on the schema: a dataclass field in ``schema.py`` declares
-``field(default=..., metadata={"ge": 1})`` (keys ``ge``, ``gt``, ``le``, ``lt``), and
-``check_ranges`` walks any composed config whose nodes keep their schema type, so a new field
-with a range is checked with no further code. Rules that relate several keys (``overlap_words <
-max_words``, ``k`` at least the deepest measure cutoff, ...) are plain functions registered with
-``cross_field_rule``; each returns a list of messages. ``validate`` runs both and raises one
-``ConfigRangeError`` listing every violation.
+What a field accepts is data on the schema: a dataclass field in ``schema.py`` declares
+``field(default=..., metadata={...})`` with a range (keys ``ge``, ``gt``, ``le``, ``lt``), a set
+of names (``choices``), an input that must exist (``path``: ``dir``, ``file`` or ``any``,
+relative to the folder the run starts in, as the readers open it) and, for a value without a
+default (``MISSING``), a ``hint`` of what to give. ``check_fields`` walks any composed config
+whose nodes keep their schema type, so a new field is checked with no further code; every
+``MISSING`` value left is reported by ``missing_values``. Rules that relate several keys
+(``overlap_words < max_words``, ``k`` at least the deepest measure cutoff, the objective among
+the measures, ...) are plain functions registered with ``cross_field_rule``; each returns a list
+of messages. ``validate`` runs them all and raises one ``ConfigRangeError`` listing every
+problem. ``composition_error`` turns Hydra's own composition errors (an unknown option, a
+misspelt key) into one line.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import operator
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
+from ragexp.decide import selection
 from ragexp.errors import RagexpError
 from ragexp.evaluation import measures
+from ragexp.index import embedders
 from ragexp.stages.chunking import WINDOWS
 
 BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
@@ -30,9 +39,16 @@ CrossFieldRule = Callable[[DictConfig], list[str]]
 _RULES: list[CrossFieldRule] = []
 
 
+PATH_KINDS: dict[str, tuple[Callable[[Path], bool], str]] = {
+    "dir": (Path.is_dir, "no such folder"), "file": (Path.is_file, "no such file"),
+    "any": (Path.exists, "no such file or folder"),
+}
+
+
 class ConfigRangeError(RagexpError, ValueError):
-    """One or more config values outside their valid range; the message names each key, value
-    and range, one per line."""
+    """One or more config values a job would refuse: out of range, not among the choices, a
+    missing input or a required value not given. The message names each key, value and what is
+    valid, one per line."""
 
 
 def describe(bounds: dict[str, Any]) -> str:
@@ -60,21 +76,60 @@ def out_of_range(value: Any, bounds: dict[str, Any]) -> bool:
     return any(not BOUNDS[k][0](value, bound) for k, bound in bounds.items())
 
 
-def check_ranges(cfg: DictConfig, prefix: str = "") -> list[str]:
-    """Messages ``"key=value is out of range: must be RANGE"`` for every ranged field of every
-    node in ``cfg`` (recursively) whose schema type declares one."""
+def field_problems(key: str, value: Any, meta: Any) -> list[str]:
+    """What is wrong with ``value`` of the config key ``key`` under its field's metadata
+    (ranges, ``choices``, ``path``); ``None`` (an unset optional) is never wrong."""
+    if value is None:
+        return []
+    bounds = {k: v for k, v in meta.items() if k in BOUNDS}
+    if bounds and out_of_range(value, bounds):
+        return [f"{key}={value} is out of range: must be {describe(bounds)}"]
+    if "choices" in meta and value not in meta["choices"]:
+        return [f"{key}={value!r} is not one of {', '.join(map(str, meta['choices']))}"]
+    if "path" in meta:
+        exists, absent = PATH_KINDS[meta["path"]]
+        where = Path(str(value)).expanduser()
+        if not exists(where):
+            return [f"{key}={value}: {absent} ({where.resolve()}); give a path that exists "
+                    f"(relative paths start from the folder ragexp runs in)"]
+    return []
+
+
+def check_fields(cfg: DictConfig, prefix: str = "") -> list[str]:
+    """Messages for every field of every node in ``cfg`` (recursively, ``hydra`` left out)
+    whose schema type declares a range, choices or a path, and whose value breaks it: ``"key=
+    value is out of range: must be RANGE"``, ``"key='x' is not one of a, b"``, ``"key=p: no such
+    folder (...)"``. Values that are ``MISSING`` are left to ``missing_values``."""
     problems: list[str] = []
     schema_type = OmegaConf.get_type(cfg)
     if schema_type is not None and dataclasses.is_dataclass(schema_type):
-        for name, bounds in ranged_fields(schema_type):
-            value = cfg.get(name)
-            if out_of_range(value, bounds):
-                problems.append(f"{prefix}{name}={value} is out of range: must be "
-                                f"{describe(bounds)}")
+        for f in dataclasses.fields(schema_type):
+            if f.metadata and f.name in cfg and not OmegaConf.is_missing(cfg, f.name):
+                problems += field_problems(f"{prefix}{f.name}", cfg[f.name], f.metadata)
     for key in cfg:
         node = cfg._get_node(key)
-        if isinstance(node, DictConfig) and not node._is_missing() and not node._is_none():
-            problems += check_ranges(node, f"{prefix}{key}.")
+        if key != "hydra" and isinstance(node, DictConfig) and not node._is_missing() \
+                and not node._is_none():
+            problems += check_fields(node, f"{prefix}{key}.")
+    return problems
+
+
+def missing_values(cfg: DictConfig, prefix: str = "") -> list[str]:
+    """``"key is required and has no value: hint; add key=..."`` for every value of ``cfg``
+    left ``MISSING`` (``???``), outside ``hydra``; the hint is the field's ``hint`` metadata."""
+    problems = []
+    schema_type = OmegaConf.get_type(cfg)
+    meta = ({f.name: f.metadata for f in dataclasses.fields(schema_type)}
+            if schema_type is not None and dataclasses.is_dataclass(schema_type) else {})
+    for key in cfg:  # nodes, unresolved: an interpolation to a missing value is not one
+        node = cfg._get_node(key)
+        full = f"{prefix}{key}"
+        if node._is_missing():
+            hint = meta.get(key, {}).get("hint")
+            problems.append(f"{full} is required and has no value{f' ({hint})' if hint else ''}"
+                            f": add {full}=...")
+        elif key != "hydra" and isinstance(node, DictConfig) and not node._is_none():
+            problems += missing_values(node, f"{full}.")
     return problems
 
 
@@ -86,12 +141,19 @@ def cross_field_rule(rule: CrossFieldRule) -> CrossFieldRule:
 
 
 def validate(cfg: DictConfig, where: str = "") -> None:
-    """Raise ``ConfigRangeError`` naming every out-of-range value and broken cross-field rule.
+    """Raise ``ConfigRangeError`` naming every required value not given, every field value a
+    job would refuse (``check_fields``) and every broken cross-field rule.
 
-    ``where`` (e.g. the job's overrides) is added to the message so a sweep says which job."""
-    problems = check_ranges(cfg)
+    ``where`` (e.g. the job's overrides) is added to the message so a sweep says which job. A
+    rule that cannot read its keys because a required value is missing is skipped (the missing
+    value is reported); any other config error inside a rule is reported as a problem."""
+    problems = missing_values(cfg) + check_fields(cfg)
     for rule in _RULES:
-        problems += rule(cfg)
+        try:
+            problems += rule(cfg)
+        except OmegaConfBaseException as exc:  # e.g. an interpolation to a missing value
+            if not problems:
+                problems.append(" ".join(str(exc).split()))
     if problems:
         head = f"invalid config{f' ({where})' if where else ''}:"
         raise ConfigRangeError("\n  ".join([head, *problems]))
@@ -262,3 +324,83 @@ def convex_fuses_two_parts(cfg: DictConfig) -> list[str]:
         return [f"fusion=convex combines exactly two parts, one of them fusion.part="
                 f"{fusion.get('part')}; retriever.parts has {sorted(depths)} on"]
     return []
+
+
+@cross_field_rule
+def objective_is_measured(cfg: DictConfig) -> list[str]:
+    """``objective`` is one of ``measures`` (``selection.check_objective``)."""
+    if "objective" not in cfg or "measures" not in cfg:
+        return []
+    try:
+        selection.check_objective(cfg.objective, cfg.measures)
+    except ValueError as exc:
+        return [f"objective={cfg.objective!r}: {exc}"]
+    return []
+
+
+@cross_field_rule
+def bm25l_lower_bound(cfg: DictConfig) -> list[str]:
+    """``bm25.method=bm25l`` needs ``k1 + delta > 0`` (``index.bm25.BM25Params``)."""
+    b = cfg.get("bm25")
+    if b is None or b.get("method") != "bm25l" or b.k1 + b.delta > 0:
+        return []
+    return [f"bm25.method=bm25l needs bm25.k1 + bm25.delta > 0, got {b.k1} + {b.delta}"]
+
+
+@cross_field_rule
+def beir_files_exist(cfg: DictConfig) -> list[str]:
+    """A BEIR folder holds ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<dataset.split>.tsv``
+    (``data.beir``'s readers), checked once ``dataset.path`` is a folder."""
+    ds = cfg.get("dataset")
+    if ds is None or "split" not in ds or "path" not in ds or OmegaConf.is_missing(ds, "path"):
+        return []
+    root = Path(str(ds.path)).expanduser()
+    if not root.is_dir():
+        return []  # check_fields reports the folder
+    wanted = ("corpus.jsonl", "queries.jsonl", f"qrels/{ds.split}.tsv")
+    absent = [name for name in wanted if not (root / name).is_file()]
+    return [f"dataset.path={ds.path} has no {', '.join(absent)} (a BEIR folder needs corpus.jsonl, "
+            f"queries.jsonl and qrels/<dataset.split>.tsv)"] if absent else []
+
+
+@cross_field_rule
+def cross_encoder_folder(cfg: DictConfig) -> list[str]:
+    """``reranker=cross_encoder``: its ``model_path`` folder holds ``model.onnx``."""
+    path = OmegaConf.select(cfg, "reranker.model_path", default=None, throw_on_missing=False)
+    if OmegaConf.select(cfg, "reranker.name") != "cross_encoder" or not path:
+        return []
+    folder = Path(str(path)).expanduser()
+    if folder.is_dir() and not (folder / "model.onnx").is_file():
+        return [f"reranker.model_path={path} has no model.onnx"]
+    return []
+
+
+@cross_field_rule
+def embedder_model_known(cfg: DictConfig) -> list[str]:
+    """A fastembed embedder's ``model``, ``model_path``, ``dim`` and ``pooling`` describe one
+    model (``embedders.resolve_spec``: ragexp's catalogue, fastembed's, or a local folder)."""
+    e = cfg.get("embedder")
+    if e is None or "model" not in e or "pooling" not in e or OmegaConf.is_missing(e, "model"):
+        return []
+    try:
+        embedders.resolve_spec(e.model, e.model_path, e.dim, e.pooling)
+    except RagexpError as exc:
+        return [str(exc)]
+    return []
+
+
+def composition_error(exc: BaseException) -> str:
+    """Hydra's composition error as one line: ``Could not find 'retriever/hybrd'; options in
+    'retriever': bm25, dense, ...`` (the ``*_schema`` entries of the ConfigStore left out: they
+    are no option), or the error and its cause (``Could not override 'k'. ...: Key 'x' is not in
+    struct``) without Hydra's config search path."""
+    options = [o for o in getattr(exc, "options", None) or [] if not o.endswith("_schema")]
+    text = str(exc).split("\nAvailable options")[0].split("\nConfig search path")[0]
+    message = " ".join(text.split())
+    if options:
+        group = getattr(exc, "missing_cfg_file", "") or ""
+        message += f"; options in '{group.rpartition('/')[0]}': {', '.join(options)}"
+    cause = exc.__cause__
+    if isinstance(cause, OmegaConfBaseException):
+        message += f": {' '.join(str(cause).splitlines()[0].split())}"
+    return message
