@@ -130,7 +130,7 @@ def test_init_refuses_to_overwrite(venv):
     (target / "conf" / "dataset" / "existing.yaml").write_text("mine\n")
     proc = subprocess.run([str(py.parent / "ragexp"), "init", str(target)], cwd=tmp,
                           env=env_for(tmp), capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # a refused argument, as every ragexp command's
     assert "would overwrite" in proc.stderr and "existing.yaml" in proc.stderr
     assert (target / "conf" / "dataset" / "existing.yaml").read_text() == "mine\n"
     assert not (target / "questions.jsonl").exists()

@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 from cli_runs import run_ragexp
 from mlflow.tracking import MlflowClient
-from workspaces import store_uri, tracking_store
+from workspaces import FAILING, store_uri, tracking_store
 
+from ragexp.data import shipped
 from ragexp.evaluation.measures import DEFAULT
 
 pytestmark = pytest.mark.slow
@@ -24,8 +25,14 @@ def runs(tmp: Path) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sweep")
-    proc = run_ragexp(tmp, "-m", "embedder=hash", "retriever=dense,bm25",
-                      "reranker=none,cross_encoder", f"hydra.sweep.dir={tmp / 'multirun'}")
+    # the jobs on bad.jsonl pass composition (the file exists) and fail loading it: its quote
+    # is not in the handbook
+    (tmp / "bad.jsonl").write_text(
+        '{"id": "x-1", "kind": "factual", "question": "Where is the ledger?", "answer": "disk", '
+        '"evidence": [{"doc": "overview.md", "quote": "this sentence is not in the handbook"}]}\n')
+    proc = run_ragexp(tmp, "-m", "embedder=hash", "retriever=dense,bm25", "reranker=none",
+                      f"dataset.questions={shipped.path('handbook/golden')},{tmp / 'bad.jsonl'}",
+                      f"hydra.sweep.dir={tmp / 'multirun'}")
     return tmp, proc
 
 
@@ -46,12 +53,11 @@ def test_failed_jobs_are_recorded_and_reported(sweep):
     df = runs(tmp)
     failed = df[df["status"] == "FAILED"].dropna(subset=["tags.ragexp.config_hash"])
     assert len(failed) == 2
-    assert failed["tags.ragexp.error"].str.contains("reranker.model_path").all()
+    assert failed["tags.ragexp.error"].str.contains("bad.jsonl:1").all()
     assert "2 failed, 2 finished" in proc.stdout
     failed_lines = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("FAILED")]
     assert len(failed_lines) == 2
-    assert all("reranker=cross_encoder" in ln and "reranker.model_path" in ln
-               for ln in failed_lines)
+    assert all("bad.jsonl" in ln and "not found" in ln for ln in failed_lines)
 
 
 def test_finished_runs_have_params_metrics_tags_artifacts(sweep):
@@ -129,12 +135,12 @@ def test_joblib_launcher_with_two_workers_loses_no_run(tmp_path):
 
 
 def test_single_run_failure_exits_nonzero_and_marks_run_failed(tmp_path):
-    proc = run_ragexp(tmp_path, "embedder=hash", "retriever=hybrid",
-                      "retriever.parts.dense=null", "retriever.parts.bm25=null", f"hydra.run.dir={tmp_path / 'out'}")
-    assert proc.returncode != 0
+    proc = run_ragexp(tmp_path, "embedder=hash", *FAILING, f"hydra.run.dir={tmp_path / 'out'}")
+    assert proc.returncode == 2  # a refused input: the model folder does not load
+    assert "Traceback" not in proc.stderr + proc.stdout
     df = runs(tmp_path)
     assert list(df["status"]) == ["FAILED"]
-    assert "every part switched off" in df["tags.ragexp.error"].iloc[0]
+    assert "does not load" in df["tags.ragexp.error"].iloc[0]
 
 
 def test_golden_set_that_does_not_match_the_corpus_fails_the_run(tmp_path):

@@ -6,7 +6,7 @@ import httpx
 import pandas as pd
 import pytest
 from loopback import serving
-from workspaces import record_failed_run, record_run
+from workspaces import FAILING, record_failed_run, record_run
 
 from ragexp.answer.base import REFUSAL, Source, check_citations
 from ragexp.decide import compare
@@ -29,7 +29,7 @@ def store(module_mlflow_store):
         "small": record_run(*base, "retriever=dense", "reranker=none", "chunking.max_words=40",
                             "chunking.overlap_words=0")["run_id"],
     }
-    ids["failed"] = record_failed_run(*base, "reranker=cross_encoder")
+    ids["failed"] = record_failed_run(*base, *FAILING)
     return tmp, ids
 
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from omegaconf import OmegaConf
-from workspaces import RELATIVE, compose_config, handbook_copy, record_failed_run, record_run
+from workspaces import (FAILING, RELATIVE, compose_config, handbook_copy, record_failed_run,
+                        record_run)
 
 from ragexp.cli import main as cli
 from ragexp.data import shipped
@@ -40,7 +41,7 @@ def store(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("serving-data")
     with handbook_copy(tmp) as (work, mp):
         ids = {"dense": record_run(*BASE, *RELATIVE)["run_id"],
-               "failed": record_failed_run(*BASE, *RELATIVE, "reranker=cross_encoder")}
+               "failed": record_failed_run(*BASE, *RELATIVE, *FAILING)}
         elsewhere = tmp / "elsewhere"
         elsewhere.mkdir()
         mp.chdir(elsewhere)

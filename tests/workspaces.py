@@ -19,6 +19,10 @@ from ragexp.tracking.store import PARENT_ENV
 STORE_FILE = "mlflow.db"
 # Hydra overrides pointing a run at the copy, relative to its ``work/`` folder.
 RELATIVE = ["dataset.corpus_dir=data/corpus", "dataset.questions=data/golden", "cache_dir=cache"]
+# Overrides that pass composition (the folder and its model.onnx exist) and fail in the job:
+# the model file is not ONNX, so the cross-encoder does not load. A FAILED run to test with.
+BROKEN_CROSS_ENCODER = Path(__file__).resolve().parent / "fixtures" / "broken_cross_encoder"
+FAILING = ["reranker=cross_encoder", f"reranker.model_path={BROKEN_CROSS_ENCODER}"]
 
 
 def store_uri(folder: Path) -> str:

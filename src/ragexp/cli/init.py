@@ -3,7 +3,9 @@
 Writes, under DIR (never overwriting a file that exists):
 
 - ``conf/dataset/<name>.yaml``: the markdown dataset pointing at ``docs/`` and ``questions.jsonl``;
-- ``conf/ablation/<name>_baseline.yaml`` and ``<name>_hybrid.yaml``: two named experiments on it;
+- ``conf/ablation/<name>_baseline.yaml`` and ``<name>_hybrid.yaml``: two named experiments on it,
+  each naming ``<name>_baseline`` as the sweep's ``baseline``, so the first sweep logs every
+  other job's ``vs_baseline.*`` metrics;
 - ``questions.jsonl``: a commented template of the question format (with ``--example``: the
   Brindle handbook's 108 questions, and its 22 documents in ``docs/``).
 
@@ -19,7 +21,7 @@ import shutil
 from pathlib import Path
 
 from ragexp.data import shipped
-from ragexp.errors import WouldOverwrite
+from ragexp.errors import InvalidValue, WouldOverwrite
 
 TEMPLATE = """\
 // questions.jsonl: one JSON object per line. Lines starting with // are comments.
@@ -53,6 +55,7 @@ ABLATION = """\
 defaults:
   - override /dataset: {name}
 {extra}ablation: {name}_{key}
+baseline: {name}_baseline  # a sweep tests every other job against this one
 """
 
 NEXT = """\
@@ -87,12 +90,26 @@ def plan(folder: Path, example: bool) -> dict[Path, str | Path]:
     return files
 
 
+def check_folder(folder: Path) -> None:
+    """Raise ``InvalidValue`` unless ``folder`` is a folder or can become one: it, or the
+    nearest of its parents that exists, must be a folder (``ragexp init notes.txt`` names the
+    file)."""
+    for path in (folder, *folder.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise InvalidValue(f"ragexp init {folder}: {path} is a file, not a folder; give "
+                                   f"a new or empty folder")
+            return
+
+
 def init(folder: str | Path, example: bool = False) -> list[Path]:
     """Write the starter into ``folder`` and return the files written.
 
-    Raises ``FileExistsError`` listing every file that already exists; nothing is written then.
-    """
+    Raises ``InvalidValue`` when ``folder`` (or a parent) is a file or a file cannot be written
+    there, ``WouldOverwrite`` (a ``FileExistsError``) listing every file that already exists;
+    nothing is written then."""
     folder = Path(folder)
+    check_folder(folder)
     files = plan(folder, example)
     clash = [p for p in files if p.exists()]
     if clash:
@@ -100,11 +117,15 @@ def init(folder: str | Path, example: bool = False) -> list[Path]:
                              + (f" and {len(clash) - 5} more" if len(clash) > 5 else "")
                              + "; choose an empty folder or remove them")
     for target, content in files.items():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, Path):
-            shutil.copyfile(content, target)
-        else:
-            target.write_text(content, encoding="utf-8")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, Path):
+                shutil.copyfile(content, target)
+            else:
+                target.write_text(content, encoding="utf-8")
+        except OSError as exc:
+            raise InvalidValue(f"ragexp init {folder}: cannot write {target} "
+                               f"({exc.strerror or exc})") from exc
     (folder / "docs").mkdir(exist_ok=True)
     return list(files)
 

@@ -100,11 +100,7 @@ def cmd_init(args) -> int:
     # defer heavy import
     from ragexp.cli import init as starter
 
-    try:
-        written = starter.init(args.dir, example=args.example)
-    except FileExistsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    written = starter.init(args.dir, example=args.example)  # RagexpError: main, exit 2
     print(f"wrote {len(written)} files under {args.dir}")
     print(starter.next_steps(args.dir, args.example))
     return 0

@@ -13,15 +13,15 @@ from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import HydraException
+from hydra.errors import ConfigCompositionException, OverrideParseException
 from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
 from ragexp.data import shipped, split
 from ragexp.decide import selection
-from ragexp.errors import RagexpError
+from ragexp.data.readers import DataError
+from ragexp.errors import InvalidValue, MissingInput, NotFound, RagexpError, WouldOverwrite
 from ragexp.evaluation import measures
 from ragexp.run import build as stages
 from ragexp.run import schema, validation
@@ -31,6 +31,8 @@ from ragexp.tracking import failures, lifecycle, provenance, runs
 from ragexp.tracking import store as tracking
 
 log = logging.getLogger("ragexp")
+# Errors that refuse what the user gave (a value, a file, a name): exit code 2, as the CLI's.
+REFUSED_INPUT = (InvalidValue, MissingInput, NotFound, WouldOverwrite, DataError)
 schema.register()
 
 
@@ -241,14 +243,13 @@ def main(cfg: DictConfig) -> float | None:
         root = exc
         while root.__cause__ is not None:
             root = root.__cause__
-        if isinstance(root, RagexpError) and not in_sweep:
-            sys.exit(2)  # a refused input: the message said what and where, nothing more to show
         if in_sweep:
             log.error("the sweep goes on and reports failed jobs at the end")
             return None
         if cfg.verbose:
             raise
-        raise SystemExit(1) from None
+        # a refused input exits 2: the message said what and where, nothing more to show
+        raise SystemExit(2 if isinstance(root, REFUSED_INPUT) else 1) from None
     return selection.objective(out, cfg.objective, cfg.objective_source)
 
 
@@ -264,7 +265,7 @@ def entry() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         main()
-    except (HydraException, OmegaConfBaseException) as exc:
+    except (ConfigCompositionException, OverrideParseException) as exc:
         refuse(f"{validation.composition_error(exc)}\nnothing was run")
     finally:
         os.environ.pop("HYDRA_FULL_ERROR", None)

@@ -113,7 +113,9 @@ class LexicalReranker:
 
 
 class CrossEncoderReranker:
-    """A cross-encoder run by fastembed from ``model_path`` (model.onnx, tokenizer files)."""
+    """A cross-encoder run by fastembed from ``model_path`` (model.onnx, tokenizer files).
+    Raises ``InvalidValue`` for ``top_n < 1``, no ``model_path``, no ``model.onnx`` there, or a
+    model that does not load."""
 
     name = "cross_encoder"
 
@@ -137,7 +139,12 @@ class CrossEncoderReranker:
         if name_ not in {m["model"] for m in TextCrossEncoder.list_supported_models()}:
             TextCrossEncoder.add_custom_model(model=name_, sources=ModelSource(hf=name_),
                                               model_file="model.onnx")
-        self.model = TextCrossEncoder(name_, specific_model_path=str(folder))
+        try:
+            self.model = TextCrossEncoder(name_, specific_model_path=str(folder))
+        except Exception as exc:  # onnxruntime and fastembed raise their own types
+            raise InvalidValue(f"reranker.model_path={folder}: its cross-encoder does not load "
+                               f"({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
+                               ) from exc
         self.top_n = top_n
 
     def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
