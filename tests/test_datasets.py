@@ -243,11 +243,21 @@ def test_beir_is_scored_per_document_only(tmp_path):
 
 
 def test_each_beir_folder_gets_its_own_experiment_name():
+    import hashlib
+
     from hydra import compose, initialize_config_dir
 
     from ragexp.run import app
 
-    with initialize_config_dir(config_dir=app.CONF_DIR, version_base="1.3"):
-        cfg = compose("config", overrides=["dataset=beir", "dataset.path=/data/beir/sci fact"])
-    assert cfg.dataset.name == "beir-sci_fact"
-    assert cfg.experiment == "ragexp-beir-sci_fact"
+    def composed(path):
+        with initialize_config_dir(config_dir=app.CONF_DIR, version_base="1.3"):
+            return compose("config", overrides=["dataset=beir", f"dataset.path={path}"])
+
+    cfg = composed("/data/beir/sci fact")
+    tag = hashlib.sha1(b"/data/beir/sci fact").hexdigest()[:6]  # the resolved path's digest
+    assert cfg.dataset.name == f"beir-sci_fact-{tag}"
+    assert cfg.experiment == f"ragexp-beir-sci_fact-{tag}"
+    # five folders called beir_format: five experiments, each still saying beir_format
+    names = {composed(f"/data/{d}/beir_format").experiment for d in
+             ("scifact", "nfcorpus", "fiqa", "arguana", "quora")}
+    assert len(names) == 5 and all(n.startswith("ragexp-beir-beir_format-") for n in names)

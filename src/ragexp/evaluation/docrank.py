@@ -14,13 +14,10 @@ covers every chunk.
 
 from __future__ import annotations
 
-import logging
 from typing import Callable
 
 from ragexp.errors import InvalidValue
 from ragexp.records import Ranking, ordered
-
-log = logging.getLogger(__name__)
 
 
 def collapse_to_documents(ranking: Ranking, doc_of: dict[str, str]) -> Ranking:
@@ -63,8 +60,4 @@ def rank_documents(rank_chunks: Callable[[dict[str, str], int], Ranking],
         pending, depth = more, min(2 * depth, n_chunks)
     docs = collapse_to_documents(chunks, doc_of)
     docs = {q: {d: s[d] for d in ordered(s)[:k]} for q, s in docs.items()}
-    short = [q for q, s in docs.items() if len(s) < k]
-    if short:
-        log.info("%d of %d queries rank fewer than k=%d documents: the retriever returned "
-                 "every chunk it scores (e.g. %s)", len(short), len(docs), k, short[0])
     return docs, chunks

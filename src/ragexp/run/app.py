@@ -24,7 +24,7 @@ from ragexp.data.readers import DataError
 from ragexp.errors import InvalidValue, MissingInput, NotFound, RagexpError, WouldOverwrite
 from ragexp.evaluation import measures
 from ragexp.run import build as stages
-from ragexp.run import schema, validation
+from ragexp.run import repeats, schema, validation
 from ragexp.run.pipeline import RunResult, run_experiment
 from ragexp.run.sweep import SKIP_LINK, refuse
 from ragexp.tracking import failures, lifecycle, provenance, runs
@@ -186,10 +186,11 @@ def run_logged(cfg: DictConfig) -> dict:
     tags.update(stages.locations(cfg))  # serving finds the data wherever it is started
     if job.parent:
         tags["mlflow.parentRunId"] = job.parent
+    # repeated log lines are said once with a count, before the run (and its app.log) ends
     with runs.tracked_run(job.experiment_id, tags=tags,
-                              run_name=cfg.ablation if cfg.ablation != "custom" else None,
-                              params=tracking.flatten(job.resolved), output_dir=job.output_dir,
-                              overrides=job.overrides) as run:
+                          run_name=cfg.ablation if cfg.ablation != "custom" else None,
+                          params=tracking.flatten(job.resolved), output_dir=job.output_dir,
+                          overrides=job.overrides) as run, repeats.collapsed():
         log.info("MLflow run %s (experiment %s)", run.run_id, job.resolved["experiment"])
         if job.load_error is not None:
             raise job.load_error

@@ -248,7 +248,8 @@ def retrieve_all(corpus: Corpus, retriever: Retriever, reranker: Reranker,
     then the per-query serving latency on a sample (``_latency``: ``time.query_p50_ms``,
     ``time.query_p95_ms``, ``time.query_replayed``), all recorded in ``resources.timings``.
     Returns ``(ranking at the scoring unit, chunk ranking, first-stage chunk ranking)``, the
-    last as the reranker was given it (``FirstStageKept``)."""
+    last as the reranker was given it (``FirstStageKept``). Queries whose ranking holds fewer
+    than ``k`` units are counted in one log line."""
     unit_of = corpus.unit_of if corpus.rolls_up else None
     rank_judged = functools.partial(rank_units, retriever, reranker, resources, k=k,
                                     unit_of=unit_of)
@@ -256,6 +257,10 @@ def retrieve_all(corpus: Corpus, retriever: Retriever, reranker: Reranker,
     start = time.perf_counter()
     judged, ranking = rank_units(retriever, kept, resources, corpus.texts, k, unit_of)
     resources.timings["time.search_all_s"] = time.perf_counter() - start
+    short = [q for q, items in judged.items() if len(items) < k]
+    if short:  # said once for the batch, not again for each query the latency sample replays
+        log.info("%d of %d queries rank fewer than k=%d %ss: the retriever returned every "
+                 "chunk it scores (e.g. %s)", len(short), len(judged), k, corpus.unit, short[0])
     resources.timings.update(_latency(rank_judged, corpus.texts, resources))
     return judged, ranking, kept.kept
 
