@@ -1,0 +1,246 @@
+"""Every value a job would refuse is refused when the config is composed (#19): for each check a
+stage, dataset or run step makes when the job builds it, the same value is refused by
+``validation.validate``, for single runs and for every job of a multirun, with exit code 2, one
+error, no traceback and no MLflow store or run. Differential: each case is also handed to the
+job-side code that refuses it (the constructor, ``split.select``, ...), so a case that the job
+would accept cannot sit in this table."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+
+import pytest
+from cli_runs import run_ragexp
+from conftest import GOLDEN, jsonl, write_tree
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from omegaconf.errors import MissingMandatoryValue
+from workspaces import compose_config
+
+from ragexp.data import split
+from ragexp.decide import selection
+from ragexp.errors import RagexpError
+from ragexp.index.resources import Resources
+from ragexp.run import build, schema, validation
+from ragexp.run.app import run_logged
+from ragexp.stages.abstain import evaluate_abstain
+
+
+def beir_folder(root) -> str:
+    """A three-file BEIR folder (one document, one query, its qrels for split test)."""
+    return str(write_tree(root / "beir", {
+        "corpus.jsonl": jsonl([{"_id": "d1", "title": "Zebras", "text": "Zebras have stripes."}]),
+        "queries.jsonl": jsonl([{"_id": "q1", "text": "Why do zebras have stripes?"}]),
+        "qrels/test.tsv": "query-id\tcorpus-id\tscore\nq1\td1\t1\n"}))
+
+
+def dataset(cfg: DictConfig):
+    return split.select(instantiate(cfg.dataset), cfg.split, cfg.split_seed,
+                        cfg.split_test_share)  # as app.resolve loads it
+
+
+def retriever(cfg: DictConfig):
+    return instantiate(cfg.retriever, _partial_=True)(resources=Resources([], lambda: None))
+
+
+def stage(group: str):
+    return lambda cfg: instantiate(cfg[group])
+
+
+def budget(cfg: DictConfig):
+    return evaluate_abstain({}, [], "lexical", cfg.abstain.budget, cfg.abstain.folds)
+
+
+def objective(cfg: DictConfig):
+    return selection.check_objective(cfg.objective, cfg.measures)
+
+
+NO_KEY = ["answer=llm", "answer.api_key_env=null"]  # the endpoint checks come before any call
+NO_JUDGE_KEY = ["judge=llm", "judge.api_key_env=null"]
+
+# (overrides, the key the message must name, the job-side code that refuses the same value).
+# "{tmp}" and "{beir}" stand for a fresh folder and a valid BEIR folder in it.
+CASES = [
+    (["bm25.method=xyz"], "bm25.method='xyz' is not one of", build.bm25_params),
+    (["bm25.method=bm25l", "bm25.k1=0", "bm25.delta=0"], "bm25.k1 + bm25.delta > 0",
+     build.bm25_params),
+    (["split=train"], "split='train' is not one of dev, test, all", dataset),
+    (["split_test_share=1.5"], "split_test_share=1.5 is out of range: must be [0, 1]", dataset),
+    (["dataset.unit=paragraph"], "dataset.unit='paragraph' is not one of", dataset),
+    (["dataset=beir", "dataset.path={beir}", "dataset.unit=chunk"],
+     "dataset.unit='chunk' is not one of document", dataset),
+    (["dataset=beir"], "dataset.path is required", dataset),
+    (["dataset=beir", "dataset.path={tmp}/nowhere"], "dataset.path={tmp}/nowhere: no such folder",
+     dataset),
+    (["dataset=beir", "dataset.path={beir}", "dataset.split=dev"], "has no qrels/dev.tsv",
+     dataset),
+    (["dataset=markdown"], "dataset.corpus_dir is required", dataset),
+    (["dataset=markdown", "dataset.corpus_dir={tmp}/nowhere", f"dataset.questions={GOLDEN}"],
+     "dataset.corpus_dir={tmp}/nowhere: no such folder", dataset),
+    (["dataset.questions={tmp}/nowhere.jsonl"], "no such file or folder", dataset),
+    (["objective=Foo@10"], "objective='Foo@10'", objective),
+    (["objective=R@1000"], "objective='R@1000'", objective),
+    (["retriever=trec_run"], "retriever.path is required", retriever),
+    (["retriever=trec_run", "retriever.path={tmp}/none.run"], "retriever.path={tmp}/none.run: no "
+     "such file", retriever),
+    (["retriever=trec_run", "retriever.path={tmp}/x.run", "retriever.unit=page"],
+     "retriever.unit='page' is not one of", retriever),
+    (["retriever=hybrid", "retriever.dense=false", "retriever.bm25=false"], "fuse nothing",
+     retriever),
+    (["embedder=hash", "embedder.dim=4"], "embedder.dim=4 is out of range: must be >= 8",
+     stage("embedder")),
+    (["embedder=fastembed"], "embedder.model is required", stage("embedder")),
+    (["embedder=fastembed", "embedder.model=nope"], "unknown embedder.model 'nope'",
+     stage("embedder")),
+    (["embedder=fastembed", "embedder.model=mine", "embedder.model_path={tmp}"],
+     "needs embedder.dim and embedder.pooling", stage("embedder")),
+    (["embedder=fastembed", "embedder.model=mine", "embedder.model_path={tmp}", "embedder.dim=8",
+      "embedder.pooling=max"], "must be MEAN or CLS", stage("embedder")),
+    (["embedder=fastembed", "embedder.model=mine", "embedder.model_path={tmp}/nowhere"],
+     "embedder.model_path={tmp}/nowhere: no such folder", stage("embedder")),
+    (["reranker=cross_encoder"], "reranker.model_path is required", stage("reranker")),
+    (["reranker=cross_encoder", "reranker.model_path={tmp}"], "has no model.onnx",
+     stage("reranker")),
+    (["reranker=cross_encoder", "reranker.model_path={tmp}/nowhere"], "no such folder",
+     stage("reranker")),
+    (["chunking.max_block_words=0"], "chunking.max_block_words=0 is out of range",
+     stage("chunking")),
+    (["abstain.budget=1"], "abstain.budget=1.0 is out of range: must be [0, 1)", budget),
+    ([*NO_KEY, "answer.timeout=0"], "answer.timeout=0.0 is out of range", stage("answer")),
+    ([*NO_KEY, "llm.concurrency=100"], "answer.concurrency=100 is out of range: must be [1, 64]",
+     stage("answer")),
+    ([*NO_KEY, "answer.max_retries=21"], "answer.max_retries=21 is out of range", stage("answer")),
+    ([*NO_KEY, "answer.temperature=3"], "answer.temperature=3.0 is out of range",
+     stage("answer")),
+    ([*NO_KEY, "answer.max_tokens=0"], "answer.max_tokens=0 is out of range", stage("answer")),
+    ([*NO_KEY, "answer.price_in_per_mtok=-1"], "answer.price_in_per_mtok=-1.0 is out of range",
+     stage("answer")),
+    ([*NO_KEY, "answer.min_support=2"], "answer.min_support=2.0 is out of range",
+     stage("answer")),
+    ([*NO_KEY, "answer.n_chunks=0"], "answer.n_chunks=0 is out of range", stage("answer")),
+    ([*NO_KEY, "llm.max_error_rate=2"], "answer.max_error_rate=2.0 is out of range",
+     stage("answer")),
+    ([*NO_JUDGE_KEY, "judge.kappa_floor=2"], "judge.kappa_floor=2.0 is out of range: must be "
+     "[-1, 1]", stage("judge")),
+    ([*NO_JUDGE_KEY, "judge.labels={tmp}/none.jsonl"], "judge.labels={tmp}/none.jsonl: no such "
+     "file", stage("judge")),
+]
+
+
+def filled(overrides: list[str], tmp) -> list[str]:
+    beir = beir_folder(tmp) if any("{beir}" in o for o in overrides) else ""
+    (tmp / "x.run").write_text("q1 Q0 d1 1 1.0 other\n")
+    return [o.format(tmp=tmp, beir=beir) for o in overrides]
+
+
+@pytest.mark.parametrize("overrides,message,job", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_what_the_job_refuses_composition_refuses(overrides, message, job, tmp_path):
+    cfg = compose_config("embedder=hash", *filled(overrides, tmp_path))
+    with pytest.raises(validation.ConfigRangeError) as info:
+        validation.validate(cfg)
+    assert message.format(tmp=tmp_path) in str(info.value)
+    with pytest.raises(Exception) as refused:  # noqa: B017 - each check raises its own type
+        job(cfg)
+    root = refused.value
+    while root.__cause__ is not None:  # under Hydra's InstantiationException
+        root = root.__cause__
+    # the job's own refusal (or OmegaConf's for a value never given), not a bug in this test
+    assert isinstance(root, (RagexpError, MissingMandatoryValue)), repr(root)
+
+
+@pytest.mark.parametrize("overrides,message,job", CASES[:8], ids=[" ".join(c[0]) for c in
+                                                                  CASES[:8]])
+def test_a_refused_single_run_creates_no_store_and_no_run(overrides, message, job, tmp_path,
+                                                          mlflow_store):
+    with pytest.raises(validation.ConfigRangeError):
+        run_logged(compose_config("embedder=hash", *filled(overrides, tmp_path)))
+    assert not mlflow_store.db.exists()
+
+
+@functools.lru_cache(maxsize=1)
+def choice_fields() -> list[tuple[str, str, tuple]]:
+    """``(schema type, field, choices)`` for every field of ``schema.py`` that declares them."""
+    types = [t for _, t in inspect.getmembers(schema, inspect.isclass)
+             if dataclasses.is_dataclass(t) and t.__module__ == schema.__name__]
+    return [(t.__name__, f.name, tuple(f.metadata["choices"])) for t in types
+            for f in dataclasses.fields(t) if "choices" in f.metadata]
+
+
+def test_the_issue_s_enumerated_values_are_declared_as_choices():
+    declared = {(t, f) for t, f, _ in choice_fields()}
+    assert {("BM25Conf", "method"), ("Config", "split"), ("MarkdownDatasetConf", "unit"),
+            ("BeirDatasetConf", "unit"), ("TrecRunRetrieverConf", "unit")} <= declared
+
+
+@pytest.mark.parametrize("key,job", [("bm25.method", build.bm25_params), ("split", dataset),
+                                     ("dataset.unit", dataset)])
+def test_every_declared_choice_is_accepted_by_composition_and_by_the_job(key, job):
+    owner = {"bm25.method": "BM25Conf", "split": "Config", "dataset.unit": "MarkdownDatasetConf"}
+    (choices,) = [c for t, f, c in choice_fields() if t == owner[key] and key.endswith(f)]
+    for value in choices:
+        cfg = compose_config("embedder=hash", f"{key}={value}")
+        validation.validate(cfg)
+        job(cfg)  # the job takes every value composition lets through
+
+
+def test_every_missing_value_is_named_at_once_without_resolving_what_depends_on_it():
+    cfg = compose_config("dataset=beir", "retriever=trec_run", "reranker=cross_encoder")
+    with pytest.raises(validation.ConfigRangeError) as info:
+        validation.validate(cfg)
+    lines = str(info.value).splitlines()[1:]
+    assert [ln.split()[0] for ln in lines] == ["dataset.path", "retriever.path",
+                                               "reranker.model_path"]
+    assert all("is required and has no value" in ln for ln in lines)
+    assert "Interpolation" not in str(info.value)  # dataset.name and experiment need the path
+
+
+# The issue's examples and a few beyond them, through ``python -m ragexp``: exit 2, one error
+# (its first line says what, each further line one more value), no traceback, no store.
+CLI = [
+    (["-m", "bm25.method=lucene,xyz", "retriever=bm25"],
+     "job #1: bm25.method=xyz retriever=bm25", "bm25.method='xyz' is not one of"),
+    (["split=train"], "invalid config:", "split='train' is not one of dev, test, all"),
+    (["split_test_share=1.5"], "invalid config:", "split_test_share=1.5 is out of range"),
+    (["dataset.unit=paragraph"], "invalid config:", "dataset.unit='paragraph' is not one of"),
+    (["objective=Foo@10"], "invalid config:", "objective='Foo@10'"),
+    (["retriever=trec_run"], "invalid config:", "retriever.path is required"),
+    (["dataset=beir"], "invalid config:", "dataset.path is required"),
+    (["dataset=markdown"], "invalid config:", "dataset.corpus_dir is required"),
+    (["embedder.dim=4"], "invalid config:", "embedder.dim=4 is out of range: must be >= 8"),
+    (["-m", "dataset.questions=/nowhere/q.jsonl,/nowhere/r.jsonl"], "job #0:",
+     "dataset.questions=/nowhere/q.jsonl: no such file or folder"),
+    (["retriever=hybrd"], "Could not find 'retriever/hybrd'; options in 'retriever': bm25, "
+     "dense, hybrid, trec_run", "nothing was run"),
+    (["retriever.pth=x"], "Could not override 'retriever.pth'", "not in 'DenseRetrieverConf'"),
+]
+
+
+@pytest.mark.parametrize("args,first,detail", CLI, ids=[" ".join(c[0]) for c in CLI])
+def test_the_cli_refuses_in_one_error_with_exit_2_and_creates_nothing(args, first, detail,
+                                                                      tmp_path):
+    proc = run_ragexp(tmp_path, *args, "embedder=hash", f"hydra.run.dir={tmp_path / 'out'}",
+                      f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert first in proc.stderr and detail in proc.stderr
+    assert proc.stderr.count("error:") == 1 and proc.stderr.rstrip().endswith("nothing was run")
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "_schema" not in proc.stderr  # the ConfigStore's schemas are no option to choose
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_composition_error_hides_schemas_and_keeps_the_cause():
+    from hydra.errors import ConfigCompositionException, MissingConfigException
+    from omegaconf.errors import ConfigKeyError
+
+    missing = MissingConfigException("In 'config': Could not find 'reranker/x'\n\nAvailable "
+                                     "options in 'reranker':\n\tlexical\n\tlexical_schema\n"
+                                     "Config search path:\n\tprovider=hydra", "reranker/x",
+                                     ["lexical", "lexical_schema", "none", "none_schema"])
+    assert validation.composition_error(missing) == (
+        "In 'config': Could not find 'reranker/x'; options in 'reranker': lexical, none")
+    override = ConfigCompositionException("Could not override 'k.x'.\nTo append use +k.x=1")
+    override.__cause__ = ConfigKeyError("Key 'x' is not in struct\n    full_key: k.x")
+    assert validation.composition_error(override) == (
+        "Could not override 'k.x'. To append use +k.x=1: Key 'x' is not in struct")
