@@ -163,6 +163,9 @@ class SweepCallback(Callback):
         # (ablations that override the dataset, say), that one; else the sweep's own config's.
         experiments = {str(cfg.experiment) for _, cfg in jobs or []}
         name = experiments.pop() if len(experiments) == 1 else str(config.experiment)
+        # Likewise the baseline: the ablations of a starter (ragexp init) each name theirs.
+        baselines = {str(cfg.baseline) for _, cfg in jobs or []}
+        self.baseline = baselines.pop() if len(baselines) == 1 else str(config.baseline)
         try:
             self._start(config, None if jobs is None else len(jobs), name)
         except (SystemExit, KeyboardInterrupt, lifecycle.Interrupted):
@@ -226,7 +229,8 @@ class SweepCallback(Callback):
             raise SystemExit(1)
 
     def _select(self, config: DictConfig, sweep_dir: str) -> None:
-        """Each job vs the sweep's baseline, the best run and those tied with it
+        """Each job vs the sweep's baseline (the one every job names, else the sweep config's),
+        the best run and those tied with it
         (``selection.summarise_sweep``), printed. A failure is logged and tagged
         ``ragexp.selection_error`` on the parent: the sweep's own outcome is still recorded."""
         try:
@@ -234,7 +238,7 @@ class SweepCallback(Callback):
             from ragexp.decide.selection import summarise_sweep
 
             for line in summarise_sweep(self.parent_id, statuses(sweep_dir),
-                                        str(config.baseline), str(config.objective),
+                                        self.baseline, str(config.objective),
                                         objective_source=str(config.objective_source)):
                 print(line)
         except Exception as exc:

@@ -1,0 +1,107 @@
+"""``ragexp init`` and the sweeps a starter runs (#19 kinds 7 and 11): a wrong folder argument
+is one line and exit 2, the starter names its baseline so its first sweep tests the other
+ablation against it, and a sweep that would launch no job (a glob matching no ablation) says
+which pattern matched nothing and which ablations exist, and creates nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import mlflow
+import pytest
+import yaml
+from cli_runs import cli_env, run_ragexp
+from workspaces import store_uri
+
+from ragexp.cli import init as starter
+from ragexp.cli import main as cli
+
+
+def test_init_into_an_existing_file_is_one_line_and_exit_2(tmp_path, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    assert cli.main(["init", str(notes)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (f"error: ragexp init {notes}: {notes} is a file, not a folder; give a "
+                           f"new or empty folder")
+    assert notes.read_text() == "mine\n"
+
+
+def test_init_below_a_file_names_the_file_and_writes_nothing(tmp_path, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    assert cli.main(["init", str(notes / "project")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"{notes} is a file" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_init_that_would_overwrite_exits_2_and_writes_nothing(tmp_path, capsys):
+    starter.init(tmp_path / "proj")
+    questions = tmp_path / "proj" / "questions.jsonl"
+    questions.write_text("mine\n")
+    assert cli.main(["init", str(tmp_path / "proj")]) == 2
+    assert "would overwrite" in capsys.readouterr().err
+    assert questions.read_text() == "mine\n"
+
+
+def test_the_starter_names_its_baseline_ablation(tmp_path):
+    starter.init(tmp_path / "My Docs")
+    folder = tmp_path / "My Docs" / "conf" / "ablation"
+    ablations = {p.stem: yaml.safe_load(p.read_text()) for p in folder.glob("*.yaml")}
+    assert set(ablations) == {"my_docs_baseline", "my_docs_hybrid"}
+    # every ablation of the starter's sweep names the same baseline, and it is one of them
+    assert {a["baseline"] for a in ablations.values()} == {"my_docs_baseline"}
+    assert ablations["my_docs_baseline"]["ablation"] == "my_docs_baseline"
+
+
+def ragexp_in(folder, *args: str) -> subprocess.CompletedProcess:
+    """``python -m ragexp --config-dir conf ARGS`` run from ``folder`` (a starter)."""
+    return subprocess.run([sys.executable, "-m", "ragexp", "--config-dir", "conf", *args,
+                           "progress=false", "cache_dir=cache"], cwd=folder,
+                          env=cli_env(folder), capture_output=True, text=True, timeout=900)
+
+
+def test_a_glob_matching_no_ablation_names_it_lists_the_ablations_and_creates_nothing(tmp_path):
+    """The docs' literal command in a starter whose folder is not called my-docs."""
+    starter.init(tmp_path / "notes")
+    proc = ragexp_in(tmp_path / "notes", "-m", "+ablation=glob(my_docs_*)")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line, tail) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: the sweep would launch no job: +ablation=glob(my_docs_*) "
+                           "matches nothing (the ablation options are: ")
+    listed = line.split("options are: ")[1].rstrip(")").split(", ")
+    assert {"notes_baseline", "notes_hybrid", "default", "bm25"} <= set(listed)
+    assert not [n for n in listed if n.endswith("_schema")]
+    assert tail == "nothing was run" and "Traceback" not in proc.stderr
+    assert not (tmp_path / "notes" / "mlflow.db").exists()  # no parent run, no store
+
+
+def test_an_empty_glob_on_any_group_stops_the_sweep(tmp_path):
+    proc = run_ragexp(tmp_path, "-m", "retriever=glob(nothing*)", "embedder=hash",
+                      f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    assert proc.returncode == 2
+    assert ("retriever=glob(nothing*) matches nothing (the retriever options are: bm25, dense, "
+            "hybrid, trec_run)") in proc.stderr
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "multirun").exists()
+
+
+@pytest.mark.slow
+def test_the_starter_s_first_sweep_logs_vs_baseline_metrics(tmp_path):
+    """``ragexp init --example`` then its printed sweep, end to end (the hash embedder for
+    speed): the hybrid job is tested against the baseline job."""
+    assert cli.main(["init", "--example", str(tmp_path / "handbook_docs")]) == 0
+    proc = ragexp_in(tmp_path / "handbook_docs", "-m", "+ablation=glob(handbook_docs_*)",
+                     "embedder=hash")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    mlflow.set_tracking_uri(store_uri(tmp_path / "handbook_docs"))
+    df = mlflow.search_runs(experiment_names=["ragexp-handbook_docs"])
+    children = df.dropna(subset=["tags.ragexp.config_hash"]).set_index("tags.ragexp.ablation")
+    assert sorted(children.index) == ["handbook_docs_baseline", "handbook_docs_hybrid"]
+    compared = [c for c in df.columns if c.startswith("metrics.vs_baseline.")]
+    assert "metrics.vs_baseline.ndcg_at_10.delta" in compared
+    hybrid, baseline = children.loc["handbook_docs_hybrid"], children.loc["handbook_docs_baseline"]
+    # the delta is the hybrid's nDCG@10 minus the baseline's, on the same questions
+    assert hybrid["metrics.vs_baseline.ndcg_at_10.delta"] == pytest.approx(
+        hybrid["metrics.ndcg_at_10"] - baseline["metrics.ndcg_at_10"], abs=1e-9)
