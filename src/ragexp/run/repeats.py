@@ -1,6 +1,8 @@
-"""Identical log lines of one run said once, with a count: a message logged again word for word
-(the same logger, level and text) is held back while the run lasts, and when it ends each held
-message is logged once more as ``MESSAGE (logged N times in this run)``.
+"""Identical log lines of one run said once, with a count.
+
+A message logged again word for word (the same logger, level and text) is held back while the
+run lasts; when it ends, each held message is logged once more as ``MESSAGE (logged N times in
+this run)``.
 
 A run ranks every question in one batch and then each of a sample alone (the latency
 measurement), and an LLM answers or judges question by question: a message from inside those
