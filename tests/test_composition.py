@@ -244,3 +244,23 @@ def test_composition_error_hides_schemas_and_keeps_the_cause():
     override.__cause__ = ConfigKeyError("Key 'x' is not in struct\n    full_key: k.x")
     assert validation.composition_error(override) == (
         "Could not override 'k.x'. To append use +k.x=1: Key 'x' is not in struct")
+
+
+def test_exit_code_2_is_for_ragexp_s_refusals_of_input_however_wrapped():
+    from hydra.errors import InstantiationException
+
+    from ragexp.errors import InvalidValue, MissingInput
+    from ragexp.index.embedders import EmbedderError
+    from ragexp.run.app import refused_input
+
+    def wrapped(inner: BaseException, *outer: BaseException) -> BaseException:
+        for exc in outer:
+            exc.__cause__, inner = inner, exc
+        return inner
+
+    library = OSError("Protobuf parsing failed")
+    assert refused_input(wrapped(library, InvalidValue("reranker.model_path=x: does not load"),
+                                 InstantiationException("Error in call to target")))
+    assert refused_input(MissingInput("dataset.questions: no such file"))
+    assert not refused_input(wrapped(OSError("hub unreachable"), EmbedderError("cannot fetch")))
+    assert not refused_input(RuntimeError("a bug"))

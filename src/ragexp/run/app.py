@@ -218,6 +218,16 @@ def run_logged(cfg: DictConfig) -> dict:
 CONF_DIR = shipped.conf_dir()
 
 
+def refused_input(exc: BaseException) -> bool:
+    """Whether ragexp's own error behind ``exc`` (the outermost ``RagexpError`` among its
+    causes: Hydra wraps a constructor's error, and a ragexp error may wrap a library's) refuses
+    what the user gave (``REFUSED_INPUT``)."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, RagexpError):
+        cause = cause.__cause__
+    return isinstance(cause, REFUSED_INPUT)
+
+
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> float | None:
     """Runs one job; returns its objective (``cfg.objective`` on ``cfg.split``), so a sweeper
@@ -241,16 +251,13 @@ def main(cfg: DictConfig) -> float | None:
     except Exception as exc:
         lifecycle.reraise_if_stopped()
         failures.report(exc, verbose=cfg.verbose)
-        root = exc
-        while root.__cause__ is not None:
-            root = root.__cause__
         if in_sweep:
             log.error("the sweep goes on and reports failed jobs at the end")
             return None
         if cfg.verbose:
             raise
         # a refused input exits 2: the message said what and where, nothing more to show
-        raise SystemExit(2 if isinstance(root, REFUSED_INPUT) else 1) from None
+        raise SystemExit(2 if refused_input(exc) else 1) from None
     return selection.objective(out, cfg.objective, cfg.objective_source)
 
 
