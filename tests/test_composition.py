@@ -122,6 +122,8 @@ CASES = [
     ([*NO_KEY, "answer.n_chunks=0"], "answer.n_chunks=0 is out of range", stage("answer")),
     ([*NO_KEY, "llm.max_error_rate=2"], "answer.max_error_rate=2.0 is out of range",
      stage("answer")),
+    ([*NO_KEY, "answer.base_url=''"], "answer.base_url is empty", stage("answer")),
+    ([*NO_JUDGE_KEY, "judge.model=' '"], "judge.model is empty", stage("judge")),
     ([*NO_JUDGE_KEY, "judge.kappa_floor=2"], "judge.kappa_floor=2.0 is out of range: must be "
      "[-1, 1]", stage("judge")),
     ([*NO_JUDGE_KEY, "judge.labels={tmp}/none.jsonl"], "judge.labels={tmp}/none.jsonl: no such "

@@ -11,8 +11,14 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from omegaconf import OmegaConf
-from workspaces import (FAILING, RELATIVE, compose_config, handbook_copy, record_failed_run,
-                        record_run)
+from workspaces import (
+    FAILING,
+    RELATIVE,
+    compose_config,
+    handbook_copy,
+    record_failed_run,
+    record_run,
+)
 
 from ragexp.cli import main as cli
 from ragexp.data import shipped

@@ -19,8 +19,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp.data import shipped, split
-from ragexp.decide import selection
 from ragexp.data.readers import DataError
+from ragexp.decide import selection
 from ragexp.errors import InvalidValue, MissingInput, NotFound, RagexpError, WouldOverwrite
 from ragexp.evaluation import measures
 from ragexp.run import build as stages

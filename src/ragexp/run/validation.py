@@ -389,6 +389,22 @@ def embedder_model_known(cfg: DictConfig) -> list[str]:
     return []
 
 
+@cross_field_rule
+def endpoints_named(cfg: DictConfig) -> list[str]:
+    """Each LLM endpoint (``llm``, and ``answer``/``judge`` when they call one) names a
+    ``base_url`` and a ``model`` (``answer.llm.Endpoint``)."""
+    problems = []
+    for key in ("llm", "answer", "judge"):
+        node = cfg.get(key)
+        if not isinstance(node, DictConfig) or "base_url" not in node or "model" not in node:
+            continue
+        for name, what in (("base_url", "a URL such as http://localhost:11434/v1"),
+                           ("model", "a model name")):
+            if not str(node[name] or "").strip():
+                problems.append(f"{key}.{name} is empty: give {what}")
+    return problems
+
+
 def composition_error(exc: BaseException) -> str:
     """Hydra's composition error as one line: ``Could not find 'retriever/hybrd'; options in
     'retriever': bm25, dense, ...`` (the ``*_schema`` entries of the ConfigStore left out: they
