@@ -266,3 +266,24 @@ def test_exit_code_2_is_for_ragexp_s_refusals_of_input_however_wrapped():
     assert refused_input(MissingInput("dataset.questions: no such file"))
     assert not refused_input(wrapped(OSError("hub unreachable"), EmbedderError("cannot fetch")))
     assert not refused_input(RuntimeError("a bug"))
+
+
+@pytest.mark.parametrize("overrides,message,job", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_every_refusal_stops_a_multirun_before_its_parent(overrides, message, job, tmp_path,
+                                                          capsys):
+    """``sweep.check_jobs``, as ``SweepCallback`` calls it before creating anything, on a
+    sweep of one job per case (the job composed the way the launcher composes it)."""
+    from hydra import compose, initialize_config_dir
+
+    from ragexp.run import sweep
+    from ragexp.run.app import CONF_DIR
+
+    args = ["embedder=hash", *filled(overrides, tmp_path)]
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        master = compose("config", overrides=args, return_hydra_config=True)
+        with pytest.raises(SystemExit) as stopped:
+            sweep.check_jobs(master)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: invalid config (job #0: ")  # then the job's overrides
+    assert message.format(tmp=tmp_path) in err and err.rstrip().endswith("nothing was run")
