@@ -387,8 +387,9 @@ def test_token_sizes_with_the_hash_embedder_fail_in_one_line(tmp_path):
 
     proc = run_ragexp(tmp_path, "embedder=hash", "chunking.max_tokens=128", "retriever=bm25")
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 1, out[-2000:]
-    (line,) = [ln for ln in out.splitlines() if "job failed" in ln]
-    assert "InvalidValue: chunking.max_tokens sizes chunks in the embedder's tokens, but this " \
-           "embedder has no tokenizer" in line
+    # refused when the config is composed (validation.token_sizes_have_a_tokenizer), exit 2
+    assert proc.returncode == 2, out[-2000:]
+    assert "chunking.max_tokens sizes in the embedder's tokens, but embedder=hash has no " \
+           "tokenizer" in proc.stderr and proc.stderr.rstrip().endswith("nothing was run")
     assert "Traceback" not in out
+    assert not (tmp_path / "mlflow.db").exists()  # no FAILED run

@@ -29,6 +29,7 @@ from ragexp.decide import selection
 from ragexp.errors import RagexpError
 from ragexp.evaluation import measures
 from ragexp.index import embedders
+from ragexp.run import schema
 from ragexp.stages.chunking import WINDOWS
 
 BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
@@ -387,6 +388,20 @@ def embedder_model_known(cfg: DictConfig) -> list[str]:
     except RagexpError as exc:
         return [str(exc)]
     return []
+
+
+@cross_field_rule
+def token_sizes_have_a_tokenizer(cfg: DictConfig) -> list[str]:
+    """``chunking.max_tokens`` and ``chunking.windows=maxp`` size in the embedder's tokens, so
+    the embedder has a tokenizer: the hash embedder has none (``run.build`` would refuse it)."""
+    ch, e = cfg.get("chunking"), cfg.get("embedder")
+    if ch is None or e is None or OmegaConf.get_type(e) is not schema.HashEmbedderConf:
+        return []
+    asked = [key for key, on in (("chunking.max_tokens", ch.get("max_tokens") is not None),
+                                 ("chunking.windows=maxp", ch.get("windows") == "maxp")) if on]
+    return [f"{key} sizes in the embedder's tokens, but embedder=hash has no tokenizer (it reads "
+            f"every term): use chunking.max_words / chunking.windows=truncate, or an embedder "
+            f"with a tokenizer (embedder=minilm)" for key in asked]
 
 
 @cross_field_rule
