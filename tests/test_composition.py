@@ -24,7 +24,7 @@ from ragexp.decide import selection
 from ragexp.errors import RagexpError
 from ragexp.index.resources import Resources
 from ragexp.run import build, schema, validation
-from ragexp.run.app import run_logged
+from ragexp.run.app import choose_split, run_logged
 from ragexp.stages.abstain import evaluate_abstain
 
 
@@ -37,8 +37,9 @@ def beir_folder(root) -> str:
 
 
 def dataset(cfg: DictConfig):
+    choose_split(cfg)  # as app.resolve loads it
     return split.select(instantiate(cfg.dataset), cfg.split, cfg.split_seed,
-                        cfg.split_test_share)  # as app.resolve loads it
+                        cfg.split_test_share)
 
 
 def retriever(cfg: DictConfig):
@@ -66,7 +67,7 @@ CASES = [
     (["bm25.method=xyz"], "bm25.method='xyz' is not one of", build.bm25_params),
     (["bm25.method=bm25l", "bm25.k1=0", "bm25.delta=0"], "bm25.k1 + bm25.delta > 0",
      build.bm25_params),
-    (["split=train"], "split='train' is not one of dev, test, all", dataset),
+    (["split=train"], "split='train' is not one of auto, dev, test, all", dataset),
     (["split_test_share=1.5"], "split_test_share=1.5 is out of range: must be [0, 1]", dataset),
     (["dataset.unit=paragraph"], "dataset.unit='paragraph' is not one of", dataset),
     (["dataset=beir", "dataset.path={beir}", "dataset.unit=chunk"],
@@ -207,7 +208,7 @@ def test_every_missing_value_is_named_at_once_without_resolving_what_depends_on_
 CLI = [
     (["-m", "bm25.method=lucene,xyz", "retriever=bm25"],
      "job #1: bm25.method=xyz retriever=bm25", "bm25.method='xyz' is not one of"),
-    (["split=train"], "invalid config:", "split='train' is not one of dev, test, all"),
+    (["split=train"], "invalid config:", "split='train' is not one of auto, dev, test, all"),
     (["split_test_share=1.5"], "invalid config:", "split_test_share=1.5 is out of range"),
     (["dataset.unit=paragraph"], "invalid config:", "dataset.unit='paragraph' is not one of"),
     (["objective=Foo@10"], "invalid config:", "objective='Foo@10'"),
