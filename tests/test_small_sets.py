@@ -69,7 +69,8 @@ def workspace(tmp: Path, questions: list) -> Path:
 
 
 def overrides(work: Path, *more: str) -> list[str]:
-    return ["dataset=markdown", f"dataset.corpus_dir={work / 'corpus'}",
+    # dataset.name: without one, a markdown corpus's experiment names its folder (#19 kind 10)
+    return ["dataset=markdown", "dataset.name=markdown", f"dataset.corpus_dir={work / 'corpus'}",
             f"dataset.questions={work / 'golden'}", f"cache_dir={work / 'cache'}",
             "embedder=hash", "reranker=none", "progress=false", *more]
 
@@ -364,7 +365,8 @@ def test_chdir_runs_use_the_launch_folder_store_and_a_rerun_is_skipped(tmp_path)
     work = workspace(tmp_path, [*FACTUAL, LOOKUP, *UNANSWERABLE])
     env = cli_env(tmp_path)
     del env["MLFLOW_TRACKING_URI"]  # ragexp's own default store
-    args = [sys.executable, "-m", "ragexp", "dataset=markdown", "dataset.corpus_dir=corpus",
+    args = [sys.executable, "-m", "ragexp", "dataset=markdown", "dataset.name=markdown",
+            "dataset.corpus_dir=corpus",
             "dataset.questions=golden", "cache_dir=cache", "embedder=hash", "reranker=none",
             "progress=false", "split=all", "hydra.job.chdir=true"]
     first, again = (subprocess.run(args, cwd=work, env=env, capture_output=True, text=True,
