@@ -81,6 +81,8 @@ CASES = [
     (["dataset=markdown", "dataset.corpus_dir={tmp}/nowhere", f"dataset.questions={GOLDEN}"],
      "dataset.corpus_dir={tmp}/nowhere: no such folder", dataset),
     (["dataset.questions={tmp}/nowhere.jsonl"], "no such file or folder", dataset),
+    ([f"dataset.questions=[{GOLDEN},{{tmp}}/nowhere.jsonl]"],
+     "dataset.questions={tmp}/nowhere.jsonl: no such file or folder", dataset),
     (["objective=Foo@10"], "objective='Foo@10'", objective),
     (["objective=R@1000"], "objective='R@1000'", objective),
     (["retriever=trec_run"], "retriever.path is required", retriever),

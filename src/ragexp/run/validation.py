@@ -22,7 +22,7 @@ import operator
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ragexp.decide import selection
@@ -87,12 +87,12 @@ def field_problems(key: str, value: Any, meta: Any) -> list[str]:
         return [f"{key}={value} is out of range: must be {describe(bounds)}"]
     if "choices" in meta and value not in meta["choices"]:
         return [f"{key}={value!r} is not one of {', '.join(map(str, meta['choices']))}"]
-    if "path" in meta:
+    if "path" in meta:  # one path, or a list of them (dataset.questions)
         exists, absent = PATH_KINDS[meta["path"]]
-        where = Path(str(value)).expanduser()
-        if not exists(where):
-            return [f"{key}={value}: {absent} ({where.resolve()}); give a path that exists "
-                    f"(relative paths start from the folder ragexp runs in)"]
+        paths = list(value) if isinstance(value, (list, ListConfig)) else [value]
+        return [f"{key}={p}: {absent} ({Path(str(p)).expanduser().resolve()}); give a path "
+                f"that exists (relative paths start from the folder ragexp runs in)"
+                for p in paths if not exists(Path(str(p)).expanduser())]
     return []
 
 
