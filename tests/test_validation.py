@@ -20,9 +20,11 @@ from ragexp.run.app import CONF_DIR
 schema.register()
 
 
-def cfg_with(*overrides: str) -> DictConfig:
+def cfg_with(*overrides: str, config: str = "config") -> DictConfig:
+    """``config`` (``conf/config.yaml``, or ``questions``: ``ragexp questions generate``'s)
+    composed with ``overrides``."""
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose("config", overrides=list(overrides))
+        return compose(config, overrides=list(overrides))
 
 
 def schema_types() -> list[type]:
@@ -31,19 +33,22 @@ def schema_types() -> list[type]:
 
 
 @functools.lru_cache(maxsize=1)
-def where_each_schema_is_used() -> dict[type, tuple[list[str], str]]:
-    """schema type -> (overrides that select it, its key path), from composing every option of
-    every config group."""
-    found: dict[type, tuple[list[str], str]] = {}
+def where_each_schema_is_used() -> dict[type, tuple[str, list[str], str]]:
+    """schema type -> (config, overrides that select it, its key path), from composing every
+    option of every config group, and ``ragexp questions``' config with every generator."""
+    found: dict[type, tuple[str, list[str], str]] = {}
 
-    def walk(node: DictConfig, path: str, overrides: list[str]) -> None:
-        found.setdefault(OmegaConf.get_type(node), (overrides, path))
+    def walk(node: DictConfig, path: str, overrides: list[str], config: str = "config") -> None:
+        found.setdefault(OmegaConf.get_type(node), (config, overrides, path))
         for key in node:
             child = node._get_node(key)
             if isinstance(child, DictConfig) and not child._is_missing():
-                walk(child, f"{path}{key}.", overrides)
+                walk(child, f"{path}{key}.", overrides, config)
 
     walk(cfg_with(), "", [])
+    for option in sorted(p.stem for p in (Path(CONF_DIR) / "generator").glob("*.yaml")):
+        walk(cfg_with(f"generator={option}", config="questions"), "", [f"generator={option}"],
+             "questions")
     for group in ("dataset", "chunking", "embedder", "index", "retriever", "fusion", "reranker",
                   "abstain", "answer", "judge"):
         for option in sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml")):
@@ -80,10 +85,10 @@ def test_every_ranged_field_rejects_an_out_of_range_value(schema_type, name, bou
     users = [t for t in used if t is schema_type] or \
         [t for t in used if isinstance(t, type) and issubclass(t, schema_type)]
     assert users, f"{schema_type.__name__} is used by no config option"
-    overrides, path = used[users[0]]
+    config, overrides, path = used[users[0]]
     field_type = {f.name: f.type for f in dataclasses.fields(schema_type)}[name]
     value = outside(bounds, int if "int" in str(field_type) else float)
-    cfg = cfg_with(*overrides, f"{path}{name}={value}")
+    cfg = cfg_with(*overrides, f"{path}{name}={value}", config=config)
     with pytest.raises(validation.ConfigRangeError) as info:
         validation.validate(cfg)
     message = str(info.value)
@@ -93,7 +98,7 @@ def test_every_ranged_field_rejects_an_out_of_range_value(schema_type, name, bou
     # the bound itself is inside the range: this key is not reported
     bound = next(iter(bounds.values()))
     if next(iter(bounds)) in ("ge", "le"):
-        at_bound = cfg_with(*overrides, f"{path}{name}={bound}")
+        at_bound = cfg_with(*overrides, f"{path}{name}={bound}", config=config)
         assert not [p for p in validation.check_fields(at_bound) if p.startswith(f"{key}=")]
 
 
