@@ -340,6 +340,16 @@ def objective_is_measured(cfg: DictConfig) -> list[str]:
 
 
 @cross_field_rule
+def hybrid_has_a_part(cfg: DictConfig) -> list[str]:
+    """``retriever=hybrid`` keeps at least one part on (``stages.retrievers.HybridRetriever``)."""
+    parts = OmegaConf.select(cfg, "retriever.parts")
+    if not isinstance(parts, DictConfig) or any(parts[name] is not None for name in parts):
+        return []
+    return ["retriever.parts has every part switched off (each set to null): the hybrid would "
+            "fuse nothing; enable at least one"]
+
+
+@cross_field_rule
 def bm25l_lower_bound(cfg: DictConfig) -> list[str]:
     """``bm25.method=bm25l`` needs ``k1 + delta > 0`` (``index.bm25.BM25Params``)."""
     b = cfg.get("bm25")
