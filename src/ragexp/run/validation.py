@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ragexp.errors import RagexpError
 from ragexp.evaluation import measures
+from ragexp.index import embedders
 from ragexp.stages.chunking import WINDOWS
 
 BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
@@ -262,3 +263,18 @@ def convex_fuses_two_parts(cfg: DictConfig) -> list[str]:
         return [f"fusion=convex combines exactly two parts, one of them fusion.part="
                 f"{fusion.get('part')}; retriever.parts has {sorted(depths)} on"]
     return []
+
+
+@cross_field_rule
+def device_runs_here(cfg: DictConfig) -> list[str]:
+    """``embedder.device`` is cpu or cuda, and cuda only where onnxruntime has its CUDA
+    provider (``embedders.cuda_unavailable``): a sweep stops before any job, never running on
+    the CPU instead."""
+    device = OmegaConf.select(cfg, "embedder.device", default=None)
+    if device is None or device == "cpu":
+        return []
+    if device not in embedders.DEVICES:
+        return [f"embedder.device={device} is not a choice: must be one of "
+                f"{', '.join(embedders.DEVICES)}"]
+    why = embedders.cuda_unavailable()
+    return [why] if why else []
