@@ -280,6 +280,7 @@ def cmd_embed(args) -> int:
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
+    # defer heavy import
     from ragexp.data import shipped
     from ragexp.run import embed
 

@@ -120,7 +120,9 @@ def embedder(cfg: DictConfig) -> Embedder:
     name = OmegaConf.select(cfg, "embedder.queries", default=None)
     if not isinstance(name, str):
         return instantiate(cfg.embedder)
-    return instantiate(cfg.embedder, query_embedder=instantiate(named_embedder(cfg, name)))
+    # a partial: Hydra would turn an object passed to instantiate into config
+    return instantiate(cfg.embedder, _partial_=True)(
+        query_embedder=instantiate(named_embedder(cfg, name)))
 
 
 def named_embedder(cfg: DictConfig, name: str) -> DictConfig:
