@@ -156,3 +156,12 @@ def test_a_run_on_precomputed_hash_vectors_scores_as_the_hash_run(tmp_path):
         scores[cfg.embedder.name] = {k: v for k, v in result.metrics.items()
                                      if k.startswith(("ndcg", "rr_", "r_at"))}
     assert scores["hash"] and scores["precomputed"] == scores["hash"]
+
+
+def test_a_folder_without_passages_fails_at_composition(tmp_path):
+    from ragexp.run import validation
+
+    with pytest.raises(validation.ConfigRangeError,
+                       match=r"embedder.path=\S+ lacks passages.npy, passages.txt"):
+        validation.validate(_cfg("embedder=precomputed", f"embedder.path={tmp_path}"))
+    validation.validate(_cfg("embedder=precomputed", f"embedder.path={_folder(tmp_path / 'v')}"))

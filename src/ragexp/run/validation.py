@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from omegaconf import DictConfig, OmegaConf
@@ -278,3 +279,18 @@ def device_runs_here(cfg: DictConfig) -> list[str]:
                 f"{', '.join(embedders.DEVICES)}"]
     why = embedders.cuda_unavailable()
     return [why] if why else []
+
+
+@cross_field_rule
+def precomputed_folder_exists(cfg: DictConfig) -> list[str]:
+    """``embedder.path`` (``embedder=precomputed``) is a folder holding passages.npy and
+    passages.txt; their contents are checked when the embedder is built
+    (``index.precomputed``)."""
+    path = OmegaConf.select(cfg, "embedder.path", default=None)
+    if OmegaConf.select(cfg, "embedder.name", default=None) != "precomputed" or path is None:
+        return []
+    missing = [n for n in ("passages.npy", "passages.txt") if not (Path(path) / n).is_file()]
+    if not missing:
+        return []
+    return [f"embedder.path={path} lacks {', '.join(missing)} (a folder of passages.npy, "
+            f"passages.txt and queries.npy/queries.txt: docs/embedding.md)"]
