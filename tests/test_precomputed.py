@@ -165,3 +165,11 @@ def test_a_folder_without_passages_fails_at_composition(tmp_path):
                        match=r"embedder.path=\S+ lacks passages.npy, passages.txt"):
         validation.validate(_cfg("embedder=precomputed", f"embedder.path={tmp_path}"))
     validation.validate(_cfg("embedder=precomputed", f"embedder.path={_folder(tmp_path / 'v')}"))
+
+
+def test_serving_binds_no_questions_and_names_the_way_to_embed_new_ones(tmp_path):
+    emb = PrecomputedEmbedder(str(_folder(tmp_path / "v")))
+    emb.bind(CHUNKS, {})  # as serving.Engine's Resources bind it
+    assert emb.embed([CHUNKS[1].text], "passage").shape == (1, 8)
+    with pytest.raises(PrecomputedError, match="needs embedder.queries=NAME"):
+        emb.embed(["how do I restart the broker?"], "query")

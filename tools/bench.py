@@ -13,7 +13,9 @@ verdict is on their ratio (both throughputs are printed so a slow machine is vis
    ``np.load`` of the same matrix, and its disk use against the raw vectors (``bench_cache.py``);
 6. MLflow Tracing of served answers, on against off (``bench_traces.py``);
 7. the best texts/s any fastembed setting (batch size x data-parallel workers) reaches on this
-   machine against ragexp's best setting of the same grid, through the cache, naming each.
+   machine against ragexp's best setting of the same grid, through the cache, naming each;
+   MiniLM's texts/s on a GPU beside the CPU row where onnxruntime has CUDA (a note says so where
+   it has not).
 
 ``python -m tools.bench [--readme docs/benchmarks.md]`` (``make bench``); exits 1 if a target
 fails, 2 if that page lacks its ``<!-- bench:start -->`` / ``<!-- bench:end -->`` markers (then
@@ -34,6 +36,7 @@ import random  # noqa: E402
 import resource  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
+import time  # noqa: E402
 from collections import namedtuple  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -44,7 +47,7 @@ from ragexp.data import shipped  # noqa: E402
 from ragexp.data.golden import load_corpus, load_golden  # noqa: E402
 from ragexp.index.bm25 import BM25Index  # noqa: E402
 from ragexp.index.cache import EmbeddingCache  # noqa: E402
-from ragexp.index.embedders import FastEmbedEmbedder  # noqa: E402
+from ragexp.index.embedders import FastEmbedEmbedder, cuda_unavailable  # noqa: E402
 from ragexp.index.flat import FlatIPIndex  # noqa: E402
 from ragexp.index.resources import Resources  # noqa: E402
 from ragexp.stages.chunking import MarkdownChunker  # noqa: E402
@@ -167,6 +170,20 @@ def bench_embed_settings(emb: FastEmbedEmbedder, texts: list[str], tmp: Path,
                    "texts/s", 0.95)
 
 
+def gpu_note(texts: list[str], tmp: Path, cpu: Row) -> str:
+    """MiniLM's texts/s on the GPU (``embedder.device=cuda``) through the cache beside the CPU
+    row, or why it was not measured (no CUDA provider here)."""
+    why = cuda_unavailable()
+    if why:
+        return f"MiniLM on a GPU: not measured on this machine ({why.split(': install')[0]})"
+    emb = FastEmbedEmbedder("minilm-int8", cache_dir=f"{tmp}/models", device="cuda")
+    emb.embed(texts[:8])  # CUDA start-up is not throughput
+    seconds = best_of({"gpu": lambda: EmbeddingCache(root=str(tmp / f"gpu{time.time_ns()}"))
+                       .embed(emb, texts, "passage", progress=False)}, repeats=2, warmup=False)
+    return (f"MiniLM on the GPU (embedder.device=cuda, batch {emb.batch_size}) through the "
+            f"cache: {len(texts) / seconds['gpu']:.0f} texts/s, beside the CPU's {cpu.ours}")
+
+
 def bench_dense(n_queries: int, n_vectors: int = 10_000, dim: int = 384) -> tuple[Row, str]:
     """Our batched search vs faiss left at its defaults (per-query scan for nq*d < 128,000)."""
     rng = np.random.default_rng(SEED)
@@ -276,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         texts = passages(docs.values(), args.passages)
         rows = [bench_embed(emb, texts, questions[:16], Path(tmp)),
                 bench_embed_settings(emb, texts, Path(tmp))]
+        gpu = gpu_note(texts, Path(tmp), rows[0])
         dense, note = bench_dense(len(questions))
         rows += [dense, bench_bm25(docs.values(), questions),
                  bench_rerun(emb, MarkdownChunker().chunk(docs.values()), Path(tmp))]
@@ -283,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     traced, trace_notes = trace_rows(questions, Row)
     rows += traced
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    notes = [note, *trace_notes, f"peak memory (RSS, whole bench): {peak:.0f} MiB"]
+    notes = [note, gpu, *trace_notes, f"peak memory (RSS, whole bench): {peak:.0f} MiB"]
     table = render(rows)
     print("\n" + table + "\n\n" + "\n".join(f"- {n}" for n in notes))
     failed = [r.name for r in rows if r.ok is False]

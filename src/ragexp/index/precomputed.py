@@ -188,7 +188,7 @@ class PrecomputedEmbedder:
 
     def bind(self, chunks: list[Chunk], questions: dict[str, str]) -> None:
         """Map each chunk's text to its id's row of ``passages.npy`` and each question's text
-        (``{qid: text}``) to its row of ``queries.npy``. Raises ``PrecomputedError`` naming
+        (``{qid: text}``; none when serving) to its row of ``queries.npy``. Raises ``PrecomputedError`` naming
         the first few passages or questions without a row, ids the run does not hold, and
         document ids with a chunking that splits documents (they need ``chunking=none``)."""
         files = self.files["passage"]
@@ -218,7 +218,7 @@ class PrecomputedEmbedder:
                                        f"have no row in {self.path}/queries.txt: "
                                        f"{_first(absent)}")
             extra = [q for q in qfile.ids if q not in questions]
-            if extra:
+            if extra and questions:  # serving binds no questions: each is looked up as asked
                 raise PrecomputedError(f"{self.path}/queries.txt names {len(extra)} ids the "
                                        f"run does not hold: {_first(extra)}")
             self._by_text["query"] = self._texts(qfile, list(questions),
