@@ -33,6 +33,7 @@ from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import Embedder
 from ragexp.index.resources import Resources
 from ragexp.index.stagestore import StageStore
+from ragexp.run import schema
 from ragexp.stages.abstain import AbstainSignal
 from ragexp.stages.chunking import Chunker, TokenSized
 from ragexp.stages.rerankers import Reranker
@@ -135,6 +136,7 @@ def named_embedder(cfg: DictConfig, name: str) -> DictConfig:
     from hydra.errors import HydraException
 
     overrides = [f"embedder={name}", f"cache_dir={cfg.cache_dir}"]
+    schema.register()  # serving composes outside the Hydra app that registers the schemas
     try:
         if GlobalHydra.instance().is_initialized():
             composed = compose("config", overrides=overrides)
