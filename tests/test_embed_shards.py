@@ -103,15 +103,21 @@ def test_a_shard_run_again_embeds_nothing(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_the_joblib_multirun_over_shards_embeds_everything_once(tmp_path):
+@pytest.mark.parametrize("launcher", [["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+                                      ["hydra/launcher=submitit_local"]],
+                         ids=["joblib", "submitit_local"])
+def test_a_multirun_over_shards_embeds_everything_once(tmp_path, launcher):
+    """The Hydra form of ``ragexp embed``: joblib on one machine, and submitit's local executor
+    (the launcher plugin SLURM runs through, without a cluster)."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
     out = subprocess.run(
-        [sys.executable, "-m", "ragexp.run.embed", "-m", "+shard=0/2,1/2",
-         "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "embedder=hash",
-         f"cache_dir={tmp_path}", "progress=false", f"hydra.sweep.dir={tmp_path / 'multirun'}"],
+        [sys.executable, "-m", "ragexp.run.embed", "-m", "+shard=0/2,1/2", *launcher,
+         "embedder=hash", f"cache_dir={tmp_path}", "progress=false",
+         f"hydra.sweep.dir={tmp_path / 'multirun'}"],
         cwd=tmp_path, env=env, text=True, capture_output=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    got = [tuple(map(int, g)) for g in LINE.findall(out.stdout)]
+    logs = out.stdout + "".join(p.read_text() for p in (tmp_path / "multirun").rglob("*.out"))
+    got = [tuple(map(int, g)) for g in LINE.findall(logs)]
     assert sorted(g[0] for g in got) == [0, 1]
     store = PackedStore(model_folder(tmp_path / "embeddings", HashEmbedder().identity)
                         / "packed", 512)
