@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import ROOT
@@ -124,3 +125,36 @@ def test_a_multirun_over_shards_embeds_everything_once(tmp_path, launcher):
     store.refresh()
     assert len(store) == sum(g[4] for g in got) == sum(g[2] + g[3] for g in got)
     assert not (tmp_path / "mlruns").exists()  # embedding starts no MLflow sweep run
+
+
+@pytest.mark.slow
+def test_a_shard_killed_midway_leaves_whole_entries_and_its_rerun_finishes(tmp_path, minilm):
+    overrides = ["embedder=minilm", f"cache_dir={tmp_path}", "progress=false"]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+    proc = subprocess.Popen([sys.executable, "-m", "ragexp.cli.main", "embed", *overrides],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    store = PackedStore(model_folder(tmp_path / "embeddings", minilm.identity) / "packed", 384)
+    try:  # kill it once the model is loaded and embedding (its claim file exists), or at 60 s
+        claims = model_folder(tmp_path / "embeddings", minilm.identity) / "claims"
+        for _ in range(600):
+            if proc.poll() is not None or (claims.is_dir() and any(claims.iterdir())):
+                break
+            time.sleep(0.1)
+    finally:
+        proc.kill()
+        proc.wait()
+    store.refresh()
+    before = len(store)
+    cfg = _cfg(*overrides)
+    dataset = build.instantiate(cfg.dataset)
+    total = len({c.text for c in build.build(cfg).chunker.chunk(dataset.documents())}) + \
+        len({q.text for q in dataset.queries()})
+    assert before < total or proc.returncode == 0
+    out = subprocess.run([sys.executable, "-m", "ragexp.cli.main", "embed", *overrides],
+                         cwd=tmp_path, env=env, text=True, capture_output=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    g = tuple(map(int, LINE.search(out.stdout).groups()))
+    assert g[4] == total - before and g[5] == before  # only what it lacked is embedded
+    store.refresh()
+    assert len(store) == total  # every text once, none torn or twice
