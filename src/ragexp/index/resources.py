@@ -21,7 +21,7 @@ from ragexp.errors import InvalidValue
 from ragexp.index import ann
 from ragexp.index.bm25 import BM25Index, BM25Params
 from ragexp.index.cache import EmbeddingCache
-from ragexp.index.embedders import Embedder, TokenCounter
+from ragexp.index.embedders import BoundById, Embedder, TokenCounter
 from ragexp.index.flat import FlatIPIndex
 from ragexp.index.stagestore import StageStore, stage_key
 from ragexp.records import Chunk
@@ -60,6 +60,7 @@ class Resources:
     stages: StageStore = field(default_factory=lambda: StageStore(enabled=False))
     chunks_key: str = ""  # stage key of ``chunks``: what tokens, BM25 and vectors derive from
     index_spec: ann.IndexSpec = field(default_factory=ann.FlatSpec)  # the ``index`` group
+    questions: dict[str, str] = field(default_factory=dict)  # {qid: text}, for ``BoundById``
     _embedder: Embedder | None = None
     _terms: TokenMatrix | None = None
     _bm25: BM25Index | None = None
@@ -80,7 +81,10 @@ class Resources:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = self.embedder_factory()
+            embedder = self.embedder_factory()
+            if isinstance(embedder, BoundById):  # precomputed vectors: by chunk and question id
+                embedder.bind(self.chunks, self.questions)
+            self._embedder = embedder
         return self._embedder
 
     @property

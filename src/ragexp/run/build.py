@@ -26,12 +26,14 @@ from ragexp import legacy
 from ragexp.answer.base import Answerer
 from ragexp.answer.extractive import ExtractiveAnswerer
 from ragexp.data import shipped
+from ragexp.errors import InvalidValue
 from ragexp.index.ann import FlatSpec, IndexSpec
 from ragexp.index.bm25 import BM25Params
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import Embedder
 from ragexp.index.resources import Resources
 from ragexp.index.stagestore import StageStore
+from ragexp.run import schema
 from ragexp.stages.abstain import AbstainSignal
 from ragexp.stages.chunking import Chunker, TokenSized
 from ragexp.stages.rerankers import Reranker
@@ -40,7 +42,7 @@ from ragexp.stages.retrievers import Retriever
 # Config keys holding a file-system location (relative ones are relative to the launch folder:
 # ``anchor_paths``).
 PATH_KEYS = ("dataset.corpus_dir", "dataset.questions", "dataset.path", "cache_dir",
-             "embedder.cache_dir", "embedder.model_path", "reranker.model_path",
+             "embedder.cache_dir", "embedder.model_path", "embedder.path", "reranker.model_path",
              "retriever.path")
 LOCATION_TAG = "ragexp.path."
 
@@ -95,7 +97,7 @@ def build(cfg: DictConfig, serving: bool = False) -> Stages:
     warned about once, never an error. A config without an ``index`` group (a run recorded
     before it existed) searches exactly, as that run did. Raises ``InvalidValue`` for a
     token-sized chunker with an embedder that has no tokenizer."""
-    make_embedder = functools.cache(lambda: instantiate(cfg.embedder))
+    make_embedder = functools.cache(lambda: embedder(cfg))
     chunker = instantiate(cfg.chunking)
     if isinstance(chunker, TokenSized) and chunker.needs_tokenizer:
         chunker = chunker.with_tokenizer(make_embedder().tokens())
@@ -109,6 +111,46 @@ def build(cfg: DictConfig, serving: bool = False) -> Stages:
         cache=embedding_cache(cfg, "warn" if serving else "raise"),
         bm25=bm25_params(cfg),
         index=instantiate(cfg.index) if cfg.get("index") is not None else FlatSpec())
+
+
+def embedder(cfg: DictConfig) -> Embedder:
+    """The run's embedder (``cfg.embedder``). ``embedder.queries=NAME`` (precomputed passages)
+    builds the embedder option NAME, composed as ``embedder=NAME`` would compose it, for the
+    questions. Raises ``InvalidValue`` for an unknown option or one that is itself
+    precomputed."""
+    name = OmegaConf.select(cfg, "embedder.queries", default=None)
+    if not isinstance(name, str):
+        return instantiate(cfg.embedder)
+    # a partial: Hydra would turn an object passed to instantiate into config
+    return instantiate(cfg.embedder, _partial_=True)(
+        query_embedder=instantiate(named_embedder(cfg, name)))
+
+
+def named_embedder(cfg: DictConfig, name: str) -> DictConfig:
+    """The embedder option ``name`` composed onto ``cfg``'s ``cache_dir``: through the running
+    Hydra app's search path when there is one (a user's ``--config-dir`` too), else the
+    shipped config groups. Raises ``InvalidValue`` naming the key."""
+    # defer heavy import
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+
+    overrides = [f"embedder={name}", f"cache_dir={cfg.cache_dir}"]
+    schema.register()  # serving composes outside the Hydra app that registers the schemas
+    try:
+        if GlobalHydra.instance().is_initialized():
+            composed = compose("config", overrides=overrides)
+        else:
+            with initialize_config_dir(config_dir=shipped.conf_dir(), version_base="1.3"):
+                composed = compose("config", overrides=overrides)
+    except HydraException as exc:
+        raise InvalidValue(f"embedder.queries={name}: no embedder option of that name "
+                           f"({str(exc).splitlines()[0]})") from None
+    if OmegaConf.select(composed, "embedder.queries", default=None) is not None or \
+            "path" in composed.embedder:
+        raise InvalidValue(f"embedder.queries={name} is itself precomputed: name an embedder "
+                           f"that computes vectors (minilm, hash, ...)")
+    return composed.embedder
 
 
 def _get(cfg: DictConfig, key: str):

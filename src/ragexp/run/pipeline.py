@@ -222,7 +222,8 @@ def index_corpus(corpus: Corpus, stages: Stages, store: StageStore,
     chunks or the index settings do not fit it (``index.nlist`` above the passage count)."""
     res = Resources(corpus.chunks, stages.make_embedder, stages.cache,
                     bm25_params=stages.bm25, progress=progress, stages=store,
-                    chunks_key=corpus.chunks_key, index_spec=stages.index)
+                    chunks_key=corpus.chunks_key, index_spec=stages.index,
+                    questions=corpus.texts)
     res.timings["time.chunk_s"] = corpus.chunk_s
     return res, stages.make_retriever(res)
 

@@ -145,6 +145,21 @@ class FastEmbedConf:
     pooling: Optional[str] = None  # a local folder outside the catalogue: MEAN or CLS
     query_prefix: str = ""
     passage_prefix: str = ""
+    device: str = "cpu"  # cpu or cuda (ragexp[gpu]); part of the embedder's identity
+    # fastembed's data-parallel worker processes per embed call; null: one process
+    parallel: Optional[int] = field(default=None, metadata={"ge": 1})
+
+
+@dataclass
+class PrecomputedEmbedderConf:
+    """Vectors computed elsewhere: ``path`` holds passages.npy/.txt and queries.npy/.txt
+    (``index.precomputed``)."""
+
+    _target_: str = "ragexp.index.precomputed.PrecomputedEmbedder"
+    name: str = "precomputed"
+    path: str = MISSING
+    # the questions' vectors from a named embedder option (e.g. minilm) instead of queries.npy
+    queries: Optional[str] = None
 
 
 @dataclass
@@ -519,7 +534,8 @@ SCHEMAS = {
     "chunking": {"markdown": MarkdownChunkingConf, "none": WholeDocChunkingConf,
                  "sentences": SentenceChunkingConf, "semantic": SemanticChunkingConf,
                  "parent_child": ParentChildChunkingConf},
-    "embedder": {"hash": HashEmbedderConf, "fastembed": FastEmbedConf},
+    "embedder": {"hash": HashEmbedderConf, "fastembed": FastEmbedConf,
+                 "precomputed": PrecomputedEmbedderConf},
     "index": {"flat": FlatIndexConf, "hnsw": HNSWIndexConf, "ivf": IVFIndexConf,
               "ivfpq": IVFPQIndexConf},
     "retriever": {"dense": DenseRetrieverConf, "bm25": BM25RetrieverConf,

@@ -445,3 +445,33 @@ def composition_error(exc: BaseException) -> str:
     if isinstance(cause, OmegaConfBaseException):
         message += f": {' '.join(str(cause).splitlines()[0].split())}"
     return message
+
+
+@cross_field_rule
+def device_runs_here(cfg: DictConfig) -> list[str]:
+    """``embedder.device`` is cpu or cuda, and cuda only where onnxruntime has its CUDA
+    provider (``embedders.cuda_unavailable``): a sweep stops before any job, never running on
+    the CPU instead."""
+    device = OmegaConf.select(cfg, "embedder.device", default=None)
+    if device is None or device == "cpu":
+        return []
+    if device not in embedders.DEVICES:
+        return [f"embedder.device={device} is not a choice: must be one of "
+                f"{', '.join(embedders.DEVICES)}"]
+    why = embedders.cuda_unavailable()
+    return [why] if why else []
+
+
+@cross_field_rule
+def precomputed_folder_exists(cfg: DictConfig) -> list[str]:
+    """``embedder.path`` (``embedder=precomputed``) is a folder holding passages.npy and
+    passages.txt; their contents are checked when the embedder is built
+    (``index.precomputed``)."""
+    path = OmegaConf.select(cfg, "embedder.path", default=None)
+    if OmegaConf.select(cfg, "embedder.name", default=None) != "precomputed" or path is None:
+        return []
+    missing = [n for n in ("passages.npy", "passages.txt") if not (Path(path) / n).is_file()]
+    if not missing:
+        return []
+    return [f"embedder.path={path} lacks {', '.join(missing)} (a folder of passages.npy, "
+            f"passages.txt and queries.npy/queries.txt: docs/embedding.md)"]

@@ -1,0 +1,266 @@
+"""Vectors computed elsewhere (``embedder=precomputed``): read from a folder, checked, and served
+through the same embedding cache and stage store as computed ones.
+
+``embedder.path=DIR`` holds ``passages.npy`` (float32, one row per id) with ``passages.txt``
+(one document or chunk id per line, in row order), and ``queries.npy`` with ``queries.txt``
+(question ids) unless a named embedder embeds the questions (``embedder.queries=minilm``; its
+dimension must match). Every check runs when the embedder is built, before any vector is used:
+shapes and dtype, rows against ids, empty or duplicate ids, NaN/inf and zero rows, each error
+naming the file, the row and the id; rows not L2-normalised are normalised with one warning
+saying how many. Binding to a run's chunks and questions (``bind``) then checks that every
+passage and question has a row and that the folder names no id the run does not hold.
+
+The cache keys vectors by text: ``bind`` maps each chunk's text to its id's row, so a sweep's
+ablations read the files once per process (``_read``) and the vectors once from the stage store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import warnings
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from ragexp.index.embedders import Embedder, EmbedderError, EmbedderIdentity
+from ragexp.records import Chunk
+
+log = logging.getLogger(__name__)
+FILES = {"passage": ("passages.npy", "passages.txt"), "query": ("queries.npy", "queries.txt")}
+NORM_TOLERANCE = 1e-3  # |norm - 1| above this: a row is not L2-normalised
+SHOWN = 3  # ids or rows an error names
+BLOCK = 1 << 16  # rows checked at a time (bounded temporary memory)
+
+
+class PrecomputedError(EmbedderError):
+    """A precomputed vector folder is malformed or does not match the run's passages or
+    questions; the message names the file and the first offending rows or ids."""
+
+
+@dataclass(frozen=True)
+class VectorFile:
+    """One checked pair of files: ``vectors`` (n, dim) float32 with unit rows, ``ids`` (n,)
+    in row order, ``row`` ``{id: row}``, ``normalised`` rows that were rescaled."""
+
+    vectors: np.ndarray
+    ids: list[str]
+    row: dict[str, int]
+    normalised: int
+
+
+def _first(items: list, n: int = SHOWN) -> str:
+    return ", ".join(repr(x) for x in items[:n]) + (f" (and {len(items) - n} more)"
+                                                     if len(items) > n else "")
+
+
+@lru_cache(maxsize=4)
+def _read(npy: str, txt: str, stamp: tuple) -> VectorFile:
+    """Load and check ``npy`` and its ids ``txt``; ``stamp`` (sizes, mtimes) keys the
+    per-process memo, so a sweep's jobs read a folder once. Raises ``PrecomputedError``."""
+    ids = Path(txt).read_text(encoding="utf-8").splitlines()
+    try:
+        vectors = np.load(npy, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise PrecomputedError(f"{npy} is not a .npy matrix: {exc}") from exc
+    if vectors.ndim != 2 or vectors.shape[1] == 0:
+        raise PrecomputedError(f"{npy} has shape {vectors.shape}; need (rows, dim)")
+    if vectors.dtype != np.float32:
+        raise PrecomputedError(f"{npy} holds {vectors.dtype}; need float32 "
+                               f"(np.save(path, x.astype(np.float32)))")
+    if len(ids) != len(vectors):
+        raise PrecomputedError(f"{npy} has {len(vectors)} rows but {txt} has {len(ids)} ids "
+                               f"(one id per line, in row order)")
+    empty = [i + 1 for i, x in enumerate(ids) if not x.strip()]
+    if empty:
+        raise PrecomputedError(f"{txt}: empty id on line {_first(empty)}")
+    row: dict[str, int] = {}
+    dupes = []
+    for i, x in enumerate(ids):
+        if row.setdefault(x, i) != i:
+            dupes.append(f"{x} (lines {row[x] + 1} and {i + 1})")
+    if dupes:
+        raise PrecomputedError(f"{txt}: {len(dupes)} duplicate ids: {', '.join(dupes[:SHOWN])}")
+    if not vectors.flags.writeable:
+        vectors = vectors.copy()
+    normalised = 0
+    for start in range(0, len(vectors), BLOCK):
+        block = vectors[start:start + BLOCK]
+        bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
+        if len(bad):
+            rows = [int(start + b) for b in bad]
+            raise PrecomputedError(f"{npy}: NaN or inf in row {rows[0]} (id {ids[rows[0]]!r})"
+                                   f"{f', {len(rows)} rows in all' if len(rows) > 1 else ''}")
+        norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
+        zero = np.flatnonzero(norms == 0)
+        if len(zero):
+            r = int(start + zero[0])
+            raise PrecomputedError(f"{npy}: row {r} (id {ids[r]!r}) is all zero: it has no "
+                                   f"direction to score by cosine")
+        off = np.abs(norms - 1.0) > NORM_TOLERANCE
+        if off.any():
+            normalised += int(off.sum())
+            block[off] /= norms[off, None].astype(np.float32)
+    if normalised:
+        message = (f"{npy}: {normalised} of {len(vectors)} rows were not L2-normalised "
+                   f"(|norm - 1| > {NORM_TOLERANCE}); normalised")
+        warnings.warn(message, UserWarning, stacklevel=2)
+        log.warning(message)
+    return VectorFile(vectors, ids, row, normalised)
+
+
+def _stamp(paths: list[Path]) -> tuple:
+    return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths)
+
+
+@dataclass
+class PrecomputedEmbedder:
+    """An ``Embedder`` whose vectors were computed elsewhere (module docstring).
+
+    ``path`` the folder; ``queries`` the name of the embedder option that embeds the questions
+    (recorded; the built one is ``query_embedder``, given by ``run.build``) or None for
+    ``queries.npy``. Raises ``PrecomputedError`` for a missing or malformed file, a query
+    embedder of another dimension, or both a query embedder and ``queries.npy``."""
+
+    path: str
+    queries: str | None = None
+    name: str = "precomputed"
+    query_embedder: Embedder | None = field(default=None, repr=False)
+    identity: EmbedderIdentity = field(init=False)
+
+    def __post_init__(self) -> None:
+        folder = Path(self.path).expanduser()
+        if not folder.is_dir():
+            raise PrecomputedError(f"embedder.path={self.path}: no such folder")
+        self.files: dict[str, VectorFile] = {}
+        for mode, names in FILES.items():
+            paths = [folder / n for n in names]
+            present = [p.is_file() for p in paths]
+            if mode == "query" and not any(present):
+                continue
+            if not all(present):
+                missing = [str(p) for p, ok in zip(paths, present) if not ok]
+                raise PrecomputedError(f"embedder.path={self.path} lacks {', '.join(missing)}")
+            self.files[mode] = _read(str(paths[0]), str(paths[1]), _stamp(paths))
+        dim = self.files["passage"].vectors.shape[1]
+        self._check_queries(folder, dim)
+        self.identity = EmbedderIdentity("precomputed", self._model(folder),
+                                         str((folder / FILES["passage"][0]).resolve()),
+                                         self._fingerprint(folder), dim)
+        self._by_text: dict[str, dict[str, int]] = {}
+
+    def _check_queries(self, folder: Path, dim: int) -> None:
+        if self.queries and self.query_embedder is None:
+            raise PrecomputedError(f"embedder.queries={self.queries} was not built: build the "
+                                   f"embedder with ragexp.run.build")
+        if self.query_embedder is not None and "query" in self.files:
+            raise PrecomputedError(f"embedder.queries={self.queries} and {folder / 'queries.npy'} "
+                                   f"both give the questions' vectors: remove one")
+        if self.query_embedder is None and "query" not in self.files:
+            raise PrecomputedError(f"embedder.path={self.path} has no queries.npy/queries.txt: "
+                                   f"add them, or embed the questions with a named embedder "
+                                   f"(embedder.queries=minilm)")
+        qdim = (self.query_embedder.identity.dim if self.query_embedder is not None
+                else self.files["query"].vectors.shape[1])
+        if qdim != dim:
+            where = (f"embedder.queries={self.queries}" if self.query_embedder is not None
+                     else str(folder / "queries.npy"))
+            raise PrecomputedError(f"{where} gives {qdim}-d vectors but passages.npy holds "
+                                   f"{dim}-d ones: both must have the same dimension")
+
+    def _model(self, folder: Path) -> str:
+        queries = f"+queries={self.query_embedder.identity.key}" if self.query_embedder else ""
+        return f"{folder.resolve()}{queries}"
+
+    def _fingerprint(self, folder: Path) -> str:
+        """sha256 of the id files' bytes and the matrices' sizes and mtimes: hashing 1.5 GB
+        of vectors would double the import time (docs/embedding.md)."""
+        h = hashlib.sha256()
+        for mode in self.files:
+            npy, txt = (folder / n for n in FILES[mode])
+            h.update(txt.read_bytes())
+            st = os.stat(npy)
+            h.update(f"\0{mode}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        return h.hexdigest()
+
+    def bind(self, chunks: list[Chunk], questions: dict[str, str]) -> None:
+        """Map each chunk's text to its id's row of ``passages.npy`` and each question's text
+        (``{qid: text}``; none when serving) to its row of ``queries.npy``. Raises ``PrecomputedError`` naming
+        the first few passages or questions without a row, ids the run does not hold, and
+        document ids with a chunking that splits documents (they need ``chunking=none``)."""
+        files = self.files["passage"]
+        chunk_ids = [c.chunk_id for c in chunks]
+        missing = [c for c in chunk_ids if c not in files.row]
+        if missing:
+            docs = {c.doc_id for c in chunks}
+            if docs and all(d in files.row for d in docs):
+                raise PrecomputedError(
+                    f"{self.path}/passages.txt holds document ids but the chunking made "
+                    f"{len(chunks)} chunks of {len(docs)} documents: document ids need "
+                    f"chunking=none (one chunk per document, chunking.windows=truncate)")
+            raise PrecomputedError(f"{len(missing)} of the run's {len(chunks)} passages have "
+                                   f"no row in {self.path}/passages.txt: {_first(missing)}")
+        held = set(chunk_ids)
+        unknown = [x for x in files.ids if x not in held] if len(files.ids) > len(held) else []
+        if unknown:
+            raise PrecomputedError(f"{self.path}/passages.txt names {len(unknown)} ids the run "
+                                   f"does not hold: {_first(unknown)}")
+        self._by_text["passage"] = self._texts(files, chunk_ids, [c.text for c in chunks],
+                                               "passages")
+        if "query" in self.files:
+            qfile = self.files["query"]
+            absent = [q for q in questions if q not in qfile.row]
+            if absent:
+                raise PrecomputedError(f"{len(absent)} of the run's {len(questions)} questions "
+                                       f"have no row in {self.path}/queries.txt: "
+                                       f"{_first(absent)}")
+            extra = [q for q in qfile.ids if q not in questions]
+            if extra and questions:  # serving binds no questions: each is looked up as asked
+                raise PrecomputedError(f"{self.path}/queries.txt names {len(extra)} ids the "
+                                       f"run does not hold: {_first(extra)}")
+            self._by_text["query"] = self._texts(qfile, list(questions),
+                                                 list(questions.values()), "questions")
+
+    @staticmethod
+    def _texts(files: VectorFile, ids: list[str], texts: list[str], what: str) -> dict:
+        """``{text: row}``; texts shared by ids of different vectors keep the first id's row,
+        with one warning (the cache keys a vector by its text)."""
+        out: dict[str, int] = {}
+        clashes = 0
+        for x, text in zip(ids, texts):
+            r = out.setdefault(text, files.row[x])
+            if r != files.row[x] and not np.array_equal(files.vectors[r],
+                                                        files.vectors[files.row[x]]):
+                clashes += 1
+        if clashes:
+            warnings.warn(f"{clashes} {what} share their text with an earlier one but have "
+                          f"another vector; the first one's is used (vectors are cached by "
+                          f"text)", UserWarning, stacklevel=3)
+        return out
+
+    def embed(self, texts: list[str], mode: str = "passage") -> np.ndarray:
+        """(len(texts), dim) float32 unit rows: each text's row, found through ``bind``; the
+        questions through ``query_embedder`` when one is set. Raises ``PrecomputedError`` for
+        a text that is not one of the bound passages or questions (a new question in serving
+        needs ``embedder.queries``)."""
+        if mode == "query" and self.query_embedder is not None:
+            return self.query_embedder.embed(texts, mode)
+        rows_of = self._by_text.get(mode)
+        if rows_of is None:
+            raise PrecomputedError(f"embedder=precomputed has not been bound to the run's "
+                                   f"{'passages' if mode == 'passage' else 'questions'} "
+                                   f"(Resources binds it)")
+        unknown = [t for t in texts if t not in rows_of]
+        if unknown:
+            hint = " (serving a new question needs embedder.queries=NAME)" \
+                if mode == "query" else ""
+            raise PrecomputedError(f"{len(unknown)} {mode} texts have no precomputed vector: "
+                                   f"{_first([t[:60] for t in unknown])}{hint}")
+        return self.files[mode].vectors[[rows_of[t] for t in texts]]
+
+    def tokens(self) -> None:
+        """None: precomputed vectors have no token window ragexp can read."""
+        return None

@@ -1,0 +1,175 @@
+"""``embedder=precomputed``: every check of the folder fails in one line naming the file and the
+row or id; rows not L2-normalised are normalised with a warning saying how many; and a run on
+vectors precomputed by the hash embedder scores exactly as the hash embedder's own run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+
+from ragexp.data import shipped
+from ragexp.errors import InvalidValue
+from ragexp.evaluation import measures
+from ragexp.index.embedders import HashEmbedder
+from ragexp.index.precomputed import PrecomputedEmbedder, PrecomputedError
+from ragexp.records import Chunk
+from ragexp.run import build, schema
+from ragexp.run.pipeline import run_experiment
+
+schema.register()
+CHUNKS = [Chunk(f"d{i}", f"d{i}", f"text of document {i}") for i in range(4)]
+QUESTIONS = {"q1": "what is one", "q2": "what is two"}
+
+
+def _cfg(*overrides):
+    with initialize_config_dir(config_dir=shipped.conf_dir(), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def _unit(n: int, dim: int, seed: int = 0) -> np.ndarray:
+    x = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _folder(path, passages=None, ids=None, queries=None, qids=None):
+    path.mkdir(exist_ok=True)
+    np.save(path / "passages.npy", _unit(4, 8) if passages is None else passages)
+    (path / "passages.txt").write_text("\n".join(ids or [c.chunk_id for c in CHUNKS]) + "\n")
+    if queries is not False:
+        np.save(path / "queries.npy", _unit(2, 8, 1) if queries is None else queries)
+        (path / "queries.txt").write_text("\n".join(qids or list(QUESTIONS)) + "\n")
+    return path
+
+
+def _error(tmp_path, **files) -> str:
+    with pytest.raises(PrecomputedError) as info:
+        emb = PrecomputedEmbedder(str(_folder(tmp_path / "v", **files)))
+        emb.bind(CHUNKS, QUESTIONS)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_vectors_are_served_by_id_through_the_chunk_text(tmp_path):
+    passages, queries = _unit(4, 8), _unit(2, 8, 1)
+    emb = PrecomputedEmbedder(str(_folder(tmp_path / "v", passages, queries=queries)))
+    emb.bind(CHUNKS[::-1], QUESTIONS)  # any chunk order: rows follow ids, not positions
+    texts = [CHUNKS[2].text, CHUNKS[0].text]
+    assert np.array_equal(emb.embed(texts, "passage"), passages[[2, 0]])
+    assert np.array_equal(emb.embed([QUESTIONS["q2"]], "query"), queries[[1]])
+    assert emb.identity.backend == "precomputed" and emb.identity.dim == 8
+    with pytest.raises(PrecomputedError, match="embedder.queries"):
+        emb.embed(["a question nobody precomputed"], "query")
+
+
+@pytest.mark.parametrize("files,expected", [
+    ({"ids": ["d0", "d1", "d2"]}, "has 4 rows but"),
+    ({"ids": ["d0", "d1", "d1", "d3"]}, "1 duplicate ids: d1 (lines 2 and 3)"),
+    ({"ids": ["d0", "", "d2", "d3"]}, "empty id on line 2"),
+    ({"passages": _unit(4, 8).astype(np.float64)}, "holds float64; need float32"),
+    ({"passages": _unit(4, 8)[0]}, "has shape (8,)"),
+    ({"queries": _unit(2, 6)}, "gives 6-d vectors but passages.npy holds 8-d"),
+    ({"queries": False}, "has no queries.npy/queries.txt"),
+    ({"ids": ["d0", "d1", "d2", "dX"]}, "1 of the run's 4 passages have no row in"),
+    ({"qids": ["q1", "q9"]}, "1 of the run's 2 questions have no row"),
+])
+def test_a_malformed_folder_fails_in_one_line_naming_it(tmp_path, files, expected):
+    assert expected in _error(tmp_path, **files)
+
+
+@pytest.mark.parametrize("value,what", [(np.nan, "NaN or inf in row 2 (id 'd2')"),
+                                        (np.inf, "NaN or inf in row 2 (id 'd2')"),
+                                        (0.0, "row 2 (id 'd2') is all zero")])
+def test_a_bad_row_is_named(tmp_path, value, what):
+    passages = _unit(4, 8)
+    passages[2] = 0.0
+    passages[2, 3] = value
+    assert what in _error(tmp_path, passages=passages)
+
+
+def test_ids_the_run_does_not_hold_are_named(tmp_path):
+    passages = _unit(6, 8)
+    ids = [c.chunk_id for c in CHUNKS] + ["ghost1", "ghost2"]
+    assert "names 2 ids the run does not hold: 'ghost1', 'ghost2'" in _error(
+        tmp_path, passages=passages, ids=ids)
+    queries = _unit(3, 8)
+    assert "queries.txt names 1 ids the run does not hold: 'q7'" in _error(
+        tmp_path, queries=queries, qids=["q1", "q2", "q7"])
+
+
+def test_document_ids_with_chunks_need_chunking_none(tmp_path):
+    emb = PrecomputedEmbedder(str(_folder(tmp_path / "v")))
+    split = [Chunk(f"{c.doc_id}#{n}", c.doc_id, f"{c.text} part {n}") for c in CHUNKS
+             for n in range(2)]
+    with pytest.raises(PrecomputedError, match="document ids need chunking=none"):
+        emb.bind(split, QUESTIONS)
+
+
+def test_rows_not_normalised_are_normalised_with_a_count(tmp_path):
+    passages = _unit(4, 8) * np.array([[1.0], [3.0], [1.0], [0.5]], dtype=np.float32)
+    with pytest.warns(UserWarning, match="2 of 4 rows were not L2-normalised"):
+        emb = PrecomputedEmbedder(str(_folder(tmp_path / "v", passages)))
+    emb.bind(CHUNKS, QUESTIONS)
+    got = emb.embed([c.text for c in CHUNKS], "passage")
+    want = passages.astype(np.float64) / np.linalg.norm(passages.astype(np.float64), axis=1,
+                                                        keepdims=True)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_a_named_query_embedder_must_match_the_dimension(tmp_path):
+    folder = _folder(tmp_path / "v", _unit(4, 512), queries=False)
+    cfg = _cfg("embedder=precomputed", f"embedder.path={folder}", "embedder.queries=hash",
+               f"cache_dir={tmp_path}")
+    emb = build.embedder(cfg)
+    emb.bind(CHUNKS, QUESTIONS)
+    want = HashEmbedder(512).embed(["a brand new question"], "query")
+    assert np.array_equal(emb.embed(["a brand new question"], "query"), want)
+    cfg.embedder.path = str(_folder(tmp_path / "small", queries=False))
+    with pytest.raises(Exception, match="gives 512-d vectors but passages.npy holds 8-d"):
+        build.embedder(cfg)
+    cfg.embedder.queries = "nonesuch"
+    with pytest.raises(InvalidValue, match="embedder.queries=nonesuch: no embedder option"):
+        build.embedder(cfg)
+
+
+def test_a_run_on_precomputed_hash_vectors_scores_as_the_hash_run(tmp_path):
+    """Differential: the same vectors, once computed and once read from files."""
+    base = ["chunking=none", "reranker=none", f"cache_dir={tmp_path / 'cache'}",
+            "progress=false", "reuse_stages=false"]
+    hashed = _cfg("embedder=hash", *base)
+    dataset = instantiate(hashed.dataset)
+    chunks = build.build(hashed).chunker.chunk(dataset.documents())
+    queries = dataset.queries()
+    folder = tmp_path / "vectors"
+    folder.mkdir()
+    hasher = HashEmbedder(512)
+    np.save(folder / "passages.npy", hasher.embed([c.text for c in chunks]))
+    (folder / "passages.txt").write_text("".join(f"{c.chunk_id}\n" for c in chunks))
+    np.save(folder / "queries.npy", hasher.embed([q.text for q in queries], "query"))
+    (folder / "queries.txt").write_text("".join(f"{q.qid}\n" for q in queries))
+    scores = {}
+    for cfg in (hashed, _cfg("embedder=precomputed", f"embedder.path={folder}", *base)):
+        result = run_experiment(dataset, build.build(cfg), k=cfg.k,
+                                measures=measures.resolve(cfg.measures, cfg.k), progress=False)
+        scores[cfg.embedder.name] = {k: v for k, v in result.metrics.items()
+                                     if k.startswith(("ndcg", "rr_", "r_at"))}
+    assert scores["hash"] and scores["precomputed"] == scores["hash"]
+
+
+def test_a_folder_without_passages_fails_at_composition(tmp_path):
+    from ragexp.run import validation
+
+    with pytest.raises(validation.ConfigRangeError,
+                       match=r"embedder.path=\S+ lacks passages.npy, passages.txt"):
+        validation.validate(_cfg("embedder=precomputed", f"embedder.path={tmp_path}"))
+    validation.validate(_cfg("embedder=precomputed", f"embedder.path={_folder(tmp_path / 'v')}"))
+
+
+def test_serving_binds_no_questions_and_names_the_way_to_embed_new_ones(tmp_path):
+    emb = PrecomputedEmbedder(str(_folder(tmp_path / "v")))
+    emb.bind(CHUNKS, {})  # as serving.Engine's Resources bind it
+    assert emb.embed([CHUNKS[1].text], "passage").shape == (1, 8)
+    with pytest.raises(PrecomputedError, match="needs embedder.queries=NAME"):
+        emb.embed(["how do I restart the broker?"], "query")
