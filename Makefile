@@ -45,7 +45,7 @@ sweep: ## the full named ablation set as one multirun (one parent MLflow run), h
 	$(BIN)/python -m ragexp -m '+ablation=glob(*)' $(SOURCES)
 
 tables: ## regenerate docs/results.md: golden-set counts, result tables (confirms the dev winner on test)
-	$(BIN)/python -m tools.write_tables docs/results.md --confirm --overrides $(SOURCES)
+	$(BIN)/python -m tools.write_tables docs/results.md --confirm --overrides $(SOURCES) --readme README.md
 
 report: ## the latest sweep's page: report.html (also logged on the sweep's parent run)
 	$(BIN)/ragexp report --html report.html

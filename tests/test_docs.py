@@ -26,6 +26,9 @@ SECTIONS = ("Set-up", "The main job", "Your own documents", "Picking a winner",
 BLOCKS = {"tools.write_tables": ("golden", "results"), "tools.walkthrough": ("walkthrough",),
           "tools.owndocs": ("own-docs",), "tools.bench": ("bench",),
           "tools.bench_scale": ("bench-scale",)}
+# Blocks the README holds (written by ``make tables --readme README.md``): the one result a
+# newcomer reads before any docs page, the hand-written and generated questions side by side.
+README_BLOCKS = ("sources",)
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n.*?^ {0,3}\1[ \t]*$", re.S | re.M)
 INLINE_CODE = re.compile(r"(`+)(?!`).*?(?<!`)\1", re.S)
@@ -150,6 +153,10 @@ def test_each_block_lives_on_the_page_its_make_target_writes():
             text = holders[0].read_text(encoding="utf-8")
             assert text.count(f"<!-- {name}:start -->") == 1
             assert text.index(f"<!-- {name}:start -->") < text.index(f"<!-- {name}:end -->")
+    for name in README_BLOCKS:
+        holders = [p for p in PAGES if f"<!-- {name}:start -->" in p.read_text("utf-8")]
+        assert holders == [README], (name, holders)
+        assert "--readme README.md" in makefile()
 
 
 def test_make_help_documents_every_target():

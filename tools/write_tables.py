@@ -2,6 +2,10 @@
 the corpus and the MLflow store into a docs page's ``golden`` and ``results`` blocks.
 
     python -m tools.write_tables PAGE [--confirm] [--experiment NAME] [--overrides K=V ...]
+        [--readme README.md]
+
+``--readme`` also writes the README's ``sources`` block: the hand-written and generated
+questions' choices side by side (each source's winner and tied set, Kendall's tau).
 
 Each block is checked before anything is measured, so a page without the markers fails at once.
 """
@@ -11,7 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ragexp.cli.tables import build
+from ragexp.cli.decisions import source_lines
+from ragexp.cli.tables import ablation_runs, build
 from ragexp.data import shipped
 from ragexp.data.golden import check_golden, counts_table, load_corpus
 from tools.readme import check_block, replace_block
@@ -25,9 +30,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="confirm the dev winner on test first if it is not yet (ragexp confirm)")
     p.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
                    help="the overrides the sweep added to every ablation (make sweep's)")
+    p.add_argument("--readme", help="a page holding the sources block (the README)")
     args = p.parse_args(argv)
     for block in ("golden", "results"):
         check_block(args.page, block)
+    if args.readme:
+        check_block(args.readme, "sources")
     docs = load_corpus(shipped.path("handbook/corpus"))
     queries, problems = check_golden([shipped.path("handbook/golden")], docs)
     if problems:
@@ -38,6 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     replace_block(args.page, "results", build(args.experiment, run_confirm=args.confirm,
                                               overrides=tuple(args.overrides)))
     print(f"wrote the golden and results blocks of {args.page}", file=sys.stderr)
+    if args.readme:
+        df = ablation_runs(args.experiment, tuple(args.overrides))
+        objective = str(df["params.objective"].iloc[0]) if "params.objective" in df else "nDCG@10"
+        lines = source_lines(df, objective) or ["The sweep scored one question source."]
+        replace_block(args.readme, "sources", f"Printed by `make tables` ({len(df)} ablations):"
+                      "\n" + "\n".join(lines).rstrip())
+        print(f"wrote the sources block of {args.readme}", file=sys.stderr)
     return 0
 
 

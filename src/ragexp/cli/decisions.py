@@ -49,13 +49,25 @@ def tied_table(df: pd.DataFrame, objective: str) -> tuple[list[str], str | None]
                "apart."]
     if left_out:
         lines.append(f"Left out (scored on other questions): {', '.join(names[r] for r in left_out)}.")
+    return lines + source_lines(df, objective, every), tied.best
+
+
+def source_lines(df: pd.DataFrame, objective: str,
+                 every: dict[str, pd.DataFrame] | None = None) -> list[str]:
+    """Markdown lines comparing the question sources' choices (``decide.sources``: each
+    source's winner and tied set, Kendall's tau between them); none with one source.
+    ``every``: each run's per-question table, read from the store when not given."""
+    names = dict(zip(df["run_id"], df["tags.ragexp.ablation"]))
+    every = every or {r: compare.per_question(r) for r in df["run_id"]}
+    source = (str(df["params.objective_source"].iloc[0]) if "params.objective_source" in df
+              else HAND)
     chosen = sources.choices(every, objective)
-    if len(chosen) > 1:
-        lines += ["", f"**Question sources** (each source's own choice on the dev questions; "
-                      f"`objective_source={source}` decides)", "",
-                  *(f"- {line}" for line in sources.lines(chosen, sources.agreement(chosen),
-                                                          names, objective, source))]
-    return lines, tied.best
+    if len(chosen) < 2:
+        return []
+    return ["", f"**Question sources** (each source's own choice on the dev questions; "
+                f"`objective_source={source}` decides)", "",
+            *(f"- {line}" for line in sources.lines(chosen, sources.agreement(chosen), names,
+                                                    objective, source))]
 
 
 def winner_table(df: pd.DataFrame, winner: str, measures: tuple[str, ...],
