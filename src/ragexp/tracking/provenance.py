@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import inspect
 import json
 import logging
 from collections import Counter
@@ -39,10 +40,33 @@ def _node(cfg: Mapping[str, Any], dotted: str) -> Any:
 
 @lru_cache(maxsize=1)
 def _distributions() -> Mapping[str, list[str]]:
-    """``importlib.metadata.packages_distributions()``, read once per process: it walks every
-    installed distribution's file list (seconds in a large environment, once per stage group
-    of every job before this was cached)."""
-    return metadata.packages_distributions()
+    """``importlib.metadata.packages_distributions()`` (top-level module -> the distributions
+    that provide it, in its order and by its rule: ``top_level.txt``, else the first part of
+    each recorded file), read once per process. It reads only ``top_level.txt`` and the
+    ``RECORD`` text, where ``packages_distributions`` also checks every recorded file on disk
+    (0.83 s against 0.1 s in this environment)."""
+    out: dict[str, list[str]] = {}
+    for dist in metadata.distributions():
+        for top in (dist.read_text("top_level.txt") or "").split() or _inferred(dist):
+            out.setdefault(top, []).append(dist.metadata["Name"])
+    return out
+
+
+def _inferred(dist) -> set[str]:
+    """Top-level importable names of a distribution without ``top_level.txt``: the first part of
+    each path in ``RECORD`` (a module file's own name), those without a dot, as
+    ``importlib.metadata`` infers them (it also drops files missing on disk: a stale
+    ``__pycache__`` entry may add that name, which no stage's module has)."""
+    record = dist.read_text("RECORD")
+    paths = ([line.rsplit(",", 2)[0] for line in record.splitlines() if line]
+             if record is not None else [str(p) for p in dist.files or ()])
+    out = set()
+    for path in paths:
+        parts = path.strip('"').split("/")
+        name = parts[0] if len(parts) > 1 else (inspect.getmodulename(parts[0]) or parts[0])
+        if "." not in name:
+            out.add(name)
+    return out
 
 
 def module_version(module_name: str) -> str:
