@@ -31,7 +31,6 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
-from scipy import stats as sps
 
 from ragexp.errors import InvalidValue
 
@@ -87,6 +86,9 @@ def _check_pair(run: Sequence[float], base: Sequence[float]) -> np.ndarray:
 def randomisation_p(d: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = SEED) -> float:
     """Two-sided sign-flip p-value of ``mean(d) != 0`` (see module docstring). Exactly 1.0 for
     one difference (its two sign flips give the same ``|mean|``) and when every ``d_i`` is 0."""
+    # defer heavy import
+    from scipy import stats as sps  # 0.4 s: only the end of a sweep and the decide commands test
+
     d = np.asarray(d, float)
     if len(d) == 1 or np.all(d == 0):  # scipy refuses one observation; p is 1 by enumeration
         return 1.0
@@ -100,6 +102,9 @@ def bootstrap_ci(d: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = SEED
                  level: float = 0.95) -> tuple[float, float]:
     """``(low, high)`` BCa interval of ``mean(d)``; percentile when BCa is undefined; the point
     itself when every ``d_i`` is equal (no sampling variation to show)."""
+    # defer heavy import
+    from scipy import stats as sps
+
     d = np.asarray(d, float)
     if np.all(d == d[0]):
         return float(d[0]), float(d[0])
