@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from importlib import metadata
 
+import pytest
+
 from ragexp.tracking import provenance
 
 
@@ -17,3 +19,46 @@ def test_distributions_match_packages_distributions():
     assert ours == reference
     assert provenance.module_version("ragexp.stages.retrievers") == \
         f"ragexp=={metadata.version('ragexp')}"
+
+
+def _abstain_result():
+    from ragexp.stages.abstain import evaluate_abstain
+    from ragexp.records import Query
+
+    queries = [Query(f"q{i}", "question", kind=("unanswerable" if i % 3 == 0 else "factoid"))
+               for i in range(12)]
+    scores = {q.qid: (0.1 * i if q.kind == "unanswerable" else 0.3 + 0.05 * i)
+              for i, q in enumerate(queries)}
+    return evaluate_abstain(scores, queries, "lexical", budget=0.125, folds=2)
+
+
+def test_abstain_svg_draws_the_curve_budget_and_operating_point():
+    """Every curve point appears as a corner of the step line, at the pixel the axes put it
+    (x from 60 to 485 px over [0, 1]; y from 350 up to 15 px over [0, 1.02]), the budget line
+    and the red dot sit at their values; the document is well-formed XML."""
+    import xml.etree.ElementTree as ET
+
+    from ragexp.report.abstain_svg import abstain_svg
+
+    ab = _abstain_result()
+    root = ET.fromstring(abstain_svg(ab))
+    ns = "{http://www.w3.org/2000/svg}"
+
+    def px(x, y):
+        return 60 + 425 * x, 350 - 335 * y / 1.02
+
+    corners = [tuple(map(float, p.split(","))) for p in
+               root.find(f"{ns}polyline").get("points").split()]
+    assert len(corners) == 2 * len(ab.curve) - 1
+    pts = [(p.refused_answerable, p.refused_unanswerable) for p in ab.curve]
+    for i, (x, y) in enumerate(pts):
+        assert corners[2 * i] == pytest.approx(px(x, y), abs=0.01)
+        if i:  # horizontal first, at the previous y
+            assert corners[2 * i - 1] == pytest.approx(px(x, pts[i - 1][1]), abs=0.01)
+    budget = root.find(f"{ns}line[@class='budget']")
+    assert float(budget.get("x1")) == pytest.approx(60 + 425 * 0.125, abs=0.01)
+    dot = root.find(f"{ns}circle")
+    assert (float(dot.get("cx")), float(dot.get("cy"))) == pytest.approx(
+        px(ab.refused_answerable, ab.refused_unanswerable), abs=0.01)
+    texts = " ".join(t.text for t in root.iter(f"{ns}text"))
+    assert f"AUC {ab.auc:.3f}" in texts and f"tau={ab.threshold:.3f}" in texts

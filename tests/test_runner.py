@@ -89,7 +89,7 @@ def test_finished_runs_have_params_metrics_tags_artifacts(sweep):
     client = MlflowClient(tracking_uri=store_uri(tmp))
     names = {a.path for a in client.list_artifacts(row["run_id"])}
     assert {"config.yaml", "per_question.csv", "abstain_curve.json",
-            "abstain_curve.png"} <= names
+            "abstain_curve.svg"} <= names
     pq = pd.read_csv(client.download_artifacts(row["run_id"], "per_question.csv"))
     for col in ("id", "kind", "first_relevant_rank", *(m.key for m in DEFAULT),
                 "abstain_signal", "refused"):

@@ -23,6 +23,7 @@ from ragexp.data.readers import DataError
 from ragexp.decide import selection
 from ragexp.errors import InvalidValue, MissingInput, NotFound, RagexpError, WouldOverwrite
 from ragexp.evaluation import measures
+from ragexp.report.abstain_svg import abstain_svg
 from ragexp.run import build as stages
 from ragexp.run import repeats, schema, validation
 from ragexp.run.pipeline import RunResult, run_experiment
@@ -49,32 +50,6 @@ def build_and_run(cfg: DictConfig, dataset, answerer=None, judge=None) -> RunRes
         objective=cfg.objective)
 
 
-def plot_curve(result: RunResult, path: Path) -> None:
-    # defer heavy import
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # defer heavy import
-    import matplotlib.pyplot as plt
-
-    ab = result.abstain
-    xs = [p.refused_answerable for p in ab.curve]
-    ys = [p.refused_unanswerable for p in ab.curve]
-    fig, axis = plt.subplots(figsize=(5, 4))
-    axis.plot(xs, ys, drawstyle="steps-post", label=f"{ab.signal} signal (AUC {ab.auc:.3f})")
-    axis.axvline(ab.budget, linestyle=":", color="grey", label=f"budget {ab.budget:.3f}")
-    axis.scatter([ab.refused_answerable], [ab.refused_unanswerable], color="red", zorder=3,
-                 label=f"operating point, tau={ab.threshold:.3f}")
-    axis.set_xlabel("answerable questions refused (wrongly)")
-    axis.set_ylabel("unanswerable questions refused")
-    axis.set_xlim(0, 1)
-    axis.set_ylim(0, 1.02)
-    axis.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 def write_artifacts(out: Path, cfg: DictConfig, result: RunResult) -> None:
     """The run's artifact files, written into ``out``."""
     (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
@@ -82,7 +57,7 @@ def write_artifacts(out: Path, cfg: DictConfig, result: RunResult) -> None:
     provenance.trec_files(out, result.judged, result.qrels, tag=cfg.ablation)
     if result.abstain is not None:
         (out / "abstain_curve.json").write_text(json.dumps(result.abstain.to_json(), indent=1))
-        plot_curve(result, out / "abstain_curve.png")
+        (out / "abstain_curve.svg").write_text(abstain_svg(result.abstain))
 
 
 def dataset_source(resolved: dict) -> str:
