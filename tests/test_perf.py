@@ -22,8 +22,8 @@ def test_distributions_match_packages_distributions():
 
 
 def _abstain_result():
-    from ragexp.stages.abstain import evaluate_abstain
     from ragexp.records import Query
+    from ragexp.stages.abstain import evaluate_abstain
 
     queries = [Query(f"q{i}", "question", kind=("unanswerable" if i % 3 == 0 else "factoid"))
                for i in range(12)]
