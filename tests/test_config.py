@@ -188,15 +188,19 @@ def test_ablation_overrides(name):
 
 
 def test_sweep_level_switches_do_not_change_what_a_run_measures():
-    """``sweep_report``, ``reuse_stages`` and ``force`` change how a sweep runs, not what a
+    """``sweep_report``, ``reuse_stages``, ``force`` and ``latency_sample`` (with or without the
+    key: a run recorded before it existed keeps its hash) change how a sweep runs, not what a
     run measures: the config hash (which ``--skip``, tables and gates match on) ignores them,
     while a measured key changes it."""
     from ragexp.tracking.store import config_hash
 
     base = {"retriever": {"name": "dense"}, "k": 100, "sweep_report": True,
-            "reuse_stages": True, "force": False}
+            "reuse_stages": True, "force": False, "latency_sample": 100}
     data = {"corpus_hash": "c", "golden_hash": "g"}
     same = [config_hash({**base, **change}, data, code="x") for change in
-            ({}, {"sweep_report": False}, {"reuse_stages": False}, {"force": True})]
+            ({}, {"sweep_report": False}, {"reuse_stages": False}, {"force": True},
+             {"latency_sample": 0})]
+    same.append(config_hash({k: v for k, v in base.items() if k != "latency_sample"}, data,
+                            code="x"))
     assert len(set(same)) == 1
     assert config_hash({**base, "k": 10}, data, code="x") != same[0]

@@ -83,3 +83,37 @@ def test_minilm_identity_and_tokens_without_the_onnx_session():
     loaded.embed(["x"])
     assert (counter.counts(texts) == loaded.tokens().counts(texts)).all()
     assert counter.window == loaded.tokens().window == 256
+
+
+def test_latency_sample_times_that_many_questions(tmp_path):
+    """``_latency`` times the first ``sample`` questions alone, one call each; a run with
+    ``latency_sample=0`` logs no ``time.query_*`` and the same scores as one that times them."""
+    from types import SimpleNamespace
+
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    from ragexp.data import shipped
+    from ragexp.run import build, schema
+    from ragexp.run.pipeline import _latency, run_experiment
+
+    schema.register()
+
+    asked = []
+    texts = {f"q{i}": f"question {i}" for i in range(12)}
+    timed = _latency(lambda q, cached: asked.append((list(q), cached)), texts,
+                     SimpleNamespace(replayed_s=0.0, replayed=0), 7)
+    assert asked == [([f"q{i}"], False) for i in range(7)]
+    assert timed["time.query_p95_ms"] >= timed["time.query_p50_ms"] >= 0
+    with initialize_config_dir(version_base="1.3", config_dir=shipped.conf_dir()):
+        cfg = compose("config", overrides=["embedder=hash", "retriever=bm25", "reranker=none",
+                                           f"cache_dir={tmp_path}"])
+    assert cfg.latency_sample == 100
+    dataset, store = instantiate(cfg.dataset), build.stage_store(cfg)
+    results = {n: run_experiment(dataset, build.build(cfg), k=cfg.k, progress=False,
+                                 store=store, latency_sample=n) for n in (100, 0)}
+    assert "time.query_p95_ms" in results[100].metrics
+    assert not any(k.startswith("time.query_") for k in results[0].metrics)
+    scored = {k for k in results[0].metrics if not k.startswith(("time.", "cache.", "stage"))}
+    assert scored and {k: results[100].metrics[k] for k in scored} == \
+        {k: results[0].metrics[k] for k in scored}

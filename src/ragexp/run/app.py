@@ -47,7 +47,7 @@ def build_and_run(cfg: DictConfig, dataset, answerer=None, judge=None) -> RunRes
         dataset, built, measures=measures.resolve(cfg.measures, cfg.k),
         judge=judge or instantiate(cfg.judge), k=cfg.k, budget=cfg.abstain.budget,
         folds=cfg.abstain.folds, progress=cfg.progress, store=stages.stage_store(cfg),
-        objective=cfg.objective)
+        objective=cfg.objective, latency_sample=cfg.latency_sample)
 
 
 def write_artifacts(out: Path, cfg: DictConfig, result: RunResult) -> None:

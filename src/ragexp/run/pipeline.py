@@ -48,7 +48,9 @@ from ragexp.stages.retrievers import Retriever
 from ragexp.text.analysis import tokenize
 
 log = logging.getLogger(__name__)
-LATENCY_SAMPLE = 200
+# Questions timed one by one for time.query_p50_ms/p95_ms (``latency_sample``): at 100 the p95
+# lies between the 95th and 96th fastest of them, five slower ones above it.
+LATENCY_SAMPLE = 100
 
 
 @dataclass
@@ -112,13 +114,15 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
                    k: int = 100,
                    measures: tuple[measures_mod.Measure, ...] = measures_mod.DEFAULT,
                    budget: float = 0.125, folds: int = 5, progress: bool = True,
-                   store: StageStore | None = None, objective: str = "nDCG@10") -> RunResult:
+                   store: StageStore | None = None, objective: str = "nDCG@10",
+                   latency_sample: int = LATENCY_SAMPLE) -> RunResult:
     """One run of ``stages`` (``build.Stages``: chunker, embedder and retriever factories,
     reranker, abstain signal, answerer, embedding cache, BM25 settings) on ``dataset``, scored
     with ``measures`` on rankings ``k`` deep; ``budget`` and ``folds`` place and cross-validate
     the abstain operating point; ``judge`` grades the answers (default: none). ``store`` reuses
     chunks, tokens, BM25 and vectors built by earlier jobs (see ``stagestore.py``); None builds
-    everything. Passages and questions over the embedder's token window are counted
+    everything. ``latency_sample`` questions (the first ones) are also timed alone
+    (``_latency``; 0: none, and no ``time.query_*`` metrics). Passages and questions over the embedder's token window are counted
     (``truncation.*`` metrics, ``index.truncation``); a dense index logs its size and build
     time, an approximate one its recall@10 against exact search and its search latency
     (``Resources.dense_facts``: ``index.*``). A run with a reranker also logs its attribution
@@ -135,7 +139,8 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
                            f"(judged), so no measure can score this run: add answerable "
                            f"questions, or choose a split that holds some (split=all)")
     res, retriever = index_corpus(corpus, stages, store, progress)
-    judged, ranking, first_stage = retrieve_all(corpus, retriever, stages.reranker, res, k)
+    judged, ranking, first_stage = retrieve_all(corpus, retriever, stages.reranker, res, k,
+                                               latency_sample)
     scores = metrics.per_query(judged, corpus.qrels, measures)
     results = metrics.aggregate(scores, corpus.queries)
     results.update(attribute_reranker(corpus, first_stage, judged, k, stages.reranker.top_n,
@@ -244,9 +249,11 @@ def rank_units(retriever: Retriever, reranker: Reranker, resources: Resources,
 
 
 def retrieve_all(corpus: Corpus, retriever: Retriever, reranker: Reranker,
-                 resources: Resources, k: int) -> tuple[Ranking, Ranking, Ranking]:
+                 resources: Resources, k: int,
+                 latency_sample: int = LATENCY_SAMPLE) -> tuple[Ranking, Ranking, Ranking]:
     """``rank_units`` for every question in one batch, timed (``time.search_all_s``, seconds),
-    then the per-query serving latency on a sample (``_latency``: ``time.query_p50_ms``,
+    then the per-query serving latency on its first ``latency_sample`` questions (``_latency``:
+    ``time.query_p50_ms``,
     ``time.query_p95_ms``, ``time.query_replayed``), all recorded in ``resources.timings``.
     Returns ``(ranking at the scoring unit, chunk ranking, first-stage chunk ranking)``, the
     last as the reranker was given it (``FirstStageKept``). Queries whose ranking holds fewer
@@ -262,7 +269,7 @@ def retrieve_all(corpus: Corpus, retriever: Retriever, reranker: Reranker,
     if short:  # said once for the batch, not again for each query the latency sample replays
         log.info("%d of %d queries rank fewer than k=%d %ss: the retriever returned every "
                  "chunk it scores (e.g. %s)", len(short), len(judged), k, corpus.unit, short[0])
-    resources.timings.update(_latency(rank_judged, corpus.texts, resources))
+    resources.timings.update(_latency(rank_judged, corpus.texts, resources, latency_sample))
     return judged, ranking, kept.kept
 
 
@@ -390,12 +397,13 @@ def without_terms(docs, res: Resources, queries) -> dict[str, float]:
             "data.queries_without_terms": float(len(empty["questions"]))}
 
 
-def _latency(rank_judged: Callable, texts: dict[str, str], res: Resources) -> dict:
+def _latency(rank_judged: Callable, texts: dict[str, str], res: Resources,
+             sample: int) -> dict:
     """Per-query serving latency (ms): each query alone, query embedding not cached. A first
     stage that an earlier job of this sweep already searched for the query on the same index is
     replayed with its measured time (``Resources.searched_alone``); ``time.query_replayed``
     counts the queries whose first stage was replayed."""
-    qids = list(texts)[:LATENCY_SAMPLE]
+    qids = list(texts)[:sample]
     times, replayed = [], 0
     for qid in qids:
         res.replayed_s, before = 0.0, res.replayed

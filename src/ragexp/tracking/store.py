@@ -43,14 +43,15 @@ STATUS_FILE = "ragexp_status.json"
 HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
                  "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
-_READY: set[str] = set()
+_READY: dict[str, Any] = {}  # tracking URI -> its MlflowClient, one per process
 # Keys that change how a run is shown or forced, or where caches live, not what it measures
 # (a dotted key is nested: the embedder's model cache follows ``cache_dir``).
 VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment", "verbose", "objective",
                 "objective_source",
                 "baseline", "embedder.cache_dir", "reuse_stages", "sweep_report", "traces",
                 "llm",  # llm.* counts through the answer.* and judge.* keys it resolves into
-                "chunking.cache_dir", "chunking.embedder.cache_dir")  # chunking=semantic
+                "chunking.cache_dir", "chunking.embedder.cache_dir",  # chunking=semantic
+                "latency_sample")  # how many questions are timed alone: a latency, not a score
 
 
 def launch_dir() -> Path:
@@ -96,8 +97,9 @@ def store_lock(uri: str | None = None):
 
 
 def client():
-    """An ``MlflowClient`` on ``tracking_uri()``; the first call per process creates (or
-    migrates) a local store under ``store_lock``. Raises ``TrackingError`` if unreachable."""
+    """The process's ``MlflowClient`` on ``tracking_uri()`` (one per URI, reused by every job
+    of a sweep); the first call per URI creates (or migrates) a local store under
+    ``store_lock``. Raises ``TrackingError`` if unreachable."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     for key, value in HTTP_DEFAULTS.items():
@@ -107,9 +109,9 @@ def client():
     from mlflow.tracking import MlflowClient
 
     uri = tracking_uri()
-    mlflow.set_tracking_uri(uri)
+    mlflow.set_tracking_uri(uri)  # for the fluent calls (mlflow.search_runs) after this one
     if uri in _READY:
-        return MlflowClient(tracking_uri=uri)
+        return _READY[uri]
     try:  # constructing the client opens (and creates or migrates) the store
         with store_lock(uri):
             c = MlflowClient(tracking_uri=uri)
@@ -118,7 +120,7 @@ def client():
     except Exception as exc:
         raise TrackingError(f"tracking store {uri} is not usable: "
                             f"{' '.join(str(exc).split())[:500]}") from exc
-    _READY.add(uri)
+    _READY[uri] = c
     return c
 
 
