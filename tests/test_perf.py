@@ -117,3 +117,29 @@ def test_latency_sample_times_that_many_questions(tmp_path):
     scored = {k for k in results[0].metrics if not k.startswith(("time.", "cache.", "stage"))}
     assert scored and {k: results[100].metrics[k] for k in scored} == \
         {k: results[0].metrics[k] for k in scored}
+
+
+def test_compose_once_answers_the_sweepers_and_launchers_compositions():
+    """After the up-front check, Hydra's loader answers the jobs' overrides with the configs
+    composed then (the same objects), and composes only what it was not given."""
+    from omegaconf import OmegaConf
+
+    from ragexp.run.sweep import compose_once
+
+    class Loader:
+        calls: list = []
+
+        def load_sweep_config(self, master_config, sweep_overrides):
+            self.calls.append(list(sweep_overrides))
+            return OmegaConf.create({"overrides": list(sweep_overrides)})
+
+    loader, master = Loader(), OmegaConf.create({})
+    jobs = [(ov, loader.load_sweep_config(master, ov)) for ov in (["a=1"], ["a=2"])]
+    compose_once(loader, master, jobs)
+    for _ in range(2):  # the sweeper's check, then the launcher
+        assert [loader.load_sweep_config(master, ov) for ov, _ in jobs] == [c for _, c in jobs]
+        assert all(loader.load_sweep_config(master, ov) is c for ov, c in jobs)
+    assert loader.calls == [["a=1"], ["a=2"]]
+    assert loader.load_sweep_config(master, ["a=3"]).overrides == ["a=3"]
+    assert loader.load_sweep_config(OmegaConf.create({}), ["a=1"]) is not jobs[0][1]
+    assert loader.calls[2:] == [["a=3"], ["a=1"]]

@@ -66,6 +66,7 @@ def compose_jobs(config: DictConfig) -> list[tuple[list[str], DictConfig]] | Non
         except Exception as exc:
             raise HydraException(f"job #{i} ({' '.join(ov)}) does not compose: "
                                  f"{validation.composition_error(exc)}") from exc
+    compose_once(loader, config, jobs)
     return jobs
 
 
@@ -84,6 +85,22 @@ def no_jobs(parsed: list, loader) -> str:
                        f"{known if o.value_type == ValueType.GLOB_CHOICE_SWEEP else ''}")
     return ("the sweep would launch no job: " + ("; ".join(reasons) or "its overrides expand "
             "to no combination"))
+
+
+def compose_once(loader, master: DictConfig, jobs: list[tuple[list[str], DictConfig]]) -> None:
+    """Hand the jobs' configs composed here to Hydra's basic sweeper (which composes every job
+    once to check the batch) and launcher (once more to run it), instead of composing each
+    twice again: ``loader.load_sweep_config`` answers these overrides of this master config
+    with the config composed here, and composes anything else as before. A job's config is
+    thus composed once (0.07-0.2 s each; a sweep of 12 composed 36 times)."""
+    composed = {tuple(ov): cfg for ov, cfg in jobs}
+    compose = type(loader).load_sweep_config.__get__(loader)
+
+    def load_sweep_config(master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
+        cfg = composed.get(tuple(sweep_overrides)) if master_config is master else None
+        return cfg if cfg is not None else compose(master_config, sweep_overrides)
+
+    loader.load_sweep_config = load_sweep_config
 
 
 def check_jobs(config: DictConfig) -> list | None:
