@@ -31,6 +31,7 @@ import re
 import sys
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
@@ -145,9 +146,16 @@ def golden_files(golden: str | Path | list) -> list[Path]:
     return files
 
 
+@lru_cache(maxsize=128)
+def _normalized(text: str) -> tuple[str, list[int]]:
+    """``normalize_ws(text)``, once per document text per process (read only): every quote of
+    a golden set, and every job of a sweep, searched the whole document normalised anew."""
+    return normalize_ws(text)
+
+
 def find_quote(doc: Document, quote: str) -> list[Span]:
     """All whitespace-insensitive occurrences of ``quote`` in ``doc`` as raw-text spans."""
-    norm_doc, offsets = normalize_ws(doc.text)
+    norm_doc, offsets = _normalized(doc.text)
     norm_quote, _ = normalize_ws(quote)
     if not norm_quote:
         return []
