@@ -15,7 +15,9 @@ verdict is on their ratio (both throughputs are printed so a slow machine is vis
 7. the best texts/s any fastembed setting (batch size x data-parallel workers) reaches on this
    machine against ragexp's best setting of the same grid, through the cache, naming each;
    MiniLM's texts/s on a GPU beside the CPU row where onnxruntime has CUDA (a note says so where
-   it has not).
+   it has not);
+8. wall times against a plain bm25s script over the handbook: one run, ``ragexp search`` and a
+   warm 12-ablation sweep (also against its library-path compute) (``bench_wall.py``, #21).
 
 ``python -m tools.bench [--readme docs/benchmarks.md]`` (``make bench``); exits 1 if a target
 fails, 2 if that page lacks its ``<!-- bench:start -->`` / ``<!-- bench:end -->`` markers (then
@@ -54,6 +56,7 @@ from ragexp.stages.chunking import MarkdownChunker  # noqa: E402
 from ragexp.text.analysis import normalize_ws, split_sentences, tokenize  # noqa: E402
 from tools.bench_cache import cache_rows  # noqa: E402
 from tools.bench_traces import trace_rows  # noqa: E402
+from tools.bench_wall import wall_rows  # noqa: E402
 from tools.readme import has_block, replace_block  # noqa: E402
 from tools.timing import best_of  # noqa: E402
 
@@ -300,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     rows += cache_rows(args.cache_passages)[0]
     traced, trace_notes = trace_rows(questions, Row)
     rows += traced
+    rows += wall_rows(Row)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     notes = [note, gpu, *trace_notes, f"peak memory (RSS, whole bench): {peak:.0f} MiB"]
     table = render(rows)

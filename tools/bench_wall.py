@@ -1,0 +1,149 @@
+"""Wall-time rows of ``make bench`` (issue #21): what a user waits for, against a plain bm25s
+script over the same handbook, each command a fresh process, timed side by side.
+
+- one run, ``python -m ragexp embedder=hash retriever=bm25 force=true`` (warm caches): target
+  <= 6x the plain script;
+- ``ragexp search`` on that BM25 run: <= 5x;
+- the warm 12-ablation sweep (``force=true``, page included), per job: <= 3x the plain script,
+  and the whole sweep <= 2.5x the same twelve configurations computed through the library in one
+  process (one shared stage store, no latency sample).
+
+(The default embedding batch against the best fastembed setting is ``bench.py``'s row 7.)
+
+Each command runs once to warm caches and imports, then ``repeats`` times interleaved with its
+reference; the rows keep the medians. Everything runs in a temporary workspace (its own
+``mlruns/`` and caches).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ragexp.data import shipped
+
+ABLATIONS = ("abstain_dense", "bm25", "chunks_large", "chunks_small", "default", "hash_dense",
+             "hash_hybrid", "hybrid", "hybrid_no_reranker", "hybrid_no_reranker_large",
+             "no_headings", "no_reranker")
+PLAIN = '''
+import json, sys
+from pathlib import Path
+import bm25s
+corpus = sorted(Path(sys.argv[1]).glob("**/*.md"))
+texts = [p.read_text() for p in corpus]
+questions = [json.loads(line)["question"] for f in sorted(Path(sys.argv[2]).glob("*.jsonl"))
+             for line in f.read_text().splitlines() if line.strip()]
+index = bm25s.BM25()
+index.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+docs, _ = index.retrieve(bm25s.tokenize(questions, stopwords="en", show_progress=False),
+                         k=5, show_progress=False)
+print(len(questions), docs.shape)
+'''
+
+
+def _env() -> dict[str, str]:
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]),
+            "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
+
+
+def _timed(args: list[str], cwd: Path) -> tuple[float, str]:
+    """Seconds one command takes, start to exit, and its stdout; raises when it fails."""
+    start = time.perf_counter()
+    done = subprocess.run(args, cwd=cwd, env=_env(), capture_output=True, text=True)
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}): {done.stderr[-800:]}")
+    return took, done.stdout
+
+
+def _medians(commands: dict[str, list[str]], cwd: Path, repeats: int) -> dict[str, float]:
+    """Median wall seconds of each command over ``repeats`` interleaved runs, after one warm-up
+    run of each."""
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for name, args in commands.items():
+        _timed(args, cwd)
+    for _ in range(repeats):
+        for name, args in commands.items():
+            times[name].append(_timed(args, cwd)[0])
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def _row(make_row, name: str, ours: float, ref: float, target: float):
+    r = ours / ref
+    return make_row(name, f"{ours:.2f} s", f"{ref:.2f} s", f"{r:.2f}", f"<= {target:g}",
+                    r <= target)
+
+
+def _library_sweep(workspace: Path) -> float:
+    """Seconds to compute the twelve ablations through the library in this process: composed
+    with Hydra's compose API, one shared stage store, no latency sample, nothing logged."""
+    # defer heavy import
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    from ragexp.run import build, schema
+    from ragexp.run.pipeline import run_experiment
+
+    schema.register()
+    cwd = os.getcwd()
+    os.chdir(workspace)
+    try:
+        with initialize_config_dir(version_base="1.3", config_dir=shipped.conf_dir()):
+            cfgs = [compose("config", overrides=[f"+ablation={a}"]) for a in ABLATIONS]
+        start = time.perf_counter()
+        store = None
+        for cfg in cfgs:
+            store = store or build.stage_store(cfg)
+            run_experiment(instantiate(cfg.dataset), build.build(cfg), k=cfg.k, progress=False,
+                           store=store, latency_sample=0, budget=cfg.abstain.budget,
+                           folds=cfg.abstain.folds)
+        return time.perf_counter() - start
+    finally:
+        os.chdir(cwd)
+
+
+def wall_rows(make_row, repeats: int = 3, sweep: bool = True) -> list:
+    """The rows of the module docstring; ``sweep=False`` leaves out the two sweep rows (minutes
+    on a small machine)."""
+    py = sys.executable
+    corpus, golden = shipped.path("handbook/corpus"), shipped.path("handbook/golden")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ragexp-bench-wall-") as tmp:
+        ws = Path(tmp)
+        (ws / "plain.py").write_text(PLAIN)
+        plain = [py, "plain.py", str(corpus), str(golden)]
+        one = [py, "-m", "ragexp", "embedder=hash", "retriever=bm25", "force=true"]
+        run_id = _timed(one, ws)[1].split("run ", 1)[1].split()[0]
+        search = [py, "-m", "ragexp.cli.main", "search", "--run", run_id, "refund policy"]
+        t = _medians({"plain": plain, "one": one, "search": search}, ws, repeats)
+        rows.append(_row(make_row, "one run, `python -m ragexp embedder=hash retriever=bm25 "
+                         "force=true` (warm) vs a plain bm25s script over the handbook",
+                         t["one"], t["plain"], 6))
+        rows.append(_row(make_row, "`ragexp search` on that BM25 run vs the plain bm25s script",
+                         t["search"], t["plain"], 5))
+        if sweep:
+            multirun = [py, "-m", "ragexp", "-m", f"+ablation={','.join(ABLATIONS)}",
+                        "force=true"]
+            _timed(multirun, ws)  # warm: vectors cached, stages stored
+            wall = _timed(multirun, ws)[0]
+            rows.append(_row(make_row, f"warm {len(ABLATIONS)}-ablation sweep, force=true, page "
+                             f"included, per job vs the plain bm25s script", wall / len(ABLATIONS),
+                             t["plain"], 3))
+            rows.append(_row(make_row, f"the same sweep vs its {len(ABLATIONS)} configurations "
+                             f"computed through the library (one process, shared stage store, no "
+                             f"latency sample)", wall, _library_sweep(ws), 2.5))
+    return rows
+
+
+if __name__ == "__main__":  # one pass of every row, small: python -m tools.bench_wall
+    from collections import namedtuple
+
+    Row = namedtuple("Row", "name ours ref ratio target ok")
+    for row in wall_rows(Row, repeats=1, sweep="--sweep" in sys.argv):
+        print(row)
