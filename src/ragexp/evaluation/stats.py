@@ -137,13 +137,21 @@ def _sign_flips(n: int, n_resamples: int, seed: int) -> tuple[np.ndarray, bool]:
 def bootstrap_ci(d: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = SEED,
                  level: float = 0.95) -> tuple[float, float]:
     """``(low, high)`` BCa interval of ``mean(d)``; percentile when BCa is undefined; the point
-    itself when every ``d_i`` is equal (no sampling variation to show)."""
-    # defer heavy import
-    from scipy import stats as sps
-
+    itself when every ``d_i`` is equal (no sampling variation to show). Kept per process for the
+    same differences and settings: a sweep's comparisons and its page test the same pairs."""
     d = np.asarray(d, float)
     if np.all(d == d[0]):
         return float(d[0]), float(d[0])
+    return _bootstrap_ci(d.tobytes(), n_resamples, seed, level)
+
+
+@lru_cache(maxsize=4096)
+def _bootstrap_ci(d_bytes: bytes, n_resamples: int, seed: int,
+                  level: float) -> tuple[float, float]:
+    # defer heavy import
+    from scipy import stats as sps
+
+    d = np.frombuffer(d_bytes, dtype=float)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # scipy warns when BCa degenerates; handled below
