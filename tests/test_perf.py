@@ -202,3 +202,28 @@ def test_adjust_equals_statsmodels_multipletests(method, theirs):
         p[: m // 3] = rng.uniform(size=m // 3)
         assert np.array_equal(adjust(p, method), multipletests(p, alpha=0.05,
                                                                method=theirs)[1])
+
+
+def test_a_markdown_dataset_is_parsed_once_per_process_until_a_file_changes(tmp_path,
+                                                                          monkeypatch):
+    """Two datasets on the same folders parse them once and hold equal documents and
+    questions; an edited document is read again."""
+    import shutil
+
+    from ragexp.data import datasets, shipped
+
+    corpus, golden = tmp_path / "corpus", tmp_path / "golden"
+    shutil.copytree(shipped.path("handbook/corpus"), corpus)
+    shutil.copytree(shipped.path("handbook/golden"), golden)
+    reads = []
+    real = datasets.load_corpus
+    monkeypatch.setattr(datasets, "load_corpus", lambda d: reads.append(d) or real(d))
+    first = datasets.MarkdownDataset(str(corpus), str(golden))
+    second = datasets.MarkdownDataset(str(corpus), str(golden))
+    assert len(reads) == 1
+    assert first.documents() == second.documents() and first.queries() == second.queries()
+    page = sorted(corpus.rglob("*.md"))[0]
+    page.write_text(page.read_text() + "\nOne more line.\n")
+    third = datasets.MarkdownDataset(str(corpus), str(golden))
+    assert len(reads) == 2
+    assert third.documents() != first.documents()

@@ -52,6 +52,11 @@ def _hash_files(paths: list[Path], root: Path) -> str:
     return h.hexdigest()[:16]
 
 
+# The last markdown dataset read in this process (documents and questions are frozen records),
+# keyed by its folders and the hashes of every file in them: edit a file and it is read again.
+_READ: dict[tuple, tuple[dict[str, Document], list[Query]]] = {}
+
+
 @dataclass
 class MarkdownDataset:
     """Markdown documents under ``corpus_dir`` and the questions in ``questions``: a ``.jsonl``
@@ -70,8 +75,19 @@ class MarkdownDataset:
         check_unit(self.unit)
         if not isinstance(self.questions, str):  # a list (Hydra passes a ListConfig)
             self.questions = [str(p) for p in self.questions]
-        self._docs = load_corpus(self.corpus_dir)
-        self._queries = load_golden(self.questions, self._docs)
+        paths = [self.questions] if isinstance(self.questions, str) else self.questions
+        try:
+            key = (str(Path(self.corpus_dir).resolve()),
+                   tuple(str(Path(p).resolve()) for p in paths),
+                   tuple(sorted(self.fingerprint().items())))
+        except Exception:  # a missing file or folder: reading reports it, as it always has
+            key = None
+        if key is None or key not in _READ:  # a sweep's jobs read the same files: parse once
+            docs = load_corpus(self.corpus_dir)
+            _READ.clear()
+            _READ[key] = docs, load_golden(self.questions, docs)
+        docs, queries = _READ[key]
+        self._docs, self._queries = dict(docs), list(queries)
 
     def documents(self) -> list[Document]:
         return list(self._docs.values())
