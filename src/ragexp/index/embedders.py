@@ -419,7 +419,8 @@ class FastEmbedEmbedder:
         this process with the same settings (``_SESSIONS``), and checked against
         ``identity``."""
         if self._session is None:
-            key = (self.model, self.model_path, self.cache_dir, self.threads, self.spec)
+            key = (self.model, self.model_path, self.cache_dir, self.threads, self.device,
+                   self.spec)
             self._session = _SESSIONS.get(key) or self._load()
             ran = self._identity_of_loaded()
             if getattr(self, "identity", ran) != ran:
