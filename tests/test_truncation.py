@@ -197,6 +197,11 @@ def test_truncation_embeds_the_first_254_tokens_and_loses_the_answer(
     (line,) = _warnings(caplog)
     assert line.startswith("1 of 4 passages are longer than the embedder's window of 256 "
                            "tokens (longest 672)") and line.endswith(": bridge")
+    # The warning says what the reference shows: 254 tokens of text, as docs/inputs.md does.
+    assert "reads only their first 254 tokens of text (the window's other 2 are the " \
+           "model's own special tokens)" in line
+    assert "first 254 tokens of text" in (Path(__file__).parents[1] / "docs" / "inputs.md") \
+        .read_text(encoding="utf-8").replace("\n", " ")
 
 
 def test_maxp_windows_find_the_answer_at_rank_1(beir, minilm, tmp_path, reference_embed,
@@ -243,6 +248,7 @@ def test_questions_over_the_window_are_counted_and_named(minilm, reference_token
     assert tags == {"embedder.window_tokens": "256"}
     (line,) = _warnings(caplog)
     assert line.startswith("2 of 3 questions are longer") and line.endswith(": longer, long")
+    assert "their first 254 tokens of text" in line  # a question also loses [CLS] and [SEP]
 
 
 def _fenced_doc() -> Document:

@@ -42,13 +42,16 @@ class OverWindow:
         over = tuple(ids[i] for i in order if tokens[i] > window)
         return cls(what, len(ids), over, int(tokens.max()) if len(tokens) else 0)
 
-    def warn(self, window: int, hint: str) -> None:
-        """One warning line naming up to ``NAMED`` ids, when any text is over the window."""
+    def warn(self, window: int, special: int, hint: str) -> None:
+        """One warning line naming up to ``NAMED`` ids, when any text is over the window;
+        ``special`` is how many of the window's tokens the model adds itself ([CLS], [SEP] and
+        any prefix), so it reads ``window - special`` of a text's own tokens."""
         if self.over:
             log.warning("%d of %d %s are longer than the embedder's window of %d tokens "
-                        "(longest %d): the model reads only the first %d of their tokens%s: %s",
-                        len(self.over), self.total, self.what, window, self.longest, window,
-                        hint, ", ".join(self.over[:NAMED]))
+                        "(longest %d): the model reads only their first %d tokens of text "
+                        "(the window's other %d are the model's own special tokens)%s: %s",
+                        len(self.over), self.total, self.what, window, self.longest,
+                        window - special, special, hint, ", ".join(self.over[:NAMED]))
 
 
 def facts(res: Resources, questions: dict[str, str]) -> tuple[dict[str, float], dict[str, str]]:
@@ -66,9 +69,10 @@ def facts(res: Resources, questions: dict[str, str]) -> tuple[dict[str, float], 
                                 res.passage_tokens(tokens), tokens.window)
     asked = OverWindow.count("questions", list(questions),
                              tokens.counts(list(questions.values()), "query"), tokens.window)
-    passages.warn(tokens.window, " (chunking.max_tokens, or chunking.windows=maxp under "
+    special = {mode: int(tokens.counts([""], mode)[0]) for mode in ("passage", "query")}
+    passages.warn(tokens.window, special["passage"], " (chunking.max_tokens, or chunking.windows=maxp under "
                                  "chunking=none, reads all of them)")
-    asked.warn(tokens.window, "")
+    asked.warn(tokens.window, special["query"], "")
     return ({"truncation.passages_over_window": float(len(passages.over)),
              "truncation.questions_over_window": float(len(asked.over)),
              "truncation.longest_passage_tokens": float(passages.longest),
