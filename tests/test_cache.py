@@ -350,3 +350,24 @@ def test_rows_are_written_in_text_order_and_embedded_in_length_order(tmp_path):
     cache = EmbeddingCache(str(tmp_path))
     np.testing.assert_array_equal(cache.embed(again, texts, "passage", progress=False), out)
     assert again.seen == [] and cache.hits == len(texts)
+
+
+@pytest.mark.parametrize("under", ["file", "proc"])
+def test_unwritable_cache_dir_stops_minilm_with_the_fix(tmp_path, under):
+    """Trial item 3: the default embedder assembles its model folder under cache_dir; a folder
+    that cannot be made (a path under a regular file: ENOTDIR; /proc: ENOENT) is the documented
+    CacheWriteError naming the folder and the fix, not a raw OSError."""
+    from ragexp.index.cache import CacheWriteError
+    from ragexp.index.embedders import FastEmbedEmbedder
+
+    if under == "file":
+        (tmp_path / "file").write_text("not a folder")
+        cache_dir = tmp_path / "file" / "sub"
+    else:
+        cache_dir = Path("/proc/x")
+    with pytest.raises(CacheWriteError) as err:
+        FastEmbedEmbedder("minilm-int8", cache_dir=str(cache_dir))
+    msg = str(err.value)
+    assert msg.startswith(f"cannot write the model folder at {cache_dir}/models/minilm-int8: ")
+    assert msg.endswith("make it writable, free space, or set cache_dir= to a writable folder")
+    assert isinstance(err.value.__cause__, OSError)

