@@ -88,16 +88,29 @@ def test_one_question_gives_p_one_its_point_and_no_power_estimate():
     assert t.p == 1.0 == exact_sign_flip_p([0.5])  # both signs give |mean| 0.5
     assert math.isnan(t.n_needed)  # one difference has no spread: undefined, not 0 or inf
     tied = stats.paired([0.3], [0.3], "nDCG@10")
-    assert (tied.p, tied.n_needed) == (1.0, math.inf)  # no difference: nothing to detect
+    # trial item 6: one question has no power estimate whatever its difference (0 included)
+    assert tied.p == 1.0 and math.isnan(tied.n_needed)
+    assert significance.format_delta(t) == "+0.500 [n/a]"
+    assert significance.format_delta(tied) == "+0.000 [n/a]"
 
 
-def test_all_ties_give_p_one_and_constant_differences_the_least_n():
+def test_differences_without_spread_have_no_power_estimate():
+    """One rule (docs/own-docs.md): the effect size d_z = mean/sd needs spread, so constant
+    differences over n >= 2, zero or not, show n/a; a zero mean with spread shows ∞."""
     zero = stats.paired([0.5, 1.0, 0.0], [0.5, 1.0, 0.0], "RR@10")
-    assert (zero.mean_diff, zero.ci_low, zero.ci_high, zero.p, zero.n_needed) == \
-        (0.0, 0.0, 0.0, 1.0, math.inf)
+    assert (zero.mean_diff, zero.ci_low, zero.ci_high, zero.p) == (0.0, 0.0, 0.0, 1.0)
+    assert math.isnan(zero.n_needed)
     constant = stats.paired([1.0, 1.0], [0.5, 0.5], "RR@10")
     # sign vectors of (0.5, 0.5): means 0.5, 0, 0, -0.5 -> two of four reach |0.5|
-    assert constant.p == pytest.approx(0.5) and constant.n_needed == 2.0
+    assert constant.p == pytest.approx(0.5) and math.isnan(constant.n_needed)
+    # the trial's gate example: n = 2, constant Δ of -1 (was "2": the t-test's limit, which the
+    # sign-flip test cannot reach: its least p over 2 questions is 2/4)
+    collapse = stats.paired([0.0, 0.0], [1.0, 1.0], "nDCG@10")
+    assert collapse.p == pytest.approx(exact_sign_flip_p([-1, -1])) == pytest.approx(0.5)
+    assert significance.format_n_needed(collapse.n_needed) == "n/a"
+    assert significance.format_delta(collapse) == "-1.000 [-1.000, -1.000]"
+    spread = stats.paired([0.2, 0.0], [0.0, 0.2], "nDCG@10")
+    assert spread.n_needed == math.inf  # mean 0 with spread: nothing to detect
 
 
 def test_power_is_shown_as_n_a_infinity_or_a_count():
@@ -311,12 +324,12 @@ def test_compare_shows_n_a_for_a_one_question_kind_and_infinity_for_ties(tiny_ru
     # run, name, measure, kind -> n, Δ [CI], p, p_adj, n for 80% power
     rev, dense = ids["reversed"][:8], ids["dense"][:8]
     lookup = [c.strip() for c in rows[(rev, "custom", "nDCG@10", "lookup")]]
-    assert lookup == ["1", "-0.500 [-0.500, -0.500]", "1.000", "1.000", "n/a"]
+    assert lookup == ["1", "-0.500 [n/a]", "1.000", "1.000", "n/a"]
     overall = [c.strip() for c in rows[(rev, "custom", "nDCG@10", "all")]]
-    # d = (-0.5, -0.5, -0.5): 2 of 8 sign vectors reach |mean| 0.5; constant d: n = 2
-    assert overall[2] == f"{exact_sign_flip_p([-0.5] * 3):.3f}" == "0.250" and overall[4] == "2"
+    # d = (-0.5, -0.5, -0.5): 2 of 8 sign vectors reach |mean| 0.5; constant d: no spread, n/a
+    assert overall[2] == f"{exact_sign_flip_p([-0.5] * 3):.3f}" == "0.250" and overall[4] == "n/a"
     ties = [c.strip() for c in rows[(dense, "custom", "RR@10", "lookup")]]
-    assert ties == ["1", "+0.000 [+0.000, +0.000]", "1.000", "1.000", "∞"]
+    assert ties == ["1", "+0.000 [n/a]", "1.000", "1.000", "n/a"]  # n = 1: n/a, Δ 0 or not
 
 
 def test_gate_shows_n_a_for_a_one_question_kind(tiny_runs, capsys):
@@ -326,9 +339,36 @@ def test_gate_shows_n_a_for_a_one_question_kind(tiny_runs, capsys):
     lines = [ln.split() for ln in verdict.splitlines() if ln.startswith("nDCG@10")]
     # group, n, p, p_adj (Holm over 0.25, 0.5, 1.0: 0.75, 1, 1), n for 80% power
     assert [(ln[1], ln[2], ln[-3], ln[-2], ln[-1]) for ln in lines] == [
-        ("all", "3", "0.2500", "0.7500", "2"), ("factual", "2", "0.5000", "1.0000", "2"),
-        ("lookup", "1", "1.0000", "1.0000", "n/a")]
-    assert "nan" not in verdict and verdict.rstrip().endswith("PASS")
+        ("all", "3", "0.2500", "0.7500", "n/a"), ("factual", "2", "0.5000", "1.0000", "n/a"),
+        ("lookup", "1", "1.0000", "1.0000", "n/a")]  # constant Δ -0.5: no spread, n/a
+    assert "nan" not in verdict and verdict.rstrip().splitlines()[-1] == (
+        "PASS (inconclusive: nDCG@10 -0.500 is not significant; no power estimate from 3 "
+        "questions (too few, or differences without spread))")
+
+
+def _overall(n: int, delta: float, p_adj: float, n_needed: float) -> stats.Paired:
+    return stats.Paired("nDCG@10", "all", n, delta, delta - 0.1, delta + 0.1, p_adj, n_needed,
+                        p_adj)
+
+
+def test_a_pass_on_a_drop_the_set_cannot_detect_says_inconclusive():
+    """Trial item 7: nDCG@10 1.000 -> 0.083 on 6 questions (Δ -0.917, p_adj 0.125, 11
+    questions for 80% power) passes, as the rule says, but says the pass is inconclusive."""
+    rule = gate.Rule()
+    verdict = gate.decide([_overall(6, -0.917, 0.125, 11.0)], {}, {}, rule)
+    assert verdict.passed
+    assert verdict.render(rule).splitlines()[-1] == (
+        "PASS (inconclusive: nDCG@10 -0.917 is not significant; 6 of the 11 questions needed "
+        "to detect this difference)")
+    # another of the kind: a drop just beyond the margin on 20 questions needing 400
+    small = gate.decide([_overall(20, -0.02, 0.4, 400.0)], {}, {}, rule)
+    assert small.render(rule).endswith("20 of the 400 questions needed to detect this "
+                                       "difference)")
+    # a drop within the margin, or a gain, is a plain PASS; a significant drop still fails
+    for t in (_overall(6, -0.005, 0.9, 50.0), _overall(6, 0.3, 0.5, 9.0)):
+        assert gate.decide([t], {}, {}, rule).render(rule).splitlines()[-1] == "PASS"
+    failed = gate.decide([_overall(30, -0.2, 0.001, 12.0)], {}, {}, rule)
+    assert not failed.passed and failed.render(rule).splitlines()[-1].startswith("FAIL: ")
 
 
 @pytest.mark.slow

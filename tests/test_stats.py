@@ -121,7 +121,8 @@ def test_questions_needed_is_the_least_n_with_80_percent_power(mean, sd):
 
 def test_questions_needed_edge_cases():
     assert stats.questions_needed([0.1, -0.1, 0.0]) == math.inf
-    assert stats.questions_needed([0.2, 0.2, 0.2]) == 2
+    assert math.isnan(stats.questions_needed([0.2, 0.2, 0.2]))  # d_z = 0.2/0: undefined
+    assert math.isnan(stats.questions_needed([0.0, 0.0]))
     with pytest.raises(ValueError, match="at least 2"):
         stats.questions_needed([0.3])
 
@@ -154,7 +155,8 @@ def test_paired_rejects_mismatched_or_unscored_questions():
 def test_a_run_against_itself_is_no_difference():
     x = np.array([0.5, 1.0, 0.0, 0.25])
     t = stats.paired(x, x, "RR@10")
-    assert (t.mean_diff, t.ci_low, t.ci_high, t.p, t.n_needed) == (0, 0, 0, 1.0, math.inf)
+    assert (t.mean_diff, t.ci_low, t.ci_high, t.p) == (0, 0, 0, 1.0)
+    assert math.isnan(t.n_needed)  # every difference 0: no spread, d_z = 0/0 is undefined
 
 
 def test_adjust_family_adjusts_over_every_test_together():

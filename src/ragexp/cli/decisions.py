@@ -36,7 +36,7 @@ def tied_table(df: pd.DataFrame, objective: str) -> tuple[list[str], str | None]
         t = tied.tests.get(r)
         rows.append({"ablation": names[r], objective: f"{s.mean():.3f}",
                      "Δ vs best [95% CI]": "best" if t is None else
-                     f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]",
+                     significance.format_delta(t),
                      "p": "-" if t is None else f"{t.p:.3f}",
                      "p_adj": "-" if t is None else f"{t.p_adj:.3f}",
                      "tied with best": "yes" if r in tied.tied else "no"})

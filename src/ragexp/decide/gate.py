@@ -21,6 +21,7 @@ the verdict shows how the sources agreed in the run's sweep (its parent's ``rage
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -83,12 +84,33 @@ class Verdict:
                     flag = "  REGRESSION"
                 n80 = significance.format_n_needed(t.n_needed)
                 lines.append(f"{t.measure:<9} {t.kind:<13} {t.n:>4}  "
-                             f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]   "
+                             f"{significance.format_delta(t):<26}"
                              f"{t.p:>7.4f} {t.p_adj:>7.4f}  {n80:>6}{flag}")
         if self.refusal:
             lines.append(self.refusal)
-        lines.append("PASS" if self.passed else "FAIL: " + "; ".join(self.reasons))
+        lines.append(self.outcome(rule))
         return "\n".join(lines)
+
+    def outcome(self, rule: Rule) -> str:
+        """``PASS``, ``PASS (inconclusive: ...)`` or ``FAIL: reasons``: a pass is inconclusive
+        when the first measure's overall drop is beyond the margin but not significant, so the
+        golden set may be too small to see it (it says how many questions 80% power needs,
+        ``stats.questions_needed``)."""
+        if not self.passed:
+            return "FAIL: " + "; ".join(self.reasons)
+        drop = next((t for t in self.tests if t.measure == rule.measures[0] and t.kind == ALL
+                     and t.mean_diff < -rule.margin), None)
+        if drop is None:
+            return "PASS"
+        needed = drop.n_needed
+        if math.isnan(needed) or math.isinf(needed):
+            why = f"no power estimate from {drop.n} questions (too few, or differences " \
+                  f"without spread)"
+        else:
+            why = f"{drop.n} of the {significance.format_n_needed(needed)} questions needed " \
+                  f"to detect this difference"
+        return f"PASS (inconclusive: {drop.measure} {drop.mean_diff:+.3f} is not significant; " \
+               f"{why})"
 
 
 def decide(tests: list[Paired], run_metrics: dict[str, float], run_params: dict[str, str],

@@ -98,10 +98,18 @@ def format_p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def format_delta(t: Paired) -> str:
+    """A difference and its 95% interval as tables show them: ``+0.500 [n/a]`` for one
+    question (a bootstrap of one value has no interval), else ``+0.500 [+0.250, +0.750]``."""
+    if t.n < 2:
+        return f"{t.mean_diff:+.3f} [n/a]"
+    return f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]"
+
+
 def format_n_needed(n: float) -> str:
     """Questions needed for 80% power as tables show it: ``n/a`` when undefined (NaN: one
-    question, no spread), ``∞`` when there is no difference to detect, ``>10^6``, or the
-    integer."""
+    question, or differences without spread), ``∞`` when there is no difference to detect,
+    ``>10^6``, or the integer."""
     if math.isnan(n):
         return "n/a"
     return "∞" if math.isinf(n) else ">10^6" if n > 1e6 else f"{int(n)}"
@@ -127,8 +135,7 @@ def wide_columns(results: Mapping[str, list[Paired]], run_ids: Sequence[str], ba
         for m in measures:
             t = next(t for t in tests if t.measure == m and t.kind == ALL)
             star = "*" if t.p_adj < alpha else ""
-            cols[f"Δ{m} [95% CI]"].append(f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, "
-                                          f"{t.ci_high:+.3f}]{star}")
+            cols[f"Δ{m} [95% CI]"].append(f"{format_delta(t)}{star}")
             cols[f"p({m})"].append(format_p(t.p))
             cols[f"p_adj({m})"].append(format_p(t.p_adj))
         overall = next(t for t in tests if t.measure == first and t.kind == ALL)
@@ -148,7 +155,7 @@ def long_table(results: Mapping[str, list[Paired]], names: Mapping[str, str] | N
         for t in tests:
             rows.append({"run": run[:8], "name": (names or {}).get(run, ""),
                          "measure": t.measure, "kind": t.kind, "n": t.n,
-                         "Δ [95% CI]": f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]",
+                         "Δ [95% CI]": format_delta(t),
                          "p": format_p(t.p), "p_adj": format_p(t.p_adj)
                          + ("*" if t.p_adj < alpha else ""),
                          "n for 80% power": format_n_needed(t.n_needed)})
@@ -167,4 +174,5 @@ def note(method: str, results: Mapping[str, list[Paired]], measures: Sequence[st
             + stats.correction_note(method, fam)
             + " 'n for 80% power': questions a paired t-test would need to detect the observed "
               "difference (effect size mean/sd of the differences) at alpha 0.05, against the "
-              "number compared.")
+              "number compared; n/a when that effect size is undefined (one question, or "
+              "differences without spread), ∞ when the mean difference is 0.")

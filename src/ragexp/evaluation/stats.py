@@ -54,7 +54,8 @@ class Paired:
     ``n``: paired questions; ``mean_diff``: candidate minus baseline, in the measure's units;
     ``ci_low``/``ci_high``: 95% BCa interval; ``p``: raw two-sided p; ``p_adj``: p adjusted over
     its family (NaN until :func:`adjust_family`); ``n_needed``: questions for 80% power
-    (``inf`` when there is no difference to detect, NaN when it is undefined: one question).
+    (``inf`` when there is no difference to detect, NaN when it is undefined: one question, or
+    differences without spread).
     """
 
     measure: str
@@ -167,8 +168,11 @@ def questions_needed(d: Sequence[float], power: float = POWER, alpha: float = AL
     """Questions a two-sided paired t-test needs to detect ``mean(d)`` with ``power`` at
     ``alpha``, for effect size ``d_z = mean(d) / sd(d, ddof=1)`` (statsmodels ``TTestPower``).
 
-    Returns ``inf`` when ``mean(d) == 0`` (nothing to detect) and 2 (the least a t-test can use)
-    when every difference is the same non-zero value. Needs at least 2 differences.
+    Returns NaN when ``d_z`` is undefined because the differences have no spread (every
+    ``d_i`` equal, zero or not: ``0/0`` or ``x/0``; the t-test's limit of 2 questions would
+    claim a power the sign-flip test cannot have, whose least p over 2 questions is 0.5), and
+    ``inf`` when ``mean(d) == 0`` with spread (nothing to detect). Needs at least 2
+    differences.
     """
     # defer heavy import
     from statsmodels.stats.power import TTestPower
@@ -177,10 +181,10 @@ def questions_needed(d: Sequence[float], power: float = POWER, alpha: float = AL
     if len(d) < 2:
         raise InvalidValue(f"power needs at least 2 paired questions, got {len(d)}")
     mean, sd = float(d.mean()), float(d.std(ddof=1))
+    if np.all(d == d[0]) or sd <= 1e-12 * abs(mean):  # no spread, up to rounding
+        return math.nan
     if mean == 0:
         return math.inf
-    if sd <= 1e-12 * abs(mean):  # constant up to rounding
-        return 2.0
     effect = abs(mean) / sd
 
     def enough(n: int) -> bool:
@@ -206,8 +210,10 @@ def paired(run: Sequence[float], base: Sequence[float], measure: str,
     """Compare per-question scores ``run`` against ``base`` (same questions, same order).
 
     Any ``n >= 1`` gives numbers: with one question the interval is the point itself and the
-    exact sign-flip p is 1.0 (both signs give the same ``|mean|``); ``n_needed`` is ``inf`` when
-    every difference is 0 and NaN (undefined: no spread to estimate) for one non-zero one.
+    exact sign-flip p is 1.0 (both signs give the same ``|mean|``); ``n_needed`` is NaN
+    (undefined: no spread to estimate) for one question, whatever its difference, and as
+    :func:`questions_needed` says for more. Tables show a one-question interval as ``n/a``
+    (:func:`ragexp.evaluation.significance.format_delta`).
     Raises ``InvalidValue`` on unequal lengths, no questions, or non-finite scores.
     """
     d = _check_pair(run, base)
@@ -215,7 +221,7 @@ def paired(run: Sequence[float], base: Sequence[float], measure: str,
     if len(d) >= 2:
         n_needed = questions_needed(d)
     else:
-        n_needed = math.inf if d[0] == 0 else math.nan
+        n_needed = math.nan
     return Paired(measure, kind, len(d), float(d.mean()), low, high, randomisation_p(d),
                   n_needed)
 

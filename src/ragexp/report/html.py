@@ -188,7 +188,7 @@ def kind_section(data: SweepData, tests, reference: str, ref_label: str,
                 d = report_facts.delta(t.mean_diff, 0.0, True)  # measures: higher is better
                 cls = "same" if d.better is None else "good" if d.better else "bad"
                 cells.append(num(f"diff|{run}|{m}|{g}", t.mean_diff, cls + (" sig" if sig else ""),
-                                 f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]"))
+                                 significance.format_delta(t)))
                 cells.append(num(f"p|{run}|{m}|{g}", t.p, "", significance.format_p(t.p)))
                 cells.append(num(f"padj|{run}|{m}|{g}", t.p_adj, "sig" if sig else "",
                                  significance.format_p(t.p_adj) + ("*" if sig else "")))
