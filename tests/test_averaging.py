@@ -109,3 +109,30 @@ def test_beir_query_judged_all_zero_counts_with_zero(tmp_path, caplog):
     assert result.metrics["ndcg_at_10"] == pytest.approx(list(ref.values())[0])
     assert result.metrics["ndcg_at_10"] == pytest.approx(0.5)  # the issue's right value
     assert set(result.per_question["id"]) == {"q1", "q2"}
+
+
+@pytest.mark.parametrize("n_unanswerable,n_unjudged", [(2, 1), (0, 3)])
+def test_beir_left_out_counts_match_the_scoring_line(tmp_path, caplog, n_unanswerable,
+                                                     n_unjudged):
+    """Trial item 10: a file of 8 queries with 2 unanswerable and 1 unjudged said "1 of 6
+    queries" and then "scoring 7 of 7"; the warning now names both counts and the questions
+    left (8 - 1 = 7, what the scoring line counts)."""
+    corpus = [{"_id": f"d{i}", "title": "", "text": f"document number {i} about topic {i}"}
+              for i in range(8)]
+    queries = [{"_id": f"q{i}", "text": f"topic {i}",
+                **({"answerable": False} if i < n_unanswerable else {})} for i in range(8)]
+    judged = [f"q{i}" for i in range(n_unanswerable, 8 - n_unjudged)]
+    qrels = "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\td{q[1:]}\t1\n" for q in judged)
+    root = write_tree(tmp_path / "beir", {"corpus.jsonl": jsonl(corpus),
+                                          "queries.jsonl": jsonl(queries),
+                                          "qrels/test.tsv": qrels})
+    with caplog.at_level(logging.WARNING, logger="ragexp.data.datasets"):
+        ds = BeirDataset(path=str(root), unanswerable_field="answerable",
+                         unanswerable_value=False)
+    (left_out,) = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    answerable, kept = 8 - n_unanswerable, 8 - n_unjudged
+    assert left_out.startswith(
+        f"{n_unjudged} of the {answerable} answerable queries (of 8 in queries.jsonl) have no "
+        f"judgements in split 'test' and are left out of the questions and of every mean, "
+        f"leaving {kept} questions (unanswerable ones included): ")
+    assert len(ds.queries()) == kept

@@ -182,11 +182,12 @@ def test_qrels_naming_unknown_queries_warns_with_count_and_first_ids(tmp_path, c
 
 @pytest.mark.parametrize("line,fragment", [
     ('{"_id": 1.0, "text": "t"}', "_id must be a non-empty string or an integer, got 1.0"),
-    ('{"_id": true, "text": "t"}', "got True"),
-    ('{"_id": null, "text": "t"}', "got None"),
+    ('{"_id": true, "text": "t"}', "got true"),  # as the JSON says, not Python's True
+    ('{"_id": false, "text": "t"}', "got false"),
+    ('{"_id": null, "text": "t"}', "got null"),
     ('{"_id": "", "text": "t"}', "got ''"),
-    ('{"_id": ["d9"], "text": "t"}', "got ['d9']"),
-    ('{"_id": "d9", "text": null}', "'text' must be a string, got None"),
+    ('{"_id": ["d9"], "text": "t"}', 'got ["d9"]'),
+    ('{"_id": "d9", "text": null}', "'text' must be a string, got null"),
     ('{"_id": "d9", "text": 42}', "'text' must be a string, got 42"),
     ('{"_id": "d9", "text": "t", "title": 3}', "'title' must be a string or null, got 3"),
     ('{"_id": "d9"}', "missing field(s) text"),

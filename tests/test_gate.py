@@ -140,8 +140,13 @@ def test_tests_need_the_same_questions_scored_in_both_runs():
 
     a = pd.DataFrame({"id": ["q1", "q2", "q3"], "kind": ["factual"] * 3,
                       "ndcg_at_10": [0.5, 1.0, None]})
-    with pytest.raises(significance.NotPaired, match="different questions"):
+    with pytest.raises(significance.NotPaired, match="different questions") as err:
         significance.tests_against(a, a.iloc[:2], ["nDCG@10"])
+    # trial item 10: a zero count is not printed ("0 only in baseline, e.g. []")
+    assert "(1 only in run, e.g. q3): " in str(err.value) and "0 only" not in str(err.value)
+    with pytest.raises(significance.NotPaired) as err:
+        significance.tests_against(a.iloc[1:], a.iloc[:2], ["nDCG@10"])
+    assert "(1 only in run, e.g. q3; 1 only in baseline, e.g. q1): " in str(err.value)
     b = a.assign(ndcg_at_10=[0.5, None, None])
     with pytest.raises(significance.NotPaired, match=r"only one of .*\['q2'\]"):
         significance.tests_against(a, b, ["nDCG@10"])

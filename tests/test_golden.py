@@ -330,3 +330,11 @@ def test_section_labels_survive_rechunking(tmp_path, max_words, overlap):
     assert len(inside) >= 2 and relevant == inside
     whole = WholeDocumentChunker().chunk(docs.values())
     assert set(span_qrels(queries, whole)["s-01"]) == {"install.md"}
+
+
+@pytest.mark.parametrize("value, said", [(True, "got true"), (None, "got null")])
+def test_a_bad_id_is_shown_as_the_json_it_was(tmp_path, capsys, value, said):
+    """Trial item 10: ``"id": true`` was reported as Python's ``got True``."""
+    corpus, golden = _setup(tmp_path, [GOOD, {**GOOD, "id": value}])
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
+                     f"'id' must be a non-empty string or an integer, {said}")

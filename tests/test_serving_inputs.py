@@ -221,7 +221,8 @@ GET_CASES = [  # (path, query string, status, start of the message)
     ("/explain", "q=%20&chunk_id=faq.md%230", 400, "q must not be empty"),
     ("/explain", "q=" + LONG + "&chunk_id=faq.md%230", 413, "q is 2001 characters"),
     ("/explain", "q=lease&chunk_id=nope%230", 404, "unknown chunk_id 'nope#0'"),
-    ("/explain", "q=lease&chunk_id=", 404, "unknown chunk_id ''"),
+    ("/explain", "q=lease&chunk_id=", 400, "chunk_id must not be empty"),  # the blank rule
+    ("/explain", "q=lease&chunk_id=%20%20", 400, "chunk_id must not be empty"),
     ("/explain", "q=lease&chunk_id=" + "c" * 1001, 413, "chunk_id is 1001 characters"),
     ("/explain", "q=lease&chunk_id=%FF", 400, "query parameter chunk_id is not UTF-8 text"),
     ("/health", "x=%C3%28", 400, "query parameter x is not UTF-8 text"),

@@ -160,10 +160,10 @@ class BeirDataset:
                                   f"qrels/{self.split}.tsv "
                                   f"({', '.join(map(label, judged_una[:5]))}): fix the marker or "
                                   f"the qrels")
-        _report_judgements([r for r in queries if kinds[r["_id"]] != UNANSWERABLE], self._qrels,
-                           self.split)
         self._queries = [Query(r["_id"], str(r["text"]), kinds[r["_id"]]) for r in queries
                          if r["_id"] in self._qrels or kinds[r["_id"]] == UNANSWERABLE]
+        _report_judgements([r for r in queries if kinds[r["_id"]] != UNANSWERABLE], self._qrels,
+                           self.split, len(queries), len(self._queries))
         if not any(q.answerable for q in self._queries):
             raise BeirFormatError(qrels_path, None, "no query of queries.jsonl has judgements here "
                                   "(no query has judgements)")
@@ -202,13 +202,19 @@ class BeirDataset:
         return dict(self._fingerprint)
 
 
-def _report_judgements(queries: list[dict], qrels: Qrels, split: str) -> None:
+def _report_judgements(queries: list[dict], qrels: Qrels, split: str, in_file: int,
+                       kept: int) -> None:
     """Say which queries are averaged (trec_eval's rule): one with no judgements at all is left
-    out; one judged with nothing relevant (every grade 0) counts, with 0 on every measure."""
+    out; one judged with nothing relevant (every grade 0) counts, with 0 on every measure.
+    ``queries`` are the answerable ones (not marked unanswerable), ``in_file`` every query of
+    queries.jsonl, ``kept`` the questions the run loads (what its ``scoring N of M`` line
+    counts)."""
     unjudged = [r["_id"] for r in queries if r["_id"] not in qrels]
     if unjudged:
-        log.warning("%d of %d queries have no judgements in split %r and are left out of every "
-                    "mean: %s", len(unjudged), len(queries), split, ", ".join(unjudged[:5]))
+        log.warning("%d of the %d answerable queries (of %d in queries.jsonl) have no judgements "
+                    "in split %r and are left out of the questions and of every mean, leaving "
+                    "%d questions (unanswerable ones included): %s", len(unjudged), len(queries),
+                    in_file, split, kept, ", ".join(unjudged[:5]))
     nothing = [r["_id"] for r in queries
                if r["_id"] in qrels and not any(g > 0 for g in qrels[r["_id"]].values())]
     if nothing:

@@ -46,11 +46,16 @@ class InputError(DataError):
 
 
 def shown(value: object, limit: int = SHOWN_CHARS) -> str:
-    """``repr`` of a value for an error message: control characters, lone surrogates and other
-    unprintable characters escaped, and at most ``limit`` characters (``...`` marks a cut)."""
+    """A value read from a file, for an error message: a string as its ``repr`` (control
+    characters, lone surrogates and other unprintable characters escaped), any other value as
+    the JSON it was read from (``true``, ``null``, ``["d9"]``, not Python's ``True``), at most
+    ``limit`` characters (``...`` marks a cut)."""
     if isinstance(value, str) and len(value) > limit:
         value = value[:limit]
-    text = repr(value)
+    try:
+        text = repr(value) if isinstance(value, str) else json.dumps(value)
+    except (TypeError, ValueError):  # not a JSON value
+        text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 

@@ -51,11 +51,13 @@ def aligned(run: pd.DataFrame, base: pd.DataFrame, measure: str,
     col = _check_scored(run, measure, labels[0])
     _check_scored(base, measure, labels[1])
     if set(run["id"]) != set(base["id"]):
-        only_r, only_b = set(run["id"]) - set(base["id"]), set(base["id"]) - set(run["id"])
+        only = [(label, sorted(set(a["id"]) - set(b["id"])))
+                for label, a, b in ((labels[0], run, base), (labels[1], base, run))]
+        counts = "; ".join(f"{len(ids)} only in {label}, e.g. {', '.join(ids[:3])}"
+                           for label, ids in only if ids)
         raise NotPaired(f"{labels[0]} and {labels[1]} were evaluated on different questions "
-                        f"({len(only_r)} only in {labels[0]}, e.g. {sorted(only_r)[:3]}; "
-                        f"{len(only_b)} only in {labels[1]}, e.g. {sorted(only_b)[:3]}): "
-                        f"a paired test needs the same questions (same golden set and split)")
+                        f"({counts}): a paired test needs the same questions (same golden set "
+                        f"and split)")
     m = run[["id", "kind", col]].merge(base[["id", col]], on="id", suffixes=("", "_base"))
     scored_r, scored_b = m[col].notna(), m[f"{col}_base"].notna()
     if (scored_r != scored_b).any():

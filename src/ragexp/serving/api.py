@@ -207,7 +207,9 @@ def _reading(app: FastAPI, engine: Engine, send: Reply, keyed: bool) -> None:
                 chunk_id: str = Query(description="a chunk id from /search",
                                       json_schema_extra={"maxLength": MAX_ID})):
         question = check_question(q, "q")
-        if not engine.has_chunk(text(chunk_id, "chunk_id", MAX_ID)):
+        if not text(chunk_id, "chunk_id", MAX_ID).strip():
+            raise BadQuestion("chunk_id must not be empty; ids come from /search")
+        if not engine.has_chunk(chunk_id):
             raise BadQuestion(f"unknown chunk_id {shown(chunk_id)}; ids come from /search", 404)
         return send(200, {"query": question, **engine.explain(question, chunk_id)})
 
