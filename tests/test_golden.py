@@ -338,3 +338,27 @@ def test_a_bad_id_is_shown_as_the_json_it_was(tmp_path, capsys, value, said):
     corpus, golden = _setup(tmp_path, [GOOD, {**GOOD, "id": value}])
     _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
                      f"'id' must be a non-empty string or an integer, {said}")
+
+
+HEADINGS_ONLY = "# Only Headings\n## Alpha topic\n## Beta topic"
+
+
+@pytest.mark.parametrize("section, chunk", [("Alpha topic", "headings.md#1"),
+                                            ("Only Headings > Beta topic", "headings.md#2")])
+def test_a_heading_only_document_is_labelled_by_its_headings(tmp_path, section, chunk):
+    """Trial item 2: docs/inputs.md says a document whose only text is headings gives one
+    section per heading, its text the heading's: a section label names that chunk."""
+    from ragexp.data.relevance import span_qrels
+    from ragexp.stages.chunking import MarkdownChunker
+
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "headings.md": HEADINGS_ONLY})
+    rec = {"id": "h-01", "kind": "factual", "question": "Which topics are there?",
+           "answer": "Alpha and Beta.", "evidence": [{"doc": "headings.md", "section": section}]}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    docs = load_corpus(corpus)
+    assert check_golden(golden, docs)[1] == []
+    query = load_golden(golden, docs)[1]
+    chunks = MarkdownChunker().chunk([docs["headings.md"]])
+    title = section.split(" > ")[-1]
+    assert [c.text.splitlines()[-1] for c in chunks if c.chunk_id == chunk] == [title]
+    assert span_qrels([query], chunks) == {"h-01": {chunk: 1}}

@@ -35,15 +35,21 @@ def outline(doc: Document) -> list[Section]:
     """Every heading, ATX (``## Docker``) or setext (``Docker\\n------``), in document order,
     as CommonMark reads them (``markdown.blocks``): a ``#`` line inside fenced or indented code
     is code, not a heading, and front matter is no heading. A section's text starts after its
-    heading (a setext heading's underline included)."""
-    heads = [b for b in markdown.blocks(doc.text) if b.kind == "heading"]
+    heading (a setext heading's underline included); in a document whose only text is headings,
+    a section with nothing under its heading owns the heading itself, its text as the chunker
+    reads it (``stages.chunking.parse_sections``)."""
+    found = markdown.blocks(doc.text)
+    heads = [b for b in found if b.kind == "heading"]
+    headings_only = len(heads) == len(found)
     sections: list[Section] = []
     stack: list[tuple[int, str]] = []
     for i, head in enumerate(heads):
         stack = [(lv, t) for lv, t in stack if lv < head.level] + [(head.level, head.title)]
         end = next((h.start for h in heads[i + 1:] if h.level <= head.level), len(doc.text))
-        sections.append(Section(tuple(t for _, t in stack), head.level,
-                                Span(doc.doc_id, head.body, end), head.line))
+        span = Span(doc.doc_id, head.body, end)
+        if headings_only and not doc.text[head.body:end].strip():
+            span = Span(doc.doc_id, head.start, head.end)
+        sections.append(Section(tuple(t for _, t in stack), head.level, span, head.line))
     return sections
 
 
