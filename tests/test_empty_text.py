@@ -98,3 +98,27 @@ def test_hash_embedder_gives_zero_vectors_for_texts_without_terms():
     out = HashEmbedder(dim=64).embed(["", "the of and", "zebra"])
     assert not out[:2].any()
     assert np.linalg.norm(out[2]) == pytest.approx(1.0)
+
+
+def test_a_document_of_front_matter_only_is_named_as_such(caplog):
+    """Trial item 5: front matter is metadata, no chunk holds it; the warning names front matter
+    for such a document, not "empty, or stopwords only" (kept for the truly empty one)."""
+    import logging
+
+    from ragexp.index.resources import Resources
+    from ragexp.records import Document
+    from ragexp.run.pipeline import without_terms
+
+    docs = [Document("meta.md", "Only meta", "---\ntitle: Only meta\n---\n"),
+            Document("lead.md", "Lead", "---\ntitle: Lead\n---\n\n   \n"),
+            Document("empty.md", "empty.md", ""),
+            Document("zebra.md", "Zebra", "# Zebra\n\nZebra herds migrate.\n")]
+    res = Resources(MarkdownChunker().chunk(docs), lambda: HashEmbedder())
+    with caplog.at_level(logging.WARNING, logger="ragexp.run.pipeline"):
+        counts = without_terms(docs, res, [])
+    assert counts["data.docs_without_terms"] == 3
+    said = [r.getMessage() for r in caplog.records]
+    assert "2 documents hold only front matter (metadata, not text: no chunk holds it) and can "\
+           "only score 0: lead.md, meta.md" in said
+    assert "1 documents have no terms (empty, or stopwords only) and can only score 0: " \
+           "empty.md" in said

@@ -362,3 +362,30 @@ def test_a_heading_only_document_is_labelled_by_its_headings(tmp_path, section, 
     title = section.split(" > ")[-1]
     assert [c.text.splitlines()[-1] for c in chunks if c.chunk_id == chunk] == [title]
     assert span_qrels([query], chunks) == {"h-01": {chunk: 1}}
+
+
+META_ONLY = "---\ntitle: Only meta\n---\n"
+
+
+@pytest.mark.parametrize("evidence, fragment", [
+    ([{"doc": "meta.md"}], "document meta.md has no text: it holds only front matter"),
+    ([{"doc": "meta.md", "quote": "Only meta"}], "quote lies in the front matter of meta.md"),
+    ([{"doc": "intro.md", "quote": "title: Intro"}], "quote lies in the front matter of intro.md"),
+    ([{"doc": "empty.md"}], "document empty.md is empty"),
+])
+def test_front_matter_is_no_text_to_label(tmp_path, capsys, evidence, fragment):
+    """Trial item 5: a document of front matter only has no text, and a quote inside front
+    matter (metadata) is refused; a quote of the same words in the text is found."""
+    files = {"guide.md": GUIDE, "meta.md": META_ONLY, "empty.md": "",
+             "intro.md": "---\ntitle: Intro\n---\n# Intro\n\nThe title: Intro is said again.\n"}
+    corpus = write_tree(tmp_path / "corpus", files)
+    rec = {"id": "m-01", "kind": "factual", "question": "What is it?", "answer": "Meta.",
+           "evidence": evidence}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    if evidence[0]["doc"] == "intro.md":  # found once in the text, once in front matter: the text
+        docs = load_corpus(corpus)
+        (span,) = load_golden(golden, docs)[1].evidence
+        assert span.start > docs["intro.md"].text.index("# Intro")
+        rec["evidence"] = [{"doc": "intro.md", "quote": "title: Intro\n---"}]
+        golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2, fragment)

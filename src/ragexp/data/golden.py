@@ -185,8 +185,11 @@ def _resolve_evidence(qid: str, ev: object, docs: dict[str, Document], bad) -> S
         return _quote_span(qid, doc, ev["doc"], ev["quote"], bad)
     if "section" in ev:
         return _section_span(qid, doc, ev["doc"], ev["section"], bad)
-    if not doc.text.strip():
-        bad(f"{qid}: document {label(ev['doc'])} is empty")
+    start = markdown.text_start(doc.text)
+    if not doc.text[start:].strip():
+        bad(f"{qid}: document {label(ev['doc'])} is empty" if not start else
+            f"{qid}: document {label(ev['doc'])} has no text: it holds only front matter "
+            f"(metadata, which no chunk holds)")
         return None
     return Span(doc.doc_id, 0, len(doc.text))
 
@@ -212,9 +215,15 @@ def _evidence_shape_problem(qid: str, ev: object) -> str | None:
 
 def _quote_span(qid: str, doc: Document, name: str, quote: str, bad) -> Span | None:
     """The span of ``quote``'s one occurrence in ``doc`` (named ``name`` by the evidence); None
-    after reporting a quote found nowhere or more than once."""
-    found = find_quote(doc, quote)
-    if not found:
+    after reporting a quote found nowhere, only in the front matter (metadata, not text), or
+    more than once."""
+    start = markdown.text_start(doc.text)
+    everywhere = find_quote(doc, quote)
+    found = [s for s in everywhere if s.start >= start]
+    if everywhere and not found:
+        bad(f"{qid}: quote lies in the front matter of {label(name)} (metadata, which no chunk "
+            f"holds), not in its text: {shown(quote)}")
+    elif not found:
         bad(f"{qid}: quote not found in {label(name)}: {shown(quote)}")
     elif len(found) > 1:
         bad(f"{qid}: quote is ambiguous, found {len(found)} times in {label(name)}: "

@@ -45,6 +45,7 @@ from ragexp.stages.parent_child import (
 )
 from ragexp.stages.rerankers import Reranker
 from ragexp.stages.retrievers import Retriever
+from ragexp.text import markdown
 from ragexp.text.analysis import tokenize
 
 log = logging.getLogger(__name__)
@@ -388,7 +389,18 @@ def without_terms(docs, res: Resources, queries) -> dict[str, float]:
     with_terms = {chunks[i].doc_id for i in np.flatnonzero(lengths)}
     empty = {"documents": [d.doc_id for d in docs if d.doc_id not in with_terms],
              "questions": [q.qid for q in queries if not tokenize(q.text)]}
+
+    def only_front_matter(text: str) -> bool:
+        start = markdown.text_start(text)
+        return start > 0 and not text[start:].strip()
+
+    meta_only = sorted(d.doc_id for d in docs
+                       if d.doc_id not in with_terms and only_front_matter(d.text))
+    if meta_only:
+        log.warning("%d documents hold only front matter (metadata, not text: no chunk holds "
+                    "it) and can only score 0: %s", len(meta_only), ", ".join(meta_only[:5]))
     for what, ids in empty.items():
+        ids = [i for i in ids if i not in meta_only]
         if ids:
             log.warning("%d %s have no terms (empty, or stopwords only) and can only score 0: "
                         "%s", len(ids), what, ", ".join(ids[:5]))

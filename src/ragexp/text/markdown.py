@@ -110,6 +110,20 @@ def front_matter(text: str) -> FrontMatter | None:
     return None
 
 
+def text_start(text: str) -> int:
+    """Character offset where a document's text starts: after its front matter's closing
+    ``---`` line (and its line end), 0 without front matter. Front matter is metadata: no chunk
+    holds it and no label may point into it."""
+    found = front_matter(text)
+    if found is None:
+        return 0
+    pos = 0
+    for _ in range(found.last_line):
+        nl = text.find("\n", pos)
+        pos = len(text) if nl < 0 else nl + 1
+    return pos
+
+
 def _mask(doc: str, lines: _Lines, first: int, last: int, quotes: int) -> str:
     """``doc`` from line ``first`` to the end of line ``last``, with up to ``quotes`` block-quote
     markers at the start of each line blanked (a lazy continuation line has none)."""
