@@ -82,7 +82,8 @@ def test_split_dataset_filters_questions_and_judgements():
     assert split.select(inner, "all", 0) is inner
     with pytest.raises(ValueError, match="split must be one of dev, test, all, got 'train'"):
         split.select(inner, "train", 0)
-    with pytest.raises(ValueError, match="holds no question"):
+    with pytest.raises(split.EmptySplit, match=r"scoring 0 of \d+ questions: split 'test' "
+                                              r"\(seed 0, test share 0.0\) holds 0 of"):
         split.select(inner, "test", 0, test_share=0.0)
     with pytest.raises(ValueError, match="split_test_share"):
         split.assign(inner.qs, 0, 1.5)

@@ -37,7 +37,7 @@ from typing import Sequence
 
 import yaml
 
-from ragexp.data import readers, shipped
+from ragexp.data import readers, shipped, split
 from ragexp.data.readers import label, shown
 from ragexp.errors import MissingInput
 from ragexp.records import HAND, UNANSWERABLE, Document, Query, Span
@@ -395,6 +395,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(counts_table(len(docs), queries))
+    small = not problems and split.too_small(queries, "dev", split.SEED, split.TEST_SHARE)
+    if small:
+        print(f"warning: a run with the default split=auto scores ragexp's dev split: {small}",
+              file=sys.stderr)
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     if problems:

@@ -24,10 +24,12 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
+from ragexp.data.readers import DataError
 from ragexp.errors import InvalidValue
 from ragexp.records import Chunk, Document, Qrels, Query
 
 SPLITS = ("dev", "test", "all")
+SEED, TEST_SHARE = 0, 0.5  # the run config's defaults (split_seed, split_test_share)
 AUTO = "auto"
 
 
@@ -76,6 +78,26 @@ def assign(queries: Iterable[Query], seed: int, test_share: float = 0.5) -> dict
     return out
 
 
+class EmptySplit(DataError, InvalidValue):
+    """A split that holds no question to score: the set is too small for ragexp's dev/test
+    split. A data error: the run stops with its one line and exit status 2."""
+
+
+def too_small(queries: list[Query], side: str, seed: int, test_share: float) -> str | None:
+    """Why ``side`` (``dev`` or ``test``) of ragexp's split (``assign``) holds no answerable
+    question of ``queries`` (so no run on it scores any measure), with the fix; None when it
+    holds one. Used by ``golden check`` (a warning) and :class:`SplitDataset` (the error)."""
+    assigned = assign(queries, seed, test_share)
+    if any(q.answerable and assigned[q.qid] == side for q in queries):
+        return None
+    n = sum(assigned[q.qid] == side for q in queries)
+    return (f"split {side!r} (seed {seed}, test share {test_share}) holds {n} of the "
+            f"{len(queries)} questions and no answerable one: each kind puts "
+            f"floor({test_share} x its questions + 0.5) in test (a kind of one question: that "
+            f"one), the rest in dev; score every question with split=all (nothing is then held "
+            f"out for ragexp confirm), or add questions")
+
+
 @dataclass
 class SplitDataset:
     """A dataset seen through one split: the same documents, only that split's questions and
@@ -93,8 +115,8 @@ class SplitDataset:
         side = assign(queries, self.seed, self.test_share)
         self._queries = [q for q in queries if self.split == "all" or side[q.qid] == self.split]
         if not self._queries:
-            raise InvalidValue(f"split {self.split!r} (seed {self.seed}, test share "
-                               f"{self.test_share}) holds no question of {self.inner.name!r}")
+            raise EmptySplit(f"{self.inner.name!r}: scoring 0 of {len(queries)} questions: "
+                             + too_small(queries, self.split, self.seed, self.test_share))
         self._ids = {q.qid for q in self._queries}
 
     def __getattr__(self, attr: str):  # only called for attributes not found on the wrapper
