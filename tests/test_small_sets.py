@@ -495,3 +495,60 @@ def test_walkthrough_records_this_folder_relative(tmp_path):
     text = f"env MLFLOW_TRACKING_URI=sqlite:///{tmp_path.resolve()}/mlruns/mlflow.db mlflow"
     assert relative(text, tmp_path) == "env MLFLOW_TRACKING_URI=sqlite:///mlruns/mlflow.db mlflow"
     assert relative("/elsewhere/x", tmp_path) == "/elsewhere/x"
+
+
+# ---- confirm: what it refuses, and the name it shows (trial item 4) --------------------------
+
+def test_confirm_refuses_a_run_selected_on_all_questions(tiny_runs, capsys, monkeypatch):
+    """split=all holds nothing out: no test half to confirm on, with --baseline or without."""
+    from types import SimpleNamespace
+
+    from ragexp.tracking import store as tracking_store
+
+    run, base = tiny_runs["reversed"]["run_id"], tiny_runs["bm25"]["run_id"]
+    assert cli.main(["confirm", run, "--baseline", base]) == 2
+    monkeypatch.setattr(tracking_store, "champion", lambda *a: SimpleNamespace(run_id=base))
+    assert cli.main(["confirm", run]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: run {run[:8]} was selected on all questions (split=all), so nothing "
+                   f"is held out to confirm it on: run the sweep with split=dev, then confirm "
+                   f"its choice"] * 2
+
+
+@pytest.fixture(scope="module")
+def dev_runs(tmp_path_factory, module_mlflow_store):
+    """Dev runs on two sets: ``a`` and ``a_dense`` on the same questions, ``other`` on a set
+    with one more factual question (another golden_hash), its questions file relative."""
+    tmp = tmp_path_factory.mktemp("dev")
+    a = workspace(tmp / "a", [*FACTUAL, LOOKUP, *UNANSWERABLE])
+    b = workspace(tmp / "b", [*FACTUAL, {**FACTUAL[0], "id": "f3"}, LOOKUP, *UNANSWERABLE])
+    return {"a": record_run(*overrides(a, "split=dev", "retriever=bm25"))["run_id"],
+            "a_dense": record_run(*overrides(a, "split=dev", "retriever=dense"))["run_id"],
+            "other": record_run(*overrides(b, "split=dev", "retriever=dense"))["run_id"]}
+
+
+def test_confirm_refuses_a_baseline_on_other_data_in_one_line(dev_runs, capsys, monkeypatch):
+    """The trial's example: the champion, the fallback baseline, is a run on another set."""
+    from types import SimpleNamespace
+
+    from ragexp.tracking import store as tracking_store
+
+    run, other = dev_runs["a"], dev_runs["other"]
+    monkeypatch.setattr(tracking_store, "champion", lambda *a: SimpleNamespace(run_id=other))
+    assert cli.main(["confirm", run]) == 2
+    assert cli.main(["confirm", run, "--baseline", other]) == 2
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err + out.out
+    assert out.err.strip().splitlines() == [
+        f"error: run {run[:8]} and baseline {other[:8]} were evaluated on different data "
+        f"(golden_hash differ): confirm cannot compare them; pass --baseline RUN_ID of a run "
+        f"on the same data"] * 2
+
+
+def test_confirm_with_a_baseline_names_the_run_in_the_per_kind_table(dev_runs, capsys):
+    run, base = dev_runs["a_dense"], dev_runs["a"]
+    assert cli.main(["confirm", run, "--baseline", base]) == 0
+    rows = [[c.strip() for c in line.split("|")[1:-1]]
+            for line in capsys.readouterr().out.split("Per kind on test:")[1].splitlines()
+            if line.startswith(f"| {run[:8]}")]
+    assert rows and {r[1] for r in rows} == {"custom"}  # the run's ragexp.ablation tag

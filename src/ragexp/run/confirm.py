@@ -12,7 +12,9 @@ tested per question (``stats.py``: BCa interval, randomisation p, Holm over the 
   ``ragexp.confirm.baseline_test_run``.
 
 Default baseline: the job of the run's sweep whose ablation is the config key ``baseline``
-(``default``), else the champion. With questions from several sources, the numbers and tests are
+(``default``), else the champion. Refused in one line (``ConfirmError``): a run selected on
+``split=all`` (nothing is held out), and a baseline evaluated on other data (``corpus_hash`` or
+``golden_hash`` differ, as ``ragexp gate`` refuses it). With questions from several sources, the numbers and tests are
 the run's ``objective_source`` questions' (``decide.sources``), as the sweep's choice was.
 """
 
@@ -25,11 +27,13 @@ from omegaconf import OmegaConf
 
 from ragexp import legacy
 from ragexp.decide import compare, sources
+from ragexp.decide.gate import DATA_TAGS
 from ragexp.decide.selection import measure_key, objective, vs_baseline_metrics
 from ragexp.errors import RagexpError
 from ragexp.evaluation import significance, stats
 from ragexp.records import HAND
 from ragexp.run.app import run_logged
+from ragexp.tracking import failures
 from ragexp.tracking import store as tracking
 
 
@@ -68,6 +72,11 @@ def on_test(run_id: str) -> str:
     parent = os.environ.pop(tracking.PARENT_ENV, None)  # not a job of any sweep
     try:
         out = run_logged(cfg)
+    except RagexpError:
+        raise
+    except Exception as exc:  # e.g. a relative path of the run's config that is not here
+        raise ConfirmError(f"cannot evaluate run {run_id[:8]}'s configuration on test: "
+                           f"{failures.describe(exc)}") from exc
     finally:
         if parent is not None:
             os.environ[tracking.PARENT_ENV] = parent
@@ -82,6 +91,10 @@ def confirm(run_id: str, baseline_id: str | None = None,
 
     c = tracking.client()
     run = c.get_run(run_id)
+    if run.data.params.get("split") == "all":
+        raise ConfirmError(f"run {run_id[:8]} was selected on all questions (split=all), so "
+                           f"nothing is held out to confirm it on: run the sweep with "
+                           f"split=dev, then confirm its choice")
     if baseline_id is None:
         baseline_id = sweep_baseline(run)
         if baseline_id is None:
@@ -93,6 +106,12 @@ def confirm(run_id: str, baseline_id: str | None = None,
             baseline_id = champion.run_id
     if baseline_id == run_id:
         raise ConfirmError(f"run {run_id[:8]} is its own baseline: pass --baseline RUN_ID")
+    base = c.get_run(baseline_id)
+    differ = [k for k in DATA_TAGS if run.data.tags.get(k) != base.data.tags.get(k)]
+    if differ:
+        raise ConfirmError(f"run {run_id[:8]} and baseline {baseline_id[:8]} were evaluated on "
+                           f"different data ({', '.join(differ)} differ): confirm cannot "
+                           f"compare them; pass --baseline RUN_ID of a run on the same data")
     test_run, test_base = on_test(run_id), on_test(baseline_id)
     source = run.data.params.get("objective_source", HAND)
     try:
