@@ -121,6 +121,9 @@ def test_links_and_emphasis_are_rendered_in_the_answer():
     ("Which column holds the grade?", "table", "| q | grade |", True),
     ("Which column holds the grade?", "code", "grade = 1", False),
     ("Show me the command for it", "code", "brindle x", True),
+    ("Which error code means the queue is paused?", "table", "| BD-2111 | paused |", True),
+    ("List the error codes", "table", "| BD-2110 | full |", True),
+    ("How long are dead-lettered jobs kept?", "table", "| BD-2110 | full |", False),
 ])
 def test_asks_for(question, kind, line, asked):
     assert asks_for(question, kind, line) is asked
@@ -156,3 +159,31 @@ def test_a_document_made_with_markup_answers_in_plain_text(bm25):
     chunk = Chunk("x.md#0", "x.md", f"{heading}\n" + "\n".join(u.text for u in units), heading)
     ans = _ask("How long does the broker keep ledger segments?", [chunk], bm25)
     assert ans.sentences == ["The broker keeps ledger segments for ten days. [1]"]
+
+
+QUEUE = Document("q.md", "Queue", "# Queue\n\nThe queue accepts jobs from producers and hands "
+                 "them to workers.\n\n## Error codes\n\n| code | meaning |\n|---|---|\n"
+                 "| BD-2110 | queue is full |\n| BD-2111 | queue is paused |\n")
+
+
+@pytest.mark.parametrize("question, first", [
+    ("Which error code means the queue is paused?", "BD-2111 | queue is paused [1]"),
+    ("Show me the meaning column of the error codes table", "BD-2110 | queue is full [1]"),
+    ("List the error codes", "BD-2110 | queue is full [1]"),
+    ("What does BD-2111 mean?", "BD-2111 | queue is paused [1]"),
+])
+def test_questions_asking_for_a_table_are_answered_by_its_rows(question, first):
+    """Trial item 8 (docs/llm.md): a row is an answer when the question asks for a table, a
+    column, a code or a list; read with its header and heading, the row covers the question.
+    Coverage by hand for the first question: its terms error, code, mean, queue, paus are all in
+    "Queue > Error codes | code | meaning | BD-2111 | queue is paused", only 4 of 5 in BD-2110's
+    row (no "paus"), so BD-2111's row ranks first."""
+    from ragexp.stages.chunking import MarkdownChunker
+
+    other = [Document(f"o{i}.md", f"O{i}", f"# Other {i}\n\nWorkers poll the broker every {i} "
+                      f"seconds for new work.\n") for i in range(5)]
+    chunks = MarkdownChunker().chunk([QUEUE, *other])
+    (table,) = [c for c in chunks if "BD-2111" in c.text]
+    ans = _ask(question, [table], BM25Index().fit([c.text for c in chunks]))
+    assert not ans.refused and ans.sentences[0] == first
+    assert set(ans.sentences) <= {"BD-2110 | queue is full [1]", "BD-2111 | queue is paused [1]"}

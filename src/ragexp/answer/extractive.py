@@ -40,13 +40,14 @@ _QUANTITY = re.compile(r"\bhow\s+(?:long|many|much|often|big|large|old|far|soon|
                        r"|\bwhat\s+(?:size|age|port|percentage|rate|interval|timeout|number)\b",
                        re.I)
 _ASKS = {"code": re.compile(r"\b(?:commands?|snippet|syntax|code)\b", re.I),
-         "table": re.compile(r"\b(?:table|column|row)s?\b", re.I)}
+         "table": re.compile(r"\b(?:table|column|row|codes?|list)s?\b", re.I)}
 
 
 def asks_for(question: str, kind: str, line: str) -> bool:
     """Whether a question asks for a non-prose line (``kind`` ``table``, ``code``, ``html`` or
     ``heading``): it names an identifier that occurs in ``line`` (case-insensitive, as a whole
-    word), or asks for a command (code) or a table (a table row)."""
+    word), or asks for a command (code) or a table (a table row: a table, column or row, a code
+    such as an error code, or a list: "List the error codes")."""
     if kind in _ASKS and _ASKS[kind].search(question):
         return True
     for m in _IDENTIFIER.finditer(question):
@@ -92,15 +93,22 @@ class ExtractiveAnswerer:
         quantity = bool(_QUANTITY.search(inp.question))
         candidates = []
         for src, chunk in zip(sources, inp.retrieved):
+            header, previous = "", "prose"
             for rank, (kind, line) in enumerate(markdown.body_lines(body(chunk))):
+                if kind == "table" and previous != "table":
+                    header = markdown.row_text(line)
+                previous = kind
                 if kind != "prose" and not asks_for(inp.question, kind, line):
                     continue
                 if kind in ("prose", "heading"):
                     shown = split_sentences(markdown.plain(line))
                 else:
                     shown = [markdown.row_text(line) if kind == "table" else line.strip()]
+                # a row is read with its table's header and section heading: "which error code
+                # means X" is covered by the row of X under "Error codes | code | meaning"
+                context = set(tokenize(f"{chunk.heading} {header}")) if kind == "table" else set()
                 for sentence in shown:
-                    score = bm25.coverage(q_terms, set(tokenize(sentence)))
+                    score = bm25.coverage(q_terms, set(tokenize(sentence)) | context)
                     if score >= self.min_overlap and word_count(sentence) >= 3:
                         if quantity and not any(ch.isdigit() for ch in sentence):
                             score *= QUANTITY_MISSING
