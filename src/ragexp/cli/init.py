@@ -28,6 +28,8 @@ TEMPLATE = """\
 // id: any string; kind: any name (metrics are also reported per kind); "unanswerable" marks a
 // question your documents do not answer (they measure refusals). Evidence, at three levels,
 // mixable: a verbatim quote, a section (heading path, or its unambiguous tail), a whole document.
+// Runs score the dev half of each kind (test is held out for `ragexp confirm`): write at least
+// 2 questions of each kind, or run with split=all while the set is small.
 // Delete these lines and the two examples below, then write your own.
 {"id": "q1", "kind": "howto", "question": "How do I install it with Docker?", "answer": "Run docker compose up.", "evidence": [{"doc": "install.md", "section": "Install > Docker"}]}
 {"id": "q2", "kind": "unanswerable", "question": "Is there a Windows installer?"}
