@@ -54,7 +54,7 @@ hero: ## the README's hero image docs/wins-by-kind.png: which configuration wins
 	$(BIN)/ragexp report --chart docs/wins-by-kind.png
 
 walkthrough: ## run compare -> promote -> search/ask/serve -> traces; record it in docs/serving.md
-	$(BIN)/python -m tools.walkthrough --readme docs/serving.md
+	$(BIN)/python -m tools.walkthrough --readme docs/serving.md --overrides $(SOURCES)
 
 own-docs: ## run the commands of docs/own-docs.md in a fresh folder and record them there
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tools.owndocs --readme docs/own-docs.md
@@ -76,7 +76,7 @@ ui: ## MLflow UI on the store runs go to (http://127.0.0.1:5000), or the trackin
 	$(BIN)/ragexp ui
 
 screenshot: ## screenshots (headless Chromium) in docs/: MLflow UI comparing the ablation runs; serve's page
-	$(BIN)/python -m tools.screenshot docs/mlflow-ui.png
+	$(BIN)/python -m tools.screenshot docs/mlflow-ui.png --overrides $(SOURCES)
 	$(BIN)/python -m tools.screenshot --page docs/serve-page.png
 
 clean: ## remove caches and Hydra output folders (keeps mlruns/)

@@ -42,10 +42,11 @@ def serve_page(out: Path, question: str, run: str | None) -> None:
     print(f"wrote {out} (ragexp serve's page answering {question!r})")
 
 
-def mlflow_compare(out: Path) -> None:
-    """Screenshot of the MLflow UI comparing the ablation runs of the handbook experiment."""
+def mlflow_compare(out: Path, overrides: tuple[str, ...] = ()) -> None:
+    """Screenshot of the MLflow UI comparing the ablation runs of the handbook experiment
+    (``overrides``: those the sweep added to every ablation)."""
     chromium = browser.chromium()
-    df = ablation_runs("ragexp-handbook")
+    df = ablation_runs("ragexp-handbook", overrides)
     exp_id = tracking.ensure_experiment("ragexp-handbook")
     mlflow_ui = lambda port: [sys.executable, "-m", "mlflow", "ui",  # noqa: E731
                               "--backend-store-uri", tracking.tracking_uri(),
@@ -68,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--page", action="store_true", help="the serving page, not the MLflow UI")
     p.add_argument("--question", default=QUESTION, help="question asked on the page")
     p.add_argument("--run", help="serve this run (id or unique prefix), not the champion")
+    p.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="the overrides the sweep added to every ablation (make sweep's)")
     args = p.parse_args(argv)
     out = Path(args.out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -75,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.page:
             serve_page(out, args.question, args.run)
         else:
-            mlflow_compare(out)
+            mlflow_compare(out, tuple(args.overrides))
     except browser.BrowserMissing as exc:
         raise SystemExit(str(exc)) from None
     return 0

@@ -128,8 +128,8 @@ def mlflow_serve_and_query() -> list[str]:
                                                            "kept?"]}))]
 
 
-def build(experiment: str) -> str:
-    df = ablation_runs(experiment)
+def build(experiment: str, overrides: tuple[str, ...] = ()) -> str:
+    df = ablation_runs(experiment, overrides)
     ids = {n: r[:8] for n, r in zip(df["tags.ragexp.ablation"], df["run_id"])}  # prefixes
     best = df.sort_values("metrics.rr_at_10", ascending=False)["tags.ragexp.ablation"].iloc[0]
     picks = [n for n in dict.fromkeys(["default", "hybrid", "bm25", best]) if n in ids]
@@ -151,6 +151,8 @@ def build(experiment: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.walkthrough", description=__doc__)
     p.add_argument("--experiment", default="ragexp-handbook")
+    p.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="the overrides the sweep added to every ablation (make sweep's)")
     p.add_argument("--readme", help="write the output into this markdown file's walkthrough "
                    "block (make walkthrough: docs/serving.md)")
     args = p.parse_args(argv)
@@ -158,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     global USER_URI, NAMED
     USER_URI, NAMED = os.environ.get("MLFLOW_TRACKING_URI"), True
-    content = build(args.experiment)
+    content = build(args.experiment, tuple(args.overrides))
     print(content)
     if args.readme:
         replace_block(args.readme, "walkthrough", content)
