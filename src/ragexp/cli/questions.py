@@ -114,6 +114,7 @@ def cmd_plan(args) -> int:
           f"mean, every pair, closest first:\n")
     rows = [{"better": names[p.a], "worse": names[p.b], f"Δ {objective}": f"{p.delta:+.3f}",
              "questions for 80% power": "never (no difference)" if p.needed == float("inf")
+             else "n/a (the same difference on every question)" if p.needed != p.needed
              else f"{p.needed:.0f}"} for p in needs]
     print(compare.render(pd.DataFrame(rows)))
     print(f"\n{plan.summary(needs, have)} (paired t-test power, alpha 0.05, the pilot's effect "
