@@ -260,3 +260,31 @@ def test_a_run_on_hnsw_logs_its_recall_against_exact_search(tmp_path):
               for q in exact.ranking if exact.ranking[q]]
     assert m["index.recall_at_10_vs_exact"] == pytest.approx(np.mean(shares), abs=0.05)
     forget_memory()
+
+
+def test_recall_counts_a_tie_at_the_kth_place_as_a_hit_as_ann_benchmarks_does():
+    # passages 2 and 7 tie at the 2nd place: exact search returns 2, the index returns 7
+    exact = np.array([[5, 2]])
+    exact_scores = np.array([[0.9, 0.5]], dtype=np.float32)
+    approx = np.array([[5, 7]])
+    true = np.array([[0.9, 0.5]], dtype=np.float32)
+    assert ann.recall_vs_exact(approx, exact) == pytest.approx(0.5)  # ids only: a miss
+    assert ann.recall_vs_exact(approx, exact, true, exact_scores) == pytest.approx(1.0)
+    # a returned item below the k-th exact score is a miss either way
+    lower = np.array([[0.9, 0.4]], dtype=np.float32)
+    assert ann.recall_vs_exact(approx, exact, lower, exact_scores) == pytest.approx(0.5)
+
+
+def test_a_small_hnsw_over_tied_vectors_reaches_recall_one():
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=(4, 16)).astype(np.float32)
+    x = np.repeat(base, 3, axis=0)  # 12 passages, each tied with two copies
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    q = x[::3] + 0.01
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    spec = ann.HNSWSpec(M=8, ef_construction=40, ef_search=40)
+    searcher = spec.searcher(spec.build(x))
+    exact_scores, exact = FlatIPIndex(x).search(q, 10)
+    _, found = searcher.search(q, 10)
+    true = np.einsum("qkd,qd->qk", x[np.maximum(found, 0)], q)
+    assert ann.recall_vs_exact(found, exact, true, exact_scores) == pytest.approx(1.0)

@@ -32,6 +32,8 @@ def test_attribution_by_hand():
     assert out["rerank.oracle.rr_at_10"] == pytest.approx(1.0)
     assert out["rerank.reranked.rr_at_10"] == pytest.approx(0.5)
     assert out["rerank.realised_share"] == pytest.approx(0.5 / 1.0)
+    # gain share: (0.5 - 0.75) / (1.0 - 0.75): the reranker gave back all the room and more
+    assert out["rerank.gain_share"] == pytest.approx(-1.0)
 
 
 def test_oracle_ndcg_by_hand():
@@ -41,12 +43,14 @@ def test_oracle_ndcg_by_hand():
     assert out["rerank.first_stage.ndcg_at_10"] == pytest.approx(first)
     assert out["rerank.oracle.ndcg_at_10"] == pytest.approx(1.0)
     assert out["rerank.realised_share"] == pytest.approx(first)  # no reranking: the first stage
+    assert out["rerank.gain_share"] == 0.0  # ... closes none of the room above it
 
 
 def test_no_relevant_item_in_reach_has_no_share():
     out = rerank_attribution({"q": {"x": 1.0}}, {"q": {"x": 1.0}}, {"q": {"a": 1}}, 1,
                              parse("nDCG@10"))
     assert out["rerank.ceiling.r_at_1"] == 0.0 and "rerank.realised_share" not in out
+    assert "rerank.gain_share" not in out  # the first stage already reaches the oracle (0)
 
 
 def test_a_run_logs_attribution_only_with_a_reranker(golden, docs, tmp_path):

@@ -107,7 +107,9 @@ def test_gate_fails_a_planted_regression_and_passes_a_neutral_change(runs, capsy
 
 def test_gate_against_the_champion_and_promote_gate_share_the_rule(runs, capsys):
     assert cli.main(["gate", runs["neutral"]]) == 2  # no champion yet: an error, not a verdict
-    assert "no 'champion'" in capsys.readouterr().err
+    hint = capsys.readouterr().err
+    assert "no 'champion'" in hint
+    assert "--against RUN_ID" in hint and "--run" not in hint  # gate's own option
     assert cli.main(["gate", "f" * 32, "--against", runs["base"]]) == 2
     assert f"no run id starts with '{'f' * 32}'" in capsys.readouterr().err
     promote(runs["base"])

@@ -228,8 +228,10 @@ def test_questions_and_chunk_text_are_shown_as_text_never_run(open_url, chrome):
 
     want = api_answer(open_url, EVIL_Q)
     assert not want["refused"], want  # the planted chunk is what answers
-    assert any("<script>" in s for s in want["sentences"])
-    assert any("<img" in s["heading"] for s in want["sources"])
+    # inline HTML in a paragraph is markup, not text: answers read it as text (issue #19 k12)
+    assert not any("<script>" in s or "<b>" in s for s in want["sentences"])
+    assert any("nine carrots" in s for s in want["sentences"])
+    assert any("<img" in s["heading"] for s in want["sources"])  # headings keep the source's
     chrome.get(open_url + "/")
     title = chrome.title
     browser.ask(chrome, EVIL_Q)
@@ -240,7 +242,8 @@ def test_questions_and_chunk_text_are_shown_as_text_never_run(open_url, chrome):
     answer = chrome.find_element(By.ID, "answer").text
     for sentence in want["sentences"]:  # the markup, character for character, as text
         assert claim_of(sentence) in answer
-    assert "<script>document.title='pwned-s'</script>" in answer and "<b>nine</b>" in answer
+    assert "<script>" not in answer and "nine carrots" in answer
+    # the markup that does reach the page (question, heading) is shown as text, never run
     assert "<img src=x onerror=" in chrome.find_element(By.ID, "sources").text
 
 

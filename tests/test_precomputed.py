@@ -4,6 +4,8 @@ vectors precomputed by the hash embedder scores exactly as the hash embedder's o
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
@@ -107,10 +109,12 @@ def test_document_ids_with_chunks_need_chunking_none(tmp_path):
         emb.bind(split, QUESTIONS)
 
 
-def test_rows_not_normalised_are_normalised_with_a_count(tmp_path):
+def test_rows_not_normalised_are_normalised_with_a_count(tmp_path, caplog):
     passages = _unit(4, 8) * np.array([[1.0], [3.0], [1.0], [0.5]], dtype=np.float32)
-    with pytest.warns(UserWarning, match="2 of 4 rows were not L2-normalised"):
+    with caplog.at_level(logging.WARNING, logger="ragexp.index.precomputed"):
         emb = PrecomputedEmbedder(str(_folder(tmp_path / "v", passages)))
+    said = [r.getMessage() for r in caplog.records if "not L2-normalised" in r.getMessage()]
+    assert len(said) == 1 and "2 of 4 rows were not L2-normalised" in said[0]  # once, logged
     emb.bind(CHUNKS, QUESTIONS)
     got = emb.embed([c.text for c in CHUNKS], "passage")
     want = passages.astype(np.float64) / np.linalg.norm(passages.astype(np.float64), axis=1,

@@ -168,3 +168,25 @@ def test_a_sweep_over_both_sources_reports_their_agreement(tmp_path):
         test_run = client.get_run(confirmed.tags["ragexp.confirm.test_run"]).data.metrics
         assert confirmed.metrics["confirm.ndcg_at_10"] == test_run["ndcg_at_10.source.hand"]
         assert test_run["ndcg_at_10.source.hand"] != test_run["ndcg_at_10"]
+
+
+def test_a_source_on_which_every_configuration_ties_has_no_tau_and_no_warning():
+    hand = {"a": [.9, .8, .9], "b": [.5, .4, .6], "c": [.1, .2, .1]}
+    gen = {r: [1.0, 1.0, 1.0, 1.0] for r in "abc"}  # every run scores the same
+    chosen = sources.choices(table(hand, gen), "nDCG@10")
+    [pair] = sources.agreement(chosen)
+    assert np.isnan(sps.kendalltau([.9, .5, .1], [1.0, 1.0, 1.0]).statistic)  # scipy agrees
+    assert np.isnan(pair.tau) and not pair.warn
+    shown = sources.lines(chosen, [pair], {}, "nDCG@10", "hand")
+    assert any("Kendall's tau undefined (every configuration ties on one source)" in s
+               for s in shown)
+    assert not any(s.startswith("warning") for s in shown)
+
+
+def test_the_warning_says_it_once():
+    hand = {"a": [.9, .8, .9], "b": [.5, .4, .6], "c": [.1, .2, .1]}
+    gen = {"a": [.1, .1, .1, .2], "b": [.5, .5, .4, .5], "c": [.9, .8, .9, .9]}
+    chosen = sources.choices(table(hand, gen), "nDCG@10")
+    shown = sources.lines(chosen, sources.agreement(chosen), {}, "nDCG@10", "hand")
+    [warning] = [s for s in shown if s.startswith("warning")]
+    assert warning.count("unlike") == 1 and "unlike yours (Kendall's tau -1.00 < 0.6)" in warning

@@ -52,3 +52,15 @@ def test_summary_says_how_many_to_generate():
 def test_a_plan_needs_two_runs():
     with pytest.raises(InvalidValue, match="at least 2 runs"):
         plan.pair_needs({"a": pd.Series([1.0, 0.0])})
+
+
+def test_a_constant_nonzero_difference_has_no_power_n_and_is_not_counted():
+    scores = {"a": pd.Series([1.0, 1.0, 1.0]), "b": pd.Series([0.5, 0.5, 0.5]),
+              "c": pd.Series([1.0, 1.0, 1.0])}
+    needs = {(p.a, p.b): p for p in plan.pair_needs(scores, top=3)}
+    constant = next(p for (a, b), p in needs.items() if {a, b} == {"a", "b"} or {a, b} == {"c", "b"})
+    assert constant.delta == pytest.approx(0.5) and math.isnan(constant.needed)
+    same = next(p for (a, b), p in needs.items() if {a, b} == {"a", "c"})
+    assert math.isinf(same.needed)
+    line = plan.summary(list(needs.values()), have=3)
+    assert line.startswith("0 of 3 pairs") and "(1 pair(s) do not differ)" in line

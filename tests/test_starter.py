@@ -105,3 +105,14 @@ def test_the_starter_s_first_sweep_logs_vs_baseline_metrics(tmp_path):
     # the delta is the hybrid's nDCG@10 minus the baseline's, on the same questions
     assert hybrid["metrics.vs_baseline.ndcg_at_10.delta"] == pytest.approx(
         hybrid["metrics.ndcg_at_10"] - baseline["metrics.ndcg_at_10"], abs=1e-9)
+
+
+def test_a_fresh_starter_with_no_documents_is_refused_before_any_run(tmp_path):
+    """``ragexp init`` leaves docs/ empty: the first run says so at composition, exit 2, and
+    creates no store (it used to create a run, then fail with MissingInput)."""
+    starter.init(tmp_path / "notes")
+    proc = ragexp_in(tmp_path / "notes", "dataset=notes", "embedder=hash")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "dataset.corpus_dir=docs holds no markdown documents (*.md)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "notes" / "mlruns").exists()

@@ -153,13 +153,17 @@ def _cheapest_tied(sweep: str) -> str | None:
 def cmd_gate(args) -> int:
     # defer heavy import
     from ragexp.decide import gate
-    from ragexp.serving.engine import champion_run_id
+    from ragexp.serving.engine import ServingError, champion_run_id
 
     rule = _rule(args, promoting=False)
     label = "run"
     run_id, reference = _full_id(args.run_id), args.against
     if reference == "champion":
-        reference, label = champion_run_id(args.model), "champion"
+        try:
+            reference, label = champion_run_id(args.model), "champion"
+        except ServingError as exc:
+            raise ServingError(str(exc).replace("or pass --run RUN_ID",
+                                                "or pass --against RUN_ID")) from None
     else:
         reference = _full_id(reference)
     verdict = gate.evaluate(run_id, reference, rule, label)

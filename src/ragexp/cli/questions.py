@@ -29,7 +29,7 @@ def documents(dataset_cfg) -> list:
 
 def compose(generator: str, overrides: list[str]):
     """``conf/questions.yaml`` with ``generator=<generator>`` and the overrides, its ranges
-    checked (``run.validation.check_ranges``). Raises ``RagexpError`` on a bad override."""
+    checked (``run.validation.check_fields``). Raises ``RagexpError`` on a bad override."""
     # defer heavy import
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
@@ -46,7 +46,7 @@ def compose(generator: str, overrides: list[str]):
             cfg = hydra_compose("questions", overrides=[f"generator={generator}", *overrides])
     except (HydraException, OmegaConfBaseException) as exc:
         raise validation.ConfigRangeError(f"config: {' '.join(str(exc).split())}") from None
-    problems = validation.check_ranges(cfg)
+    problems = validation.check_fields(cfg)
     if problems:
         raise validation.ConfigRangeError("invalid config: " + "; ".join(problems))
     return cfg
@@ -114,6 +114,7 @@ def cmd_plan(args) -> int:
           f"mean, every pair, closest first:\n")
     rows = [{"better": names[p.a], "worse": names[p.b], f"Δ {objective}": f"{p.delta:+.3f}",
              "questions for 80% power": "never (no difference)" if p.needed == float("inf")
+             else "n/a (the same difference on every question)" if p.needed != p.needed
              else f"{p.needed:.0f}"} for p in needs]
     print(compare.render(pd.DataFrame(rows)))
     print(f"\n{plan.summary(needs, have)} (paired t-test power, alpha 0.05, the pilot's effect "

@@ -80,7 +80,9 @@ class Agreement:
 
     @property
     def warn(self) -> bool:
-        return math.isnan(self.tau) or self.tau < TAU_FLOOR
+        """Tau below ``TAU_FLOOR``; never when tau is undefined (a source on which every
+        configuration ties has no order to agree with)."""
+        return not math.isnan(self.tau) and self.tau < TAU_FLOOR
 
 
 def choices(tables: Mapping[str, pd.DataFrame], objective: str,
@@ -133,14 +135,15 @@ def lines(chosen: Mapping[str, Choice], pairs: list[Agreement], label: Mapping[s
                 for s, mine, theirs in ((p.a, chosen[p.a].tied, chosen[p.b].tied),
                                         (p.b, chosen[p.b].tied, chosen[p.a].tied))
                 if set(mine) - set(theirs)]
-        out.append(f"{p.a} vs {p.b}: Kendall's tau {p.tau:.2f}; winner "
+        tau = ("undefined (every configuration ties on one source)" if math.isnan(p.tau)
+               else f"{p.tau:.2f}")
+        out.append(f"{p.a} vs {p.b}: Kendall's tau {tau}; winner "
                    f"{'agrees' if p.winner_agrees else 'differs'}; tied-with-best sets "
                    + ("agree" if p.tied_agree else f"differ ({'; '.join(only)})"))
         if p.warn:
-            out.append(f"warning: the {p.b} questions rank configurations unlike the {p.a} "
-                       f"ones (Kendall's tau {p.tau:.2f} < {TAU_FLOOR})"
-                       + (": the generated questions rank configurations unlike yours"
-                          if (p.a, p.b) == (HAND, "generated") else ""))
+            yours = "yours" if p.a == HAND else f"the {p.a} ones"
+            out.append(f"warning: the {p.b} questions rank configurations unlike {yours} "
+                       f"(Kendall's tau {p.tau:.2f} < {TAU_FLOOR})")
     return out
 
 

@@ -15,7 +15,11 @@ scoring unit, before reranking):
 
 Metric keys are MLflow-safe: ``rerank.ceiling.r_at_20``, ``rerank.ceiling.success_at_20``,
 ``rerank.first_stage.ndcg_at_10``, ``rerank.oracle.ndcg_at_10``, ``rerank.reranked.ndcg_at_10``
-and ``rerank.realised_share``.
+``rerank.realised_share`` (reranked / oracle: how much of the ceiling the final ranking
+reaches, a reranker that changes nothing included) and ``rerank.gain_share`` ((reranked - first
+stage) / (oracle - first stage): the share of the room above the first stage the reranker
+closes; 0 for a reranker that changes nothing, negative when it hurts; left out when the first
+stage already reaches the oracle).
 """
 
 from __future__ import annotations
@@ -54,4 +58,7 @@ def rerank_attribution(first_stage: Ranking, reranked: Ranking, qrels: Qrels, to
            f"rerank.reranked.{objective.key}": sums["reranked"] / n}
     if sums["oracle"] > 0:
         out["rerank.realised_share"] = sums["reranked"] / sums["oracle"]
+    if sums["oracle"] > sums["first"]:
+        out["rerank.gain_share"] = (sums["reranked"] - sums["first"]) / (sums["oracle"]
+                                                                       - sums["first"])
     return out

@@ -247,15 +247,30 @@ class IVFPQSpec(IVFSpec):
         return index
 
 
-def recall_vs_exact(approx_ids: np.ndarray, exact_ids: np.ndarray) -> float:
-    """Mean over queries of ``|approx ∩ exact| / |exact|`` on (n, k) id arrays (-1: none
-    found, ignored): the share of the exact top k an approximate index also returns (recall@k
-    against exact search, as ann-benchmarks reports it). NaN for no queries."""
+def recall_vs_exact(approx_ids: np.ndarray, exact_ids: np.ndarray,
+                    true_scores: np.ndarray | None = None, exact_scores: np.ndarray | None = None,
+                    epsilon: float = 1e-6) -> float:
+    """Mean over queries of the share of the exact top k an approximate index also returns
+    (recall@k against exact search), on (n, k) id arrays (-1: none found, ignored). NaN for no
+    queries.
+
+    With scores, ties count as ann-benchmarks counts them (Aumüller et al., "ANN-Benchmarks",
+    Information Systems 2020, its ``knn`` recall): a returned item is a hit when its true score
+    (``true_scores``: (n, k), the exact inner product of each returned id) reaches the k-th
+    exact score (``exact_scores``: (n, k), best first) less ``epsilon``, so an index that
+    returns another of several passages tied at the k-th place is not charged a miss. Without
+    scores, ``|approx ∩ exact| / |exact|``."""
     shares = []
-    for a, e in zip(approx_ids, exact_ids):
-        truth = set(e[e >= 0].tolist())
-        if truth:
-            shares.append(len(truth & set(a[a >= 0].tolist())) / len(truth))
+    for i, (a, e) in enumerate(zip(approx_ids, exact_ids)):
+        n_true = int((e >= 0).sum())
+        if not n_true:
+            continue
+        if true_scores is None or exact_scores is None:
+            shares.append(len(set(e[e >= 0].tolist()) & set(a[a >= 0].tolist())) / n_true)
+            continue
+        threshold = exact_scores[i][e >= 0].min() - epsilon
+        hits = int(((a >= 0) & (true_scores[i] >= threshold)).sum())
+        shares.append(min(hits, n_true) / n_true)
     return float(np.mean(shares)) if shares else float("nan")
 
 

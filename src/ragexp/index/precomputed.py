@@ -107,7 +107,6 @@ def _read(npy: str, txt: str, stamp: tuple) -> VectorFile:
     if normalised:
         message = (f"{npy}: {normalised} of {len(vectors)} rows were not L2-normalised "
                    f"(|norm - 1| > {NORM_TOLERANCE}); normalised")
-        warnings.warn(message, UserWarning, stacklevel=2)
         log.warning(message)
     return VectorFile(vectors, ids, row, normalised)
 

@@ -359,6 +359,21 @@ def bm25l_lower_bound(cfg: DictConfig) -> list[str]:
 
 
 @cross_field_rule
+def markdown_folder_has_documents(cfg: DictConfig) -> list[str]:
+    """A markdown dataset's ``corpus_dir`` holds at least one ``*.md`` file (``golden.load_corpus``
+    reads only those), checked once it is a folder: a fresh ``ragexp init`` folder has an empty
+    ``docs/``."""
+    ds = cfg.get("dataset")
+    if ds is None or "corpus_dir" not in ds or OmegaConf.is_missing(ds, "corpus_dir"):
+        return []
+    root = Path(str(ds.corpus_dir)).expanduser()
+    if not root.is_dir() or next(root.rglob("*.md"), None) is not None:
+        return []  # check_fields reports a missing folder
+    return [f"dataset.corpus_dir={ds.corpus_dir} holds no markdown documents (*.md): put your "
+            f"documents there, or point dataset.corpus_dir at their folder"]
+
+
+@cross_field_rule
 def beir_files_exist(cfg: DictConfig) -> list[str]:
     """A BEIR folder holds ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<dataset.split>.tsv``
     (``data.beir``'s readers), checked once ``dataset.path`` is a folder."""
