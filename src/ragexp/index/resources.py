@@ -1,6 +1,5 @@
 """Shared, lazily built resources of one run: the embedder, the embedding cache, BM25, the
-dense index (the run's ``index`` group, ``ann.py``); a hybrid part's BM25 index with its own
-parameters beside the run's (``bm25_index``).
+dense index (the run's ``index`` group, ``ann.py``).
 
 Stages receive this instead of building their own, so the model loads once (and only when a
 stage needs it) and BM25 is fitted once for the retriever, the abstain signal and ``explain``.

@@ -1,7 +1,6 @@
 """Retrievers: index chunks once, answer a batch of queries with a ``Ranking``.
 
-``dense`` (FAISS over the run's embedder), ``bm25`` (sparse BM25, ``bm25.method``; a hybrid part
-may carry parameters of its own) and ``hybrid``
+``dense`` (FAISS over the run's embedder), ``bm25`` (sparse BM25, ``bm25.method``) and ``hybrid``
 (``retriever.parts``, a mapping of named retrievers, each cut to its own depth and fused by the
 ``fusion`` group; see ``stages/fusion``). Hybrid is a hypothesis to measure, not a default: the
 ablation set runs each part alone and fused.
