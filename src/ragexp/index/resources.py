@@ -63,7 +63,7 @@ class Resources:
     questions: dict[str, str] = field(default_factory=dict)  # {qid: text}, for ``BoundById``
     _embedder: Embedder | None = None
     _terms: TokenMatrix | None = None
-    _bm25: BM25Index | None = None
+    _bm25s: dict = field(default_factory=dict, repr=False)  # {BM25Params: fitted BM25Index}
     _passages: np.ndarray | None = None
     _dense: tuple | None = None  # (built index, its searcher), once ``dense_index`` ran
     _recent: OrderedDict = field(default_factory=OrderedDict, repr=False)
@@ -103,12 +103,29 @@ class Resources:
 
     @property
     def bm25(self) -> BM25Index:
-        if self._bm25 is None:
+        """The run's BM25 index (``bm25_params``), shared by every lexical stage."""
+        return self.bm25_index(self.bm25_params)
+
+    def bm25_index(self, params: BM25Params) -> BM25Index:
+        """A BM25 index over the chunks' terms fitted with ``params``, once per run and kept in
+        the stage store under ``bm25_stage(params)`` and ``bm25_key(params)``, so a hybrid
+        part with parameters of its own (``BM25Retriever(k1=..., method=...)``) neither reads
+        nor evicts the run's index; a part whose parameters equal the run's gets the run's."""
+        if params not in self._bm25s:
             start = time.perf_counter()
-            self._bm25 = self.stages.get("bm25", self._bm25_key(), lambda: BM25Index(
-                self.bm25_params).fit_terms(self.terms))
+            self._bm25s[params] = self.stages.get(
+                self.bm25_stage(params), self.bm25_key(params),
+                lambda: BM25Index(params).fit_terms(self.terms))
             self.add_time("time.index_s", start)
-        return self._bm25
+        return self._bm25s[params]
+
+    def bm25_stage(self, params: BM25Params) -> str:
+        """Stage name of the BM25 index fitted with ``params``: ``bm25`` for the run's own
+        (``bm25_params``), ``bm25_<8 hex digits of its key>`` for any other (a name MLflow
+        accepts in ``stage.<name>.built``, whatever the method: ``bm25+`` has a ``+``)."""
+        if params == self.bm25_params:
+            return "bm25"
+        return f"bm25_{self.bm25_key(params)[:8]}"
 
     def passage_vectors(self) -> np.ndarray:
         if self._passages is None:
@@ -173,31 +190,34 @@ class Resources:
         return out
 
     def searched(self, stage: str, queries: dict[str, str], k: int,
-                 search: Callable[[], dict]) -> dict:
+                 search: Callable[[], dict], index: str | None = None) -> dict:
         """A first-stage ranking of this batch of ``queries`` at depth ``k``, kept in memory
         (the latest per ``stage``) for the next job of a sweep: it depends only on the index
-        (its stage key), the query texts and ``k``, never on the reranker, fusion or abstain
-        settings that sweeps vary. Returns a copy, so callers may change what they get."""
+        (its stage key: ``index``, else ``_index_key(stage)``), the query texts and ``k``,
+        never on the reranker, fusion or abstain settings that sweeps vary. Returns a copy, so
+        callers may change what they get."""
         if not self.share_searches:
             return search()
         texts = hashlib.sha256(json.dumps(list(queries.items())).encode()).hexdigest()
-        key = stage_key(stage, self._index_key(stage), texts, k)
+        key = stage_key(stage, index or self._index_key(stage), texts, k)
         ranking = self.stages.get(stage, key, search, disk=False)
         return {q: dict(scores) for q, scores in ranking.items()}
 
     def searched_alone(self, stage: str, queries: dict[str, str], k: int,
-                       search: Callable[[], dict]) -> dict:
+                       search: Callable[[], dict], index: str | None = None) -> dict:
         """A first-stage ranking of ``queries`` computed as serving computes it (nothing cached:
         the latency measurement), timed. The first job of a sweep to search this batch on this
         index (``stage``'s key) searches and keeps (seconds, ranking); a later job that only
         differs in query-time settings gets the same ranking and adds the kept seconds to
         ``replayed_s``, so its measured latency still counts the first stage, as measured once
         in this process on the same index and queries; each replay adds 1 to ``replayed``.
+        ``index`` is the index's stage key, as for ``searched``.
         Without a stage store (a lone run, serving) every call searches."""
         if not self.share_searches:
             return search()
         book = self.stages.scratch(f"{stage}_alone",
-                                   stage_key(f"{stage}_alone", self._index_key(stage), k), dict)
+                                   stage_key(f"{stage}_alone", index or self._index_key(stage),
+                                             k), dict)
         text = json.dumps(list(queries.items()))
         held = book.get(text)
         if held is None:
@@ -214,7 +234,7 @@ class Resources:
         sweep (it depends on the BM25 index and the texts only)."""
         if not self.share_searches:
             return self.bm25.best_scores(texts)
-        key = stage_key("bm25_best", self._bm25_key(),
+        key = stage_key("bm25_best", self.bm25_key(),
                         hashlib.sha256(json.dumps(texts).encode()).hexdigest())
         return self.stages.get("bm25_best", key, lambda: self.bm25.best_scores(texts),
                                disk=False).copy()
@@ -222,7 +242,7 @@ class Resources:
     def _index_key(self, stage: str) -> str:
         """Stage key of the index a first-stage search (``dense_search``/``bm25_search``) reads."""
         if stage != "dense_search":
-            return self._bm25_key()
+            return self.bm25_key()
         return stage_key("dense_search", self._dense_key(), self.index_spec.search_params())
 
     def _dense_key(self) -> str:
@@ -231,9 +251,10 @@ class Resources:
         spec = self.index_spec
         return stage_key("dense_index", self._vectors_key(), spec.name, spec.build_params())
 
-    def _bm25_key(self) -> str:
-        """Stage key of the BM25 index: the chunks' key and every field of ``bm25_params``."""
-        return stage_key("bm25", self.chunks_key, asdict(self.bm25_params))
+    def bm25_key(self, params: BM25Params | None = None) -> str:
+        """Stage key of a BM25 index: the chunks' key and every field of ``params`` (default
+        ``bm25_params``, the run's)."""
+        return stage_key("bm25", self.chunks_key, asdict(params or self.bm25_params))
 
     def _vectors_key(self) -> str:
         return stage_key("vectors", self.chunks_key, self.embedder.identity.key)

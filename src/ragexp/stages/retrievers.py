@@ -9,10 +9,11 @@ ablation set runs each part alone and fused.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ragexp.errors import InvalidValue
+from ragexp.index.bm25 import BM25Params
 from ragexp.index.resources import Resources
 from ragexp.records import Ranking, ordered
 
@@ -70,12 +71,26 @@ class DenseRetriever:
 
 
 class BM25Retriever:
+    """Sparse BM25 over the run's chunks (``index.bm25``). ``k1``, ``b``, ``method`` and
+    ``delta`` left ``None`` are the run's ``bm25`` group; any one given fits an index of its own
+    (``Resources.bm25_index``), for a hybrid part such as ``{method: bm25l, k1: 1.2}`` beside
+    the run's BM25. Raises ``InvalidValue`` for a value outside the ``bm25`` group's ranges
+    (``k1 >= 0``, ``0 <= b <= 1``, ``delta >= 0``, a ``METHODS`` name)."""
+
     name = "bm25"
     block = 64
 
-    def __init__(self, resources: Resources, name: str = "bm25"):
+    def __init__(self, resources: Resources, name: str = "bm25", k1: float | None = None,
+                 b: float | None = None, method: str | None = None,
+                 delta: float | None = None):
+        own = {key: value for key, value in
+               {"k1": k1, "b": b, "method": method, "delta": delta}.items() if value is not None}
+        self.params = _own_params(resources.bm25_params, own)
         self.resources = resources
-        self.index = resources.bm25
+        self.index = resources.bm25_index(self.params)
+        # the run's parameters keep the stage names and keys every BM25 run has used
+        self.stage = f"{resources.bm25_stage(self.params)}_search"
+        self.key = resources.bm25_key(self.params)
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
         """``cached`` False (latency measurement) scores uncached, once per sweep
@@ -85,10 +100,10 @@ class BM25Retriever:
         if not queries:
             return {}
         if not cached:
-            return self.resources.searched_alone("bm25_search", queries, k,
-                                                 lambda: self._search(queries, k))
-        return self.resources.searched("bm25_search", queries, k,
-                                       lambda: self._search(queries, k))
+            return self.resources.searched_alone(self.stage, queries, k,
+                                                 lambda: self._search(queries, k), self.key)
+        return self.resources.searched(self.stage, queries, k,
+                                       lambda: self._search(queries, k), self.key)
 
     def _search(self, queries: dict[str, str], k: int) -> Ranking:
         qids = list(queries)
@@ -102,6 +117,16 @@ class BM25Retriever:
             out.update({q: {chunks[i].chunk_id: float(s) for i, s in zip(irow, srow) if i >= 0}
                         for q, irow, srow in zip(block, idx, scores)})
         return out
+
+
+def _own_params(run: BM25Params, own: dict) -> BM25Params:
+    """``run`` with the fields a part sets itself (``own``), ranges as ``run.schema.BM25Conf``
+    holds them (a part's config is not typed, so composition cannot check them)."""
+    k1, b, delta = own.get("k1", run.k1), own.get("b", run.b), own.get("delta", run.delta)
+    if k1 < 0 or not 0 <= b <= 1 or delta < 0:
+        raise InvalidValue(f"a BM25 part needs k1 >= 0, 0 <= b <= 1 and delta >= 0; got "
+                           f"k1={k1}, b={b}, delta={delta}")
+    return replace(run, **own)
 
 
 @dataclass(frozen=True)
