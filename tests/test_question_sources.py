@@ -190,3 +190,17 @@ def test_the_warning_says_it_once():
     shown = sources.lines(chosen, sources.agreement(chosen), {}, "nDCG@10", "hand")
     [warning] = [s for s in shown if s.startswith("warning")]
     assert warning.count("unlike") == 1 and "unlike yours (Kendall's tau -1.00 < 0.6)" in warning
+
+
+def test_tables_read_kinds_apart_from_sources_and_the_deciding_source():
+    import pandas as pd
+
+    from ragexp.decide import compare
+    df = pd.DataFrame({"run_id": ["r1"], "params.objective_source": ["hand"],
+                       "metrics.rr_at_10.factual": [0.5], "metrics.rr_at_10.known_item": [0.7],
+                       "metrics.rr_at_10.source.hand": [0.4],
+                       "metrics.rr_at_10.source.generated": [0.8]})
+    assert compare.kinds_in(df, "rr_at_10") == ["factual", "known_item"]  # sources are no kind
+    assert compare.deciding_source(df) == "hand"
+    assert compare.deciding_source(df.drop(columns="params.objective_source")) == "hand"
+    assert compare.deciding_source(df.assign(**{"params.objective_source": "all"})) == "all"

@@ -12,7 +12,9 @@ import json
 import pandas as pd
 
 from ragexp.data import readers
+from ragexp.decide import sources
 from ragexp.evaluation import significance, stats
+from ragexp.records import HAND
 from ragexp.tracking import store as tracking
 
 MAIN = ("rr_at_10", "ndcg_at_10", "success_at_1", "success_at_10", "r_at_10")
@@ -71,7 +73,15 @@ def kinds_in(df: pd.DataFrame, metric: str) -> list[str]:
     """Question kinds the runs were measured on, read off their ``<metric>.<kind>`` columns (kinds
     come from the data, so no list of them is fixed in code)."""
     prefix = f"metrics.{metric}."
-    return sorted({c[len(prefix):] for c in df.columns if c.startswith(prefix)})
+    return sorted({c[len(prefix):] for c in df.columns
+                   if c.startswith(prefix) and not c.startswith(f"{prefix}source.")})
+
+
+def deciding_source(df: pd.DataFrame) -> str:
+    """The question source whose questions decide for these runs (``objective_source``, as
+    recorded; ``hand`` for runs recorded before sources existed)."""
+    col = df.get("params.objective_source")
+    return str(col.dropna().iloc[0]) if col is not None and col.notna().any() else HAND
 
 
 def table(df: pd.DataFrame, per_kind: tuple[str, ...] = ("rr_at_10",)) -> pd.DataFrame:
@@ -107,8 +117,12 @@ def baseline_tests(df: pd.DataFrame, baseline_id: str,
                    measures: tuple[str, ...] = significance.DEFAULT_MEASURES,
                    method: str = "holm") -> dict[str, list[stats.Paired]]:
     """Every run of ``df`` tested against the baseline, overall and per kind, for each measure;
-    p adjusted over all of these tests as one family (``significance.family``)."""
-    tables = {r: per_question(r) for r in dict.fromkeys([baseline_id, *df["run_id"]])}
+    p adjusted over all of these tests as one family (``significance.family``). With questions
+    from several sources, on those of the deciding source (``deciding_source``), as the sweep's
+    own ``vs_baseline`` tests are."""
+    source = deciding_source(df)
+    tables = {r: sources.deciding(per_question(r), source)
+              for r in dict.fromkeys([baseline_id, *df["run_id"]])}
     try:
         return significance.family(tables, baseline_id, measures, method)
     except significance.NotPaired as exc:
