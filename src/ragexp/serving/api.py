@@ -205,7 +205,8 @@ def _reading(app: FastAPI, engine: Engine, send: Reply, keyed: bool) -> None:
     @app.get("/explain", responses=_responses(keyed, replies.Explanation, 400, 404, 413, 422))
     def explain(q: str = QUESTION,
                 chunk_id: str = Query(description="a chunk id from /search",
-                                      json_schema_extra={"maxLength": MAX_ID})):
+                                      json_schema_extra={"minLength": 1, "maxLength": MAX_ID,
+                                                         "pattern": NOT_BLANK})):
         question = check_question(q, "q")
         if not text(chunk_id, "chunk_id", MAX_ID).strip():
             raise BadQuestion("chunk_id must not be empty; ids come from /search")
