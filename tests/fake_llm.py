@@ -181,9 +181,13 @@ class FakeLLM:
                        else json.dumps(verdict))
         else:
             content = fake_answer(user, mode)
-        tokens_in = len(system.split()) + len(user.split())
+        entry.update(content=content)
+        self._complete(req, entry, content, len(system.split()) + len(user.split()))
+
+    def _complete(self, req, entry, content: str, tokens_in: int) -> None:
+        """A chat completion of ``content``, its token counts (words) logged on ``entry``."""
         tokens_out = len(content.split())
-        entry.update(tokens_in=tokens_in, tokens_out=tokens_out, content=content)
+        entry.update(tokens_in=tokens_in, tokens_out=tokens_out)
         self._send(req, entry, 200, {
             "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": "fake",
             "choices": [{"index": 0, "finish_reason": "stop",

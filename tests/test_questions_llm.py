@@ -52,15 +52,7 @@ class GenerationFake(FakeLLM):
         if mode in ("timeout", "429") and attempt == 1:
             return self._reply(req, mode, attempt, role, msgs[0]["content"], first, entry)
         content = self.content(role, doc, mode, msgs)
-        tokens_in = sum(len(m["content"].split()) for m in msgs)
-        tokens_out = len(content.split())
-        entry.update(tokens_in=tokens_in, tokens_out=tokens_out)
-        self._send(req, entry, 200, {
-            "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": "fake",
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
-                      "total_tokens": tokens_in + tokens_out}})
+        self._complete(req, entry, content, sum(len(m["content"].split()) for m in msgs))
 
     @staticmethod
     def content(role: str, doc: str, mode: str, msgs: list[dict]) -> str:

@@ -241,7 +241,9 @@ def _windows(units: list[Unit], max_words: int, overlap_words: int) -> list[list
     return windows
 
 
-def _merge_spans(units: list[Unit]) -> tuple[tuple[int, int], ...]:
+def spans_of(units: list[Unit]) -> tuple[tuple[int, int], ...]:
+    """The source ranges of ``units`` (in document order), neighbours at most two characters
+    apart (a sentence's space, a line break) merged into one range."""
     spans: list[list[int]] = []
     for u in units:
         if spans and u.start <= spans[-1][1] + 2:
@@ -335,7 +337,7 @@ class MarkdownChunker:
                     body = "\n".join(u.text for u in window)
                     text = f"{heading}\n{body}" if self.include_headings else body
                     chunks.append(Chunk(chunk_id=f"{doc.doc_id}#{n}", doc_id=doc.doc_id,
-                                        text=text, heading=heading, spans=_merge_spans(window)))
+                                        text=text, heading=heading, spans=spans_of(window)))
                     n += 1
         return chunks
 

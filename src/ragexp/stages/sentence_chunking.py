@@ -19,7 +19,7 @@ from typing import Iterable
 
 from ragexp.errors import InvalidValue
 from ragexp.records import Chunk, Document
-from ragexp.stages.chunking import Unit, fit, parse_sections
+from ragexp.stages.chunking import Unit, fit, parse_sections, spans_of
 from ragexp.text.analysis import layout_word_count, normalize_ws
 from ragexp.text.sentences import sentence_spans
 
@@ -57,18 +57,6 @@ def sentence_units(text: str, units: list[Unit]) -> list[Unit]:
             out.append(u)
     flush()
     return out
-
-
-def spans_of(units: list[Unit]) -> tuple[tuple[int, int], ...]:
-    """The source ranges of ``units`` (in document order), neighbours at most two characters
-    apart (a sentence's space, a line break) merged into one range."""
-    spans: list[list[int]] = []
-    for u in units:
-        if spans and u.start <= spans[-1][1] + 2:
-            spans[-1][1] = max(spans[-1][1], u.end)
-        else:
-            spans.append([u.start, u.end])
-    return tuple((s, e) for s, e in spans)
 
 
 def make_chunk(doc: Document, n: int, heading: str, units: list[Unit],
