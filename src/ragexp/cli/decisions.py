@@ -24,8 +24,7 @@ def tied_table(df: pd.DataFrame, objective: str) -> tuple[list[str], str | None]
     """Markdown lines of the tied-with-best table and the winner's run id."""
     names = dict(zip(df["run_id"], df["tags.ragexp.ablation"]))
     every = {r: compare.per_question(r) for r in df["run_id"]}
-    source = (str(df["params.objective_source"].iloc[0]) if "params.objective_source" in df
-              else HAND)
+    source = compare.deciding_source(df)
     tables = {r: sources.deciding(t, source) for r, t in every.items()}
     scores, left_out = aligned_scores(tables, objective)
     if len(scores) < 2:
@@ -59,8 +58,7 @@ def source_lines(df: pd.DataFrame, objective: str,
     ``every``: each run's per-question table, read from the store when not given."""
     names = dict(zip(df["run_id"], df["tags.ragexp.ablation"]))
     every = every or {r: compare.per_question(r) for r in df["run_id"]}
-    source = (str(df["params.objective_source"].iloc[0]) if "params.objective_source" in df
-              else HAND)
+    source = compare.deciding_source(df)
     chosen = sources.choices(every, objective)
     if len(chosen) < 2:
         return []

@@ -75,8 +75,7 @@ def _sources_lines(df) -> list[str]:
 
     tables = {r: compare.per_question(r) for r in df["run_id"]}
     objective = str(df["params.objective"].iloc[0]) if "params.objective" in df else "nDCG@10"
-    deciding = (str(df["params.objective_source"].iloc[0]) if "params.objective_source" in df
-                else sources.HAND)
+    deciding = compare.deciding_source(df)
     names = {r: (a if isinstance(a, str) and a != "custom" else r[:8])
              for r, a in zip(df["run_id"], df.get("tags.ragexp.ablation", df["run_id"]))}
     chosen = sources.choices(tables, objective)

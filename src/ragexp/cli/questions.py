@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from ragexp.errors import RagexpError
 
@@ -102,7 +103,7 @@ def cmd_plan(args) -> int:
     df = compare.runs_frame(tracking.experiment_name_of(parent), parent=parent)
     first = df.iloc[0]
     objective = str(first.get("params.objective") or "nDCG@10")
-    source = str(first.get("params.objective_source") or sources.HAND)
+    source = compare.deciding_source(df)
     tables = {r: sources.deciding(compare.per_question(r), source) for r in df["run_id"]}
     scores, _ = aligned_scores(tables, objective)
     names = {r: (a if isinstance(a, str) and a != "custom" else r[:8])
@@ -113,8 +114,8 @@ def cmd_plan(args) -> int:
           f"(objective_source={source}), {objective}; the top {min(args.top, len(scores))} by "
           f"mean, every pair, closest first:\n")
     rows = [{"better": names[p.a], "worse": names[p.b], f"Δ {objective}": f"{p.delta:+.3f}",
-             "questions for 80% power": "never (no difference)" if p.needed == float("inf")
-             else "n/a (the same difference on every question)" if p.needed != p.needed
+             "questions for 80% power": "never (no difference)" if math.isinf(p.needed)
+             else "n/a (the same difference on every question)" if math.isnan(p.needed)
              else f"{p.needed:.0f}"} for p in needs]
     print(compare.render(pd.DataFrame(rows)))
     print(f"\n{plan.summary(needs, have)} (paired t-test power, alpha 0.05, the pilot's effect "

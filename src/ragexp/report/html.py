@@ -284,8 +284,7 @@ def sources_section(data: SweepData, labels, method: str) -> list[str]:
     chosen = sources.choices(data.every_table or data.tables, data.objective, method)
     if len(chosen) < 2:
         return []
-    deciding = str(data.runs.get("params.objective_source",
-                                 pd.Series([sources.HAND])).iloc[0])
+    deciding = compare.deciding_source(data.runs)
     shown = sources.lines(chosen, sources.agreement(chosen), labels, data.objective, deciding)
     return ["<h2>Question sources</h2>",
             *[f'<p class="{"note" if s.startswith("warning") else "meta"}">{esc(s)}</p>'
