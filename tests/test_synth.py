@@ -113,7 +113,9 @@ def test_bench_code_path_at_a_tiny_size(tmp_path, monkeypatch):
     assert set(record["stages"]) == set(bench_scale.STAGES)
     assert all(v["s"] > 0 and v["peak"] > 0 for v in record["stages"].values())
     assert len(record["sweep_each_s"]) == 2 and record["one_run_s"] > 0
-    assert record["run_peak"] >= record["base"] > 0
+    # the first run's peak is sampled after the stage measurement's memory is freed, so in a
+    # long-lived process (a test session) it may sit below the RSS read before that measurement
+    assert record["run_peak"] > 0 and record["peak"] >= record["base"] > 0
     assert record["vectors_bm25"] >= 300 * 16 * 4
 
 
