@@ -7,6 +7,7 @@ stage needs it) and BM25 is fitted once for the retriever, the abstain signal an
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import time
@@ -70,6 +71,7 @@ class Resources:
     share_searches: bool = True  # False (serving): searches are never kept for later callers
     replayed_s: float = 0.0  # first-stage seconds replayed by ``searched_alone``
     replayed: int = 0  # batches whose first stage ``searched_alone`` replayed
+    parent: Resources | None = field(default=None, repr=False)  # set on a view of ``with_embedder``: the run's resources
 
     def __post_init__(self) -> None:
         if not self.chunks:
@@ -90,6 +92,29 @@ class Resources:
     @property
     def embedder_used(self) -> bool:
         return self._embedder is not None
+
+    def with_embedder(self, factory: Callable[[], Embedder]) -> Resources:
+        """A view of these resources whose dense stages use ``factory()``'s embedder, for
+        passage and query vectors alike (a hybrid part with an embedder of its own,
+        ``retriever.parts.<name>.embedder``). It shares the chunks, their positions, the tokens,
+        every BM25 index, the embedding cache, the stage store and the timings, copying none;
+        its vectors, dense index (the run's ``index`` group) and searches are its own, keyed by
+        its embedder's identity and kept under stage names of their own (``dense_stage``), so
+        they neither read nor evict the run's. Replayed search time counts on the run's
+        resources (``parent``)."""
+        view = copy.copy(self)  # shallow: no second position map, no __post_init__
+        view.embedder_factory, view.parent = factory, self.parent or self
+        view._embedder, view._passages, view._dense = None, None, None
+        view._recent = OrderedDict()
+        return view
+
+    def dense_stage(self, stage: str) -> str:
+        """Stage-store name of a dense stage (``vectors``, ``dense_index``, ``dense_search``,
+        ...): ``stage`` on the run's resources, ``<stage>_<8 hex digits of the embedder's
+        identity>`` on a ``with_embedder`` view."""
+        if self.parent is None:
+            return stage
+        return f"{stage}_{hashlib.sha256(self.embedder.identity.key.encode()).hexdigest()[:8]}"
 
     @property
     def terms(self) -> TokenMatrix:
@@ -131,7 +156,7 @@ class Resources:
         if self._passages is None:
             start = time.perf_counter()
             self._passages = self.stages.get(
-                "vectors", self._vectors_key(),
+                self.dense_stage("vectors"), self._vectors_key(),
                 lambda: self.cache.embed(self.embedder, [c.text for c in self.chunks], "passage",
                                          progress=self.progress))
             self.add_time("time.embed_s", start)
@@ -141,7 +166,7 @@ class Resources:
         """(len(chunks),) int64: tokens the model is given for each chunk as a passage
         (``tokens.counts``), kept in the stage store beside the vectors (same chunks, same
         embedder: same counts)."""
-        return self.stages.get("passage_tokens", self._vectors_key(),
+        return self.stages.get(self.dense_stage("passage_tokens"), self._vectors_key(),
                                lambda: tokens.counts([c.text for c in self.chunks]))
 
     def dense_index(self) -> ann.DenseSearch:
@@ -154,7 +179,8 @@ class Resources:
             vectors = self.passage_vectors()
             spec = self.index_spec
             start = time.perf_counter()
-            built = self.stages.get(f"{spec.name}_index" if not spec.exact else "dense_index",
+            built = self.stages.get(self.dense_stage(f"{spec.name}_index" if not spec.exact
+                                                     else "dense_index"),
                                     self._dense_key(), lambda: spec.build(vectors),
                                     disk=not spec.exact)
             self.add_time("time.index_s", start)
@@ -225,8 +251,9 @@ class Resources:
             ranking = search()
             book[text] = held = (time.perf_counter() - start, ranking)
         else:
-            self.replayed_s += held[0]
-            self.replayed += 1
+            owner = self.parent or self
+            owner.replayed_s += held[0]
+            owner.replayed += 1
         return {q: dict(scores) for q, scores in held[1].items()}
 
     def best_bm25_scores(self, texts: list[str]) -> np.ndarray:
@@ -243,6 +270,10 @@ class Resources:
         """Stage key of the index a first-stage search (``dense_search``/``bm25_search``) reads."""
         if stage != "dense_search":
             return self.bm25_key()
+        return self.dense_search_key()
+
+    def dense_search_key(self) -> str:
+        """Stage key of a dense search: the built index's key and its query-time settings."""
         return stage_key("dense_search", self._dense_key(), self.index_spec.search_params())
 
     def _dense_key(self) -> str:

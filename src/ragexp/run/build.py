@@ -45,6 +45,7 @@ PATH_KEYS = ("dataset.corpus_dir", "dataset.questions", "dataset.path", "cache_d
              "embedder.cache_dir", "embedder.model_path", "embedder.path", "reranker.model_path",
              "retriever.path")
 LOCATION_TAG = "ragexp.path."
+PART = "ragexp.stages.retrievers.Part"  # a hybrid part written without ``_target_``
 
 
 @dataclass
@@ -104,7 +105,7 @@ def build(cfg: DictConfig, serving: bool = False) -> Stages:
     return Stages(
         chunker=chunker,
         make_embedder=make_embedder,
-        make_retriever=lambda res: instantiate(cfg.retriever, _partial_=True)(resources=res),
+        make_retriever=retriever_factory(cfg),
         reranker=instantiate(cfg.reranker),
         signal=instantiate(cfg.abstain.signal),
         answerer=instantiate(cfg.answer),
@@ -126,10 +127,11 @@ def embedder(cfg: DictConfig) -> Embedder:
         query_embedder=instantiate(named_embedder(cfg, name)))
 
 
-def named_embedder(cfg: DictConfig, name: str) -> DictConfig:
+def named_embedder(cfg: DictConfig, name: str, key: str = "embedder.queries") -> DictConfig:
     """The embedder option ``name`` composed onto ``cfg``'s ``cache_dir``: through the running
     Hydra app's search path when there is one (a user's ``--config-dir`` too), else the
-    shipped config groups. Raises ``InvalidValue`` naming the key."""
+    shipped config groups. ``key`` is the config key that named it. Raises ``InvalidValue``
+    naming the key for an unknown option or one that reads precomputed vectors."""
     # defer heavy import
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -144,13 +146,34 @@ def named_embedder(cfg: DictConfig, name: str) -> DictConfig:
             with initialize_config_dir(config_dir=shipped.conf_dir(), version_base="1.3"):
                 composed = compose("config", overrides=overrides)
     except HydraException as exc:
-        raise InvalidValue(f"embedder.queries={name}: no embedder option of that name "
+        raise InvalidValue(f"{key}={name}: no embedder option of that name "
                            f"({str(exc).splitlines()[0]})") from None
     if OmegaConf.select(composed, "embedder.queries", default=None) is not None or \
-            "path" in composed.embedder:
-        raise InvalidValue(f"embedder.queries={name} is itself precomputed: name an embedder "
-                           f"that computes vectors (minilm, hash, ...)")
+            "path" in composed.embedder.keys():  # ``in`` alone misses a MISSING path
+        raise InvalidValue(f"{key}={name} is itself precomputed: name an embedder that "
+                           f"computes vectors (minilm, hash, ...)")
     return composed.embedder
+
+
+def retriever_factory(cfg: DictConfig) -> Callable[[Resources], Retriever]:
+    """``resources -> retriever`` of ``cfg.retriever`` (its ``_target_``, built on a run's
+    ``Resources``). A hybrid part's ``embedder: NAME`` is composed now, as
+    ``embedder=NAME`` would compose it (``named_embedder``), into a factory of that embedder
+    (``Part.embedder``); a part without ``_target_`` is a ``Part``. Raises ``InvalidValue``
+    naming ``retriever.parts.<name>.embedder`` for an unknown or precomputed option."""
+    conf = cfg.retriever
+    parts = OmegaConf.select(cfg, "retriever.parts")
+    if isinstance(parts, DictConfig) and any(
+            p is not None and ("embedder" in p or "_target_" not in p) for p in parts.values()):
+        conf = OmegaConf.create(OmegaConf.to_container(cfg.retriever, resolve=True))
+        for name, part in conf.parts.items():
+            if part is None:
+                continue
+            part.setdefault("_target_", PART)
+            if part.get("embedder") is not None:
+                own = named_embedder(cfg, part.embedder, f"retriever.parts.{name}.embedder")
+                part.embedder = {**OmegaConf.to_container(own, resolve=True), "_partial_": True}
+    return lambda res: instantiate(conf, _partial_=True)(resources=res)
 
 
 def _get(cfg: DictConfig, key: str):

@@ -44,7 +44,7 @@ from ragexp.stages.parent_child import (
     unit_through,
 )
 from ragexp.stages.rerankers import Reranker
-from ragexp.stages.retrievers import Retriever
+from ragexp.stages.retrievers import HybridRetriever, Retriever
 from ragexp.text import markdown
 from ragexp.text.analysis import tokenize
 
@@ -168,7 +168,17 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
         table[column] = values
     return RunResult(results, table, abstain, ranking, corpus.chunks,
                      res.embedder.identity if res.embedder_used else None, res, judged,
-                     corpus.qrels, {**graded.tags, **window_tags})
+                     corpus.qrels, {**graded.tags, **window_tags, **part_tags(retriever)})
+
+
+def part_tags(retriever: Retriever) -> dict[str, str]:
+    """``{retriever.parts.<name>.embedder.identity: identity key}`` for each hybrid part with an
+    embedder of its own (``EmbedderIdentity.key``: backend, model, model-file sha256, dim),
+    beside the run's own ``embedder.*`` tags; empty for any other retriever."""
+    if not isinstance(retriever, HybridRetriever):
+        return {}
+    return {f"retriever.parts.{part}.embedder.identity": ident.key
+            for part, ident in retriever.part_embedders().items()}
 
 
 @dataclass(frozen=True)

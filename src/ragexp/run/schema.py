@@ -213,20 +213,26 @@ class BM25RetrieverConf:
 @dataclass
 class HybridPartConf:
     """One part of ``retriever=hybrid`` (``retriever.parts.<name>``): any retriever config with
-    ``_partial_: true`` (it is built on the run's resources) and the depth it feeds fusion."""
+    ``_partial_: true`` (it is built on the run's resources), the depth it feeds fusion and,
+    for a dense part, an ``embedder`` option of its own. ``retriever.parts`` holds plain
+    mappings (OmegaConf refuses a command-line mapping, ``+retriever.parts.x={...}``, for a
+    typed entry); ``validation.parts_are_typed`` checks each against this schema."""
 
     _target_: str = "ragexp.stages.retrievers.Part"
     retriever: Any = MISSING
     # items per query that go into fusion; at least the deepest measure cutoff (validation)
     depth: int = field(default=100, metadata={"ge": 1})
+    # an embedder option (conf/embedder: hash, minilm, bge, ...) for this part's vectors; null:
+    # the run's embedder. Left out of a part's config, it is not part of the run's identity.
+    embedder: Optional[str] = None
 
 
 @dataclass
 class HybridRetrieverConf:
     _target_: str = "ragexp.stages.retrievers.HybridRetriever"
     name: str = "hybrid"
-    # {name: part}; a part set to null is off (conf/retriever/hybrid.yaml: dense and bm25)
-    parts: Dict[str, Optional[HybridPartConf]] = field(default_factory=dict)
+    # {name: part (HybridPartConf)}; a part set to null is off (conf/retriever/hybrid.yaml)
+    parts: Dict[str, Any] = field(default_factory=dict)
     fusion: Any = "${fusion}"  # the fusion group
 
 

@@ -29,7 +29,7 @@ from ragexp.decide import selection
 from ragexp.errors import RagexpError
 from ragexp.evaluation import measures
 from ragexp.index import embedders
-from ragexp.run import schema
+from ragexp.run import build, schema
 from ragexp.stages.chunking import WINDOWS
 
 BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
@@ -281,8 +281,37 @@ def _hybrid_parts(cfg: DictConfig) -> dict[str, int]:
     parts = OmegaConf.select(cfg, "retriever.parts")
     if not isinstance(parts, DictConfig):
         return {}
-    return {name: parts[name].depth for name in parts
-            if parts[name] is not None and isinstance(parts[name].get("depth"), int)}
+    return {name: parts[name].get("depth", 100) for name in parts
+            if parts[name] is not None and isinstance(parts[name].get("depth", 100), int)}
+
+
+@cross_field_rule
+def parts_are_typed(cfg: DictConfig) -> list[str]:
+    """Each enabled hybrid part (``retriever.parts.<name>``: plain mappings, so that a command
+    line can add one) fits ``schema.HybridPartConf``: known keys of the right types, a
+    ``retriever`` given, ``depth`` in range; and its ``embedder``, when named, is an option of
+    the ``embedder`` group that computes vectors (``build.named_embedder``, composed now)."""
+    parts = OmegaConf.select(cfg, "retriever.parts")
+    if not isinstance(parts, DictConfig):
+        return []
+    problems = []
+    for name in parts:
+        key = f"retriever.parts.{name}"
+        if parts[name] is None:
+            continue
+        try:
+            typed = OmegaConf.merge(OmegaConf.structured(schema.HybridPartConf), parts[name])
+        except OmegaConfBaseException as exc:
+            problems.append(f"{key}: {str(exc).splitlines()[0]} (a part has the keys "
+                            f"retriever, depth and embedder)")
+            continue
+        problems += missing_values(typed, f"{key}.") + check_fields(typed, f"{key}.")
+        if typed.embedder is not None:
+            try:
+                build.named_embedder(cfg, typed.embedder, f"{key}.embedder")
+            except RagexpError as exc:
+                problems.append(str(exc))
+    return problems
 
 
 @cross_field_rule

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from ragexp.errors import InvalidValue
 from ragexp.index.bm25 import BM25Params
+from ragexp.index.embedders import Embedder, EmbedderIdentity
 from ragexp.index.resources import Resources
 from ragexp.records import Ranking, ordered
 
@@ -44,6 +45,8 @@ class DenseRetriever:
     def __init__(self, resources: Resources, name: str = "dense"):
         self.resources = resources
         self.index = resources.dense_index()
+        # a hybrid part's own embedder (``Resources.with_embedder``) has stages of its own
+        self.stage = resources.dense_stage("dense_search")
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
         """``cached`` False (latency measurement) embeds the queries and searches uncached,
@@ -52,11 +55,12 @@ class DenseRetriever:
         _check_k(k)
         if not queries:
             return {}
+        key = self.resources.dense_search_key()
         if not cached:
-            return self.resources.searched_alone("dense_search", queries, k,
-                                                 lambda: self._search(queries, k, cached))
-        return self.resources.searched("dense_search", queries, k,
-                                       lambda: self._search(queries, k, cached))
+            return self.resources.searched_alone(self.stage, queries, k,
+                                                 lambda: self._search(queries, k, cached), key)
+        return self.resources.searched(self.stage, queries, k,
+                                       lambda: self._search(queries, k, cached), key)
 
     def _search(self, queries: dict[str, str], k: int, cached: bool) -> Ranking:
         qids = list(queries)
@@ -133,10 +137,14 @@ def _own_params(run: BM25Params, own: dict) -> BM25Params:
 class Part:
     """One part of a hybrid retriever (``retriever.parts.<name>``): ``retriever`` builds it on
     the run's ``Resources`` (a retriever config with ``_partial_: true``), and ``depth`` is how
-    many of its best items per query go into fusion."""
+    many of its best items per query go into fusion. ``embedder`` (a factory; the config names
+    an ``embedder`` option, ``run.build`` composes it) gives the part resources of its own
+    embedder over the same chunks (``Resources.with_embedder``): its passage and query vectors
+    both come from that one embedder."""
 
     retriever: Callable[[Resources], Retriever]
     depth: int = 100
+    embedder: Callable[[], Embedder] | None = None
 
 
 class HybridRetriever:
@@ -153,9 +161,16 @@ class HybridRetriever:
         for part, p in on.items():
             if p.depth < 1:
                 raise InvalidValue(f"retriever.parts.{part}.depth must be >= 1, got {p.depth}")
-        self.parts = {part: p.retriever(resources) for part, p in on.items()}
+        self.resources = {part: resources.with_embedder(p.embedder) if p.embedder else resources
+                          for part, p in on.items()}
+        self.parts = {part: p.retriever(self.resources[part]) for part, p in on.items()}
         self.depths = {part: p.depth for part, p in on.items()}
         self.fusion, self.name = fusion, name
+
+    def part_embedders(self) -> dict[str, EmbedderIdentity]:
+        """``{part: identity}`` of each part with an embedder of its own that has run."""
+        return {part: res.embedder.identity for part, res in self.resources.items()
+                if res.parent is not None and res.embedder_used}
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
         _check_k(k)
