@@ -34,6 +34,7 @@ schema.register()
 DENSE = "{_target_: ragexp.stages.retrievers.DenseRetriever, _partial_: true}"
 # the run embeds with hash at dim 64; the part "wide" with the hash option as shipped (dim 512)
 WIDE = f"+retriever.parts.wide={{retriever: {DENSE}, depth: 100, embedder: hash}}"
+SHORT = "+retriever.parts.wide={retriever: dense, embedder: hash}"  # options by name
 RUN_HASH = ["embedder=hash", "embedder.dim=64"]
 
 
@@ -62,10 +63,11 @@ def queries(golden):
     return {q.qid: q.text for q in golden[:12]}
 
 
+@pytest.mark.parametrize("part", [WIDE, SHORT])
 def test_a_part_with_its_own_embedder_fuses_as_the_two_dense_runs_computed_apart(
-        chunks, queries, tmp_path):
+        chunks, queries, tmp_path, part):
     forget_memory()
-    cfg = _compose("retriever=hybrid", *RUN_HASH, WIDE, "retriever.parts.bm25=null",
+    cfg = _compose("retriever=hybrid", *RUN_HASH, part, "retriever.parts.bm25=null",
                    f"cache_dir={tmp_path}")
     validation.validate(cfg)
     built = build.build(cfg)
@@ -146,6 +148,8 @@ def test_an_unknown_or_precomputed_part_embedder_is_refused_at_composition(embed
 
 
 @pytest.mark.parametrize("part, message", [
+    ("{retriever: sparse}", "retriever.parts.wide.retriever=sparse: no retriever option"),
+    ("{retriever: hybrid}", "retriever.parts.wide.retriever=hybrid: a part cannot itself be"),
     (f"{{retriever: {DENSE}, embeder: hash}}", "retriever.parts.wide: Key 'embeder' not in"),
     (f"{{retriever: {DENSE}, depth: 0}}", "retriever.parts.wide.depth=0 is out of range"),
     ("{depth: 100}", "retriever.parts.wide.retriever is required"),
@@ -186,3 +190,91 @@ def test_a_part_embedder_changes_the_identity_and_is_recorded_as_a_param():
     assert params["retriever.parts.wide.embedder"] == "hash"
     assert "retriever.parts.dense.embedder" not in params  # left out: not in the identity
     assert _measured_hash("retriever=hybrid", WIDE) != _measured_hash("retriever=hybrid")
+
+
+def test_a_recorded_run_with_a_part_embedder_logs_it_and_serves_it(
+        mlflow_store, chunks, capsys):
+    """``ragexp search`` on the run rebuilds the part's embedder from the logged config: the
+    served ranking is RRF of the two single-embedder dense runs computed apart."""
+    from workspaces import record_run
+
+    from ragexp.cli import main as cli
+    from ragexp.serving.engine import Engine
+
+    forget_memory()
+    out = record_run(*RUN_HASH, "retriever=hybrid", SHORT, "retriever.parts.bm25=null",
+                     "reranker=none", f"cache_dir={mlflow_store.folder / 'cache'}",
+                     "progress=false")
+    run = tracking.client().get_run(out["run_id"])
+    assert run.data.params["retriever.parts.wide.embedder"] == "hash"
+    assert run.data.params["retriever.parts.wide.retriever"] == "dense"
+    assert run.data.tags["retriever.parts.wide.embedder.identity"] == \
+        HashEmbedder(dim=512).identity.key
+    assert run.data.tags["embedder.model"] == HashEmbedder(dim=64).identity.model
+    assert run.data.metrics["stage.vectors.built"] == 1.0
+    assert any(k.startswith("stage.vectors_") for k in run.data.metrics)
+
+    question = "ledger disk full"
+    engine = Engine.from_run(out["run_id"])
+    hits = engine.search(question, 5)
+    by_hand = _rrf_by_hand([
+        DenseRetriever(_resources(chunks, lambda: HashEmbedder(dim=d))).search({"q": question},
+                                                                               100)
+        for d in (64, 512)])["q"]
+    assert [h.chunk_id for h in hits] == ordered(by_hand)[:5]
+    capsys.readouterr()  # the run's own summary line
+    assert cli.main(["search", question, "-k", "2", "--run", out["run_id"]]) == 0
+    assert hits[0].chunk_id in capsys.readouterr().out.splitlines()[0]
+
+
+def test_a_beir_folder_run_fuses_a_part_with_its_own_embedder(mlflow_store, tmp_path):
+    from workspaces import record_run
+
+    from conftest import jsonl, write_tree
+
+    corpus = [{"_id": "zebra", "title": "Zebras", "text": "Zebras cross the Mara river in "
+               "herds of thousands every year."},
+              *({"_id": f"f{i}", "title": "", "text": f"Filler {i} about tides and penguins."}
+                for i in range(8))]
+    root = write_tree(tmp_path / "beir", {
+        "corpus.jsonl": jsonl(corpus),
+        "queries.jsonl": jsonl([{"_id": "q", "text": "zebra river crossing"}]),
+        "qrels/test.tsv": "query-id\tcorpus-id\tscore\nq\tzebra\t1\n"})
+    forget_memory()
+    out = record_run(*RUN_HASH, "dataset=beir", f"dataset.path={root}", "retriever=hybrid",
+                     SHORT, "reranker=none", f"cache_dir={tmp_path / 'cache'}", "progress=false")
+    assert out["status"] == "FINISHED" and out["rr_at_10"] == 1.0
+    tags = tracking.client().get_run(out["run_id"]).data.tags
+    assert tags["retriever.parts.wide.embedder.identity"] == HashEmbedder(dim=512).identity.key
+
+
+@pytest.mark.slow
+def test_minilm_as_a_second_embedder_on_the_handbook_from_the_command_line(tmp_path, minilm):
+    """``python -m ragexp retriever=hybrid embedder=hash +retriever.parts.minilm=...``: the
+    part runs the packaged MiniLM beside hash and BM25, its identity is logged, and a later
+    ``embedder=minilm`` run on the same cache embeds nothing. An unknown part embedder is one
+    line, exit 2, nothing run."""
+    from cli_runs import run_ragexp
+    from mlflow.tracking import MlflowClient
+    from workspaces import store_uri
+
+    part = "+retriever.parts.minilm={retriever: dense, depth: 100, embedder: minilm}"
+    first = run_ragexp(tmp_path, "retriever=hybrid", "embedder=hash", part)
+    assert first.returncode == 0, first.stderr[-2000:]
+    later = run_ragexp(tmp_path, "retriever=dense", "embedder=minilm", "reranker=none")
+    assert later.returncode == 0, later.stderr[-2000:]
+    client = MlflowClient(store_uri(tmp_path))
+    exp = client.get_experiment_by_name("ragexp-handbook")
+    hybrid, dense = sorted(client.search_runs([exp.experiment_id]),
+                           key=lambda r: r.info.start_time)
+    assert hybrid.data.tags["retriever.parts.minilm.embedder.identity"] == minilm.identity.key
+    assert hybrid.data.tags["embedder.backend"] == "hash"
+    assert dense.data.tags["embedder.model"] == minilm.identity.model
+    assert dense.data.metrics["cache.misses"] == 0 and dense.data.metrics["cache.hits"] > 0
+    assert hybrid.data.metrics["ndcg_at_10"] != dense.data.metrics["ndcg_at_10"]
+
+    bad = run_ragexp(tmp_path, "retriever=hybrid", "embedder=hash", part.replace(
+        "embedder: minilm", "embedder: minilmx"))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "retriever.parts.minilm.embedder=minilmx: no embedder option" in bad.stderr
+    assert len(client.search_runs([exp.experiment_id])) == 2

@@ -128,16 +128,39 @@ def embedder(cfg: DictConfig) -> Embedder:
 
 
 def named_embedder(cfg: DictConfig, name: str, key: str = "embedder.queries") -> DictConfig:
-    """The embedder option ``name`` composed onto ``cfg``'s ``cache_dir``: through the running
-    Hydra app's search path when there is one (a user's ``--config-dir`` too), else the
-    shipped config groups. ``key`` is the config key that named it. Raises ``InvalidValue``
-    naming the key for an unknown option or one that reads precomputed vectors."""
+    """The embedder option ``name`` (``named_option``), named by the config key ``key``.
+    Raises ``InvalidValue`` naming the key for an unknown option or one that reads
+    precomputed vectors."""
+    composed = named_option(cfg, "embedder", name, key)
+    if OmegaConf.select(composed, "queries", default=None) is not None or \
+            "path" in composed.keys():  # ``in`` alone misses a MISSING path
+        raise InvalidValue(f"{key}={name} is itself precomputed: name an embedder that "
+                           f"computes vectors (minilm, hash, ...)")
+    return composed
+
+
+def named_retriever(cfg: DictConfig, name: str, key: str) -> DictConfig:
+    """The retriever option ``name`` (``named_option``: ``dense``, ``bm25``, ...) for a hybrid
+    part written ``retriever: NAME``. Raises ``InvalidValue`` naming ``key`` for an unknown
+    option or ``hybrid`` (a part that is itself a hybrid)."""
+    composed = named_option(cfg, "retriever", name, key)
+    if "parts" in composed:
+        raise InvalidValue(f"{key}={name}: a part cannot itself be a hybrid; name a retriever "
+                           f"that ranks (dense, bm25, ...)")
+    return composed
+
+
+def named_option(cfg: DictConfig, group: str, name: str, key: str) -> DictConfig:
+    """The option ``name`` of the config group ``group`` composed onto ``cfg``'s
+    ``cache_dir``, as ``GROUP=NAME`` would compose it: through the running Hydra app's search
+    path when there is one (a user's ``--config-dir`` too), else the shipped config groups.
+    ``key`` is the config key that named it. Raises ``InvalidValue`` naming the key."""
     # defer heavy import
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
 
-    overrides = [f"embedder={name}", f"cache_dir={cfg.cache_dir}"]
+    overrides = [f"{group}={name}", f"cache_dir={cfg.cache_dir}"]
     schema.register()  # serving composes outside the Hydra app that registers the schemas
     try:
         if GlobalHydra.instance().is_initialized():
@@ -146,34 +169,40 @@ def named_embedder(cfg: DictConfig, name: str, key: str = "embedder.queries") ->
             with initialize_config_dir(config_dir=shipped.conf_dir(), version_base="1.3"):
                 composed = compose("config", overrides=overrides)
     except HydraException as exc:
-        raise InvalidValue(f"{key}={name}: no embedder option of that name "
+        raise InvalidValue(f"{key}={name}: no {group} option of that name "
                            f"({str(exc).splitlines()[0]})") from None
-    if OmegaConf.select(composed, "embedder.queries", default=None) is not None or \
-            "path" in composed.embedder.keys():  # ``in`` alone misses a MISSING path
-        raise InvalidValue(f"{key}={name} is itself precomputed: name an embedder that "
-                           f"computes vectors (minilm, hash, ...)")
-    return composed.embedder
+    return composed[group]
 
 
 def retriever_factory(cfg: DictConfig) -> Callable[[Resources], Retriever]:
     """``resources -> retriever`` of ``cfg.retriever`` (its ``_target_``, built on a run's
     ``Resources``). A hybrid part's ``embedder: NAME`` is composed now, as
     ``embedder=NAME`` would compose it (``named_embedder``), into a factory of that embedder
-    (``Part.embedder``); a part without ``_target_`` is a ``Part``. Raises ``InvalidValue``
-    naming ``retriever.parts.<name>.embedder`` for an unknown or precomputed option."""
+    (``Part.embedder``), and its ``retriever: NAME`` into that retriever option
+    (``named_retriever``); a part without ``_target_`` is a ``Part``. Raises ``InvalidValue``
+    naming ``retriever.parts.<name>.embedder`` or ``.retriever`` for an option it refuses."""
     conf = cfg.retriever
     parts = OmegaConf.select(cfg, "retriever.parts")
     if isinstance(parts, DictConfig) and any(
-            p is not None and ("embedder" in p or "_target_" not in p) for p in parts.values()):
+            p is not None and ("embedder" in p or "_target_" not in p
+                               or isinstance(p.get("retriever"), str)) for p in parts.values()):
         conf = OmegaConf.create(OmegaConf.to_container(cfg.retriever, resolve=True))
         for name, part in conf.parts.items():
             if part is None:
                 continue
             part.setdefault("_target_", PART)
+            if isinstance(part.get("retriever"), str):
+                part.retriever = _partial(named_retriever(
+                    cfg, part.retriever, f"retriever.parts.{name}.retriever"))
             if part.get("embedder") is not None:
-                own = named_embedder(cfg, part.embedder, f"retriever.parts.{name}.embedder")
-                part.embedder = {**OmegaConf.to_container(own, resolve=True), "_partial_": True}
+                part.embedder = _partial(named_embedder(
+                    cfg, part.embedder, f"retriever.parts.{name}.embedder"))
     return lambda res: instantiate(conf, _partial_=True)(resources=res)
+
+
+def _partial(option: DictConfig) -> dict:
+    """A composed option, resolved, as a factory config (``_partial_: true``)."""
+    return {**OmegaConf.to_container(option, resolve=True), "_partial_": True}
 
 
 def _get(cfg: DictConfig, key: str):

@@ -289,8 +289,9 @@ def _hybrid_parts(cfg: DictConfig) -> dict[str, int]:
 def parts_are_typed(cfg: DictConfig) -> list[str]:
     """Each enabled hybrid part (``retriever.parts.<name>``: plain mappings, so that a command
     line can add one) fits ``schema.HybridPartConf``: known keys of the right types, a
-    ``retriever`` given, ``depth`` in range; and its ``embedder``, when named, is an option of
-    the ``embedder`` group that computes vectors (``build.named_embedder``, composed now)."""
+    ``retriever`` given, ``depth`` in range; its ``embedder``, when named, an option of the
+    ``embedder`` group that computes vectors (``build.named_embedder``, composed now), and its
+    ``retriever``, when a name, an option of the ``retriever`` group (``named_retriever``)."""
     parts = OmegaConf.select(cfg, "retriever.parts")
     if not isinstance(parts, DictConfig):
         return []
@@ -306,11 +307,14 @@ def parts_are_typed(cfg: DictConfig) -> list[str]:
                             f"retriever, depth and embedder)")
             continue
         problems += missing_values(typed, f"{key}.") + check_fields(typed, f"{key}.")
-        if typed.embedder is not None:
-            try:
-                build.named_embedder(cfg, typed.embedder, f"{key}.embedder")
-            except RagexpError as exc:
-                problems.append(str(exc))
+        named = {"retriever": build.named_retriever, "embedder": build.named_embedder}
+        for slot, option in named.items():
+            value = None if OmegaConf.is_missing(typed, slot) else typed[slot]
+            if isinstance(value, str):
+                try:
+                    option(cfg, value, f"{key}.{slot}")
+                except RagexpError as exc:
+                    problems.append(str(exc))
     return problems
 
 
