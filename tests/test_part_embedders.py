@@ -14,9 +14,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_runs import run_ragexp
+from conftest import jsonl, write_tree
 from hydra import compose, initialize_config_dir
+from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
+from workspaces import record_run, store_uri
 
+from ragexp.cli import main as cli
 from ragexp.data import shipped
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
@@ -26,6 +31,7 @@ from ragexp.records import ordered
 from ragexp.run import build, schema, validation
 from ragexp.run.app import CONF_DIR, choose_split
 from ragexp.run.pipeline import part_tags
+from ragexp.serving.engine import Engine
 from ragexp.stages.retrievers import DenseRetriever
 from ragexp.tracking import store as tracking
 
@@ -86,7 +92,7 @@ def test_a_part_with_its_own_embedder_fuses_as_the_two_dense_runs_computed_apart
     assert any(ordered(narrow[q])[:10] != ordered(wide[q])[:10] for q in queries)  # 2 rankings
     # each part searched its own vectors: the run's at dim 64, the part's at dim 512
     assert res.passage_vectors().shape == (len(chunks), 64)
-    view = hybrid.resources["wide"]
+    view = hybrid.part_resources["wide"]
     assert view.passage_vectors().shape == (len(chunks), 512)
     assert view.chunks is res.chunks and view.position is res.position
     assert view.stages is res.stages and view.cache is res.cache
@@ -196,11 +202,6 @@ def test_a_recorded_run_with_a_part_embedder_logs_it_and_serves_it(
         mlflow_store, chunks, capsys):
     """``ragexp search`` on the run rebuilds the part's embedder from the logged config: the
     served ranking is RRF of the two single-embedder dense runs computed apart."""
-    from workspaces import record_run
-
-    from ragexp.cli import main as cli
-    from ragexp.serving.engine import Engine
-
     forget_memory()
     out = record_run(*RUN_HASH, "retriever=hybrid", SHORT, "retriever.parts.bm25=null",
                      "reranker=none", f"cache_dir={mlflow_store.folder / 'cache'}",
@@ -228,10 +229,6 @@ def test_a_recorded_run_with_a_part_embedder_logs_it_and_serves_it(
 
 
 def test_a_beir_folder_run_fuses_a_part_with_its_own_embedder(mlflow_store, tmp_path):
-    from workspaces import record_run
-
-    from conftest import jsonl, write_tree
-
     corpus = [{"_id": "zebra", "title": "Zebras", "text": "Zebras cross the Mara river in "
                "herds of thousands every year."},
               *({"_id": f"f{i}", "title": "", "text": f"Filler {i} about tides and penguins."}
@@ -254,10 +251,6 @@ def test_minilm_as_a_second_embedder_on_the_handbook_from_the_command_line(tmp_p
     part runs the packaged MiniLM beside hash and BM25, its identity is logged, and a later
     ``embedder=minilm`` run on the same cache embeds nothing. An unknown part embedder is one
     line, exit 2, nothing run."""
-    from cli_runs import run_ragexp
-    from mlflow.tracking import MlflowClient
-    from workspaces import store_uri
-
     part = "+retriever.parts.minilm={retriever: dense, depth: 100, embedder: minilm}"
     first = run_ragexp(tmp_path, "retriever=hybrid", "embedder=hash", part)
     assert first.returncode == 0, first.stderr[-2000:]

@@ -71,7 +71,8 @@ class Resources:
     share_searches: bool = True  # False (serving): searches are never kept for later callers
     replayed_s: float = 0.0  # first-stage seconds replayed by ``searched_alone``
     replayed: int = 0  # batches whose first stage ``searched_alone`` replayed
-    parent: Resources | None = field(default=None, repr=False)  # set on a view of ``with_embedder``: the run's resources
+    # a view of ``with_embedder``: the run's resources (None on the run's own)
+    parent: Resources | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.chunks:

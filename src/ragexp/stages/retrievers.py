@@ -161,15 +161,15 @@ class HybridRetriever:
         for part, p in on.items():
             if p.depth < 1:
                 raise InvalidValue(f"retriever.parts.{part}.depth must be >= 1, got {p.depth}")
-        self.resources = {part: resources.with_embedder(p.embedder) if p.embedder else resources
-                          for part, p in on.items()}
-        self.parts = {part: p.retriever(self.resources[part]) for part, p in on.items()}
+        self.part_resources = {part: resources.with_embedder(p.embedder) if p.embedder
+                               else resources for part, p in on.items()}
+        self.parts = {part: p.retriever(self.part_resources[part]) for part, p in on.items()}
         self.depths = {part: p.depth for part, p in on.items()}
         self.fusion, self.name = fusion, name
 
     def part_embedders(self) -> dict[str, EmbedderIdentity]:
         """``{part: identity}`` of each part with an embedder of its own that has run."""
-        return {part: res.embedder.identity for part, res in self.resources.items()
+        return {part: res.embedder.identity for part, res in self.part_resources.items()
                 if res.parent is not None and res.embedder_used}
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
