@@ -58,6 +58,13 @@ def objective(cfg: DictConfig):
     return selection.check_objective(cfg.objective, cfg.measures)
 
 
+def index_build(cfg: DictConfig):
+    """The run's index built over its chunks' vectors, as ``Resources`` builds it."""
+    chunks = instantiate(cfg.chunking).chunk(dataset(cfg).documents())
+    vectors = instantiate(cfg.embedder).embed([c.text for c in chunks])
+    return instantiate(cfg.index).build(vectors)
+
+
 NO_KEY = ["answer=llm", "answer.api_key_env=null"]  # the endpoint checks come before any call
 NO_JUDGE_KEY = ["judge=llm", "judge.api_key_env=null"]
 
@@ -116,6 +123,20 @@ CASES = [
     (["chunking.max_block_words=0"], "chunking.max_block_words=0 is out of range",
      stage("chunking")),
     (["abstain.budget=1"], "abstain.budget=1.0 is out of range: must be [0, 1)", budget),
+    (["dataset=beir", "dataset.path={beir}", "chunking=none", "index=ivf", "index.nlist=2",
+      "index.nprobe=1"], "index.nlist=2 is larger than the corpus (dataset.path={tmp}/beir: at "
+     "most 1 passages", index_build),
+    (["dataset=beir", "dataset.path={beir}", "chunking=none", "index=ivfpq", "index.nlist=1",
+      "index.nprobe=1", "index.nbits=1"], "index.nbits=1 needs at least 2 passages",
+     index_build),
+    (["chunking=none", "index=ivf", "index.nlist=64", "index.nprobe=1"],
+     "index.nlist=64 is larger than the corpus (dataset.corpus_dir=", index_build),
+    (["index=ivf", "index.nlist=4", "index.nprobe=1", "index.train_size=3"],
+     "index.train_size=3 is out of range: must be >= index.nlist (4)", index_build),
+    (["index=ivfpq", "index.nlist=1", "index.nprobe=1", "index.nbits=4", "index.train_size=8"],
+     "index.train_size=8 is out of range: must be >= 2**index.nbits (16)", index_build),
+    (["index=ivfpq", "index.nlist=1", "index.nprobe=1", "index.nbits=2", "index.m=7"],
+     "index.m=7 does not divide the embedder's dimension (512, embedder.dim)", index_build),
     ([*NO_KEY, "answer.timeout=0"], "answer.timeout=0.0 is out of range", stage("answer")),
     ([*NO_KEY, "llm.concurrency=100"], "answer.concurrency=100 is out of range: must be [1, 64]",
      stage("answer")),
@@ -295,3 +316,30 @@ def test_every_refusal_stops_a_multirun_before_its_parent(overrides, message, jo
     err = capsys.readouterr().err
     assert err.startswith("error: invalid config (job #0: ")  # then the job's overrides
     assert message.format(tmp=tmp_path) in err and err.rstrip().endswith("nothing was run")
+
+
+@pytest.mark.parametrize("chunking", ["markdown", "sentences", "parent_child"])
+def test_lists_above_the_documents_but_within_the_chunks_are_composed_and_built(chunking):
+    """With a chunker the document count bounds nothing (the handbook's 22 documents make 234
+    markdown chunks): ``index.nlist=23`` composes, and the job builds it over the chunks."""
+    overrides = ["embedder=hash", f"chunking={chunking}", "index=ivf", "index.nlist=23",
+                 "index.nprobe=1"]
+    cfg = compose_config(*overrides)
+    validation.validate(cfg)
+    assert index_build(cfg).index.nlist == 23
+    with pytest.raises(validation.ConfigRangeError, match="index.nlist=23 is larger than the "
+                       "corpus .*: 22 passages, one per"):
+        validation.validate(compose_config(*overrides[:1], "chunking=none", *overrides[2:]))
+
+
+def test_a_multirun_over_nlist_stops_at_the_job_the_corpus_is_too_small_for(tmp_path):
+    """``-m index.nlist=1,2`` over a one-document BEIR folder: job #1 is refused before the
+    sweep's parent run, so no store exists."""
+    proc = run_ragexp(tmp_path, "-m", "embedder=hash", "dataset=beir",
+                      f"dataset.path={beir_folder(tmp_path)}", "chunking=none", "index=ivf",
+                      "index.nprobe=1", "index.nlist=1,2", f"hydra.sweep.dir={tmp_path / 'mr'}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "job #1: " in proc.stderr and "index.nlist=2" in proc.stderr
+    assert "index.nlist=2 is larger than the corpus" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.rstrip().endswith("nothing was run")
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mr").exists()

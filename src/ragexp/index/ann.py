@@ -167,7 +167,9 @@ class IVFSpec:
     """``index=ivf``: FAISS ``IndexIVFFlat`` by inner product over ``nlist`` k-means lists,
     trained on ``train_size`` vectors (None: ``64 x nlist``) drawn with ``seed``; ``nprobe``
     lists searched per query. Raises ``InvalidValue`` at build when ``nlist`` exceeds the
-    number of passages."""
+    number of passages or ``train_size`` (FAISS's k-means needs at least ``nlist`` points; it
+    warns below 39 x ``nlist``); composition refuses the same where it can know them
+    (``run.validation``)."""
 
     name: str = "ivf"
     nlist: int = 64
@@ -190,6 +192,10 @@ class IVFSpec:
             raise InvalidValue(f"index.nlist={self.nlist} is larger than the corpus "
                                f"({len(vectors)} passages): each list needs a training vector; "
                                f"lower index.nlist")
+        if self.train_size is not None and self.train_size < self.nlist:
+            raise InvalidValue(f"index.train_size={self.train_size} is out of range: must be >= "
+                               f"index.nlist ({self.nlist}): k-means needs a training vector per "
+                               f"list (FAISS refuses fewer, and warns below 39 x nlist)")
 
     def _quantized(self, dim: int) -> Any:
         quantizer = faiss.IndexFlatIP(dim)
@@ -216,8 +222,9 @@ class IVFSpec:
 class IVFPQSpec(IVFSpec):
     """``index=ivfpq``: FAISS ``IndexIVFPQ``: the IVF lists hold product-quantised codes, ``m``
     sub-vectors of ``nbits`` bits each (``m x nbits / 8`` bytes a passage). Raises
-    ``InvalidValue`` at build when ``m`` does not divide the dimension, or the corpus holds
-    fewer passages than ``nlist`` or than the ``2**nbits`` centroids of each sub-quantizer."""
+    ``InvalidValue`` at build when ``m`` does not divide the dimension, or the corpus or
+    ``train_size`` holds fewer vectors than ``nlist`` or than the ``2**nbits`` centroids of each
+    sub-quantizer."""
 
     name: str = "ivfpq"
     m: int = 16
@@ -236,6 +243,10 @@ class IVFPQSpec(IVFSpec):
             raise InvalidValue(f"index.nbits={self.nbits} needs at least {2 ** self.nbits} "
                                f"passages to train its codebooks; the corpus has {n}: lower "
                                f"index.nbits")
+        if self.train_size is not None and self.train_size < 2 ** self.nbits:
+            raise InvalidValue(f"index.train_size={self.train_size} is out of range: must be >= "
+                               f"2**index.nbits ({2 ** self.nbits}): each codebook's k-means "
+                               f"needs a training vector per centroid")
 
     def _quantized(self, dim: int) -> Any:
         quantizer = faiss.IndexFlatIP(dim)

@@ -111,6 +111,21 @@ def _read(npy: str, txt: str, stamp: tuple) -> VectorFile:
     return VectorFile(vectors, ids, row, normalised)
 
 
+def matrix_shape(npy: str | Path) -> tuple[int, ...]:
+    """The shape a ``.npy`` file declares in its header, read without loading the matrix (so
+    composition knows a precomputed folder's dimension). Raises ``PrecomputedError`` for a file
+    that is not a ``.npy`` matrix."""
+    try:
+        with open(npy, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0)
+            shape, _, _ = read(fh)
+    except (OSError, ValueError) as exc:
+        raise PrecomputedError(f"{npy} is not a .npy matrix: {exc}") from exc
+    return tuple(shape)
+
+
 def _stamp(paths: list[Path]) -> tuple:
     return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths)
 

@@ -25,10 +25,11 @@ from typing import Any, Callable, Iterator
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ragexp.data import sizes
 from ragexp.decide import selection
 from ragexp.errors import RagexpError
 from ragexp.evaluation import measures
-from ragexp.index import embedders
+from ragexp.index import embedders, precomputed
 from ragexp.run import build, schema
 from ragexp.stages.chunking import WINDOWS
 
@@ -265,6 +266,118 @@ def nprobe_within_nlist(cfg: DictConfig) -> list[str]:
     if isinstance(nprobe, int) and isinstance(nlist, int) and nprobe > nlist:
         return [f"index.nprobe={nprobe} is out of range: must be <= index.nlist ({nlist})"]
     return []
+
+
+def known_passages(cfg: DictConfig) -> tuple[int, str] | None:
+    """``(n, where)``: at most ``n`` passages will be indexed, as composition can know before
+    reading the corpus, and what says so; None when it cannot know. Known only for
+    ``chunking=none`` with ``chunking.windows=truncate`` (one passage per document): a BEIR
+    folder holds at most as many documents as ``corpus.jsonl`` has lines, a markdown folder as
+    many as its ``*.md`` files (``data.sizes``). Any other chunker can make more chunks than
+    documents (a long document splits) or fewer (the markdown chunkers skip a document with no
+    text, front matter alone included), so the document count bounds nothing there and the
+    index checks its chunk count when it is built."""
+    ch, ds = cfg.get("chunking"), cfg.get("dataset")
+    if not isinstance(ch, DictConfig) or ch.get("name") != "none" \
+            or ch.get("windows") != "truncate" or not isinstance(ds, DictConfig):
+        return None
+    kind = OmegaConf.get_type(ds)
+    if kind is schema.BeirDatasetConf and not OmegaConf.is_missing(ds, "path"):
+        corpus = Path(str(ds.path)).expanduser() / "corpus.jsonl"
+        if corpus.is_file():
+            n = sizes.jsonl_lines(corpus)
+            return n, (f"dataset.path={ds.path}: at most {n:,} passages, corpus.jsonl having "
+                       f"{n:,} lines and chunking=none one passage per document")
+    if kind is schema.MarkdownDatasetConf and not OmegaConf.is_missing(ds, "corpus_dir"):
+        n = sizes.markdown_documents(str(ds.corpus_dir))
+        if n:  # none: markdown_folder_has_documents reports it
+            return n, (f"dataset.corpus_dir={ds.corpus_dir}: {n:,} passages, one per *.md "
+                       f"document with chunking=none")
+    return None
+
+
+@cross_field_rule
+def lists_within_corpus(cfg: DictConfig) -> list[str]:
+    """``index.nlist`` (IVF lists) and ``ivfpq``'s ``2**index.nbits`` codebook centroids at most
+    the passages, where composition knows their number (``known_passages``): k-means needs a
+    training vector per centroid (``index.ann.IVFSpec`` refuses the same at build)."""
+    nlist, nbits = (OmegaConf.select(cfg, f"index.{key}") for key in ("nlist", "nbits"))
+    if not isinstance(nlist, int):
+        return []
+    known = known_passages(cfg)
+    if known is None:
+        return []
+    n, where = known
+    problems = []
+    if nlist > n:
+        problems.append(f"index.nlist={nlist} is larger than the corpus ({where}): each list "
+                        f"needs a training vector; lower index.nlist")
+    if isinstance(nbits, int) and 2 ** nbits > n:
+        problems.append(f"index.nbits={nbits} needs at least {2 ** nbits} passages to train its "
+                        f"codebooks ({where}): lower index.nbits")
+    return problems
+
+
+@cross_field_rule
+def training_covers_lists(cfg: DictConfig) -> list[str]:
+    """``index.train_size``, when set, at least ``index.nlist`` and, for ``ivfpq``,
+    ``2**index.nbits``: FAISS's k-means refuses fewer points than centroids (it only warns
+    below 39 per centroid, ``Clustering.min_points_per_centroid``)."""
+    size, nlist, nbits = (OmegaConf.select(cfg, f"index.{key}")
+                          for key in ("train_size", "nlist", "nbits"))
+    if not isinstance(size, int) or not isinstance(nlist, int):
+        return []
+    problems = []
+    if size < nlist:
+        problems.append(f"index.train_size={size} is out of range: must be >= index.nlist "
+                        f"({nlist}): k-means needs a training vector per list (FAISS warns "
+                        f"below 39 x nlist = {39 * nlist:,})")
+    if isinstance(nbits, int) and size < 2 ** nbits:
+        problems.append(f"index.train_size={size} is out of range: must be >= 2**index.nbits "
+                        f"({2 ** nbits}): each codebook's k-means needs a training vector per "
+                        f"centroid")
+    return problems
+
+
+def embedding_dimension(cfg: DictConfig) -> tuple[int, str] | None:
+    """``(dimension, where)`` of the run's passage vectors as composition can know it:
+    ``embedder.dim`` of the hash embedder, the model's of a fastembed one
+    (``embedders.resolve_spec``), the ``passages.npy`` header of a precomputed folder; None
+    when it cannot (other rules report a model or folder that is not there)."""
+    e = cfg.get("embedder")
+    if not isinstance(e, DictConfig):
+        return None
+    kind = OmegaConf.get_type(e)
+    if kind is schema.HashEmbedderConf:
+        return int(e.dim), "embedder.dim"
+    try:
+        if kind is schema.FastEmbedConf and not OmegaConf.is_missing(e, "model"):
+            spec = embedders.resolve_spec(e.model, e.model_path, e.dim, e.pooling)
+            return spec.dim, f"embedder.model={e.model}"
+        if kind is schema.PrecomputedEmbedderConf and not OmegaConf.is_missing(e, "path"):
+            npy = Path(str(e.path)).expanduser() / "passages.npy"
+            shape = precomputed.matrix_shape(npy) if npy.is_file() else ()
+            if len(shape) == 2:
+                return int(shape[1]), f"{npy}"
+    except RagexpError:
+        return None
+    return None
+
+
+@cross_field_rule
+def subvectors_divide_dimension(cfg: DictConfig) -> list[str]:
+    """``ivfpq``'s ``index.m`` sub-vectors divide the embedder's dimension, where composition
+    knows it (``embedding_dimension``; ``index.ann.IVFPQSpec`` refuses the same at build)."""
+    m = OmegaConf.select(cfg, "index.m")
+    if OmegaConf.select(cfg, "index.name") != "ivfpq" or not isinstance(m, int):
+        return []
+    known = embedding_dimension(cfg)
+    if known is None or known[0] % m == 0:
+        return []
+    dim, where = known
+    divisors = [d for d in range(1, dim + 1) if dim % d == 0]
+    return [f"index.m={m} does not divide the embedder's dimension ({dim}, {where}): choose a "
+            f"divisor of {dim} ({', '.join(map(str, divisors))})"]
 
 
 def _deepest(cfg: DictConfig) -> measures.Measure | None:
