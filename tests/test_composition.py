@@ -343,3 +343,32 @@ def test_a_multirun_over_nlist_stops_at_the_job_the_corpus_is_too_small_for(tmp_
     assert "index.nlist=2 is larger than the corpus" in proc.stderr
     assert "Traceback" not in proc.stderr and proc.stderr.rstrip().endswith("nothing was run")
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mr").exists()
+
+
+def test_subvectors_are_checked_against_the_dimension_each_embedder_declares(tmp_path):
+    """``index.m`` against the dimension composition reads: the catalogue's for a fastembed
+    model, ``passages.npy``'s header for precomputed vectors (the job refuses the same once the
+    matrix is loaded)."""
+    import numpy as np
+
+    from ragexp.index.embedders import MODELS
+
+    pq = ["index=ivfpq", "index.nlist=1", "index.nprobe=1", "index.nbits=1"]
+    with pytest.raises(validation.ConfigRangeError, match=rf"index.m=5 does not divide the "
+                       rf"embedder's dimension \({MODELS['minilm-int8'].dim}, embedder.model="):
+        validation.validate(compose_config("embedder=minilm", *pq, "index.m=5"))
+    folder = tmp_path / "vectors"
+    folder.mkdir()
+    rows = np.random.default_rng(0).standard_normal((4, 12)).astype(np.float32)
+    np.save(folder / "passages.npy", rows / np.linalg.norm(rows, axis=1, keepdims=True))
+    (folder / "passages.txt").write_text("a\nb\nc\nd\n")
+    np.save(folder / "queries.npy", rows[:1] / np.linalg.norm(rows[:1]))
+    (folder / "queries.txt").write_text("q\n")
+    vectors = ["embedder=precomputed", f"embedder.path={folder}", *pq]
+    validation.validate(compose_config(*vectors, "index.m=4"))  # 4 divides 12
+    cfg = compose_config(*vectors, "index.m=5")
+    with pytest.raises(validation.ConfigRangeError, match=r"index.m=5 does not divide the "
+                       r"embedder's dimension \(12, .*passages.npy\)"):
+        validation.validate(cfg)
+    with pytest.raises(RagexpError, match="index.m=5 does not divide"):
+        instantiate(cfg.index).build(instantiate(cfg.embedder).files["passage"].vectors)
