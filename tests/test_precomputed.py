@@ -122,6 +122,24 @@ def test_rows_not_normalised_are_normalised_with_a_count(tmp_path, caplog):
     np.testing.assert_allclose(got, want, atol=1e-6)
 
 
+def test_rows_whose_float32_square_overflows_or_underflows_are_normalised_not_refused(tmp_path):
+    """Values of 1e25 square to inf in float32 and 1e-25 to 0: both rows are finite and
+    non-zero, so they are rescaled by their float64 norms (numpy's, as the reference), beside
+    a NaN and a zero row that are refused."""
+    passages = _unit(4, 8)
+    passages[1] *= np.float32(1e25)
+    passages[3] *= np.float32(1e-25)
+    emb = PrecomputedEmbedder(str(_folder(tmp_path / "v", passages)))
+    assert emb.files["passage"].normalised == 2
+    as64 = passages.astype(np.float64)
+    np.testing.assert_allclose(emb.files["passage"].vectors,
+                               as64 / np.linalg.norm(as64, axis=1, keepdims=True), atol=1e-6)
+    nan = passages.copy()
+    nan[3, 0] = np.nan  # NaN in a row that also underflows
+    (tmp_path / "nan").mkdir()
+    assert "NaN or inf in row 3 (id 'd3')" in _error(tmp_path / "nan", passages=nan)
+
+
 def test_a_named_query_embedder_must_match_the_dimension(tmp_path):
     folder = _folder(tmp_path / "v", _unit(4, 512), queries=False)
     cfg = _cfg("embedder=precomputed", f"embedder.path={folder}", "embedder.queries=hash",

@@ -20,8 +20,9 @@ import hashlib
 import logging
 import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,7 @@ FILES = {"passage": ("passages.npy", "passages.txt"), "query": ("queries.npy", "
 NORM_TOLERANCE = 1e-3  # |norm - 1| above this: a row is not L2-normalised
 SHOWN = 3  # ids or rows an error names
 BLOCK = 1 << 16  # rows checked at a time (bounded temporary memory)
+TINY = 1e-30  # a float32 squared norm below this is recomputed in float64 (underflow)
 
 
 class PrecomputedError(EmbedderError):
@@ -44,12 +46,21 @@ class PrecomputedError(EmbedderError):
 @dataclass(frozen=True)
 class VectorFile:
     """One checked pair of files: ``vectors`` (n, dim) float32 with unit rows, ``ids`` (n,)
-    in row order, ``row`` ``{id: row}``, ``normalised`` rows that were rescaled."""
+    in row order (distinct), ``normalised`` rows that were rescaled."""
 
     vectors: np.ndarray
     ids: list[str]
-    row: dict[str, int]
     normalised: int
+
+    @cached_property
+    def row(self) -> dict[str, int]:
+        """``{id: row}``, built when first asked: a million ids take about a second to map,
+        which ``bind`` skips when the run's passages come in the file's order."""
+        return dict(zip(self.ids, range(len(self.ids))))
+
+    def rows_of(self, ids: list[str]) -> range | list[int]:
+        """The row of each of ``ids`` (each must be one of the file's)."""
+        return range(len(ids)) if ids == self.ids else [self.row[x] for x in ids]
 
 
 def _first(items: list, n: int = SHOWN) -> str:
@@ -57,15 +68,27 @@ def _first(items: list, n: int = SHOWN) -> str:
                                                      if len(items) > n else "")
 
 
+def _read_ids(txt: str) -> tuple[list[str], bool, bool]:
+    """``(ids, any blank, all distinct)`` of an id file: one id per line. Both checks run in C
+    (``str.strip`` over the lines, a ``set``); the offending lines are found only to report
+    them."""
+    ids = Path(txt).read_text(encoding="utf-8").splitlines()
+    return ids, not all(map(str.strip, ids)), len(set(ids)) == len(ids)
+
+
 @lru_cache(maxsize=4)
 def _read(npy: str, txt: str, stamp: tuple) -> VectorFile:
     """Load and check ``npy`` and its ids ``txt``; ``stamp`` (sizes, mtimes) keys the
-    per-process memo, so a sweep's jobs read a folder once. Raises ``PrecomputedError``."""
-    ids = Path(txt).read_text(encoding="utf-8").splitlines()
-    try:
-        vectors = np.load(npy, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise PrecomputedError(f"{npy} is not a .npy matrix: {exc}") from exc
+    per-process memo, so a sweep's jobs read a folder once. The ids are read and hashed on a
+    thread while ``np.load`` reads the matrix (it releases the GIL while it reads): at a
+    million rows that hides most of their cost. Raises ``PrecomputedError``."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        reading = pool.submit(_read_ids, txt)
+        try:
+            vectors = np.load(npy, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise PrecomputedError(f"{npy} is not a .npy matrix: {exc}") from exc
+        ids, blank, distinct = reading.result()
     if vectors.ndim != 2 or vectors.shape[1] == 0:
         raise PrecomputedError(f"{npy} has shape {vectors.shape}; need (rows, dim)")
     if vectors.dtype != np.float32:
@@ -74,41 +97,26 @@ def _read(npy: str, txt: str, stamp: tuple) -> VectorFile:
     if len(ids) != len(vectors):
         raise PrecomputedError(f"{npy} has {len(vectors)} rows but {txt} has {len(ids)} ids "
                                f"(one id per line, in row order)")
-    empty = [i + 1 for i, x in enumerate(ids) if not x.strip()]
-    if empty:
+    if blank:
+        empty = [i + 1 for i, x in enumerate(ids) if not x.strip()]
         raise PrecomputedError(f"{txt}: empty id on line {_first(empty)}")
-    row: dict[str, int] = {}
-    dupes = []
-    for i, x in enumerate(ids):
-        if row.setdefault(x, i) != i:
-            dupes.append(f"{x} (lines {row[x] + 1} and {i + 1})")
-    if dupes:
+    if not distinct:
+        row: dict[str, int] = {}
+        dupes = []
+        for i, x in enumerate(ids):
+            if row.setdefault(x, i) != i:
+                dupes.append(f"{x} (lines {row[x] + 1} and {i + 1})")
         raise PrecomputedError(f"{txt}: {len(dupes)} duplicate ids: {', '.join(dupes[:SHOWN])}")
     if not vectors.flags.writeable:
         vectors = vectors.copy()
     normalised = 0
     for start in range(0, len(vectors), BLOCK):
-        block = vectors[start:start + BLOCK]
-        bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
-        if len(bad):
-            rows = [int(start + b) for b in bad]
-            raise PrecomputedError(f"{npy}: NaN or inf in row {rows[0]} (id {ids[rows[0]]!r})"
-                                   f"{f', {len(rows)} rows in all' if len(rows) > 1 else ''}")
-        norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
-        zero = np.flatnonzero(norms == 0)
-        if len(zero):
-            r = int(start + zero[0])
-            raise PrecomputedError(f"{npy}: row {r} (id {ids[r]!r}) is all zero: it has no "
-                                   f"direction to score by cosine")
-        off = np.abs(norms - 1.0) > NORM_TOLERANCE
-        if off.any():
-            normalised += int(off.sum())
-            block[off] /= norms[off, None].astype(np.float32)
+        normalised += _check_block(vectors[start:start + BLOCK], start, npy, ids)
     if normalised:
         message = (f"{npy}: {normalised} of {len(vectors)} rows were not L2-normalised "
                    f"(|norm - 1| > {NORM_TOLERANCE}); normalised")
         log.warning(message)
-    return VectorFile(vectors, ids, row, normalised)
+    return VectorFile(vectors, ids, normalised)
 
 
 def matrix_shape(npy: str | Path) -> tuple[int, ...]:
@@ -124,6 +132,35 @@ def matrix_shape(npy: str | Path) -> tuple[int, ...]:
     except (OSError, ValueError) as exc:
         raise PrecomputedError(f"{npy} is not a .npy matrix: {exc}") from exc
     return tuple(shape)
+
+
+def _check_block(block: np.ndarray, start: int, npy: str, ids: list[str]) -> int:
+    """Check rows ``start...`` of the matrix (``block``, a view) and L2-normalise in place those
+    off unit length; returns how many were. One float32 pass finds each row's squared norm: a
+    NaN or inf makes it non-finite and a zero row 0, so only the rows it flags (with those
+    whose float32 square could overflow or underflow) are read again exactly, and the norms of
+    the rows rescaled are recomputed in float64. Raises ``PrecomputedError`` for NaN/inf and
+    zero rows."""
+    squares = np.einsum("ij,ij->i", block, block)
+    flagged = np.flatnonzero(~np.isfinite(squares) | (squares < TINY))
+    if len(flagged):
+        bad = flagged[~np.isfinite(block[flagged]).all(axis=1)]
+        if len(bad):
+            rows = [int(start + b) for b in bad]
+            raise PrecomputedError(f"{npy}: NaN or inf in row {rows[0]} (id {ids[rows[0]]!r})"
+                                   f"{f', {len(rows)} rows in all' if len(rows) > 1 else ''}")
+        exact = np.einsum("ij,ij->i", block[flagged], block[flagged], dtype=np.float64)
+        zero = flagged[exact == 0]
+        if len(zero):
+            r = int(start + zero[0])
+            raise PrecomputedError(f"{npy}: row {r} (id {ids[r]!r}) is all zero: it has no "
+                                   f"direction to score by cosine")
+        squares[flagged] = 0  # rescaled below, by their exact norms
+    off = np.flatnonzero(np.abs(np.sqrt(squares) - 1.0) > NORM_TOLERANCE)
+    if len(off):
+        norms = np.sqrt(np.einsum("ij,ij->i", block[off], block[off], dtype=np.float64))
+        block[off] /= norms[:, None].astype(np.float32)
+    return len(off)
 
 
 def _stamp(paths: list[Path]) -> tuple:
@@ -202,12 +239,14 @@ class PrecomputedEmbedder:
 
     def bind(self, chunks: list[Chunk], questions: dict[str, str]) -> None:
         """Map each chunk's text to its id's row of ``passages.npy`` and each question's text
-        (``{qid: text}``; none when serving) to its row of ``queries.npy``. Raises ``PrecomputedError`` naming
-        the first few passages or questions without a row, ids the run does not hold, and
-        document ids with a chunking that splits documents (they need ``chunking=none``)."""
+        (``{qid: text}``; none when serving) to its row of ``queries.npy``. Raises
+        ``PrecomputedError`` naming the first few passages or questions without a row, ids the
+        run does not hold, and document ids with a chunking that splits documents (they need
+        ``chunking=none``)."""
         files = self.files["passage"]
         chunk_ids = [c.chunk_id for c in chunks]
-        missing = [c for c in chunk_ids if c not in files.row]
+        in_order = chunk_ids == files.ids  # the usual case, checked at C speed
+        missing = [] if in_order else [c for c in chunk_ids if c not in files.row]
         if missing:
             docs = {c.doc_id for c in chunks}
             if docs and all(d in files.row for d in docs):
@@ -218,7 +257,8 @@ class PrecomputedEmbedder:
             raise PrecomputedError(f"{len(missing)} of the run's {len(chunks)} passages have "
                                    f"no row in {self.path}/passages.txt: {_first(missing)}")
         held = set(chunk_ids)
-        unknown = [x for x in files.ids if x not in held] if len(files.ids) > len(held) else []
+        unknown = [x for x in files.ids if x not in held] if len(files.ids) > len(held) \
+            else []
         if unknown:
             raise PrecomputedError(f"{self.path}/passages.txt names {len(unknown)} ids the run "
                                    f"does not hold: {_first(unknown)}")
@@ -244,10 +284,9 @@ class PrecomputedEmbedder:
         with one warning (the cache keys a vector by its text)."""
         out: dict[str, int] = {}
         clashes = 0
-        for x, text in zip(ids, texts):
-            r = out.setdefault(text, files.row[x])
-            if r != files.row[x] and not np.array_equal(files.vectors[r],
-                                                        files.vectors[files.row[x]]):
+        for own, text in zip(files.rows_of(ids), texts):
+            r = out.setdefault(text, own)
+            if r != own and not np.array_equal(files.vectors[r], files.vectors[own]):
                 clashes += 1
         if clashes:
             warnings.warn(f"{clashes} {what} share their text with an earlier one but have "
