@@ -105,6 +105,28 @@ def test_growth_exponent_and_targets():
                         "took 4000 s and peaked at 0 MiB RSS")
 
 
+def test_the_hnsw_target_holds_when_one_ef_search_meets_both_bounds():
+    """At 1,000,000 passages the target needs one setting with p50 <= flat's / 10 and
+    recall@10 >= 0.95 at once: a fast setting and an accurate one apart do not meet it."""
+    def hnsw(ef, p50, recall):
+        return {"M": 16, "ef_construction": 40, "ef_search": ef, "build_s": 1.0, "bytes": 1.0,
+                "p50_ms": p50, "recall": recall, "peak": 1.0}
+
+    flat = {"build_s": 0.0, "bytes": 1.0, "p50_ms": 100.0, "recall": 1.0, "peak": 1.0}
+    blocked = {"blocked_tenth": {"queries": 1, "above": 100}, "blocked_all": {"queries": 10,
+                                                                            "above": 105}}
+    apart = {"flat": flat, "hnsw": [hnsw(128, 5.0, 0.60), hnsw(2048, 40.0, 0.96)], **blocked}
+    lines, failed = bench_scale.render_indexes([{"n": 1_000_000, "indexes": apart}])
+    assert failed == ["HNSW at 1,000,000: no setting has p50 <= 0.1x flat's with recall@10 >= "
+                      "0.95 (ef_search=128: p50 0.050x, recall 0.600; ef_search=2048: p50 "
+                      "0.400x, recall 0.960)"]
+    assert "| 1,000,000 | hnsw M=16 ef_construction=40 ef_search=2048 | 1.00 s | 0 MiB | " \
+           "40.00 ms | 0.400 | 0.960 | 0 MiB |" in lines
+    both = {**apart, "hnsw": [hnsw(512, 10.0, 0.95)]}  # exactly on both bounds
+    assert bench_scale.render_indexes([{"n": 1_000_000, "indexes": both}])[1] == []
+    assert bench_scale.render_indexes([{"n": 100_000, "indexes": apart}])[1] == []
+
+
 @pytest.mark.slow
 def test_bench_code_path_at_a_tiny_size(tmp_path, monkeypatch):
     monkeypatch.setattr(bench_scale, "VARIANTS", bench_scale.VARIANTS[:2])

@@ -1,0 +1,156 @@
+"""HNSW settings against exact search on ``make bench-scale``'s vectors: which ``(M,
+ef_construction, ef_search)`` meet its 1,000,000-passage targets (p50 one query <= flat's / 10,
+recall@10 vs exact >= 0.95) with a build that fits this machine.
+
+Per size, on the ``synth.py`` folder ``bench_scale`` uses (hash embedder, 384-d, passages kept
+whole): the first ``--queries`` queries searched exactly (``FlatIPIndex``), then one graph per
+``(M, ef_construction)`` and each ``ef_search`` on it: build seconds, p50 ms of one query alone
+(``ann.search_latency_ms``; the first ``--queries`` of the folder's 1,000), and recall@10 vs exact counting ties as ann-benchmarks does
+(``ann.recall_vs_exact`` with scores). The build time is projected to 1,000,000 passages as
+``t * (N log N) / (n log n)`` (an HNSW insert visits O(log n) layers and candidates; Malkov and
+Yashunin 2018, section 4.2), from the largest size measured.
+
+``python -m tools.bench_hnsw [--sizes 10000,100000] [--graphs 16:100,32:200] [--ef 64,128,256]``
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.update(HF_HUB_OFFLINE="1", MLFLOW_DISABLE_TELEMETRY="true")
+
+import argparse  # noqa: E402
+import math  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+TARGET_N = 1_000_000
+DEPTH = 10
+FOLDER_QUERIES = 1000  # bench_scale's --queries, so both read the same folders
+
+
+def vectors_of(n: int, queries: int, dim: int, work: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Passage (n, dim) and query (queries, dim) hash vectors of the ``synth.py`` folder
+    ``work/synth-{n}-{queries}`` (``bench_scale``'s), embedded once and kept beside it."""
+    from ragexp.data.datasets import BeirDataset
+    from ragexp.index.embedders import HashEmbedder
+    from ragexp.stages.chunking import WholeDocumentChunker
+    from tools import synth
+
+    data = work / f"synth-{n}-{queries}"
+    if not (data / "qrels" / "test.tsv").is_file():
+        synth.generate(data, n, queries)
+    cached = data / f"hash{dim}.npz"
+    if cached.is_file():
+        held = np.load(cached)
+        return held["passages"], held["queries"]
+    ds = BeirDataset(str(data))
+    chunks = WholeDocumentChunker().chunk(ds.documents())
+    emb = HashEmbedder(dim=dim)
+    passages = np.concatenate([emb.embed([c.text for c in chunks[i:i + 50_000]])
+                               for i in range(0, len(chunks), 50_000)])
+    qs = emb.embed([q.text for q in ds.queries()], "query")
+    np.savez(cached, passages=passages, queries=qs)
+    return passages, qs
+
+
+def true_scores(vectors: np.ndarray, queries: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """(q, k) exact inner product of each query with each returned id (-inf for -1)."""
+    safe = np.where(ids >= 0, ids, 0)
+    scores = np.einsum("qd,qkd->qk", queries, vectors[safe])
+    return np.where(ids >= 0, scores, -np.inf)
+
+
+def measure(n: int, graphs: list[tuple[int, int]], efs: list[int], queries: int, dim: int,
+            work: Path) -> list[dict]:
+    """One row per (M, ef_construction, ef_search), and one for flat, at ``n`` passages."""
+    from ragexp.index import ann
+    from ragexp.index.flat import FlatIPIndex
+
+    vectors, qs = vectors_of(n, min(FOLDER_QUERIES, n), dim, work)
+    qs = qs[:queries]
+    flat = FlatIPIndex(vectors)
+    exact_scores, exact = flat.search(qs, DEPTH)
+    flat_p50 = ann.search_latency_ms(flat, qs, DEPTH)["index.search_p50_ms"]
+    rows = [{"n": n, "index": "flat", "p50_ms": flat_p50, "recall": 1.0}]
+    for m, efc in graphs:
+        start = time.perf_counter()
+        built = ann.HNSWSpec(M=m, ef_construction=efc).build(vectors)
+        build_s = time.perf_counter() - start
+        for ef in efs:
+            searcher = ann.HNSWSpec(M=m, ef_construction=efc, ef_search=ef).searcher(built)
+            p50 = ann.search_latency_ms(searcher, qs, DEPTH)["index.search_p50_ms"]
+            _, found = searcher.search(qs, DEPTH)
+            recall = ann.recall_vs_exact(found, exact, true_scores(vectors, qs, found),
+                                         exact_scores)
+            rows.append({"n": n, "index": "hnsw", "M": m, "ef_construction": efc,
+                         "ef_search": ef, "build_s": build_s, "p50_ms": p50, "recall": recall,
+                         "bytes": built.nbytes})
+            print(f"  n={n:,} M={m} efC={efc} efS={ef}: build {build_s:.1f} s, p50 "
+                  f"{p50:.3f} ms ({p50 / flat_p50:.3f}x flat), recall {recall:.3f}",
+                  file=sys.stderr, flush=True)
+        del built
+    return rows
+
+
+def projected_build_s(build_s: float, n: int, target: int = TARGET_N) -> float:
+    """``build_s`` at ``n`` passages scaled by ``(N log N) / (n log n)`` to ``target``."""
+    return build_s * target * math.log(target) / (n * math.log(n))
+
+
+def render(rows: list[dict]) -> str:
+    """The markdown table: one row per size and setting, with the projected 1M build."""
+    lines = ["| passages | M | ef_construction | ef_search | build | build projected to 1M | "
+             "p50 one query | p50 / flat's | recall@10 vs exact |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    flat = {r["n"]: r["p50_ms"] for r in rows if r["index"] == "flat"}
+    for r in rows:
+        if r["index"] == "flat":
+            lines.append(f"| {r['n']:,} | flat | | | | | {r['p50_ms']:.2f} ms | 1 | 1.000 |")
+            continue
+        lines.append(f"| {r['n']:,} | {r['M']} | {r['ef_construction']} | {r['ef_search']} | "
+                     f"{r['build_s']:.1f} s | {projected_build_s(r['build_s'], r['n']) / 60:.0f}"
+                     f" min | {r['p50_ms']:.3f} ms | {r['p50_ms'] / flat[r['n']]:.3f} | "
+                     f"{r['recall']:.3f} |")
+    return "\n".join(lines)
+
+
+def _pairs(text: str) -> list[tuple[int, int]]:
+    try:
+        return [tuple(int(x) for x in p.split(":")) for p in text.split(",")]  # type: ignore
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give M:ef_construction pairs, comma-"
+                                         f"separated, such as 16:100,32:200") from None
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated integers") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.bench_hnsw",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=_ints, default=[10_000, 100_000])
+    parser.add_argument("--graphs", type=_pairs, default=_pairs("16:100,32:200"),
+                        help="M:ef_construction pairs, one graph each")
+    parser.add_argument("--ef", type=_ints, default=[64, 128, 256], help="ef_search values")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--work", default=".cache/ragexp/bench-scale")
+    args = parser.parse_args(argv)
+    work = Path(args.work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    rows = [r for n in args.sizes
+            for r in measure(n, args.graphs, args.ef, args.queries, args.dim, work)]
+    print(render(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
