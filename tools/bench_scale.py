@@ -180,7 +180,7 @@ def one_size(n: int, queries: int, dim: int, work: Path) -> dict:
     return record
 
 
-HNSW_GRAPH = {"M": 16, "ef_construction": 40}  # builds 1,000,000 passages in ~10 min on 2 cores
+HNSW_GRAPH = {"M": 16, "ef_construction": 40}  # 1,000,000 passages in 9-12 min on 2 busy cores
 HNSW_EF_SEARCH = (128, 512, 2048)  # searched on the one graph (docs/scale.md: bench_hnsw)
 
 

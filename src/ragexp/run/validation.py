@@ -304,6 +304,7 @@ def lists_within_corpus(cfg: DictConfig) -> list[str]:
     nlist, nbits = (OmegaConf.select(cfg, f"index.{key}") for key in ("nlist", "nbits"))
     if not isinstance(nlist, int):
         return []
+    nbits = nbits if isinstance(nbits, int) and 0 < nbits <= 64 else None  # else out of range
     known = known_passages(cfg)
     if known is None:
         return []
@@ -312,7 +313,7 @@ def lists_within_corpus(cfg: DictConfig) -> list[str]:
     if nlist > n:
         problems.append(f"index.nlist={nlist} is larger than the corpus ({where}): each list "
                         f"needs a training vector; lower index.nlist")
-    if isinstance(nbits, int) and 2 ** nbits > n:
+    if nbits is not None and 2 ** nbits > n:
         problems.append(f"index.nbits={nbits} needs at least {2 ** nbits} passages to train its "
                         f"codebooks ({where}): lower index.nbits")
     return problems
@@ -327,12 +328,13 @@ def training_covers_lists(cfg: DictConfig) -> list[str]:
                           for key in ("train_size", "nlist", "nbits"))
     if not isinstance(size, int) or not isinstance(nlist, int):
         return []
+    nbits = nbits if isinstance(nbits, int) and 0 < nbits <= 64 else None  # else out of range
     problems = []
     if size < nlist:
         problems.append(f"index.train_size={size} is out of range: must be >= index.nlist "
                         f"({nlist}): k-means needs a training vector per list (FAISS warns "
                         f"below 39 x nlist = {39 * nlist:,})")
-    if isinstance(nbits, int) and size < 2 ** nbits:
+    if nbits is not None and size < 2 ** nbits:
         problems.append(f"index.train_size={size} is out of range: must be >= 2**index.nbits "
                         f"({2 ** nbits}): each codebook's k-means needs a training vector per "
                         f"centroid")
@@ -369,8 +371,8 @@ def subvectors_divide_dimension(cfg: DictConfig) -> list[str]:
     """``ivfpq``'s ``index.m`` sub-vectors divide the embedder's dimension, where composition
     knows it (``embedding_dimension``; ``index.ann.IVFPQSpec`` refuses the same at build)."""
     m = OmegaConf.select(cfg, "index.m")
-    if OmegaConf.select(cfg, "index.name") != "ivfpq" or not isinstance(m, int):
-        return []
+    if OmegaConf.select(cfg, "index.name") != "ivfpq" or not isinstance(m, int) or m < 1:
+        return []  # check_fields reports m < 1
     known = embedding_dimension(cfg)
     if known is None or known[0] % m == 0:
         return []
