@@ -63,7 +63,7 @@ bench: ## benchmarks: one table of ratios measured side by side, into docs/bench
 	$(BIN)/python -m tools.bench --readme docs/benchmarks.md
 
 bench-scale: ## scale benchmark on synthetic BEIR folders of 10k, 100k, 1M passages, into docs/benchmarks.md (long)
-	$(BIN)/python -m tools.bench_scale --minilm-passages 200 --readme docs/benchmarks.md
+	$(BIN)/python -m tools.bench_scale --readme docs/benchmarks.md
 
 architecture: ## regenerate docs/architecture.md from the source (packages, modules, imports)
 	$(BIN)/python -m tools.architecture --out docs/architecture.md

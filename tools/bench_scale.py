@@ -455,8 +455,9 @@ def main(argv: list[str] | None = None) -> int:
                              "slows each: their absolute times then include contention)")
     parser.add_argument("--readme", help="replace the bench-scale block of this markdown file "
                         "(make bench-scale: docs/benchmarks.md)")
-    parser.add_argument("--minilm-passages", type=int, default=1000,
-                        help="passages MiniLM embeds for its passages/s row (0: skip it)")
+    parser.add_argument("--minilm-passages", type=int, default=200,
+                        help="passages MiniLM embeds for its passages/s row (0: skip it; 200 "
+                             "take about a minute on 2 busy cores)")
     parser.add_argument("--import-rows", type=int, default=1_000_000,
                         help="rows of the precomputed-import row, 384-d (0: skip it)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
