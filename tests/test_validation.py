@@ -57,6 +57,10 @@ def where_each_schema_is_used() -> dict[type, tuple[str, list[str], str]]:
             if group == "dataset" and option == "beir":
                 overrides.append("dataset.path=/nonexistent")
             walk(cfg_with(*overrides)[group], f"{group}.", overrides)
+    # hybrid parts are plain mappings (a command line may add one), typed by
+    # ``validation.parts_are_typed`` against HybridPartConf when the config is checked
+    found.setdefault(schema.HybridPartConf, ("config", ["retriever=hybrid"],
+                                             "retriever.parts.dense."))
     return found
 
 
