@@ -323,3 +323,80 @@ def test_fit_from_arrays_gives_the_weights_of_the_definition_bit_for_bit(method)
     assert dense.dtype == np.float32  # each weight the float64 formula rounded once
     assert np.array_equal(dense, expected)
     assert fitted.weights.nnz == sum(len(set(d)) for d in docs)
+
+
+def assert_rankings_equal_float64_except_near_ties(index: BM25Index, ref: bm25s.BM25,
+                                                   queries: list[str], k: int = 100) -> int:
+    """``index.top_k`` (float32 weights) against the float64 scores of bm25s on the same
+    tokens: every pair the float32 ranking orders otherwise than float64 scores do, and every
+    document it leaves out above its last, is a near-tie (relative gap < ``FLOAT32_TIE``).
+    Returns how many ranks differ from the float64 ranking (ties by lower index)."""
+    from ragexp.index.bm25 import FLOAT32_TIE
+
+    idx, _ = index.top_k(queries, k)
+    differ = 0
+    for row, text in enumerate(queries):
+        s = ref_scores(ref, tokenize(text), index.n_docs)
+        held = _holding(index, text)
+        want = held[np.lexsort((held, -s[held]))][:k]
+        got = idx[row][idx[row] >= 0]
+        assert len(got) == len(want)
+        differ += int((got != want).sum())
+        ranked = s[got]
+        # a document ranked above another never scores below it by more than a near-tie
+        worst = np.maximum.accumulate(ranked[::-1])[::-1]  # best score at or below each rank
+        assert (worst - ranked <= FLOAT32_TIE * np.maximum(worst, 1e-300)).all(), text
+        left = np.setdiff1d(held, got)
+        if len(left) and len(got):
+            assert s[left].max() - ranked.min() <= FLOAT32_TIE * s[left].max(), text
+    return differ
+
+
+def _holding(index: BM25Index, text: str) -> np.ndarray:
+    """Documents holding at least one of the text's known terms."""
+    tids = [index.vocab[t] for t in tokenize(text) if t in index.vocab]
+    return np.unique(index._by_term[tids].indices) if tids else np.zeros(0, np.int64)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_float32_rankings_equal_float64_except_near_ties_on_the_handbook(handbook, method):
+    docs, questions = handbook
+    index = BM25Index(BM25Params(method=method)).fit_terms(docs)
+    assert index.weights.dtype == np.float32
+    assert_rankings_equal_float64_except_near_ties(index, reference(docs, method), questions)
+
+
+def test_float32_rankings_equal_float64_except_near_ties_on_20k_synthetic_passages(tmp_path):
+    import json
+
+    from tools import synth
+
+    folder = synth.generate(tmp_path / "s", 20_000, 300, seed=7)
+    texts = [json.loads(line)["text"] for line in (folder / "corpus.jsonl").open()]
+    queries = [json.loads(line)["text"] for line in (folder / "queries.jsonl").open()]
+    docs = [tokenize(t) for t in texts]
+    index = BM25Index().fit_terms(docs)
+    differ = assert_rankings_equal_float64_except_near_ties(index, reference(docs, "lucene"),
+                                                            queries)
+    assert differ < 0.001 * 100 * len(queries)  # near-ties are rare: under 0.1% of ranks
+
+
+def test_a_pickled_index_writes_its_postings_once_and_ranks_the_same(handbook):
+    """The stage store pickles the index: ``_by_term`` is a view of ``weights`` and must not be
+    written twice (it was: the pickle was twice the postings), and a loaded index must rank
+    exactly as the fitted one."""
+    import pickle
+
+    from tools.bench_scale import sparse_bytes
+
+    docs, questions = handbook
+    index = BM25Index().fit_terms(docs)
+    data = pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL)
+    rest = len(pickle.dumps((index.vocab, index.idf, index.absent, index.doc_len, index.params),
+                            protocol=pickle.HIGHEST_PROTOCOL))
+    assert len(data) <= sparse_bytes(index) + rest + 4096
+    loaded = pickle.loads(data)
+    assert np.shares_memory(loaded._by_term.data, loaded.weights.data)
+    for a, b in zip(loaded.top_k(questions, 20), index.top_k(questions, 20)):
+        assert np.array_equal(a, b)
+    assert np.array_equal(loaded.score(questions[:5]), index.score(questions[:5]))

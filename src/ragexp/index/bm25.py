@@ -45,7 +45,7 @@ from ragexp.text.analysis import tokenize
 from ragexp.text.tokens import TokenMatrix
 
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
-_BLOCK = 1 << 22  # postings weighted at a time in ``fit_terms``
+_BLOCK = 1 << 20  # postings weighted at a time in ``fit_terms`` (float64 temporaries: ~50 MB)
 # Relative gap of float64 scores below which float32 weights may order two documents otherwise
 # (twice 2^-24, the worst rounding of each of two sums, with margin): near-ties.
 FLOAT32_TIE = 1e-6
@@ -173,6 +173,18 @@ class BM25Index:
                                          shape=(n_docs, n_terms)).tocsc()
         self._by_term = self.weights.T.tocsr()  # (n_terms, n_docs): each term's postings
         return self
+
+    def __getstate__(self) -> dict:
+        """Pickled (the stage store) without ``_by_term``: a view of ``weights``'s buffers,
+        which pickle would write a second time."""
+        state = dict(self.__dict__)
+        state.pop("_by_term", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if "weights" in state:
+            self._by_term = self.weights.T.tocsr()
 
     def query_matrix(self, queries: list[str]) -> sparse.csr_matrix:
         """(n_queries, n_terms) counts of known query terms; unknown terms score nothing."""
