@@ -126,6 +126,15 @@ def rows(m: dict, Row) -> list:
     ]
 
 
+def scale_table(records: list[dict]) -> tuple[str, list[str]]:
+    """``make bench-scale``'s table of these rows for every size measured (``record["bm25s"]``)
+    and the names of the rows that failed their target."""
+    from tools.bench import Row, render
+
+    table = [row for r in records if "bm25s" in r for row in rows(r["bm25s"], Row)]
+    return render(table), [row.name for row in table if row.ok is False]
+
+
 def texts_of(folder: Path) -> list[str]:
     """The passages of a synthetic BEIR folder as the pipeline chunks them
     (``chunking=none``)."""
