@@ -243,8 +243,8 @@ class BM25Index:
             else:
                 dense = np.zeros(n)
                 for s, e, c in spans:
-                    np.add.at(dense, post.indices[s:e], post.data[s:e] if c == 1
-                              else post.data[s:e] * c)
+                    # float64 values: ufunc.at is fast only when they match ``dense``'s dtype
+                    np.add.at(dense, post.indices[s:e], post.data[s:e] * c)
                 # The k-th largest of a strided sample is <= the k-th largest of all: every
                 # document at least that high is a candidate (about n/64 of them).
                 sample = dense[:: max(1, n // (64 * k))]
