@@ -201,8 +201,11 @@ class BM25Index:
     def score(self, queries: list[str]) -> np.ndarray:
         """Dense (n_queries, n_docs) score matrix, every document scored."""
         q = self.query_matrix(queries)
-        return (np.asarray((q @ self._by_term).todense())
-                + (q @ self.absent)[:, None])
+        # Only the query terms' postings, in float64 (a product with the float32 matrix would
+        # convert all of it at every call); the same sums, in the same order.
+        terms = np.unique(q.indices)
+        held = q[:, terms] @ self._by_term[terms].astype(np.float64)
+        return np.asarray(held.todense()) + (q @ self.absent)[:, None]
 
     def best_scores(self, queries: list[str], block_bytes: int = 1 << 27) -> np.ndarray:
         """(n_queries,) each query's highest score over every document: ``score(...).max(1)``,
