@@ -400,3 +400,24 @@ def test_a_pickled_index_writes_its_postings_once_and_ranks_the_same(handbook):
     for a, b in zip(loaded.top_k(questions, 20), index.top_k(questions, 20)):
         assert np.array_equal(a, b)
     assert np.array_equal(loaded.score(questions[:5]), index.score(questions[:5]))
+
+
+def test_the_near_tie_check_catches_a_ranking_that_is_not_a_near_tie(handbook, monkeypatch):
+    """The check above is not vacuous: the float32 ranking with its two best documents swapped
+    (scores far apart on the handbook) fails it."""
+    from ragexp.index.bm25 import TopK
+
+    docs, questions = handbook
+    index = BM25Index().fit_terms(docs)
+    fitted = index.top_k
+
+    def swapped(queries, k):
+        idx, scores = fitted(queries, k)
+        idx = idx.copy()
+        idx[:, [0, 1]] = idx[:, [1, 0]]
+        return TopK(idx, scores)
+
+    monkeypatch.setattr(index, "top_k", swapped)
+    with pytest.raises(AssertionError):
+        assert_rankings_equal_float64_except_near_ties(index, reference(docs, "lucene"),
+                                                       questions)
