@@ -106,8 +106,10 @@ def test_ragexp_ask_answers_from_the_premove_champion_as_before(premove):
                              cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr
         now = json.loads(out.stdout)
-        for key in ("refused", "signal", "threshold", "sources"):
+        for key in ("refused", "sources"):
             assert now[key] == before[key], key
+        for key in ("signal", "threshold"):  # BM25 weights are float32 now: within 2^-23
+            assert now[key] == pytest.approx(before[key], rel=2.0 ** -23), key
         _read_as_text(question, now["text"], before)
         assert now["text"] == " ".join(now["sentences"])
 

@@ -181,3 +181,30 @@ def test_the_embedding_settings_row_names_each_best_setting(tmp_path, minilm):
     assert "ragexp's best (batch " in row.name and "fastembed's best (batch " in row.name
     assert float(row.ours.split()[0]) > 0 and float(row.ref.split()[0]) > 0
     assert (minilm.batch_size, minilm.parallel) == (32, None)  # the embedder is left as it was
+
+
+def test_the_bm25_against_bm25s_rows_run_at_a_tiny_size(tmp_path):
+    """``bench_bm25_scale``'s rows on 400 synthetic passages: both analysers give the same
+    postings there, ours are 8 bytes each like bm25s's (float32 weight + int32 index), and
+    targets are only judged at their sizes."""
+    from tools import bench_bm25_scale
+    from tools.bench import Row
+
+    folder = synth.generate(tmp_path / "s", 400, 20, seed=2)
+    m = bench_bm25_scale.measure(bench_bm25_scale.texts_of(folder))
+    assert m["n"] == 400 and m["postings"]["ours"] == m["postings"]["ref"] > 400 * 10
+    nnz = m["postings"]["ours"]
+    # sparse bytes: 8 a posting plus the pointer arrays (ours 401 docs+1 x 4; bm25s by term)
+    assert 8 * nnz < m["bytes"]["ours"] < 8 * nnz + 8 * 20_000
+    assert m["pickled"] > m["bytes"]["ours"]
+    rows = bench_bm25_scale.rows(m, Row)
+    assert [r.target for r in rows] == [">= 1", ">= 1", "<= 1.1", "-"]
+    assert all(r.ok is None for r in rows)  # 400 passages: below every target's size
+    assert "(same postings;" in rows[2].name
+    big = {**m, "n": 1_000_000, "tokenize_s": {"ours": 2.0, "ref": 1.0},
+           "fit_s": {"ours": 1.0, "ref": 4.0}, "bytes": {"ours": 120, "ref": 100}}
+    _, failed = bench_bm25_scale.scale_table([{"bm25s": big}, {"n": 5}])
+    assert [f.split(":")[0] for f in failed] == ["tokenize 1,000,000 passages",
+                                                 "BM25 index memory at 1,000,000 passages"]
+    assert bench_bm25_scale.rows(big, Row)[0].ratio == "0.50"
+    assert bench_bm25_scale.rows(big, Row)[2].ratio == "1.20"

@@ -17,7 +17,9 @@ verdict is on their ratio (both throughputs are printed so a slow machine is vis
    MiniLM's texts/s on a GPU beside the CPU row where onnxruntime has CUDA (a note says so where
    it has not);
 8. wall times against a plain bm25s script over the handbook: one run, ``ragexp search`` and a
-   warm 12-ablation sweep (also against its library-path compute) (``bench_wall.py``, #21).
+   warm 12-ablation sweep (also against its library-path compute) (``bench_wall.py``, #21);
+9. BM25 against bm25s at 100,000 synthetic passages (``--bm25-passages``): tokenizing the
+   corpus, fitting, index bytes and the peak RSS of fitting (``bench_bm25_scale.py``, #21).
 
 ``python -m tools.bench [--readme docs/benchmarks.md]`` (``make bench``); exits 1 if a target
 fails, 2 if that page lacks its ``<!-- bench:start -->`` / ``<!-- bench:end -->`` markers (then
@@ -54,6 +56,7 @@ from ragexp.index.flat import FlatIPIndex  # noqa: E402
 from ragexp.index.resources import Resources  # noqa: E402
 from ragexp.stages.chunking import MarkdownChunker  # noqa: E402
 from ragexp.text.analysis import normalize_ws, split_sentences, tokenize  # noqa: E402
+from tools.bench_bm25_scale import bench_rows as bm25_scale_rows  # noqa: E402
 from tools.bench_cache import cache_rows  # noqa: E402
 from tools.bench_traces import trace_rows  # noqa: E402
 from tools.bench_wall import wall_rows  # noqa: E402
@@ -284,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passages", type=int, default=512, help="texts for the embedding row")
     parser.add_argument("--cache-passages", type=int, default=100_000,
                         help="vectors in the packed-cache read/disk rows")
+    parser.add_argument("--bm25-passages", type=int, default=100_000,
+                        help="synthetic passages of the BM25-against-bm25s rows")
     args = parser.parse_args(argv)
     if not has_block(args.readme, "bench"):
         return 2
@@ -300,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         dense, note = bench_dense(len(questions))
         rows += [dense, bench_bm25(docs.values(), questions),
                  bench_rerun(emb, MarkdownChunker().chunk(docs.values()), Path(tmp))]
+    rows += bm25_scale_rows(args.bm25_passages, Row)
     rows += cache_rows(args.cache_passages)[0]
     traced, trace_notes = trace_rows(questions, Row)
     rows += traced

@@ -27,7 +27,11 @@ Per size (a child process each, so peak memory is that size's alone), on a folde
    (``tracking.write_per_question``: the CSV artifact, and ``tracking.log_per_question_table``:
    the MLflow table), as a share of the run.
 
-5. embedding (``bench_embedding.py``): MiniLM's passages/s through the cache and the time it
+5. BM25 against bm25s at each size (``bench_bm25_scale.py``): tokenizing (target >= 1.0x
+   from 100,000 passages), fitting, the index's bytes (target <= 1.1x at 1,000,000) and the
+   peak RSS of fitting.
+
+6. embedding (``bench_embedding.py``): MiniLM's passages/s through the cache and the time it
    projects for 1,000,000 passages (``--minilm-passages``); the import of 1,000,000 x 384
    precomputed vectors (``embedder=precomputed``, every check) against ``np.load`` of the same
    matrix (``--import-rows``; target within 2x).
@@ -128,6 +132,7 @@ def one_size(n: int, queries: int, dim: int, work: Path) -> dict:
     from ragexp.stages.fusion.rank import RRF
     from ragexp.stages.rerankers import LexicalReranker
     from ragexp.stages.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Part
+    from tools import bench_bm25_scale as bm25_scale
     from tools import synth
 
     data = work / f"synth-{n}-{queries}"
@@ -168,10 +173,11 @@ def one_size(n: int, queries: int, dim: int, work: Path) -> dict:
             _log(table, overall)
         indexes = index_rows(vectors, HashEmbedder(dim=dim).embed(list(texts.values()), "query"),
                              sampler)
+        against_bm25s = bm25_scale.measure([c.text for c in chunks], sampler)
     need = vectors.nbytes + sparse_bytes(bm25)
     record = {"n": n, "queries": len(qs), "dim": dim, "stages": st, "base": base,
               "peak": max(v["peak"] for v in st.values()), "vectors_bm25": need,
-              "indexes": indexes}
+              "indexes": indexes, "bm25s": against_bm25s}
     sampler.stop()
     # The sweep below starts from nothing: what this measurement held must not count there.
     del res, vectors, bm25, ranking, judged, chunks, docs, ds, qs, texts, scores, overall, table
@@ -502,11 +508,13 @@ def main(argv: list[str] | None = None) -> int:
     logged = next((r for r, (_, _, log_only) in zip(results, jobs) if r and log_only), None)
     table, notes = render(records, logged)
     index_lines, index_failed = render_indexes(records)
-    notes += [f"FAIL: {x}" for x in lost + index_failed]
+    from tools.bench_bm25_scale import scale_table
+    bm25_table, bm25_failed = scale_table(records)
+    notes += [f"FAIL: {x}" for x in lost + index_failed + bm25_failed]
     from tools.bench_embedding import notes as embedding_notes
     embedded, missed = embedding_notes(args.minilm_passages, args.import_rows, work)
     notes += embedded + [f"FAIL: {x}" for x in missed]
-    text = (table + "\n\n" + "\n".join(index_lines) + "\n\n"
+    text = (table + "\n\n" + "\n".join(index_lines) + "\n\n" + bm25_table + "\n\n"
             + "\n".join(f"- {n}" for n in notes))
     print(text)
     if args.readme:

@@ -45,7 +45,10 @@ from ragexp.text.analysis import tokenize
 from ragexp.text.tokens import TokenMatrix
 
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
-_BLOCK = 1 << 22  # postings weighted at a time in ``fit_terms``
+_BLOCK = 1 << 20  # postings weighted at a time in ``fit_terms`` (float64 temporaries: ~50 MB)
+# Relative gap of float64 scores below which float32 weights may order two documents otherwise
+# (twice 2^-24, the worst rounding of each of two sums, with margin): near-ties.
+FLOAT32_TIE = 1e-6
 
 
 def idf(method: str, df: np.ndarray, n_docs: int) -> np.ndarray:
@@ -122,10 +125,15 @@ class BM25Index:
         lists, or a ``TokenMatrix`` (``Resources.terms``), whose term ids and first-appearance
         vocabulary are used as they are.
 
-        Built with array operations, never a Python object per posting: the weights of a
-        million passages (about 45 million postings) take 0.5 GB; while fitting, int32 arrays
-        of a few bytes per token are held on top, and float64 temporaries of one block of
-        ``_BLOCK`` postings at a time."""
+        Built with array operations, never a Python object per posting. Each weight is
+        computed in float64 and stored as float32 (as bm25s stores its scores), so the index is
+        8 bytes a posting (weight and int32 term-major index: a million passages, about 45
+        million postings, take 0.35 GB); queries sum the float32 weights in float64. Rankings
+        equal those of float64 weights except between documents whose float64 scores differ by
+        less than ``FLOAT32_TIE`` relatively (a float32 rounding is at most 2^-24 of a
+        weight, so of a sum of non-negative weights; ``tests/test_bm25.py``). While fitting,
+        int32 arrays of a few bytes per token are held on top, and float64 temporaries of one
+        block of ``_BLOCK`` postings at a time."""
         if not len(docs):
             raise InvalidValue("BM25 needs at least one document")
         tokens = docs if isinstance(docs, TokenMatrix) else TokenMatrix.build(
@@ -150,7 +158,7 @@ class BM25Index:
         # query's score is its sparse product plus one constant.
         self.absent = (self.idf * tfc(p.method, 0.0, 1.0, p.k1, p.delta)
                        if p.method in ("bm25l", "bm25+") else np.zeros(n_terms))
-        weights = np.empty(counts.nnz)
+        weights = np.empty(counts.nnz, dtype=np.float32)  # computed in float64, stored rounded
         row_of = np.repeat(np.arange(n_docs, dtype=np.int32), np.diff(counts.indptr))
         for lo in range(0, counts.nnz, _BLOCK):
             hi = min(lo + _BLOCK, counts.nnz)
@@ -165,6 +173,18 @@ class BM25Index:
                                          shape=(n_docs, n_terms)).tocsc()
         self._by_term = self.weights.T.tocsr()  # (n_terms, n_docs): each term's postings
         return self
+
+    def __getstate__(self) -> dict:
+        """Pickled (the stage store) without ``_by_term``: a view of ``weights``'s buffers,
+        which pickle would write a second time."""
+        state = dict(self.__dict__)
+        state.pop("_by_term", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if "weights" in state:
+            self._by_term = self.weights.T.tocsr()
 
     def query_matrix(self, queries: list[str]) -> sparse.csr_matrix:
         """(n_queries, n_terms) counts of known query terms; unknown terms score nothing."""
@@ -181,8 +201,11 @@ class BM25Index:
     def score(self, queries: list[str]) -> np.ndarray:
         """Dense (n_queries, n_docs) score matrix, every document scored."""
         q = self.query_matrix(queries)
-        return (np.asarray((q @ self._by_term).todense())
-                + (q @ self.absent)[:, None])
+        # Only the query terms' postings, in float64 (a product with the float32 matrix would
+        # convert all of it at every call); the same sums, in the same order.
+        terms = np.unique(q.indices)
+        held = q[:, terms] @ self._by_term[terms].astype(np.float64)
+        return np.asarray(held.todense()) + (q @ self.absent)[:, None]
 
     def best_scores(self, queries: list[str], block_bytes: int = 1 << 27) -> np.ndarray:
         """(n_queries,) each query's highest score over every document: ``score(...).max(1)``,
@@ -223,8 +246,8 @@ class BM25Index:
             else:
                 dense = np.zeros(n)
                 for s, e, c in spans:
-                    np.add.at(dense, post.indices[s:e], post.data[s:e] if c == 1
-                              else post.data[s:e] * c)
+                    # float64 values: ufunc.at is fast only when they match ``dense``'s dtype
+                    np.add.at(dense, post.indices[s:e], post.data[s:e] * c)
                 # The k-th largest of a strided sample is <= the k-th largest of all: every
                 # document at least that high is a candidate (about n/64 of them).
                 sample = dense[:: max(1, n // (64 * k))]

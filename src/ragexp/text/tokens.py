@@ -9,12 +9,28 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from typing import Callable, Iterable
+from itertools import chain, count
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
 from ragexp.errors import InvalidValue
-from ragexp.text.analysis import tokenize
+from ragexp.text.analysis import pieces, terms_of_pieces, tokenize
+
+_BLOCK = 1 << 20  # piece occurrences expanded into term ids at a time (~30 MB of temporaries)
+
+
+class _Ids(dict):
+    """key -> id; a key never seen gets the next number of ``counter`` (which several such
+    dictionaries may share), so ids follow first appearance."""
+
+    def __init__(self, counter: Iterator[int]):
+        super().__init__()
+        self.counter = counter
+
+    def __missing__(self, key: str) -> int:
+        self[key] = i = next(self.counter)
+        return i
 
 
 class TokenMatrix(Sequence):
@@ -28,13 +44,47 @@ class TokenMatrix(Sequence):
     @classmethod
     def build(cls, texts: Iterable[str],
               analyse: Callable[[str], list[str]] = tokenize) -> "TokenMatrix":
-        index: dict[str, int] = {}
-        ids, offsets = array("i"), array("q", [0])
+        """Analyse ``texts`` (``analyse``: one text -> its terms) into one matrix whose
+        vocabulary is in order of first appearance.
+
+        With the default ``text.tokenize``, a text is read as its whitespace-separated pieces
+        of normalised text (``text.pieces``), each occurrence mapped to a piece id by one
+        dictionary lookup done in C; each distinct piece is then analysed once
+        (``text.terms_of_pieces``) and the piece ids expanded into term ids by array operations.
+        The terms are ``tokenize``'s, bit for bit, and so is the vocabulary's order: a term
+        first appears in the first piece holding it (``tests/test_token_matrix.py``). While
+        building, each distinct piece is held once (about 100 bytes with its id) on top of
+        4 bytes a piece occurrence. Any other ``analyse`` (term lists given as they are:
+        ``analyse=lambda terms: terms``) is called once per text."""
+        if analyse is not tokenize:
+            term_ids = _Ids(count())
+            ids, offsets = array("i"), array("q", [0])
+            for text in texts:
+                ids.extend(map(term_ids.__getitem__, analyse(text)))
+                offsets.append(len(ids))
+            return cls(list(term_ids), np.frombuffer(ids, dtype=np.int32) if ids else
+                       np.zeros(0, np.int32), np.frombuffer(offsets, dtype=np.int64))
+        counter = count()
+        by_rule = {True: _Ids(counter), False: _Ids(counter)}  # ASCII rule or general rule
+        found, ends = array("i"), array("q", [0])
         for text in texts:
-            ids.extend(index.setdefault(t, len(index)) for t in analyse(text))
-            offsets.append(len(ids))
-        return cls(list(index), np.frombuffer(ids, dtype=np.int32) if ids else
-                   np.zeros(0, np.int32), np.frombuffer(offsets, dtype=np.int64))
+            split, ascii = pieces(text)
+            found.extend(map(by_rule[ascii].__getitem__, split))
+            ends.append(len(found))
+        terms: list = [None] * sum(map(len, by_rule.values()))  # each distinct piece's
+        for ascii, known in by_rule.items():
+            for i, found_terms in zip(known.values(), terms_of_pieces(list(known), ascii)):
+                terms[i] = found_terms
+        del by_rule
+        term_ids = _Ids(count())
+        flat = array("i", map(term_ids.__getitem__, chain.from_iterable(terms)))
+        length = np.fromiter(map(len, terms), dtype=np.int64, count=len(terms))
+        del terms
+        ids, offsets = _expand(np.frombuffer(found, dtype=np.int32) if found else
+                               np.zeros(0, np.int32), np.frombuffer(ends, dtype=np.int64),
+                               length, np.frombuffer(flat, dtype=np.int32) if flat else
+                               np.zeros(0, np.int32))
+        return cls(list(term_ids), ids, offsets)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -56,3 +106,30 @@ class TokenMatrix(Sequence):
     @property
     def nbytes(self) -> int:
         return self.ids.nbytes + self.offsets.nbytes
+
+
+def _expand(found: np.ndarray, ends: np.ndarray, length: np.ndarray,
+            flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Term ids of every piece occurrence, and each text's offsets into them.
+
+    ``found`` (n_occurrences,) piece ids; ``ends`` (n_texts + 1,) each text's end in
+    ``found`` (``ends[0] = 0``); piece p's terms are ``flat[start[p]:start[p] + length[p]]``,
+    ``start`` the exclusive cumulative sum of ``length``. Worked ``_BLOCK`` occurrences at a
+    time, so temporaries stay bounded whatever the corpus."""
+    start = np.cumsum(length) - length
+    total = sum(int(length[found[lo:lo + _BLOCK]].sum()) for lo in range(0, len(found), _BLOCK))
+    ids = np.empty(total, dtype=np.int32)
+    offsets = np.zeros(len(ends), dtype=np.int64)
+    base = 0
+    for lo in range(0, len(found), _BLOCK):
+        p = found[lo:lo + _BLOCK]
+        n = length[p]
+        upto = np.cumsum(n)
+        here = slice(np.searchsorted(ends, lo, "right"),
+                     np.searchsorted(ends, lo + len(p), "right"))
+        offsets[here] = base + upto[ends[here] - lo - 1]
+        # occurrence j's terms: flat[start[p_j] + 0 .. n_j - 1], laid end to end
+        ids[base:base + upto[-1]] = flat[np.repeat(start[p] - (upto - n), n)
+                                         + np.arange(upto[-1])]
+        base += int(upto[-1])
+    return ids, offsets
