@@ -168,6 +168,60 @@ def test_latency_first_stage_is_searched_once_and_replayed_with_its_time(dataset
     assert calls == [0, 2, 3, 4, 4] and alone.replayed == 0
 
 
+@dataclass
+class SlowQueryEmbedder(HashEmbedder):
+    """Records every query batch it embeds and takes 50 ms for each."""
+
+    queries: list = field(default_factory=list, repr=False)
+
+    def embed(self, texts, mode="passage"):
+        if mode == "query":
+            self.queries.append(list(texts))
+            time.sleep(0.05)
+        return super().embed(texts, mode)
+
+
+def test_latency_query_embedding_is_made_once_and_replayed_on_any_index(dataset, tmp_path):
+    """``Resources.query_vectors(cached=False)``: a later job with the same embedder gets the
+    first job's vectors and measured seconds whatever index it searches (another chunking
+    here), and a search kept by ``searched_alone`` keeps the replayed embedding in its time."""
+    from ragexp.index.resources import Resources
+
+    store = StageStore(str(tmp_path / "stages"))
+    emb = SlowQueryEmbedder(dim=64)
+    small = MarkdownChunker(max_words=60).chunk(dataset.documents())
+    large = MarkdownChunker(max_words=250).chunk(dataset.documents())
+    first = Resources(small, lambda: emb, stages=store, chunks_key="small")
+    second = Resources(large, lambda: emb, stages=store, chunks_key="large")
+    want = HashEmbedder(dim=64).embed(["refund policy"], "query")
+    got = [first.query_vectors(["refund policy"], cached=False),
+           second.query_vectors(["refund policy"], cached=False)]
+    assert emb.queries == [["refund policy"]]  # embedded once, by the first job
+    for vectors in got:
+        np.testing.assert_array_equal(vectors, want)
+    assert first.replayed == 0 and first.replayed_s == 0.0
+    assert second.replayed == 1 and second.replayed_s >= 0.05
+    # a new search whose embedding was replayed keeps the embedding's seconds for its own replay
+    second.replayed_s = 0.0
+
+    def search():
+        second.query_vectors(["refund policy"], cached=False)
+        return {"q": {}}
+
+    second.searched_alone("dense_search", {"q": "refund policy"}, 10, search, index="large")
+    third = Resources(large, lambda: emb, stages=store, chunks_key="large")
+    third.searched_alone("dense_search", {"q": "refund policy"}, 10, search, index="large")
+    assert third.replayed == 1 and third.replayed_s >= 0.05
+    # another embedder, other texts, or no store (a lone run, serving): embedded afresh
+    other = SlowQueryEmbedder(dim=32)
+    Resources(small, lambda: other, stages=store).query_vectors(["refund policy"], cached=False)
+    first.query_vectors(["other text"], cached=False)
+    alone = Resources(small, lambda: emb)
+    alone.query_vectors(["refund policy"], cached=False)
+    assert other.queries == [["refund policy"]] and alone.replayed == 0
+    assert emb.queries == [["refund policy"], ["other text"], ["refund policy"]]
+
+
 def test_results_identical_with_and_without_the_store(dataset, tmp_path):
     runs = {}
     for label, store in [("off", StageStore(enabled=False)), ("cold", StageStore(str(tmp_path))),

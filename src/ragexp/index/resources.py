@@ -69,8 +69,8 @@ class Resources:
     _dense: tuple | None = None  # (built index, its searcher), once ``dense_index`` ran
     _recent: OrderedDict = field(default_factory=OrderedDict, repr=False)
     share_searches: bool = True  # False (serving): searches are never kept for later callers
-    replayed_s: float = 0.0  # first-stage seconds replayed by ``searched_alone``
-    replayed: int = 0  # batches whose first stage ``searched_alone`` replayed
+    replayed_s: float = 0.0  # first-stage seconds replayed: searched_alone, query_vectors
+    replayed: int = 0  # batches whose search or query embedding was replayed
     # a view of ``with_embedder``: the run's resources (None on the run's own)
     parent: Resources | None = field(default=None, repr=False)
 
@@ -238,7 +238,9 @@ class Resources:
         differs in query-time settings gets the same ranking and adds the kept seconds to
         ``replayed_s``, so its measured latency still counts the first stage, as measured once
         in this process on the same index and queries; each replay adds 1 to ``replayed``.
-        ``index`` is the index's stage key, as for ``searched``.
+        ``index`` is the index's stage key, as for ``searched``. The kept seconds count a query
+        embedding replayed inside the search (``query_vectors``, ``cached=False``) at its
+        measured time.
         Without a stage store (a lone run, serving) every call searches."""
         if not self.share_searches:
             return search()
@@ -247,12 +249,13 @@ class Resources:
                                              k), dict)
         text = json.dumps(list(queries.items()))
         held = book.get(text)
+        owner = self.parent or self
         if held is None:
-            start = time.perf_counter()
+            start, replayed_before = time.perf_counter(), owner.replayed_s
             ranking = search()
-            book[text] = held = (time.perf_counter() - start, ranking)
+            took = time.perf_counter() - start + owner.replayed_s - replayed_before
+            book[text] = held = (took, ranking)
         else:
-            owner = self.parent or self
             owner.replayed_s += held[0]
             owner.replayed += 1
         return {q: dict(scores) for q, scores in held[1].items()}
@@ -292,11 +295,38 @@ class Resources:
         return stage_key("vectors", self.chunks_key, self.embedder.identity.key)
 
     def query_vectors(self, texts: list[str], cached: bool = True) -> np.ndarray:
+        """(len(texts), dim) query vectors: through the embedding cache (or the serving LRU,
+        ``query_memory``), or, ``cached`` False (the latency measurement), embedded as serving
+        embeds them (``_embedded_alone``)."""
         if not cached:
-            return self.embedder.embed(texts, "query")
+            return self._embedded_alone(texts)
         if self.query_memory > 0:
             return self._remembered(texts)
         return self.cache.embed(self.embedder, texts, "query", progress=False)
+
+    def _embedded_alone(self, texts: list[str]) -> np.ndarray:
+        """(len(texts), dim) query vectors embedded with nothing cached, timed: the first job of
+        a sweep to embed these texts with this embedder (its identity key) embeds them and keeps
+        (seconds, vectors); a later job, on any index (another chunking, another depth), gets the
+        same vectors, adds the kept seconds to ``replayed_s`` and 1 to ``replayed``, as
+        ``searched_alone`` does for a whole search: a query's embedding time does not depend on
+        the index it then searches. Without a stage store (a lone run, serving) every call
+        embeds."""
+        if not self.share_searches:
+            return self.embedder.embed(texts, "query")
+        key = self.embedder.identity.key
+        book = self.stages.scratch(f"query_alone.{key}", stage_key("query_alone", key), dict)
+        text = json.dumps(texts)
+        held = book.get(text)
+        if held is None:
+            start = time.perf_counter()
+            vectors = self.embedder.embed(texts, "query")
+            book[text] = held = (time.perf_counter() - start, vectors)
+        else:
+            owner = self.parent or self  # replayed time counts on the run's resources
+            owner.replayed_s += held[0]
+            owner.replayed += 1
+        return held[1].copy()
 
     def _remembered(self, texts: list[str]) -> np.ndarray:
         """Query vectors through a bounded LRU: at most ``query_memory`` questions are kept."""

@@ -423,8 +423,10 @@ def _latency(rank_judged: Callable, texts: dict[str, str], res: Resources,
              sample: int) -> dict:
     """Per-query serving latency (ms): each query alone, query embedding not cached. A first
     stage that an earlier job of this sweep already searched for the query on the same index is
-    replayed with its measured time (``Resources.searched_alone``); ``time.query_replayed``
-    counts the queries whose first stage was replayed."""
+    replayed with its measured time (``Resources.searched_alone``), and so is a query embedding
+    an earlier job made with the same embedder, on any index (``Resources.query_vectors``);
+    ``time.query_replayed`` counts the queries whose first stage was replayed, whole or in
+    part."""
     qids = list(texts)[:sample]
     times, replayed = [], 0
     for qid in qids:
