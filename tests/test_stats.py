@@ -119,6 +119,55 @@ def test_questions_needed_is_the_least_n_with_80_percent_power(mean, sd):
     assert n == 2 or noncentral_t_power(n - 1, dz) < 0.8
 
 
+def questions_needed_one_n_at_a_time(d, power=0.8, alpha=0.05):
+    """The implementation ``stats.questions_needed`` replaced (one ``TTestPower`` call per n:
+    doubling, then bisection), kept as the reference for its numbers."""
+    from statsmodels.stats.power import TTestPower
+
+    d = np.asarray(d, float)
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    if np.all(d == d[0]) or sd <= 1e-12 * abs(mean):
+        return math.nan
+    if mean == 0:
+        return math.inf
+    effect = abs(mean) / sd
+
+    def enough(n):
+        return float(TTestPower().power(effect_size=effect, nobs=n, alpha=alpha,
+                                        alternative="two-sided")) >= power
+
+    high = 2
+    while not enough(high):
+        if high > 10**9:
+            return math.inf
+        high *= 2
+    low = high // 2 if high > 2 else 1
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return float(high)
+
+
+def test_questions_needed_is_what_one_n_at_a_time_gives():
+    """Effect sizes from 3 (2 questions) to 1e-5 (past 2**30: inf), over 2 to 200 questions,
+    and each of the ablation set's per-question differences' shapes (many ties at 0)."""
+    rng = np.random.default_rng(5)
+    cases = []
+    for dz in [3.0, 1.5, 0.9, 0.5, 0.31, 0.2, 0.12, 0.05, 0.02, 0.01, 3e-3, 1e-3, 1e-4, 1e-5]:
+        for n in (2, 7, 53, 200):
+            d = rng.normal(0, 1, n)
+            cases.append((d - d.mean()) / d.std(ddof=1) + dz)
+    ties = rng.choice([0.0, 0.0, 0.0, 0.1, -0.13, 0.37, 1.0, -0.5], size=(12, 53))
+    cases += [row for row in ties if not np.all(row == row[0])]
+    for d in cases:
+        old, new = questions_needed_one_n_at_a_time(d), stats.questions_needed(d)
+        assert old == new or (math.isnan(old) and math.isnan(new)), (d.mean(), d.std())
+    # d_z = 3 needs 4 questions: the noncentral t's power crosses 80% between 3 and 4
+    assert {stats.questions_needed(d) for d in cases[:4]} == {4.0}
+    assert noncentral_t_power(4, 3.0) >= 0.8 > noncentral_t_power(3, 3.0)
+    assert stats.questions_needed(cases[-len(ties) - 1]) == math.inf  # dz 1e-5, 200 questions
+
+
 def test_questions_needed_edge_cases():
     assert stats.questions_needed([0.1, -0.1, 0.0]) == math.inf
     assert math.isnan(stats.questions_needed([0.2, 0.2, 0.2]))  # d_z = 0.2/0: undefined
