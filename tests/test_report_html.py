@@ -353,3 +353,22 @@ def test_report_command_writes_html_and_chart_and_markdown_still_works(sweeps, t
     assert cli.main(["report", "--overrides", *HASH]) == 0  # the markdown tables, as before
     md = capsys.readouterr().out
     assert "**Overall** (answerable questions)" in md and "| bm25 | BM25 alone." in md
+
+
+def test_artifact_path_gives_a_local_run_its_own_file(mlflow_store, tmp_path):
+    """A local artifact root answers with the run's own file (no temporary copy), the bytes
+    logged; an artifact the run lacks is still ``RunNotFound`` saying the run's status."""
+    from mlflow.utils.file_utils import local_file_uri_to_path
+
+    from ragexp.tracking import store as tracking
+
+    c = tracking.client()
+    run = c.create_run(tracking.ensure_experiment("paths")).info.run_id
+    logged = tmp_path / "per_question.csv"
+    logged.write_text("id,ndcg_at_10\n01,0.5\n")
+    c.log_artifact(run, str(logged))
+    path = Path(tracking.artifact_path(run, "per_question.csv"))
+    root = Path(local_file_uri_to_path(c.get_run(run).info.artifact_uri))
+    assert path == root / "per_question.csv" and path.read_text() == "id,ndcg_at_10\n01,0.5\n"
+    with pytest.raises(tracking.RunNotFound, match="has no abstain_curve.json: it is RUNNING"):
+        tracking.artifact_path(run, "abstain_curve.json")
