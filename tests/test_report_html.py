@@ -355,9 +355,10 @@ def test_report_command_writes_html_and_chart_and_markdown_still_works(sweeps, t
     assert "**Overall** (answerable questions)" in md and "| bm25 | BM25 alone." in md
 
 
-def test_artifact_path_gives_a_local_run_its_own_file(mlflow_store, tmp_path):
+def test_artifact_path_gives_a_local_run_its_own_file(mlflow_store, tmp_path, monkeypatch):
     """A local artifact root answers with the run's own file (no temporary copy), the bytes
-    logged; an artifact the run lacks is still ``RunNotFound`` saying the run's status."""
+    logged, reading the run's record once; an artifact the run lacks is still
+    ``RunNotFound`` saying the run's status."""
     from mlflow.utils.file_utils import local_file_uri_to_path
 
     from ragexp.tracking import store as tracking
@@ -370,5 +371,9 @@ def test_artifact_path_gives_a_local_run_its_own_file(mlflow_store, tmp_path):
     path = Path(tracking.artifact_path(run, "per_question.csv"))
     root = Path(local_file_uri_to_path(c.get_run(run).info.artifact_uri))
     assert path == root / "per_question.csv" and path.read_text() == "id,ndcg_at_10\n01,0.5\n"
+    reads = []
+    get_run = c.get_run
+    monkeypatch.setattr(c, "get_run", lambda r: reads.append(r) or get_run(r))
+    assert tracking.artifact_path(run, "per_question.csv") == str(path) and reads == []
     with pytest.raises(tracking.RunNotFound, match="has no abstain_curve.json: it is RUNNING"):
         tracking.artifact_path(run, "abstain_curve.json")

@@ -320,18 +320,25 @@ def resolve_run_id(ref: str) -> str:
     return found[0].info.run_id
 
 
+_ARTIFACT_ROOTS: dict[tuple[str, str], str] = {}  # (tracking URI, run id) -> root
+
+
 def artifact_path(run_id: str, name: str) -> str:
     """Local path of artifact ``name`` of a run, or ``RunNotFound`` saying why the run has
     none: its status and, for a failed run, its ``ragexp.error`` tag. A run whose artifacts
     are local files (``file:`` or plain-path artifact root) gives its own file, to be read, not
     written (``download_artifacts`` copied it to a temporary folder first: 80 ms a file, 36
-    files at the end of a 12-job sweep); any other store downloads it."""
+    files at the end of a 12-job sweep); any other store downloads it. A run's artifact root,
+    fixed when the run is created, is read once per process (``get_run`` reads every param,
+    metric and tag of the run)."""
     # defer heavy import
     from mlflow.utils.file_utils import local_file_uri_to_path
 
     c = client()
     try:
-        root = c.get_run(run_id).info.artifact_uri
+        key = (tracking_uri(), run_id)
+        root = _ARTIFACT_ROOTS.get(key) or _ARTIFACT_ROOTS.setdefault(
+            key, c.get_run(run_id).info.artifact_uri)
         if "://" not in root or root.startswith("file:"):
             local = Path(local_file_uri_to_path(root)) / name
             if local.is_file():
