@@ -212,6 +212,11 @@ def test_latency_query_embedding_is_made_once_and_replayed_on_any_index(dataset,
     third = Resources(large, lambda: emb, stages=store, chunks_key="large")
     third.searched_alone("dense_search", {"q": "refund policy"}, 10, search, index="large")
     assert third.replayed == 1 and third.replayed_s >= 0.05
+    # a hybrid part's view (an embedder of its own) counts its replays on the run's resources
+    view = third.with_embedder(lambda: emb)
+    own = view.replayed
+    view.query_vectors(["refund policy"], cached=False)
+    assert view.replayed == own and third.replayed == 2 and emb.queries == [["refund policy"]]
     # another embedder, other texts, or no store (a lone run, serving): embedded afresh
     other = SlowQueryEmbedder(dim=32)
     Resources(small, lambda: other, stages=store).query_vectors(["refund policy"], cached=False)
