@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -59,7 +60,7 @@ def test_same_seed_same_bytes_and_bad_sizes_fail(tmp_path, folder):
     assert synth.main([str(tmp_path / "bad2"), "--passages", "0"]) == 2
 
 
-def test_per_question_table_is_one_csv_and_one_mlflow_table(tmp_path, mlflow_store):
+def test_per_question_table_is_one_csv_and_one_mlflow_table_in_one_upload(tmp_path, mlflow_store):
     import mlflow
 
     from ragexp.tracking import store as tracking
@@ -71,12 +72,20 @@ def test_per_question_table_is_one_csv_and_one_mlflow_table(tmp_path, mlflow_sto
     run_id = c.create_run(exp_id).info.run_id
     out = tmp_path / "out"
     out.mkdir()
-    tracking.write_per_question(table, out)
-    tracking.log_per_question_table(run_id, table)
+    tracking.write_per_question(table, out)  # both files, uploaded as a run uploads them
+    tracking.log_batch(run_id, tags=tracking.TABLE_TAGS)
+    c.log_artifacts(run_id, str(out))
     pd.testing.assert_frame_equal(pd.read_csv(out / "per_question.csv"), table)
     mlflow.set_experiment(experiment_id=exp_id)  # load_table searches the active experiment
     back = mlflow.load_table("per_question.json", run_ids=[run_id])
     pd.testing.assert_frame_equal(back, table)
+    # the same file MLflow's own log_table writes, on a second run
+    theirs = c.create_run(exp_id).info.run_id
+    c.log_table(theirs, data=table, artifact_file="per_question.json")
+    assert (Path(tracking.artifact_path(theirs, "per_question.json")).read_bytes()
+            == (out / "per_question.json").read_bytes())
+    assert c.get_run(theirs).data.tags["mlflow.loggedArtifacts"] \
+        == tracking.TABLE_TAGS["mlflow.loggedArtifacts"]
 
 
 def test_growth_exponent_and_targets():

@@ -7,7 +7,7 @@ Per size (a child process each, so peak memory is that size's alone), on a folde
 1. each stage alone, as the pipeline runs it: load (BEIR reader), chunk, tokenize, BM25 build,
    embed (empty embedding cache), dense index, search (hybrid RRF + lexical reranker, all
    queries in one batch), metrics, logging (MLflow: metrics, ``per_question.csv`` and the same
-   table through ``log_table``), with the peak RSS of the process while it ran (sampled);
+   table ``per_question.json``, one upload), with the peak RSS of the process while it ran (sampled);
 2. the 8-variant sweep (reranker x ``fusion.k`` x abstain budget), each job through the Hydra
    entry point (``app.run_logged``: everything a job does, logging included), on empty caches
    with stage reuse. Its first job is one run on empty caches: it builds every stage, exactly
@@ -24,8 +24,8 @@ Per size (a child process each, so peak memory is that size's alone), on a folde
 
 4. logging at 100,000 questions: one run (dense retrieval, no reranker) over the 100,000-passage
    folder with 100,000 queries, timing the per-question logging inside it
-   (``tracking.write_per_question``: the CSV artifact, and ``tracking.log_per_question_table``:
-   the MLflow table), as a share of the run.
+   (``tracking.write_per_question``: the CSV artifact and the MLflow table, uploaded with the
+   run's other artifacts), as a share of the run.
 
 5. BM25 against bm25s at each size (``bench_bm25_scale.py``): tokenizing (target >= 1.0x
    from 100,000 passages), fitting, the index's bytes (target <= 1.1x at 1,000,000) and the
@@ -286,20 +286,20 @@ def _table(qs, scores):
 
 def _log(table, overall: dict) -> None:
     """What a run logs for its per-question table, as ``app.run_logged`` does it
-    (``runs.TrackedRun.log``, then ``tracking.log_per_question_table``): the metrics in
-    batches (``tracking.log_batch``), ``per_question.csv`` among the artifacts
-    (``tracking.write_per_question``) and the same table as the MLflow table
-    ``per_question.json``. The run's other artifacts (config, TREC files, abstain curve) are
-    not part of this stage."""
+    (``runs.TrackedRun.log``): the metrics and the table's tag in batches
+    (``tracking.log_batch``), ``per_question.csv`` and the MLflow table ``per_question.json``
+    among the artifacts (``tracking.write_per_question``), uploaded in one ``log_artifacts``.
+    The run's other artifacts (config, TREC files, abstain curve) are not part of this
+    stage."""
     from ragexp.tracking import store as tracking
 
     c = tracking.client()
     run_id = c.create_run(tracking.ensure_experiment("bench-scale-logging")).info.run_id
     with tempfile.TemporaryDirectory() as tmp:
-        tracking.log_batch(run_id, metrics={k: float(v) for k, v in overall.items()})
+        tracking.log_batch(run_id, metrics={k: float(v) for k, v in overall.items()},
+                           tags=tracking.TABLE_TAGS)
         tracking.write_per_question(table, Path(tmp))
         c.log_artifacts(run_id, tmp)
-        tracking.log_per_question_table(run_id, table)
     c.set_terminated(run_id, "FINISHED")
 
 
@@ -368,7 +368,7 @@ def logging_share(n: int, queries: int, dim: int, work: Path) -> dict:
             spent[name] = spent.get(name, 0.0) + time.perf_counter() - start
         return wrapper
 
-    names = ("write_per_question", "log_per_question_table")
+    names = ("write_per_question",)
     for name in names:
         setattr(tracking, name, timed(name))
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"), \

@@ -123,7 +123,8 @@ def summarise_sweep(parent_id: str, statuses: list[dict], baseline: str, objecti
                     method: str = "holm", objective_source: str = sources.ALL_SOURCES
                     ) -> list[str]:
     """Log the sweep's comparisons (module docstring), on ``objective_source``'s questions;
-    return lines for the console."""
+    return lines for the console. Each of this sweep's runs gets its ``vs_baseline.*`` and
+    ``selection.tied_with_best`` in one ``log_batch``."""
     c = tracking.client()
     done = [s for s in statuses if s.get("status") in ("FINISHED", "SKIPPED") and s.get("run_id")]
     runs = {s["run_id"]: c.get_run(s["run_id"]) for s in done}
@@ -135,9 +136,13 @@ def summarise_sweep(parent_id: str, statuses: list[dict], baseline: str, objecti
     name = {r: run.data.tags.get("ragexp.ablation", "custom") for r, run in runs.items()}
     label = {r: (name[r] if name[r] != "custom" else r[:8]) for r in runs}
     measures = tuple(dict.fromkeys([objective_name, *significance.DEFAULT_MEASURES]))
-    lines = [_log_vs_baseline(tables, own, name, label, baseline, measures, method)]
+    per_run: dict[str, dict[str, float]] = {r: {} for r in own}
+    lines = [_log_vs_baseline(tables, own, name, label, baseline, measures, method, per_run)]
     metrics = {r: dict(run.data.metrics) for r, run in runs.items()}
-    lines += _log_best(parent_id, tables, own, label, objective_name, method, metrics)
+    lines += _log_best(parent_id, tables, own, label, objective_name, method, metrics, per_run)
+    for r, logged in per_run.items():
+        if logged:
+            tracking.log_batch(r, metrics=logged)
     return lines + _log_sources(parent_id, every, label, objective_name, method,
                                 objective_source)
 
@@ -166,11 +171,12 @@ def _log_sources(parent_id: str, tables: dict[str, pd.DataFrame], label: dict[st
 
 def _log_vs_baseline(tables: dict[str, pd.DataFrame], own: list[str], name: dict[str, str],
                      label: dict[str, str], baseline: str, measures: tuple[str, ...],
-                     method: str) -> str:
+                     method: str, per_run: dict[str, dict[str, float]]) -> str:
     """Test every run (``tables``: run id -> per-question table) against the job whose
     ablation is ``baseline`` (``significance.family``, ``method`` over the whole family) and
-    log ``vs_baseline.*`` on this sweep's ``own`` runs; return the console line saying so, or
-    why nothing was logged (no such job, or runs not scored on the same questions)."""
+    add ``vs_baseline.*`` to the metrics ``per_run`` logs on this sweep's ``own`` runs; return
+    the console line saying so, or why there are none (no such job, or runs not scored on the
+    same questions)."""
     base = [r for r in tables if name[r] == baseline]
     if not base:
         return (f"no job with ablation {baseline!r} (config key baseline): no vs_baseline "
@@ -181,17 +187,19 @@ def _log_vs_baseline(tables: dict[str, pd.DataFrame], own: list[str], name: dict
         return f"no vs_baseline metrics: {exc}"
     for r, tests in results.items():
         if r in own:
-            tracking.log_batch(r, metrics=vs_baseline_metrics(tests))
+            per_run[r].update(vs_baseline_metrics(tests))
     return f"vs_baseline metrics logged against {label[base[0]]} ({base[0][:8]})"
 
 
 def _log_best(parent_id: str, tables: dict[str, pd.DataFrame], own: list[str],
               label: dict[str, str], objective_name: str, method: str,
-              metrics: Mapping[str, Mapping[str, float]] | None = None) -> list[str]:
+              metrics: Mapping[str, Mapping[str, float]],
+              per_run: dict[str, dict[str, float]]) -> list[str]:
     """Choose the best run by mean ``objective_name`` and the runs tied with it
     (``stats.tied_with_best``, ``method`` over the comparisons with the best); log them on the
-    parent (``best.<key>``, ``ragexp.best_run``, ``ragexp.tied_with_best``, ...) and
-    ``selection.tied_with_best`` (1 or 0) on this sweep's ``own`` runs, and the cheapest tied
+    parent (``best.<key>``, ``ragexp.best_run``, ``ragexp.tied_with_best``, ...) and add
+    ``selection.tied_with_best`` (1 or 0) to what ``per_run`` logs on this sweep's ``own``
+    runs, and the cheapest tied
     run and the Pareto fronts from the runs' ``metrics`` (``_log_cheapest``); return console
     lines."""
     scores, left_out = aligned_scores(tables, objective_name)
@@ -209,7 +217,7 @@ def _log_best(parent_id: str, tables: dict[str, pd.DataFrame], own: list[str],
                              f"{stats.CORRECTION_NAMES[method]} over {len(scores) - 1} tests"})
     for r in own:
         if r in scores:
-            tracking.log_batch(r, metrics={"selection.tied_with_best": float(r in tied.tied)})
+            per_run[r]["selection.tied_with_best"] = float(r in tied.tied)
     lines = [f"best by {objective_name}: {label[tied.best]}"
              + (f" ({tied.best[:8]})" if label[tied.best] != tied.best[:8] else "") + " "
              + f"{best_value:.3f}; tied with it ({stats.CORRECTION_NAMES[method]}, alpha "
@@ -218,7 +226,7 @@ def _log_best(parent_id: str, tables: dict[str, pd.DataFrame], own: list[str],
         lines.append(f"left out of the choice (scored on other questions): "
                      f"{', '.join(label[r] for r in left_out)}")
     quality = {r: float(s.mean()) for r, s in scores.items()}
-    return lines + _log_cheapest(parent_id, tied, quality, metrics or {}, label)
+    return lines + _log_cheapest(parent_id, tied, quality, metrics, label)
 
 
 def _log_cheapest(parent_id: str, tied: stats.Tied, quality: dict[str, float],

@@ -178,9 +178,8 @@ def run_logged(cfg: DictConfig) -> dict:
                 "embedder.model": ident.model if ident else "",
                 "embedder.model_file": ident.model_file if ident else "",
                 "embedder.model_sha256": ident.model_sha256 if ident else "", **job.data,
-                **result.tags}
+                **result.tags, **tracking.TABLE_TAGS}
         run.log(result.metrics, tags, lambda out: write_artifacts(out, cfg, result))
-        tracking.log_per_question_table(run.run_id, result.per_question)
     m = result.metrics
     keys = [ms.key for ms in measures.parse_all(cfg.measures)]
     summary = "  ".join(f"{k}={m[k]:.3f}" for k in (*keys, "abstain.auc") if k in m)
