@@ -370,3 +370,35 @@ def test_parallel_workers_give_the_same_vectors(tmp_path, minilm):
                                  parallel=2)
     assert parallel.identity == minilm.identity  # workers change how it runs, not what
     np.testing.assert_allclose(parallel.embed(texts), minilm.embed(texts), atol=1e-6)
+
+
+# ---------------------------------------------------------------- batches
+
+def test_batches_fill_a_token_budget_in_order_of_length(minilm):
+    # "hello" is one MiniLM token: n words read as n + 2 tokens ([CLS], [SEP]), capped at 256
+    words = [8, 23, 48, 18, 98, 300]
+    texts = [" ".join(["hello"] * n) for n in words]
+    emb = FastEmbedEmbedder("minilm-int8", cache_dir=minilm.cache_dir, batch_size=4,
+                            batch_tokens=100)
+    # tokens 10, 25, 50, 20, 100, 256; in order 10, 20, 25 (3 x 25 = 75 <= 100), then
+    # 4 x 50 = 200 > 100: a new batch; 100 and 256 each alone
+    assert emb.batches(texts) == [[0, 3, 1], [2], [4], [5]]
+    emb.batch_size = 2  # the most texts a batch, within the budget too: 25 then 2 x 50 = 100
+    assert emb.batches(texts) == [[0, 3], [1, 2], [4], [5]]
+    emb.batch_tokens = None  # fixed batches of batch_size, in order of length
+    assert emb.batches(texts) == [[0, 3], [1, 2], [4, 5]]
+
+
+def test_any_batching_gives_the_vectors_of_fastembeds_batch_32(minilm):
+    """Vectors cached by ragexp before the token budget (fastembed's batches of 32 in the
+    cache's length order) stay valid: the default budget, a tiny one and fixed batches all
+    give them, long texts past the window included."""
+    texts = [f"{SENTENCE} " + " ".join(f"lease{j} broker" for j in range(i * 7)) for i in range(40)]
+    raw = np.stack(list(minilm._model.embed(sorted(texts, key=len), batch_size=32)))
+    before = dict(zip(sorted(texts, key=len), raw / np.linalg.norm(raw, axis=1, keepdims=True)))
+    expected = np.stack([before[t] for t in texts])
+    for batch_size, batch_tokens in ((32, minilm.batch_tokens), (32, 64), (5, None)):
+        emb = FastEmbedEmbedder("minilm-int8", cache_dir=minilm.cache_dir,
+                                batch_size=batch_size, batch_tokens=batch_tokens)
+        got = emb.embed(texts)
+        assert (got * expected).sum(axis=1).min() >= 1 - 1e-6

@@ -185,11 +185,19 @@ def test_the_precomputed_import_row_times_both_paths_on_one_matrix(tmp_path):
 def test_the_embedding_settings_row_names_each_best_setting(tmp_path, minilm):
     from tools import bench
 
+    from ragexp.index.embedders import BATCH_TOKENS
+
     texts = [f"passage {i} about brokers and leases" for i in range(12)]
     row = bench.bench_embed_settings(minilm, texts, tmp_path, settings=[(4, None), (8, None)])
-    assert "ragexp's best (batch " in row.name and "fastembed's best (batch " in row.name
-    assert float(row.ours.split()[0]) > 0 and float(row.ref.split()[0]) > 0
-    assert (minilm.batch_size, minilm.parallel) == (32, None)  # the embedder is left as it was
+    assert row.name.startswith(f"embedding at ragexp's default (at most {BATCH_TOKENS} tokens "
+                               f"and 32 texts a batch, parallel 1) vs fastembed's best of 2 "
+                               f"settings (batch x workers: batch ")
+    assert "ragexp's best of the same grid: batch " in row.name
+    ours, ref = float(row.ours.split()[0]), float(row.ref.split()[0])
+    assert ours > 0 and ref > 0 and float(row.ratio) == pytest.approx(ours / ref, abs=0.01)
+    assert row.target == ">= 0.95" and row.ok is not None  # a verdict in the pass column
+    # the embedder is left as it was
+    assert (minilm.batch_size, minilm.batch_tokens, minilm.parallel) == (32, BATCH_TOKENS, None)
 
 
 def test_the_bm25_against_bm25s_rows_run_at_a_tiny_size(tmp_path):

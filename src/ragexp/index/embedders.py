@@ -381,6 +381,10 @@ def hub_unreachable(timeout_s: float = 3.0) -> str | None:
     return None
 
 
+# Padded tokens per batch at most (texts x the longest one's tokens): measured fastest on the
+# handbook's passages and on 256-token ones (docs/embedding.md#batches).
+BATCH_TOKENS = 1024
+
 # Loaded fastembed sessions by what they were loaded from: the jobs of a sweep in one process
 # share one (each loaded its own: 1 s a job for MiniLM); the oldest goes beyond MAX_SESSIONS.
 _SESSIONS: dict[tuple, Any] = {}
@@ -399,7 +403,9 @@ class FastEmbedEmbedder:
     model: str = "minilm-int8"
     model_path: str | None = None
     cache_dir: str = ".cache/ragexp"
-    batch_size: int = 32  # bigger batches of long texts grow onnxruntime's arena to GBs
+    batch_size: int = 32  # the most texts a batch (bigger batches of long texts grow
+    # onnxruntime's arena to GBs); batch_tokens: the most padded tokens a batch (``batches``)
+    batch_tokens: int | None = BATCH_TOKENS
     threads: int | None = None
     name: str = ""
     dim: int | None = None  # for a model outside ragexp's catalogue: its output dimension
@@ -419,6 +425,7 @@ class FastEmbedEmbedder:
         self.spec = resolve_spec(self.model, self.model_path, self.dim, self.pooling,
                                  self.query_prefix, self.passage_prefix)
         self._session = None
+        self._counter: TokenCounter | bool | None = None  # False: the model exposes none
         folder = self._model_folder()
         if folder is None:  # fastembed's cache or the hub decides where the file is: load it
             self.identity = self._verify()
@@ -587,14 +594,54 @@ class FastEmbedEmbedder:
         return TokenCounter(self.identity.key, int(loaded.truncation["max_length"]), counter,
                             self.spec.query_prefix, self.spec.passage_prefix)
 
+    def batches(self, texts: list[str], mode: str = "passage") -> list[list[int]]:
+        """Positions of ``texts`` in the batches ``embed`` hands the model, every position once.
+
+        Texts go in order of their tokens as the model reads them in ``mode``
+        (``tokens().counts``, capped at the window; ties keep their order) and a batch takes the next text while it holds
+        fewer than ``batch_size`` texts and ``(texts + 1) x that text's tokens`` (the padded
+        batch it would make: a batch is padded to its longest text) stays within
+        ``batch_tokens``; a text alone over the budget is a batch of its own. Short texts so
+        share big batches and long ones small, which padding and the model's attention cost
+        favour on a CPU (docs/embedding.md#batches). With ``batch_tokens=None``, or for a model
+        whose tokenizer fastembed does not expose (``tokens`` raises): consecutive
+        ``batch_size`` texts in that order, or in order of characters."""
+        if self._counter is None:
+            try:
+                self._counter = self.tokens()
+            except EmbedderError:
+                self._counter = False
+        if self._counter:
+            counts = np.minimum(self._counter.counts(texts, mode), self._counter.window)
+        else:
+            counts = np.array([len(t) for t in texts], dtype=np.int64)
+        order = np.argsort(counts, kind="stable")
+        if self.batch_tokens is None or not self._counter:
+            return [order[i:i + self.batch_size].tolist()
+                    for i in range(0, len(order), self.batch_size)]
+        out: list[list[int]] = []
+        for i in order.tolist():
+            if out and len(out[-1]) < self.batch_size and \
+                    (len(out[-1]) + 1) * counts[i] <= self.batch_tokens:
+                out[-1].append(i)
+            else:
+                out.append([i])
+        return out
+
     def embed(self, texts: list[str], mode: str = "passage") -> np.ndarray:
-        """(len(texts), dim) float32, rows L2-normalised; with ``parallel=N`` fastembed splits
-        the texts over N worker processes (each loads the model once, per call)."""
+        """(len(texts), dim) float32, rows L2-normalised, in the order of ``texts``, embedded
+        in ``batches``; with ``parallel=N`` fastembed splits the texts over N worker processes
+        (each loads the model once, per call) in batches of ``batch_size``. How texts are
+        batched never changes their vectors (within 1e-6 cosine: tests/test_embedders.py)."""
         prefix = self.spec.query_prefix if mode == "query" else self.spec.passage_prefix
         batch = [prefix + t for t in texts] if prefix else list(texts)
         if not batch:
             return np.zeros((0, self.spec.dim), dtype=np.float32)
-        parallel = self.parallel if self.parallel and len(batch) > self.batch_size else None
-        vectors = np.stack(list(self._model.embed(batch, batch_size=self.batch_size,
-                                                  parallel=parallel)))
+        if self.parallel and len(batch) > self.batch_size:
+            return l2_normalize(np.stack(list(self._model.embed(
+                batch, batch_size=self.batch_size, parallel=self.parallel))))
+        vectors = np.empty((len(batch), self.spec.dim), dtype=np.float32)
+        for rows in self.batches(list(texts), mode):
+            vectors[rows] = np.stack(list(self._model.embed([batch[i] for i in rows],
+                                                            batch_size=len(rows))))
         return l2_normalize(vectors)

@@ -26,6 +26,7 @@ from ragexp.data.split import AUTO, SPLITS
 from ragexp.data.units import UNITS
 from ragexp.evaluation.measures import DEFAULT_NAMES
 from ragexp.index.bm25 import METHODS
+from ragexp.index.embedders import BATCH_TOKENS
 
 # Valid values of the LLM endpoint keys, as ``answer.llm.Endpoint`` checks them.
 LLM_RANGES = {"timeout": {"gt": 0}, "max_retries": {"ge": 0, "le": 20},
@@ -138,7 +139,9 @@ class FastEmbedConf:
         "hint": "a model of ragexp's or fastembed's catalogue, or a name for embedder.model_path"})
     model_path: Optional[str] = field(default=None, metadata={"path": "dir"})
     cache_dir: str = "${cache_dir}"
-    batch_size: int = field(default=32, metadata={"ge": 1})
+    batch_size: int = field(default=32, metadata={"ge": 1})  # the most texts a batch
+    # the most padded tokens a batch (texts x the longest one's tokens); null: batch_size texts
+    batch_tokens: Optional[int] = field(default=BATCH_TOKENS, metadata={"ge": 1})
     threads: Optional[int] = field(default=None, metadata={"ge": 1})
     # a model outside ragexp's catalogue: output dimension
     dim: Optional[int] = field(default=None, metadata={"ge": 1})
