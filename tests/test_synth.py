@@ -183,9 +183,8 @@ def test_the_precomputed_import_row_times_both_paths_on_one_matrix(tmp_path):
 
 @pytest.mark.slow
 def test_the_embedding_settings_row_names_each_best_setting(tmp_path, minilm):
-    from tools import bench
-
     from ragexp.index.embedders import BATCH_TOKENS
+    from tools import bench
 
     texts = [f"passage {i} about brokers and leases" for i in range(12)]
     row = bench.bench_embed_settings(minilm, texts, tmp_path, settings=[(4, None), (8, None)])
@@ -225,3 +224,19 @@ def test_the_bm25_against_bm25s_rows_run_at_a_tiny_size(tmp_path):
                                                  "BM25 index memory at 1,000,000 passages"]
     assert bench_bm25_scale.rows(big, Row)[0].ratio == "0.50"
     assert bench_bm25_scale.rows(big, Row)[2].ratio == "1.20"
+
+
+@pytest.mark.slow
+def test_the_batching_measurement_times_every_rule_and_restores_the_embedder(minilm):
+    from ragexp.index.embedders import BATCH_TOKENS
+    from tools import bench_batches
+
+    long = bench_batches.abstracts(["Leases expire after thirty seconds.",
+                                    "The broker reassigns the partition."], 2, minilm.tokens())
+    assert all(c >= 200 for c in minilm.tokens().counts(long))
+    rates = bench_batches.measure(minilm, {"short": ["a lease", "the broker"], "long": long}, 1,
+                                  candidates={"ours budget 64": (64, 64)})
+    assert set(rates) == {"short", "long"}
+    assert all(set(r) == {"ours budget 64", "fastembed 8"} and min(r.values()) > 0
+               for r in rates.values())
+    assert (minilm.batch_size, minilm.batch_tokens) == (32, BATCH_TOKENS)
