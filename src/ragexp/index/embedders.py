@@ -381,8 +381,9 @@ def hub_unreachable(timeout_s: float = 3.0) -> str | None:
     return None
 
 
-# Padded tokens per batch at most (texts x the longest one's tokens): measured fastest on the
-# handbook's passages and on 256-token ones (docs/embedding.md#batches).
+# Padded tokens per batch at most (texts x the longest one's tokens): on the handbook's passages
+# as fast as the fastest fixed batch (8 texts), and bounded for long texts
+# (docs/benchmarks.md#batches).
 BATCH_TOKENS = 1024
 
 # Loaded fastembed sessions by what they were loaded from: the jobs of a sweep in one process
@@ -598,14 +599,15 @@ class FastEmbedEmbedder:
         """Positions of ``texts`` in the batches ``embed`` hands the model, every position once.
 
         Texts go in order of their tokens as the model reads them in ``mode``
-        (``tokens().counts``, capped at the window; ties keep their order) and a batch takes the next text while it holds
-        fewer than ``batch_size`` texts and ``(texts + 1) x that text's tokens`` (the padded
-        batch it would make: a batch is padded to its longest text) stays within
-        ``batch_tokens``; a text alone over the budget is a batch of its own. Short texts so
-        share big batches and long ones small, which padding and the model's attention cost
-        favour on a CPU (docs/embedding.md#batches). With ``batch_tokens=None``, or for a model
-        whose tokenizer fastembed does not expose (``tokens`` raises): consecutive
-        ``batch_size`` texts in that order, or in order of characters."""
+        (``tokens().counts``, capped at the window; ties keep their order) and a batch takes
+        the next text while it holds fewer than ``batch_size`` texts and ``(texts + 1) x
+        that text's tokens`` (the padded batch it would make: a batch is padded to its longest
+        text) stays within ``batch_tokens``; a text alone over the budget is a batch of its
+        own. Short texts so share big batches and long ones small ones, which bounds a batch's
+        padded size whatever the lengths (docs/embedding.md#batches). With
+        ``batch_tokens=None``, or for a model whose tokenizer fastembed does not expose
+        (``tokens`` raises): consecutive ``batch_size`` texts in that order, or in order of
+        characters."""
         if self._counter is None:
             try:
                 self._counter = self.tokens()
