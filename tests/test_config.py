@@ -206,20 +206,21 @@ def test_sweep_level_switches_do_not_change_what_a_run_measures():
     assert config_hash({**base, "k": 10}, data, code="x") != same[0]
 
 
-def test_how_texts_are_batched_does_not_change_what_a_run_measures():
-    """``embedder.batch_size`` and ``embedder.batch_tokens`` (and the semantic chunker's) change
-    how texts are batched, never their vectors (tests/test_embedders.py): a run with other
-    batches, or recorded before ``batch_tokens`` existed, keeps its hash; the model does not."""
+def test_the_token_budget_of_batches_does_not_change_what_a_run_measures():
+    """``embedder.batch_tokens`` (and the semantic chunker's) changes how texts are batched,
+    never their vectors (tests/test_embedders.py): a run with another budget, or recorded
+    before the key existed, keeps its hash. ``batch_size`` stays part of it, as it always was,
+    so no recorded run's hash changed; the model changes it."""
     from ragexp.tracking.store import config_hash
 
     def cfg(**embedder):
-        return {"embedder": {"model": "minilm-int8", **embedder},
+        return {"embedder": {"model": "minilm-int8", "batch_size": 32, **embedder},
                 "chunking": {"name": "semantic", "embedder": {"model": "minilm-int8",
-                                                              **embedder}}}
+                                                              "batch_size": 32, **embedder}}}
 
     data = {"corpus_hash": "c", "golden_hash": "g"}
     same = {config_hash(cfg(**e), data, code="x") for e in
-            ({}, {"batch_size": 32}, {"batch_size": 8, "batch_tokens": 1024},
-             {"batch_size": 64, "batch_tokens": None})}
+            ({}, {"batch_tokens": 1024}, {"batch_tokens": 64}, {"batch_tokens": None})}
     assert len(same) == 1
-    assert config_hash({**cfg(), "embedder": {"model": "bge"}}, data, code="x") not in same
+    assert config_hash(cfg(model="bge"), data, code="x") not in same
+    assert config_hash(cfg(batch_size=8), data, code="x") not in same
