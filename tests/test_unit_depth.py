@@ -114,6 +114,25 @@ def test_a_section_unit_part_holds_depth_sections(tmp_path):
         assert len(sections) == 10 and sections[3] == "guide.md#Guide/Delta"
 
 
+def test_a_parent_child_part_holds_depth_parents(tmp_path):
+    """Children of 10 words retrieved, their sections (parents) judged at ``dataset.unit=chunk``:
+    the same ranking of parents as of sections above, Delta fourth."""
+    corpus = write_tree(tmp_path / "md", SECTIONS)
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text(jsonl([{"id": q["_id"], "question": q["text"], "answer": "river",
+                             "evidence": [{"doc": "guide.md", "section": "Delta"}]}
+                            for q in QUERIES]))
+    data = MarkdownDataset(str(corpus), str(qfile), unit="chunk")
+    base = [o for o in TRIAL if not o.startswith("chunking")]
+    result = _run(tmp_path, *SHALLOW, "reranker=none", "chunking=parent_child",
+                  "chunking.children.max_words=10", "chunking.children.overlap_words=2",
+                  dataset=data, base=base)
+    assert result.resources.unit_of is not None  # children roll up to parents
+    for name, value in BY_HAND.items():
+        assert result.metrics[name] == pytest.approx(value), name
+    assert all(len(r) == 10 for r in result.judged.values())
+
+
 class _Fixed:
     name = "fixed"
 
