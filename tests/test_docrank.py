@@ -10,7 +10,7 @@ from conftest import jsonl, write_tree
 from ir_measures import Qrel, R, ScoredDoc, nDCG
 
 from ragexp.data.datasets import BeirDataset
-from ragexp.evaluation.docrank import collapse_to_documents, rank_documents
+from ragexp.data.docrank import collapse_to_documents, rank_documents
 from ragexp.evaluation.measures import parse_all
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder

@@ -122,8 +122,9 @@ def sparse_bytes(obj) -> int:
 
 def one_size(n: int, queries: int, dim: int, work: Path) -> dict:
     """Measure one size in this process; returns the JSON-able record."""
+    from ragexp.data import docrank
     from ragexp.data.datasets import BeirDataset
-    from ragexp.evaluation import docrank, metrics
+    from ragexp.evaluation import metrics
     from ragexp.index.cache import EmbeddingCache
     from ragexp.index.embedders import HashEmbedder
     from ragexp.index.resources import Resources

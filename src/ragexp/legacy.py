@@ -34,7 +34,7 @@ OLD_PATHS = {f"ragexp.{old}": f"ragexp.{new}" for old, new in {
     "judge": "answer.judge", "judge_metrics": "answer.judge_metrics",
     "agreement": "answer.agreement",
     "measures": "evaluation.measures", "metrics": "evaluation.metrics",
-    "docrank": "evaluation.docrank", "stats": "evaluation.stats",
+    "docrank": "data.docrank", "stats": "evaluation.stats",
     "significance": "evaluation.significance",
     "question_failures": "evaluation.question_failures",
     "outbox": "tracking.outbox", "lifecycle": "tracking.lifecycle",

@@ -62,6 +62,10 @@ class Resources:
     chunks_key: str = ""  # stage key of ``chunks``: what tokens, BM25 and vectors derive from
     index_spec: ann.IndexSpec = field(default_factory=ann.FlatSpec)  # the ``index`` group
     questions: dict[str, str] = field(default_factory=dict)  # {qid: text}, for ``BoundById``
+    # {chunk_id: judged unit id} when chunk scores roll up to sections, documents or parents
+    # (``Corpus.rolls_up``): a hybrid part's ``depth`` counts these units; None: the chunk is
+    # the unit
+    unit_of: dict[str, str] | None = None
     _embedder: Embedder | None = None
     _terms: TokenMatrix | None = None
     _bm25s: dict = field(default_factory=dict, repr=False)  # {BM25Params: fitted BM25Index}

@@ -23,11 +23,11 @@ from ragexp.answer.base import Answer, Answerer, AnswerInput, answer_columns, an
 from ragexp.answer.judge import Judge, JudgeResult, NoJudge
 from ragexp.data import units
 from ragexp.data.datasets import Dataset
+from ragexp.data.docrank import collapse_to_documents, rank_documents
 from ragexp.errors import InvalidValue
 from ragexp.evaluation import measures as measures_mod
 from ragexp.evaluation import metrics
 from ragexp.evaluation.attribution import rerank_attribution
-from ragexp.evaluation.docrank import collapse_to_documents, rank_documents
 from ragexp.index import truncation
 from ragexp.index.embedders import EmbedderIdentity
 from ragexp.index.resources import Resources
@@ -239,7 +239,8 @@ def index_corpus(corpus: Corpus, stages: Stages, store: StageStore,
     res = Resources(corpus.chunks, stages.make_embedder, stages.cache,
                     bm25_params=stages.bm25, progress=progress, stages=store,
                     chunks_key=corpus.chunks_key, index_spec=stages.index,
-                    questions=corpus.texts)
+                    questions=corpus.texts,
+                    unit_of=corpus.unit_of if corpus.rolls_up else None)
     res.timings["time.chunk_s"] = corpus.chunk_s
     return res, stages.make_retriever(res)
 

@@ -437,7 +437,8 @@ def parts_are_typed(cfg: DictConfig) -> list[str]:
 def part_depths_cover_measures(cfg: DictConfig) -> list[str]:
     """Every enabled hybrid part feeds fusion at least as deep as the deepest measure cutoff:
     a part cut shallower drops items a measure counts (at depth 1 a relevant item at rank 2
-    of the dense part is lost, and R@10 reads 0.5 where it is 1.0)."""
+    of the dense part is lost, and R@10 reads 0.5 where it is 1.0). Both count judged units
+    (chunks, or distinct sections, documents or parents: ``HybridRetriever``)."""
     deepest = _deepest(cfg) if "measures" in cfg else None
     if deepest is None:
         return []

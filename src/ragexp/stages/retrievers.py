@@ -1,9 +1,9 @@
 """Retrievers: index chunks once, answer a batch of queries with a ``Ranking``.
 
 ``dense`` (FAISS over the run's embedder), ``bm25`` (sparse BM25, ``bm25.method``) and ``hybrid``
-(``retriever.parts``, a mapping of named retrievers, each cut to its own depth and fused by the
-``fusion`` group; see ``stages/fusion``). Hybrid is a hypothesis to measure, not a default: the
-ablation set runs each part alone and fused.
+(``retriever.parts``, a mapping of named retrievers, each cut to its own depth in judged units
+and fused by the ``fusion`` group; see ``stages/fusion``). Hybrid is a hypothesis to measure,
+not a default: the ablation set runs each part alone and fused.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from ragexp.data.docrank import rank_documents
 from ragexp.errors import InvalidValue
 from ragexp.index.bm25 import BM25Params
 from ragexp.index.embedders import Embedder, EmbedderIdentity
@@ -137,10 +138,12 @@ def _own_params(run: BM25Params, own: dict) -> BM25Params:
 class Part:
     """One part of a hybrid retriever (``retriever.parts.<name>``): ``retriever`` builds it on
     the run's ``Resources`` (a retriever config with ``_partial_: true``), and ``depth`` is how
-    many of its best items per query go into fusion. ``embedder`` (a factory; the config names
-    an ``embedder`` option, ``run.build`` composes it) gives the part resources of its own
-    embedder over the same chunks (``Resources.with_embedder``): its passage and query vectors
-    both come from that one embedder."""
+    many of its best judged units per query go into fusion (chunks at ``dataset.unit=chunk``;
+    distinct sections, documents or parents when chunks roll up to them, ``HybridRetriever``).
+    ``embedder`` (a factory; the config names an ``embedder`` option, ``run.build`` composes it)
+    gives the part resources of its own embedder over the same chunks
+    (``Resources.with_embedder``): its passage and query vectors both come from that one
+    embedder."""
 
     retriever: Callable[[Resources], Retriever]
     depth: int = 100
@@ -148,9 +151,15 @@ class Part:
 
 
 class HybridRetriever:
-    """The enabled ``parts`` (``{name: Part}``; a part set to ``None`` is off), each retrieving
-    ``max(k, depth)`` items and cut to its best ``depth``, fused by ``fusion`` and cut to ``k``.
-    Raises ``InvalidValue`` when every part is off or a depth is below 1."""
+    """The enabled ``parts`` (``{name: Part}``; a part set to ``None`` is off), each cut to its
+    best ``depth`` judged units, fused by ``fusion`` and cut to ``k`` chunks. With the chunk as
+    the unit (``resources.unit_of`` None) a part retrieves ``max(k, depth)`` chunks and keeps
+    its best ``depth``. When chunk scores roll up to units (``resources.unit_of``: ``{chunk_id:
+    unit id}``) a part is searched deeper until it holds ``depth`` distinct units, as a single
+    retriever is (``docrank.rank_documents``), and keeps every chunk down to the best chunk of
+    its ``depth``-th unit: its MaxP unit ranking is then its best ``depth`` units, where
+    ``depth`` chunks could hold a single long document. Raises ``InvalidValue`` when every part
+    is off or a depth is below 1."""
 
     def __init__(self, resources: Resources, parts: Mapping[str, Part | None], fusion: Fusion,
                  name: str = "hybrid"):
@@ -174,11 +183,35 @@ class HybridRetriever:
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
         _check_k(k)
-        rankings = {part: _cut(r.search(queries, max(k, self.depths[part]), cached),
-                               self.depths[part]) for part, r in self.parts.items()}
+        rankings = {part: self._part_ranking(part, queries, k, cached) for part in self.parts}
         return _cut(self.fusion.fuse(rankings), k)
+
+    def _part_ranking(self, part: str, queries: dict[str, str], k: int,
+                      cached: bool) -> Ranking:
+        """The chunks part ``part`` puts into fusion: its best ``depth`` judged units' worth."""
+        retriever, depth = self.parts[part], self.depths[part]
+        unit_of = self.part_resources[part].unit_of
+        if unit_of is None:
+            return _cut(retriever.search(queries, max(k, depth), cached), depth)
+        _, chunks = rank_documents(lambda qs, n: retriever.search(qs, n, cached), queries,
+                                   depth, unit_of)
+        return {q: _down_to_unit(scores, depth, unit_of) for q, scores in chunks.items()}
 
 
 def _cut(ranking: Ranking, depth: int) -> Ranking:
     """Each query's best ``depth`` items (``records.ordered``)."""
     return {q: {i: s[i] for i in ordered(s)[:depth]} for q, s in ranking.items()}
+
+
+def _down_to_unit(scores: dict[str, float], depth: int,
+                  unit_of: dict[str, str]) -> dict[str, float]:
+    """One query's chunks (``{chunk_id: score}``) in rank order down to, and including, the best
+    chunk of the ``depth``-th distinct unit (``unit_of``); all of them when they hold fewer."""
+    seen: set[str] = set()
+    out: dict[str, float] = {}
+    for c in ordered(scores):
+        seen.add(unit_of[c])
+        out[c] = scores[c]
+        if len(seen) == depth:
+            break
+    return out
