@@ -183,3 +183,22 @@ def test_the_handbook_hybrid_run_ranks_chunks_as_before(tmp_path):
     for m in scores:
         mean = sum(m(expected[q], rel) for q, rel in result.qrels.items()) / len(result.qrels)
         assert result.metrics[m.key] == pytest.approx(mean)
+
+
+def test_serving_counts_a_parts_depth_in_the_runs_units(tmp_path):
+    """``ragexp search`` on the trial's run fuses what the run fused: the relevant document's
+    chunk is among the served chunks, fourth by document as in ``run.trec``; cut to 10 chunks
+    per part, as serving did, no chunk of it reached fusion."""
+    from ragexp.data.docrank import collapse_to_documents
+    from ragexp.serving.engine import Engine
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=[*TRIAL, "dataset=beir",
+                                           f"dataset.path={_beir(tmp_path)}", "reranker=none",
+                                           f"cache_dir={tmp_path / 'cache'}", *SHALLOW])
+    engine = Engine(cfg, threshold=0.0)
+    assert engine.resources.unit_of is not None
+    hits = engine.search("river", k=100)
+    docs = ordered(collapse_to_documents({"q": {h.chunk_id: h.score for h in hits}},
+                                         {h.chunk_id: h.doc_id for h in hits})["q"])
+    assert set(docs[:3]) == {"n0", "n1", "n2"} and docs[3] == "rel"

@@ -26,7 +26,7 @@ from ragexp.run import build as stages
 from ragexp.run.pipeline import chunked, rerank_top, retrieve
 from ragexp.run.schema import BM25Conf
 from ragexp.serving import tracing
-from ragexp.stages.parent_child import answer_context, read_through
+from ragexp.stages.parent_child import answer_context, read_through, rolled_up_units
 from ragexp.tracking import failures
 from ragexp.tracking import store as tracking
 from ragexp.tracking.store import ALIAS, MODEL_NAME
@@ -114,7 +114,10 @@ class Engine:
                                    bm25_params=built.bm25, progress=False,
                                    query_memory=QUERY_MEMORY, stages=store,
                                    chunks_key=chunks_key, share_searches=False,
-                                   index_spec=built.index)
+                                   index_spec=built.index,
+                                   # hybrid parts count their depth in the run's units
+                                   unit_of=rolled_up_units(chunks, self.parents,
+                                                           dataset.unit))
         self.retriever = built.make_retriever(self.resources)
         self.reranker, self.signal, self.answerer = built.reranker, built.signal, built.answerer
         self.resources.bm25  # fit now, not on the first request

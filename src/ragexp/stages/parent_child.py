@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterable, Protocol, runtime_checkable
 
-from ragexp.data.units import section_id
+from ragexp.data.units import section_id, unit_of
 from ragexp.index.embedders import TokenCounter
 from ragexp.records import Chunk, Document
 from ragexp.stages.chunking import Chunker, MarkdownChunker, TokenSized, parse_sections
@@ -123,3 +123,14 @@ def unit_through(chunks: list[Chunk], parent_of: dict[str, Chunk],
     if not parent_of:
         return unit_of_judged
     return {c.chunk_id: unit_of_judged[parent_of[c.chunk_id].chunk_id] for c in chunks}
+
+
+def rolled_up_units(chunks: list[Chunk], parent_of: dict[str, Chunk],
+                    unit: str) -> dict[str, str] | None:
+    """``{chunk id: the unit its score rolls up to}`` when a run is judged above its chunks (the
+    section or document ``unit``, or parents: ``answer_context``), else ``None`` (each chunk is
+    its own unit). ``Resources.unit_of``: what a hybrid part's ``depth`` counts, in a run and
+    when the run is served alike."""
+    if unit == "chunk" and not parent_of:
+        return None
+    return unit_through(chunks, parent_of, unit_of(judged_chunks(chunks, parent_of), unit))
