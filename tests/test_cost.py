@@ -63,3 +63,20 @@ def test_the_parent_tags_read_back_as_lines_and_a_page_section():
     data = SweepData("p" * 32, "e", None, {}, {}, "nDCG@10", None, parent_tags=tags)
     html = "\n".join(cost_section(data, names))
     assert "cheapest tied with the best: hnsw_dense" in html and "<h2>" in html
+
+
+def test_runs_of_overrides_are_labelled_by_their_id_not_custom():
+    """A sweep of overrides (no ``+ablation``) tags every run ``custom``: ``compare`` named the
+    cheapest tied run "custom" (a fresh-user trial); the label is the run id's first 8."""
+    import pandas as pd
+
+    from ragexp.decide import compare
+
+    a, b, c = "a" * 32, "b" * 32, "c" * 32
+    df = pd.DataFrame({"run_id": [a, b, c],
+                       "tags.ragexp.ablation": ["custom", "hybrid_convex", None]})
+    assert compare.run_labels(df) == {a: "aaaaaaaa", b: "hybrid_convex", c: "cccccccc"}
+    assert compare.cost_lines({"ragexp.cheapest_tied": a, "ragexp.pareto": f'{{"bytes": ["{a}", "{b}"]}}'},
+                              compare.run_labels(df)) == [
+        "cheapest tied with the best: aaaaaaaa",
+        "Pareto front, objective against bytes: aaaaaaaa, hybrid_convex"]

@@ -55,13 +55,12 @@ def cmd_compare(args) -> int:
         for line in _sources_lines(df):
             print(f"\n{line}" if line.startswith("by source") else line)
     if results and args.format == "markdown":
-        names = dict(zip(df["run_id"], df.get("tags.ragexp.ablation", df["run_id"].str[:8])))
         print("\nPaired tests per measure and question kind:\n")
-        print(compare.render(significance.long_table(results, names)))
+        print(compare.render(significance.long_table(results, compare.run_labels(df))))
         print(f"\n{significance.note(args.correction, results, measures)}")
     if args.parent and args.format == "markdown":
-        names = dict(zip(df["run_id"], df.get("tags.ragexp.ablation", df["run_id"].str[:8])))
-        lines = compare.cost_lines(tracking.client().get_run(args.parent).data.tags, names)
+        lines = compare.cost_lines(tracking.client().get_run(args.parent).data.tags,
+                                   compare.run_labels(df))
         if lines:
             print("\n" + "\n".join(lines))
     return 0
@@ -76,10 +75,10 @@ def _sources_lines(df) -> list[str]:
     tables = {r: compare.per_question(r) for r in df["run_id"]}
     objective = str(df["params.objective"].iloc[0]) if "params.objective" in df else "nDCG@10"
     deciding = compare.deciding_source(df)
-    names = {r: (a if isinstance(a, str) and a != "custom" else r[:8])
-             for r, a in zip(df["run_id"], df.get("tags.ragexp.ablation", df["run_id"]))}
     chosen = sources.choices(tables, objective)
-    return sources.lines(chosen, sources.agreement(chosen), names, objective, deciding)
+    return sources.lines(chosen, sources.agreement(chosen), compare.run_labels(df), objective,
+                         deciding)
+
 
 
 def _rule(args, promoting: bool):

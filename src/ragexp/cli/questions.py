@@ -106,8 +106,7 @@ def cmd_plan(args) -> int:
     source = compare.deciding_source(df)
     tables = {r: sources.deciding(compare.per_question(r), source) for r in df["run_id"]}
     scores, _ = aligned_scores(tables, objective)
-    names = {r: (a if isinstance(a, str) and a != "custom" else r[:8])
-             for r, a in zip(df["run_id"], df.get("tags.ragexp.ablation", df["run_id"]))}
+    names = compare.run_labels(df)
     needs = plan.pair_needs(scores, args.top)
     have = len(next(iter(scores.values())))
     print(f"pilot sweep {parent[:8]}: {len(scores)} runs, {have} questions "

@@ -167,3 +167,11 @@ def cost_lines(tags: dict[str, str], names: dict[str, str]) -> list[str]:
     for c, front in json.loads(tags.get("ragexp.pareto", "{}")).items():
         lines.append(f"Pareto front, objective against {c}: {', '.join(map(label, front))}")
     return lines
+
+
+def run_labels(df) -> dict[str, str]:
+    """``{run id: label}`` of ``compare``'s runs (a data frame of ``mlflow.search_runs``): the
+    ablation's name, else the id's first 8 characters (runs of overrides are all ablation
+    ``custom``, which names none of them)."""
+    return {r: (a if isinstance(a, str) and a != "custom" else r[:8])
+            for r, a in zip(df["run_id"], df.get("tags.ragexp.ablation", df["run_id"]))}
