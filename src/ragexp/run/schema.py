@@ -27,6 +27,7 @@ from ragexp.data.units import UNITS
 from ragexp.evaluation.measures import DEFAULT_NAMES
 from ragexp.index.bm25 import METHODS
 from ragexp.index.embedders import BATCH_TOKENS
+from ragexp.stages.fusion.norm import NORMS
 
 # Valid values of the LLM endpoint keys, as ``answer.llm.Endpoint`` checks them.
 LLM_RANGES = {"timeout": {"gt": 0}, "max_retries": {"ge": 0, "le": 20},
@@ -258,14 +259,15 @@ class WeightedRRFConf:
 class CombSUMConf:
     _target_: str = "ragexp.stages.fusion.score.CombSUM"
     name: str = "combsum"
-    norm: str = "minmax"  # minmax, zscore, sum or dbsf (stages/fusion/norm.py)
+    # score normalisation before summing: minmax, zscore, sum or dbsf (stages/fusion/norm.py)
+    norm: str = field(default="minmax", metadata={"choices": tuple(NORMS)})
 
 
 @dataclass
 class CombMNZConf:
     _target_: str = "ragexp.stages.fusion.score.CombMNZ"
     name: str = "combmnz"
-    norm: str = "minmax"
+    norm: str = field(default="minmax", metadata={"choices": tuple(NORMS)})
 
 
 @dataclass
@@ -274,7 +276,7 @@ class ConvexConf:
     name: str = "convex"
     alpha: float = field(default=0.5, metadata={"ge": 0, "le": 1})  # weight of fusion.part
     part: str = "dense"  # the part alpha weighs; the other one weighs 1 - alpha
-    norm: str = "minmax"
+    norm: str = field(default="minmax", metadata={"choices": tuple(NORMS)})
 
 
 @dataclass

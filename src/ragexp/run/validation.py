@@ -18,13 +18,16 @@ misspelt key) into one line.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import operator
+import re
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ragexp import legacy
 from ragexp.data import sizes
 from ragexp.decide import selection
 from ragexp.errors import RagexpError
@@ -148,17 +151,40 @@ def validate(cfg: DictConfig, where: str = "") -> None:
 
     ``where`` (e.g. the job's overrides) is added to the message so a sweep says which job. A
     rule that cannot read its keys because a required value is missing is skipped (the missing
-    value is reported); any other config error inside a rule is reported as a problem."""
+    value is reported); any other config error inside a rule is reported as a problem. A key
+    already refused as out of range or not among its choices is not reported again by a later
+    rule (``refused_keys``): one mistake, one line."""
     problems = missing_values(cfg) + check_fields(cfg)
+    refused = refused_keys(problems)
     for rule in _RULES:
         try:
-            problems += rule(cfg)
+            found = [p for p in rule(cfg) if leading_key(p) not in refused]
         except OmegaConfBaseException as exc:  # e.g. an interpolation to a missing value
             if not problems:
                 problems.append(" ".join(str(exc).split()))
+            continue
+        problems += found
+        refused |= refused_keys(found)
     if problems:
         head = f"invalid config{f' ({where})' if where else ''}:"
         raise ConfigRangeError("\n  ".join([head, *problems]))
+
+
+_KEY_VALUE = re.compile(r"([\w.@-]+)=")
+
+
+def leading_key(message: str) -> str | None:
+    """The config key a problem message starts with, ``"k=5 is ..."`` -> ``"k"``; None for a
+    message that does not start ``key=value``."""
+    found = _KEY_VALUE.match(message)
+    return found.group(1) if found else None
+
+
+def refused_keys(problems: list[str]) -> set[str]:
+    """Keys that ``problems`` refuse as out of range or not among their choices (the wording of
+    ``field_problems``)."""
+    return {leading_key(p) for p in problems
+            if leading_key(p) and (" is out of range" in p or " is not one of" in p)}
 
 
 @cross_field_rule
@@ -430,6 +456,164 @@ def parts_are_typed(cfg: DictConfig) -> list[str]:
                     option(cfg, value, f"{key}.{slot}")
                 except RagexpError as exc:
                     problems.append(str(exc))
+    return problems
+
+
+CONTROL_KEYS = frozenset({"_target_", "_partial_", "_recursive_", "_convert_", "_args_"})
+BUILT_WITH = frozenset({"resources"})  # arguments a stage's factory is called with, not config
+# Keys of ``retriever=hybrid`` before fusion became a group (the form ``legacy.hybrid_parts``
+# rewrites in a recorded config): ``(target, key) -> where that setting went``.
+MOVED_KEYS = {
+    (legacy.HYBRID, "depth"): "retriever.parts.<name>.depth (one per part)",
+    (legacy.HYBRID, "rrf_k"): "fusion.k (fusion=rrf)",
+    (legacy.HYBRID, "dense"): "retriever.parts.dense (=null switches the part off)",
+    (legacy.HYBRID, "bm25"): "retriever.parts.bm25 (=null switches the part off)",
+}
+DENSE = "ragexp.stages.retrievers.DenseRetriever"
+
+
+def target_schemas() -> dict[str, type]:
+    """``{_target_: schema dataclass}`` for every schema of ``schema.py`` that names one."""
+    out: dict[str, type] = {}
+    for _, kind in inspect.getmembers(schema, inspect.isclass):
+        if dataclasses.is_dataclass(kind) and kind.__module__ == schema.__name__:
+            default = {f.name: f.default for f in dataclasses.fields(kind)}.get("_target_")
+            if isinstance(default, str):
+                out.setdefault(default, kind)
+    return out
+
+
+def target_node_problems(node: DictConfig, where: str) -> list[str]:
+    """What ``instantiate`` would refuse in one config node with a ``_target_`` at ``where``
+    (``"retriever"``): a target that does not import; a key its signature does not take (a key
+    that moved says where, ``MOVED_KEYS``); for a factory (``_partial_: true``) a required
+    argument not given (the run supplies only ``BUILT_WITH``); and, for a node that lost its
+    schema type (a hybrid part's retriever), its schema's ranges, choices, paths and required
+    values (``target_schemas``)."""
+    # defer heavy import
+    from hydra.utils import get_object
+
+    target = node.get("_target_")
+    if not isinstance(target, str):
+        return []
+    try:
+        built = get_object(legacy.target(target))
+        params = inspect.signature(built).parameters
+    except (ImportError, AttributeError, ValueError, TypeError) as exc:
+        return [f"{where}._target_={target} does not name a class or function ({exc})"]
+    problems = []
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        takes = ", ".join(n for n in params if n not in BUILT_WITH) or "nothing"
+        for key in node:
+            if key in CONTROL_KEYS or key in params:
+                continue
+            moved = MOVED_KEYS.get((legacy.target(target), key))
+            problems.append(f"{where}.{key} moved to {moved}: drop {where}.{key}" if moved else
+                            f"{where}.{key} is not a setting of {target} (it takes {takes})")
+    if node.get("_partial_") is True:
+        problems += [f"{where}.{name} is required by {target} and has no value: add it"
+                     for name, p in params.items()
+                     if p.default is inspect.Parameter.empty and name not in BUILT_WITH
+                     and name not in node and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    kind = target_schemas().get(legacy.target(target))
+    if kind is not None and not dataclasses.is_dataclass(OmegaConf.get_type(node)):
+        for f in dataclasses.fields(kind):
+            if f.name in node and f.metadata and not OmegaConf.is_missing(node, f.name):
+                problems += field_problems(f"{where}.{f.name}", node[f.name], f.metadata)
+    return problems
+
+
+@cross_field_rule
+def targets_take_their_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
+    """``target_node_problems`` for every node of ``cfg`` with a ``_target_`` (recursively;
+    ``hydra``, interpolations and switched-off nodes left out), so that a key a stage does not
+    take (``+retriever.depth=1`` under ``retriever=hybrid``, ``+fusion.alpha=0.1`` under
+    ``fusion=rrf``) is refused before any run, not as a job's ``TypeError``."""
+    problems = []
+    for key in cfg:
+        node = cfg._get_node(key)
+        if key == "hydra" or not isinstance(node, DictConfig) or node._is_missing() \
+                or node._is_none() or node._is_interpolation():
+            continue
+        problems += target_node_problems(cfg[key], f"{prefix}{key}")
+        problems += targets_take_their_keys(cfg[key], f"{prefix}{key}.")
+    return problems
+
+
+@cross_field_rule
+def parts_build(cfg: DictConfig) -> list[str]:
+    """Each enabled hybrid part can be built as written: its ``retriever`` is an option name
+    whose option needs no value a name cannot give (``retriever: trec_run`` lacks ``path``), or
+    a mapping with ``_target_`` and ``_partial_: true`` (the rest is checked by
+    ``targets_take_their_keys``); an ``embedder`` only on a dense part (no other part reads
+    one)."""
+    parts = OmegaConf.select(cfg, "retriever.parts")
+    if not isinstance(parts, DictConfig):
+        return []
+    problems = []
+    for name in parts:
+        part, key = parts[name], f"retriever.parts.{name}"
+        if not isinstance(part, DictConfig) or "retriever" not in part \
+                or OmegaConf.is_missing(part, "retriever"):
+            continue  # off, or parts_are_typed reports it
+        retriever, target = part.retriever, None
+        if isinstance(retriever, str):
+            try:
+                option = build.named_retriever(cfg, retriever, f"{key}.retriever")
+            except RagexpError:
+                continue  # parts_are_typed reports it
+            target = option.get("_target_")
+            needs = [m.split(" is required")[0].removeprefix(f"{key}.retriever.")
+                     for m in missing_values(option, f"{key}.retriever.")]
+            if needs:
+                problems.append(
+                    f"{key}.retriever={retriever}: the {retriever} option needs "
+                    f"{', '.join(needs)}, which a part naming it cannot give: write it as a "
+                    f"mapping, {key}.retriever={{_target_: {option._target_}, _partial_: true, "
+                    f"{': ..., '.join(needs)}: ...}}")
+        elif isinstance(retriever, DictConfig):
+            if "_target_" not in retriever:
+                problems.append(
+                    f"{key}.retriever is a mapping without _target_: a part's retriever is an "
+                    f"option name of the retriever group (dense, bm25) or a mapping with "
+                    f"_target_ and _partial_: true (conf/retriever/hybrid.yaml)")
+                continue
+            if retriever.get("_partial_") is not True:
+                problems.append(f"{key}.retriever needs _partial_: true (a part's retriever is "
+                                f"built on the run's resources)")
+            target = retriever._target_
+        embedder = part.get("embedder")
+        if embedder is not None and target is not None and legacy.target(target) != DENSE:
+            problems.append(f"{key}.embedder={embedder}: only a dense part reads an embedder; "
+                            f"this part's retriever is {target}: drop {key}.embedder")
+    return problems
+
+
+@cross_field_rule
+def weights_name_enabled_parts(cfg: DictConfig) -> list[str]:
+    """``fusion.weights`` of a hybrid: each weight ``>= 0`` and naming a part of
+    ``retriever.parts``; one on a part switched off only at the weight of no effect, 1; and
+    not 0 for every enabled part (a part not named weighs 1), where every fused score would be
+    0 (``stages.fusion.rank.rrf`` refuses the same)."""
+    fusion, parts = cfg.get("fusion"), OmegaConf.select(cfg, "retriever.parts")
+    weights = fusion.get("weights") if isinstance(fusion, DictConfig) else None
+    if not isinstance(parts, DictConfig) or not isinstance(weights, DictConfig):
+        return []
+    on = [name for name in parts if parts[name] is not None]
+    enabled = f"the enabled parts are {', '.join(on) or 'none'}"
+    problems = []
+    for name, w in weights.items():
+        key = f"fusion.weights.{name}"
+        if w < 0:
+            problems.append(f"{key}={w} is out of range: must be >= 0")
+        elif name not in parts:
+            problems.append(f"{key}={w} names no part of retriever.parts: {enabled}")
+        elif name not in on and w != 1:
+            problems.append(f"{key}={w} weighs a part switched off (retriever.parts.{name}="
+                            f"null): {enabled}")
+    if on and all(weights.get(name, 1.0) == 0 for name in on):
+        problems.append(f"fusion.weights are 0 for every enabled part ({', '.join(on)}): every "
+                        f"fused score would be 0; give at least one a weight > 0")
     return problems
 
 

@@ -22,8 +22,8 @@ from ragexp.records import Ranking, ordered
 def rrf(rankings: Mapping[str, Ranking], k: float = 60.0,
         weights: Mapping[str, float] | None = None) -> Ranking:
     """``{qid: {item: sum_p w_p / (k + rank_p(item))}}`` over ``rankings`` (``{part: Ranking}``);
-    ``weights`` missing a part give it 1. Raises ``InvalidValue`` for ``k < 0`` or a negative
-    weight. ranx's ``rrf`` is the unweighted case; the weighted one equals ranx's ``wsum`` of
+    ``weights`` missing a part give it 1. Raises ``InvalidValue`` for ``k < 0``, a negative
+    weight, or weight 0 for every part of ``rankings`` (every fused score would be 0). ranx's ``rrf`` is the unweighted case; the weighted one equals ranx's ``wsum`` of
     each part's ``rrf`` scores (no normalisation)."""
     if k < 0:
         raise InvalidValue(f"fusion.k must be >= 0, got {k}")
@@ -31,6 +31,9 @@ def rrf(rankings: Mapping[str, Ranking], k: float = 60.0,
     negative = {p: w for p, w in weights.items() if w < 0}
     if negative:
         raise InvalidValue(f"fusion.weights must be >= 0, got {negative}")
+    if rankings and all(weights.get(part, 1.0) == 0 for part in rankings):
+        raise InvalidValue(f"fusion.weights are 0 for every part fused ({', '.join(rankings)}): "
+                           f"every fused score would be 0")
     fused: Ranking = {}
     for part, ranking in rankings.items():
         w = float(weights.get(part, 1.0))
