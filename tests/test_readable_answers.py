@@ -103,6 +103,14 @@ def test_nothing_but_unasked_rows_and_code_is_a_refusal():
     assert asked.sentences == ["pause_grace | grace period of a pause [1]"]
 
 
+def test_an_answer_sentence_is_cut_where_the_sentence_chunker_cuts():
+    # #23: the analyser's regex cut "Ms. Lindqvist" after "Ms." and answered "... is Ms. [1]".
+    chunk = _chunk("The safety officer is Ms. Lindqvist. Dr. Ode leads the drills.")
+    bm25 = BM25Index().fit([chunk.text, "T\nfiller text", "T\nother filler"])
+    ans = _ask("Who is the safety officer?", [chunk], bm25, max_sentences=1)
+    assert ans.sentences == ["The safety officer is Ms. Lindqvist. [1]"]
+
+
 def test_links_and_emphasis_are_rendered_in_the_answer():
     chunk = _chunk("- Retries back off *exponentially*, see [the retry guide](retries.md).")
     bm25 = BM25Index().fit([chunk.text, "T\nfiller text", "T\nother filler"])

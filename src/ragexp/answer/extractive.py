@@ -27,7 +27,8 @@ from ragexp.answer.base import Answer, AnswerInput, body, finish, refuse_early, 
 from ragexp.errors import InvalidValue
 from ragexp.index.bm25 import BM25Index
 from ragexp.text import markdown
-from ragexp.text.analysis import split_sentences, tokenize, word_count
+from ragexp.text.analysis import tokenize, word_count
+from ragexp.text.sentences import sentence_spans
 
 QUANTITY_MISSING = 0.5  # score factor of a sentence without a digit, for a quantity question
 # A name a question can point at: a backticked span, words joined by "_" or ".", letters mixed
@@ -101,7 +102,8 @@ class ExtractiveAnswerer:
                 if kind != "prose" and not asks_for(inp.question, kind, line):
                     continue
                 if kind in ("prose", "heading"):
-                    shown = split_sentences(markdown.plain(line))
+                    plain = markdown.plain(line)  # cut as the sentence chunker cuts
+                    shown = [plain[start:end] for start, end in sentence_spans(plain)]
                 else:
                     shown = [markdown.row_text(line) if kind == "table" else line.strip()]
                 # a row is read with its table's header and section heading: "which error code
