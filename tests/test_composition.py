@@ -372,3 +372,204 @@ def test_subvectors_are_checked_against_the_dimension_each_embedder_declares(tmp
         validation.validate(cfg)
     with pytest.raises(RagexpError, match="index.m=5 does not divide"):
         instantiate(cfg.index).build(instantiate(cfg.embedder).files["passage"].vectors)
+
+
+# #19 k1 and #23, as a fresh user found them: each escaped composition and failed the job (a
+# FAILED run, or a TypeError), so composition refuses it now. "{tmp}" as in CASES.
+HYBRID = ["retriever=hybrid"]
+RUN_PART = ("+retriever.parts.run={retriever: {_target_: ragexp.stages.external.TrecRunRetriever, "
+            "_partial_: true%s}, depth: 100}")
+
+
+def with_tmp(overrides: list[str], tmp) -> list[str]:
+    """``overrides`` with "{tmp}" replaced (braces of a mapping left alone), and a valid TREC
+    run at ``{tmp}/x.run``."""
+    (tmp / "x.run").write_text("q1 Q0 d#0 1 1.0 other\n")
+    return [o.replace("{tmp}", str(tmp)) for o in overrides]
+
+
+def fused(cfg: DictConfig):
+    """The run's fusion built and fusing one ranking per enabled part, as the hybrid does."""
+    parts = [name for name, p in cfg.retriever.parts.items() if p is not None]
+    return instantiate(cfg.fusion).fuse({name: {"q1": {"d1": 1.0}} for name in parts})
+
+
+def hybrid(cfg: DictConfig):
+    """The run's retriever built on one chunk's resources, as ``run.build`` builds it."""
+    from ragexp.index.embedders import HashEmbedder
+    from ragexp.records import Chunk
+
+    chunks = [Chunk("d#0", "d", "T\nZebras have stripes.", heading="T")]
+    return build.retriever_factory(cfg)(Resources(chunks, lambda: HashEmbedder(dim=64)))
+
+
+# (overrides, the message, the job-side code that fails on the same config)
+TRIAL = [
+    ([*HYBRID, "fusion=combsum", "fusion.norm=bogus"],
+     "fusion.norm='bogus' is not one of minmax, zscore, sum, dbsf", stage("fusion")),
+    ([*HYBRID, "fusion=convex", "fusion.norm=l2"], "fusion.norm='l2' is not one of",
+     stage("fusion")),
+    ([*HYBRID, "fusion=weighted_rrf", "fusion.weights.bm25=-1"],
+     "fusion.weights.bm25=-1.0 is out of range: must be >= 0", stage("fusion")),
+    ([*HYBRID, "fusion=weighted_rrf", "fusion.weights.bm25=0", "fusion.weights.dense=0"],
+     "fusion.weights are 0 for every enabled part (dense, bm25)", fused),
+    ([*HYBRID, "+retriever.parts.run={retriever: trec_run, depth: 100}"],
+     "retriever.parts.run.retriever=trec_run: the trec_run option needs path", hybrid),
+    ([*HYBRID, RUN_PART % ""],
+     "retriever.parts.run.retriever.path is required by ragexp.stages.external.TrecRunRetriever",
+     hybrid),
+    ([*HYBRID, RUN_PART % ", path: {tmp}/none.run"],
+     "retriever.parts.run.retriever.path={tmp}/none.run: no such file", hybrid),
+    ([*HYBRID, "+retriever.parts.x={retriever: {method: robertson, b: 0.3}, depth: 100}"],
+     "retriever.parts.x.retriever is a mapping without _target_: a part's retriever is an option "
+     "name of the retriever group (dense, bm25) or a mapping with _target_", hybrid),
+    ([*HYBRID, "+retriever.parts.x={retriever: {_target_: "
+               "ragexp.stages.retrievers.BM25Retriever}, depth: 100}"],
+     "retriever.parts.x.retriever needs _partial_: true", hybrid),
+    ([*HYBRID, "+retriever.depth=1"],
+     "retriever.depth moved to retriever.parts.<name>.depth", hybrid),
+    ([*HYBRID, "+retriever.rrf_k=20"], "retriever.rrf_k moved to fusion.k", hybrid),
+    ([*HYBRID, "+fusion.alpha=0.1"],
+     "fusion.alpha is not a setting of ragexp.stages.fusion.rank.RRF (it takes k, name)",
+     stage("fusion")),
+    (["retriever=bm25", "+retriever.depth=5"],
+     "retriever.depth is not a setting of ragexp.stages.retrievers.BM25Retriever", hybrid),
+    (["+embedder.model=minilm"],
+     "embedder.model is not a setting of ragexp.index.embedders.HashEmbedder",
+     stage("embedder")),
+]
+# Accepted by the job and measuring something other than what was asked: a weight on no part,
+# on a switched-off part, an embedder a BM25 part never reads.
+SILENT = [
+    ([*HYBRID, "fusion=weighted_rrf", "+fusion.weights.bm26=2"],
+     "fusion.weights.bm26=2.0 names no part of retriever.parts: the enabled parts are dense, "
+     "bm25"),
+    ([*HYBRID, "fusion=weighted_rrf", "retriever.parts.dense=null", "fusion.weights.dense=5"],
+     "fusion.weights.dense=5.0 weighs a part switched off (retriever.parts.dense=null): the "
+     "enabled parts are bm25"),
+    ([*HYBRID, "+retriever.parts.x={retriever: bm25, depth: 100, embedder: hash}"],
+     "retriever.parts.x.embedder=hash: only a dense part reads an embedder"),
+]
+
+
+@pytest.mark.parametrize("overrides,message,job", TRIAL, ids=[" ".join(c[0]) for c in TRIAL])
+def test_what_the_trial_s_jobs_failed_on_composition_refuses(overrides, message, job, tmp_path):
+    cfg = compose_config("embedder=hash", *with_tmp(overrides, tmp_path))
+    with pytest.raises(validation.ConfigRangeError) as info:
+        validation.validate(cfg)
+    assert message.format(tmp=tmp_path) in str(info.value)
+    assert len(str(info.value).splitlines()) == 2  # one mistake, one line
+    with pytest.raises(Exception) as failed:  # noqa: B017 - a TypeError or the stage's refusal
+        job(cfg)
+    root = failed.value
+    while root.__cause__ is not None:  # under Hydra's InstantiationException
+        root = root.__cause__
+    # the trial's failure (a TypeError, a missing file, the stage's own refusal), not this
+    # test's: test_what_the_job_takes_composition_takes builds valid configs the same way
+    assert isinstance(root, (TypeError, RagexpError)) and "no chunks" not in str(root), root
+
+
+@pytest.mark.parametrize("overrides,message", SILENT, ids=[" ".join(c[0]) for c in SILENT])
+def test_what_the_job_would_silently_ignore_composition_refuses(overrides, message):
+    cfg = compose_config("embedder=hash", *overrides)
+    with pytest.raises(validation.ConfigRangeError) as info:
+        validation.validate(cfg)
+    assert message in str(info.value) and len(str(info.value).splitlines()) == 2
+    if "fusion.weights" in message:  # the job takes it: the weight changes no score
+        assert fused(cfg) == fused(compose_config("embedder=hash", *overrides[:-1]))
+
+
+@pytest.mark.parametrize("overrides", [
+    [*HYBRID, "fusion=weighted_rrf"],  # the option's weights, dense and bm25 at 1
+    [*HYBRID, "fusion=weighted_rrf", "retriever.parts.dense=null"],  # weight 1 on an off part
+    [*HYBRID, "fusion=weighted_rrf", "fusion.weights.dense=0"],  # bm25 still counts
+    [*HYBRID, "+retriever.parts.run={retriever: bm25, depth: 100}"],
+    [*HYBRID, "+retriever.parts.d2={retriever: dense, depth: 100, embedder: hash}"],
+    [*HYBRID, "fusion=combmnz", "fusion.norm=dbsf"],
+    [*HYBRID, RUN_PART % ", path: {tmp}/x.run"],
+])
+def test_what_the_job_takes_composition_takes(overrides, tmp_path):
+    """The other side of the trial's cases: the builder they fail in builds these."""
+    cfg = compose_config("embedder=hash", *with_tmp(overrides, tmp_path))
+    validation.validate(cfg)
+    hybrid(cfg)
+
+
+@pytest.mark.parametrize("overrides,key", [
+    ([*NO_KEY, "answer.n_chunks=0"], "answer.n_chunks=0"),
+    (["answer.n_chunks=0"], "answer.n_chunks=0"),
+    ([*HYBRID, "retriever.parts.dense.depth=0"], "retriever.parts.dense.depth=0"),
+])
+def test_a_key_out_of_range_is_reported_once(overrides, key):
+    """The range and the cross-field rule on the same key (``reads_within_depth``,
+    ``part_depths_cover_measures``) broke together; only the range is reported."""
+    cfg = compose_config("embedder=hash", *overrides)
+    with pytest.raises(validation.ConfigRangeError) as info:
+        validation.validate(cfg)
+    assert [line.strip() for line in str(info.value).splitlines()[1:]] == [
+        f"{key} is out of range: must be >= 1"]
+
+
+def test_every_shipped_option_passes_the_target_checks():
+    """No false refusal: every option of every group (and every ablation) composes with no
+    key its ``_target_`` does not take."""
+    import os
+
+    from ragexp.run.app import CONF_DIR
+
+    for group in sorted(os.listdir(CONF_DIR)):
+        folder = os.path.join(CONF_DIR, group)
+        if not os.path.isdir(folder) or group in ("hydra", "generator"):
+            continue
+        for name in sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".yaml")):
+            option = f"{'+' if group == 'ablation' else ''}{group}={name}"
+            cfg = compose_config("embedder=hash", option)
+            assert validation.targets_take_their_keys(cfg) == [], option
+            assert validation.parts_build(cfg) == [], option
+
+
+# A sweep whose second job is the bad one: refused before the parent run, job #1 named.
+SWEEPS = [
+    ([*HYBRID, "fusion=combsum"], "fusion.norm", "minmax,bogus", "fusion.norm='bogus'"),
+    ([*HYBRID, "fusion=weighted_rrf"], "fusion.weights.bm25", "1,-1",
+     "fusion.weights.bm25=-1.0"),
+    ([*HYBRID, "++fusion.alpha=0.1"], "fusion", "convex,rrf",
+     "fusion.alpha is not a setting of ragexp.stages.fusion.rank.RRF"),
+    (HYBRID, "retriever.parts.dense.depth", "100,0", "retriever.parts.dense.depth=0 is out of"),
+    ([], "answer.n_chunks", "3,0", "answer.n_chunks=0 is out of range"),
+]
+
+
+@pytest.mark.parametrize("overrides,key,values,message", SWEEPS,
+                         ids=[f"{c[1]}={c[2]}" for c in SWEEPS])
+def test_a_sweep_with_a_bad_second_job_launches_none(overrides, key, values, message, capsys):
+    """``sweep.check_jobs`` (what ``SweepCallback`` runs before the parent run exists) on a
+    sweep of ``key`` over ``values``, the first good, the second bad."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
+
+    from ragexp.run import sweep
+    from ragexp.run.app import CONF_DIR
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        master = compose("config", overrides=["embedder=hash", *overrides],
+                         return_hydra_config=True)
+        with open_dict(master):
+            master.hydra.sweeper.params = {key: values}
+        with pytest.raises(SystemExit) as stopped:
+            sweep.check_jobs(master)
+    assert stopped.value.code == 2
+    lines = capsys.readouterr().err.rstrip().splitlines()
+    assert lines[0].startswith(f"error: invalid config (job #1: {key}={values.split(',')[1]}")
+    assert message in lines[1] and lines[2:] == ["nothing was run"]
+
+
+@pytest.mark.slow
+def test_the_cli_refuses_a_sweep_with_a_bad_second_job_and_creates_no_run(tmp_path):
+    proc = run_ragexp(tmp_path, "-m", "retriever=hybrid", "fusion=combsum",
+                      "fusion.norm=minmax,bogus", "embedder=hash",
+                      f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "job #1" in proc.stderr and "fusion.norm='bogus' is not one of" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert not (tmp_path / "mlflow.db").exists()
