@@ -434,6 +434,10 @@ TRIAL = [
      stage("fusion")),
     (["retriever=bm25", "+retriever.depth=5"],
      "retriever.depth is not a setting of ragexp.stages.retrievers.BM25Retriever", hybrid),
+    ([*HYBRID, "+retriever.parts.bm25.retriever.b=2"],
+     "retriever.parts.bm25.retriever.b=2 is out of range: must be [0, 1]", hybrid),
+    ([*HYBRID, "+retriever.parts.bm25.retriever.method=okapi"],
+     "retriever.parts.bm25.retriever.method='okapi' is not one of", hybrid),
     (["+embedder.model=minilm"],
      "embedder.model is not a setting of ragexp.index.embedders.HashEmbedder",
      stage("embedder")),
@@ -486,6 +490,8 @@ def test_what_the_job_would_silently_ignore_composition_refuses(overrides, messa
     [*HYBRID, "+retriever.parts.run={retriever: bm25, depth: 100}"],
     [*HYBRID, "+retriever.parts.d2={retriever: dense, depth: 100, embedder: hash}"],
     [*HYBRID, "fusion=combmnz", "fusion.norm=dbsf"],
+    [*HYBRID, "+retriever.parts.bm25.retriever.method=bm25l",
+     "+retriever.parts.bm25.retriever.k1=1.2"],
     [*HYBRID, RUN_PART % ", path: {tmp}/x.run"],
 ])
 def test_what_the_job_takes_composition_takes(overrides, tmp_path):

@@ -470,6 +470,9 @@ MOVED_KEYS = {
     (legacy.HYBRID, "bm25"): "retriever.parts.bm25 (=null switches the part off)",
 }
 DENSE = "ragexp.stages.retrievers.DenseRetriever"
+# Targets whose own keys take the ranges of a group's schema: a BM25 part's ``k1``, ``b``,
+# ``method`` and ``delta`` are the ``bm25`` group's (``BM25Retriever`` refuses the same).
+KEYS_RANGED_AS = {"ragexp.stages.retrievers.BM25Retriever": schema.BM25Conf}
 
 
 def target_schemas() -> dict[str, type]:
@@ -489,7 +492,8 @@ def target_node_problems(node: DictConfig, where: str) -> list[str]:
     that moved says where, ``MOVED_KEYS``); for a factory (``_partial_: true``) a required
     argument not given (the run supplies only ``BUILT_WITH``); and, for a node that lost its
     schema type (a hybrid part's retriever), its schema's ranges, choices, paths and required
-    values (``target_schemas``)."""
+    values (``target_schemas``), and the ranges its keys share with a group (``KEYS_RANGED_AS``:
+    a BM25 part's ``b`` is ``bm25.b``'s)."""
     # defer heavy import
     from hydra.utils import get_object
 
@@ -515,11 +519,12 @@ def target_node_problems(node: DictConfig, where: str) -> list[str]:
                      for name, p in params.items()
                      if p.default is inspect.Parameter.empty and name not in BUILT_WITH
                      and name not in node and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    kind = target_schemas().get(legacy.target(target))
-    if kind is not None and not dataclasses.is_dataclass(OmegaConf.get_type(node)):
-        for f in dataclasses.fields(kind):
-            if f.name in node and f.metadata and not OmegaConf.is_missing(node, f.name):
-                problems += field_problems(f"{where}.{f.name}", node[f.name], f.metadata)
+    if not dataclasses.is_dataclass(OmegaConf.get_type(node)):
+        for kind in (target_schemas().get(legacy.target(target)),
+                     KEYS_RANGED_AS.get(legacy.target(target))):
+            for f in dataclasses.fields(kind) if kind is not None else ():
+                if f.name in node and f.metadata and not OmegaConf.is_missing(node, f.name):
+                    problems += field_problems(f"{where}.{f.name}", node[f.name], f.metadata)
     return problems
 
 
