@@ -96,9 +96,23 @@ def test_ids_the_run_does_not_hold_are_named(tmp_path):
     ids = [c.chunk_id for c in CHUNKS] + ["ghost1", "ghost2"]
     assert "names 2 ids the run does not hold: 'ghost1', 'ghost2'" in _error(
         tmp_path, passages=passages, ids=ids)
-    queries = _unit(3, 8)
-    assert "queries.txt names 1 ids the run does not hold: 'q7'" in _error(
-        tmp_path, queries=queries, qids=["q1", "q2", "q7"])
+
+
+def test_an_unknown_passage_id_in_place_of_a_known_one_names_both(tmp_path):
+    message = _error(tmp_path, ids=["d0", "d1", "nope", "d3"])
+    assert "1 of the run's 4 passages have no row in" in message and "'d2'" in message
+    assert "names 1 ids the run does not hold: 'nope'" in message
+
+
+def test_question_ids_the_run_does_not_score_are_ignored_with_one_info_line(tmp_path, caplog):
+    queries = _unit(3, 8, 1)
+    emb = PrecomputedEmbedder(str(_folder(tmp_path / "v", queries=queries,
+                                          qids=["q1", "q2", "q7"])))
+    with caplog.at_level(logging.INFO, logger="ragexp.index.precomputed"):
+        emb.bind(CHUNKS, QUESTIONS)
+    said = [r.getMessage() for r in caplog.records if "queries.txt" in r.getMessage()]
+    assert len(said) == 1 and "1 of its 3 questions are not among the run's 2" in said[0]
+    assert np.array_equal(emb.embed([QUESTIONS["q2"]], "query"), queries[[1]])
 
 
 def test_document_ids_with_chunks_need_chunking_none(tmp_path):
@@ -195,3 +209,13 @@ def test_serving_binds_no_questions_and_names_the_way_to_embed_new_ones(tmp_path
     assert emb.embed([CHUNKS[1].text], "passage").shape == (1, 8)
     with pytest.raises(PrecomputedError, match="needs embedder.queries=NAME"):
         emb.embed(["how do I restart the broker?"], "query")
+
+
+def test_a_non_npy_file_and_a_file_for_a_folder_are_named_as_such(tmp_path):
+    folder = _folder(tmp_path / "v")
+    (folder / "passages.npy").write_text("d0,0.1,0.2\n")
+    with pytest.raises(PrecomputedError) as info:
+        PrecomputedEmbedder(str(folder))
+    assert str(info.value) == f"{folder}/passages.npy is not a .npy matrix (write it with np.save)"
+    with pytest.raises(PrecomputedError, match="is a file, not a folder"):
+        PrecomputedEmbedder(str(folder / "passages.txt"))

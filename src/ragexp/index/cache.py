@@ -165,7 +165,8 @@ class EmbeddingCache:
         queue = deque(todo)  # text order: rows are appended in it, so a reread is one read
         deferred: list[bytes] = []  # keys another worker had claimed when last looked at
         unit = batch_size * CLAIM_BATCHES
-        bar = tqdm(total=len(queue), desc=f"embed {mode}s", unit="text", miniters=64,
+        what = "queries" if mode == "query" else f"{mode}s"
+        bar = tqdm(total=len(queue), desc=f"embed {what}", unit="text", miniters=64,
                    disable=not progress, leave=False)
         claims = _Claims(store.folder.parent) if self._writable(store) else None
         while queue or deferred:

@@ -8,7 +8,9 @@ dimension must match). Every check runs when the embedder is built, before any v
 shapes and dtype, rows against ids, empty or duplicate ids, NaN/inf and zero rows, each error
 naming the file, the row and the id; rows not L2-normalised are normalised with one warning
 saying how many. Binding to a run's chunks and questions (``bind``) then checks that every
-passage and question has a row and that the folder names no id the run does not hold.
+passage and question has a row and that passages.txt names no id the run does not hold;
+queries.txt may hold more questions than the run scores (the other split's). Composition
+checks all but the rows' contents first (``folder_problems``).
 
 The cache keys vectors by text: ``bind`` maps each chunk's text to its id's row, so a sweep's
 ablations read the files once per process (``_read``) and the vectors once from the stage store.
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragexp.errors import InvalidValue
 from ragexp.index.embedders import Embedder, EmbedderError, EmbedderIdentity
 from ragexp.records import Chunk
 
@@ -38,9 +41,10 @@ BLOCK = 1 << 16  # rows checked at a time (bounded temporary memory)
 TINY = 1e-30  # a float32 squared norm below this is recomputed in float64 (underflow)
 
 
-class PrecomputedError(EmbedderError):
+class PrecomputedError(EmbedderError, InvalidValue):
     """A precomputed vector folder is malformed or does not match the run's passages or
-    questions; the message names the file and the first offending rows or ids."""
+    questions; the message names the file and the first offending rows or ids. An input the
+    user gave that is refused (``InvalidValue``: the command exits 2)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,35 @@ def _read_ids(txt: str) -> tuple[list[str], bool, bool]:
     return ids, not all(map(str.strip, ids)), len(set(ids)) == len(ids)
 
 
+def _shape_problem(npy: str, shape: tuple, dtype: np.dtype) -> str | None:
+    """What is wrong with a matrix of ``shape`` and ``dtype`` read from ``npy``, or None."""
+    if len(shape) != 2 or shape[1] == 0:
+        return f"{npy} has shape {tuple(shape)}; need (rows, dim)"
+    if dtype != np.float32:
+        return f"{npy} holds {dtype}; need float32 (np.save(path, x.astype(np.float32)))"
+    return None
+
+
+def _ids_problem(npy: str, rows: int, txt: str, ids: list[str], blank: bool,
+                 distinct: bool) -> str | None:
+    """What is wrong with the ids ``txt`` of a matrix of ``rows`` rows, or None: a count other
+    than ``rows``, an empty line, an id given twice (with its lines)."""
+    if len(ids) != rows:
+        return (f"{npy} has {rows} rows but {txt} has {len(ids)} ids (one id per line, in row "
+                f"order)")
+    if blank:
+        empty = [i + 1 for i, x in enumerate(ids) if not x.strip()]
+        return f"{txt}: empty id on line {_first(empty)}"
+    if not distinct:
+        row: dict[str, int] = {}
+        dupes = []
+        for i, x in enumerate(ids):
+            if row.setdefault(x, i) != i:
+                dupes.append(f"{x} (lines {row[x] + 1} and {i + 1})")
+        return f"{txt}: {len(dupes)} duplicate ids: {', '.join(dupes[:SHOWN])}"
+    return None
+
+
 @lru_cache(maxsize=4)
 def _read(npy: str, txt: str, stamp: tuple) -> VectorFile:
     """Load and check ``npy`` and its ids ``txt``; ``stamp`` (sizes, mtimes) keys the
@@ -87,26 +120,12 @@ def _read(npy: str, txt: str, stamp: tuple) -> VectorFile:
         try:
             vectors = np.load(npy, allow_pickle=False)
         except (OSError, ValueError) as exc:
-            raise PrecomputedError(f"{npy} is not a .npy matrix: {exc}") from exc
+            raise PrecomputedError(_not_npy(npy)) from exc
         ids, blank, distinct = reading.result()
-    if vectors.ndim != 2 or vectors.shape[1] == 0:
-        raise PrecomputedError(f"{npy} has shape {vectors.shape}; need (rows, dim)")
-    if vectors.dtype != np.float32:
-        raise PrecomputedError(f"{npy} holds {vectors.dtype}; need float32 "
-                               f"(np.save(path, x.astype(np.float32)))")
-    if len(ids) != len(vectors):
-        raise PrecomputedError(f"{npy} has {len(vectors)} rows but {txt} has {len(ids)} ids "
-                               f"(one id per line, in row order)")
-    if blank:
-        empty = [i + 1 for i, x in enumerate(ids) if not x.strip()]
-        raise PrecomputedError(f"{txt}: empty id on line {_first(empty)}")
-    if not distinct:
-        row: dict[str, int] = {}
-        dupes = []
-        for i, x in enumerate(ids):
-            if row.setdefault(x, i) != i:
-                dupes.append(f"{x} (lines {row[x] + 1} and {i + 1})")
-        raise PrecomputedError(f"{txt}: {len(dupes)} duplicate ids: {', '.join(dupes[:SHOWN])}")
+    problem = (_shape_problem(npy, vectors.shape, vectors.dtype)
+               or _ids_problem(npy, len(vectors), txt, ids, blank, distinct))
+    if problem:
+        raise PrecomputedError(problem)
     if not vectors.flags.writeable:
         vectors = vectors.copy()
     normalised = 0
@@ -119,19 +138,81 @@ def _read(npy: str, txt: str, stamp: tuple) -> VectorFile:
     return VectorFile(vectors, ids, normalised)
 
 
-def matrix_shape(npy: str | Path) -> tuple[int, ...]:
-    """The shape a ``.npy`` file declares in its header, read without loading the matrix (so
-    composition knows a precomputed folder's dimension). Raises ``PrecomputedError`` for a file
-    that is not a ``.npy`` matrix."""
+def _not_npy(npy: str | Path) -> str:
+    return f"{npy} is not a .npy matrix (write it with np.save)"
+
+
+def matrix_header(npy: str | Path) -> tuple[tuple[int, ...], np.dtype]:
+    """``(shape, dtype)`` a ``.npy`` file declares in its header, read without loading the
+    matrix (so composition knows a precomputed folder's dimension). Raises ``PrecomputedError``
+    for a file that is not a ``.npy`` matrix (numpy's format: magic string, then header)."""
     try:
         with open(npy, "rb") as fh:
             version = np.lib.format.read_magic(fh)
             read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                     else np.lib.format.read_array_header_2_0)
-            shape, _, _ = read(fh)
+            shape, _, dtype = read(fh)
     except (OSError, ValueError) as exc:
-        raise PrecomputedError(f"{npy} is not a .npy matrix: {exc}") from exc
-    return tuple(shape)
+        raise PrecomputedError(_not_npy(npy)) from exc
+    return tuple(shape), dtype
+
+
+def matrix_shape(npy: str | Path) -> tuple[int, ...]:
+    """The shape ``matrix_header`` reads. Raises ``PrecomputedError`` as it does."""
+    return matrix_header(npy)[0]
+
+
+def folder_problems(path: str) -> list[str]:
+    """What composition can know is wrong with the folder ``embedder.path=path`` without
+    loading a matrix: not a folder, a file of a pair missing (``queries.*`` may both be
+    absent), a ``.npy`` header other than 2-D float32, ids other than one distinct non-empty
+    id per row, ``queries.npy`` of another dimension than ``passages.npy``. Reading the ids is
+    cheap (a million lines in under a second); NaN/inf and zero rows need the whole matrix
+    (``check_rows``). Returns one line per problem (none for a good folder)."""
+    folder = Path(path).expanduser()
+    if not folder.exists():
+        return [f"{path}: no such folder"]
+    if not folder.is_dir():
+        return [f"{path} is a file, not a folder (a folder of passages.npy, passages.txt and "
+                f"queries.npy/queries.txt)"]
+    problems, dims = [], {}
+    for mode, names in FILES.items():
+        paths = [folder / n for n in names]
+        present = [p.is_file() for p in paths]
+        if mode == "query" and not any(present):
+            continue
+        if not all(present):
+            missing = [n for n, ok in zip(names, present) if not ok]
+            problems.append(f"{path} lacks {', '.join(missing)}")
+            continue
+        npy, txt = map(str, paths)
+        try:
+            shape, dtype = matrix_header(npy)
+        except PrecomputedError as exc:
+            problems.append(str(exc))
+            continue
+        problem = (_shape_problem(npy, shape, dtype)
+                   or _ids_problem(npy, shape[0], txt, *_read_ids(txt)))
+        if problem:
+            problems.append(problem)
+        else:
+            dims[mode] = shape[1]
+    if len(dims) == 2 and dims["query"] != dims["passage"]:
+        problems.append(f"{folder / 'queries.npy'} gives {dims['query']}-d vectors but "
+                        f"passages.npy holds {dims['passage']}-d ones: both must have the same "
+                        f"dimension")
+    return problems
+
+
+def check_rows(path: str) -> None:
+    """Load and check every matrix of the folder ``path`` (``_read``, memoised: the embedder
+    built later reads them from memory), so NaN/inf and zero rows are refused before a run is
+    created. Raises ``PrecomputedError``."""
+    folder = Path(path).expanduser()
+    for names in FILES.values():
+        paths = [folder / n for n in names]
+        if all(p.is_file() for p in paths):
+            _read(str(paths[0]), str(paths[1]), _stamp(paths))
 
 
 def _check_block(block: np.ndarray, start: int, npy: str, ids: list[str]) -> int:
@@ -185,7 +266,7 @@ class PrecomputedEmbedder:
     def __post_init__(self) -> None:
         folder = Path(self.path).expanduser()
         if not folder.is_dir():
-            raise PrecomputedError(f"embedder.path={self.path}: no such folder")
+            raise PrecomputedError(f"embedder.path={folder_problems(self.path)[0]}")
         self.files: dict[str, VectorFile] = {}
         for mode, names in FILES.items():
             paths = [folder / n for n in names]
@@ -240,13 +321,18 @@ class PrecomputedEmbedder:
     def bind(self, chunks: list[Chunk], questions: dict[str, str]) -> None:
         """Map each chunk's text to its id's row of ``passages.npy`` and each question's text
         (``{qid: text}``; none when serving) to its row of ``queries.npy``. Raises
-        ``PrecomputedError`` naming the first few passages or questions without a row, ids the
-        run does not hold, and document ids with a chunking that splits documents (they need
-        ``chunking=none``)."""
+        ``PrecomputedError`` naming the first few passages or questions without a row, passage
+        ids the run does not hold (the vectors of another corpus or chunking), and document ids
+        with a chunking that splits documents (they need ``chunking=none``). Question ids the
+        run does not score (another split's, a question without qrels) are ignored, with one
+        info line saying how many."""
         files = self.files["passage"]
         chunk_ids = [c.chunk_id for c in chunks]
         in_order = chunk_ids == files.ids  # the usual case, checked at C speed
         missing = [] if in_order else [c for c in chunk_ids if c not in files.row]
+        held = set(chunk_ids)
+        unknown = [x for x in files.ids if x not in held] if missing or len(files.ids) > len(
+            held) else []
         if missing:
             docs = {c.doc_id for c in chunks}
             if docs and all(d in files.row for d in docs):
@@ -254,11 +340,11 @@ class PrecomputedEmbedder:
                     f"{self.path}/passages.txt holds document ids but the chunking made "
                     f"{len(chunks)} chunks of {len(docs)} documents: document ids need "
                     f"chunking=none (one chunk per document, chunking.windows=truncate)")
+            named = (f"; it names {len(unknown)} ids the run does not hold: {_first(unknown)}"
+                     if unknown else "")
             raise PrecomputedError(f"{len(missing)} of the run's {len(chunks)} passages have "
-                                   f"no row in {self.path}/passages.txt: {_first(missing)}")
-        held = set(chunk_ids)
-        unknown = [x for x in files.ids if x not in held] if len(files.ids) > len(held) \
-            else []
+                                   f"no row in {self.path}/passages.txt: {_first(missing)}"
+                                   f"{named}")
         if unknown:
             raise PrecomputedError(f"{self.path}/passages.txt names {len(unknown)} ids the run "
                                    f"does not hold: {_first(unknown)}")
@@ -271,10 +357,11 @@ class PrecomputedEmbedder:
                 raise PrecomputedError(f"{len(absent)} of the run's {len(questions)} questions "
                                        f"have no row in {self.path}/queries.txt: "
                                        f"{_first(absent)}")
-            extra = [q for q in qfile.ids if q not in questions]
+            extra = len(qfile.ids) - len(questions)  # all the run's questions have a row
             if extra and questions:  # serving binds no questions: each is looked up as asked
-                raise PrecomputedError(f"{self.path}/queries.txt names {len(extra)} ids the "
-                                       f"run does not hold: {_first(extra)}")
+                log.info("%s/queries.txt: %d of its %d questions are not among the run's %d "
+                         "(another split); ignored", self.path, extra, len(qfile.ids),
+                         len(questions))
             self._by_text["query"] = self._texts(qfile, list(questions),
                                                  list(questions.values()), "questions")
 

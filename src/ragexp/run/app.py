@@ -154,6 +154,7 @@ def run_logged(cfg: DictConfig) -> dict:
         tracking.write_status(job.output_dir, status="SKIPPED", run_id=done,
                               overrides=job.overrides)
         return {"status": "SKIPPED", "run_id": done}
+    stages.check_vectors(cfg)  # whole matrices: after the skip check, before the run exists
     tags = {"ragexp.config_hash": job.config_hash, "ragexp.ablation": cfg.ablation,
             "ragexp.overrides": job.overrides, "ragexp.code": tracking.code_identity(),
             "git.commit": tracking.git_commit(), **tracking.versions(),

@@ -27,6 +27,7 @@ from ragexp.answer.base import Answerer
 from ragexp.answer.extractive import ExtractiveAnswerer
 from ragexp.data import shipped
 from ragexp.errors import InvalidValue
+from ragexp.index import precomputed
 from ragexp.index.ann import FlatSpec, IndexSpec
 from ragexp.index.bm25 import BM25Params
 from ragexp.index.cache import EmbeddingCache
@@ -112,6 +113,19 @@ def build(cfg: DictConfig, serving: bool = False) -> Stages:
         cache=embedding_cache(cfg, "warn" if serving else "raise"),
         bm25=bm25_params(cfg),
         index=instantiate(cfg.index) if cfg.get("index") is not None else FlatSpec())
+
+
+def check_vectors(cfg: DictConfig) -> None:
+    """Read and check the rows of ``embedder=precomputed``'s matrices (NaN/inf, zero rows:
+    ``precomputed.check_rows``, memoised for the embedder built later), so the runner refuses
+    them before it creates a run; composition checked everything else. Raises
+    ``PrecomputedError`` naming ``embedder.path``, the file, the row and its id."""
+    path = OmegaConf.select(cfg, "embedder.path", default=None)
+    if OmegaConf.get_type(cfg, "embedder") is schema.PrecomputedEmbedderConf and path:
+        try:
+            precomputed.check_rows(str(path))
+        except precomputed.PrecomputedError as exc:
+            raise precomputed.PrecomputedError(f"embedder.path={path}: {exc}") from None
 
 
 def embedder(cfg: DictConfig) -> Embedder:

@@ -373,8 +373,12 @@ def embedding_dimension(cfg: DictConfig) -> tuple[int, str] | None:
     (``embedders.resolve_spec``), the ``passages.npy`` header of a precomputed folder; None
     when it cannot (other rules report a model or folder that is not there)."""
     e = cfg.get("embedder")
-    if not isinstance(e, DictConfig):
-        return None
+    return node_dimension(e) if isinstance(e, DictConfig) else None
+
+
+def node_dimension(e: DictConfig) -> tuple[int, str] | None:
+    """``embedding_dimension`` of the embedder node ``e`` (an option of the ``embedder``
+    group, as ``build.named_embedder`` composes it too); a model is never loaded."""
     kind = OmegaConf.get_type(e)
     if kind is schema.HashEmbedderConf:
         return int(e.dim), "embedder.dim"
@@ -816,15 +820,37 @@ def device_runs_here(cfg: DictConfig) -> list[str]:
 
 
 @cross_field_rule
-def precomputed_folder_exists(cfg: DictConfig) -> list[str]:
-    """``embedder.path`` (``embedder=precomputed``) is a folder holding passages.npy and
-    passages.txt; their contents are checked when the embedder is built
-    (``index.precomputed``)."""
-    path = OmegaConf.select(cfg, "embedder.path", default=None)
-    if OmegaConf.select(cfg, "embedder.name", default=None) != "precomputed" or path is None:
+def precomputed_folder_checks(cfg: DictConfig) -> list[str]:
+    """``embedder=precomputed``: ``embedder.path`` is a folder whose files pass every check
+    composition can make without loading a matrix (``precomputed.folder_problems``: headers,
+    ids); the questions' vectors come from exactly one of queries.npy and ``embedder.queries``,
+    an embedder option that computes vectors (``build.named_embedder``) of passages.npy's
+    dimension (``node_dimension``: hash ``dim``, a fastembed model's catalogue dimension)."""
+    e = cfg.get("embedder")
+    if not isinstance(e, DictConfig) or OmegaConf.get_type(e) \
+            is not schema.PrecomputedEmbedderConf or OmegaConf.is_missing(e, "path"):
         return []
-    missing = [n for n in ("passages.npy", "passages.txt") if not (Path(path) / n).is_file()]
-    if not missing:
+    path, queries = str(e.path), e.get("queries")
+    problems = [f"embedder.path={p}" if p.startswith((f"{path} ", f"{path}:"))
+                else f"embedder.path={path}: {p}" for p in precomputed.folder_problems(path)]
+    if problems:
+        return problems
+    folder = Path(path).expanduser()
+    if queries is None:
+        if not (folder / "queries.npy").is_file():
+            return [f"embedder.path={path} has no queries.npy/queries.txt: add them, or embed "
+                    f"the questions with a named embedder (embedder.queries=minilm)"]
         return []
-    return [f"embedder.path={path} lacks {', '.join(missing)} (a folder of passages.npy, "
-            f"passages.txt and queries.npy/queries.txt: docs/embedding.md)"]
+    if (folder / "queries.npy").is_file():
+        return [f"embedder.queries={queries} and {folder / 'queries.npy'} both give the "
+                f"questions' vectors: remove one (or leave embedder.queries null)"]
+    try:
+        named = node_dimension(build.named_embedder(cfg, str(queries)))
+    except RagexpError as exc:
+        return [str(exc)]
+    dim = precomputed.matrix_shape(folder / "passages.npy")[1]
+    if named is not None and named[0] != dim:
+        return [f"embedder.queries={queries} gives {named[0]}-d vectors ({named[1]}) but "
+                f"{folder / 'passages.npy'} holds {dim}-d ones: both must have the same "
+                f"dimension (docs/embedding.md: another dim)"]
+    return []
