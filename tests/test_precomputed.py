@@ -219,3 +219,102 @@ def test_a_non_npy_file_and_a_file_for_a_folder_are_named_as_such(tmp_path):
     assert str(info.value) == f"{folder}/passages.npy is not a .npy matrix (write it with np.save)"
     with pytest.raises(PrecomputedError, match="is a file, not a folder"):
         PrecomputedEmbedder(str(folder / "passages.txt"))
+
+
+def _refusal(*overrides) -> str:
+    from ragexp.run import validation
+
+    with pytest.raises(validation.ConfigRangeError) as info:
+        validation.validate(_cfg("embedder=precomputed", *overrides))
+    lines = str(info.value).splitlines()
+    assert len(lines) == 2  # "invalid config:" and one problem
+    return lines[1].strip()
+
+
+def _float64(folder):
+    np.save(folder / "passages.npy", _unit(4, 8).astype(np.float64))
+
+
+def _not_npy(folder):
+    (folder / "queries.npy").write_text("q1 0.1 0.2\n")
+
+
+def _three_ids(folder):
+    (folder / "passages.txt").write_text("d0\nd1\nd2\n")
+
+
+def _duplicate(folder):
+    (folder / "queries.txt").write_text("q1\nq1\n")
+
+
+def _blank(folder):
+    (folder / "passages.txt").write_text("d0\n\nd2\nd3\n")
+
+
+def _wide_queries(folder):
+    np.save(folder / "queries.npy", _unit(2, 6))
+
+
+def _no_queries_txt(folder):
+    (folder / "queries.txt").unlink()
+
+
+def _no_queries(folder):
+    (folder / "queries.txt").unlink()
+    (folder / "queries.npy").unlink()
+
+
+# Each case is also a folder the embedder itself refuses (differential: composition refuses
+# only what the job would), with the same words.
+FOLDERS = [
+    (_float64, [], "passages.npy holds float64; need float32"),
+    (_not_npy, [], "queries.npy is not a .npy matrix (write it with np.save)"),
+    (_three_ids, [], "passages.npy has 4 rows but"),
+    (_duplicate, [], "queries.txt: 1 duplicate ids: q1 (lines 1 and 2)"),
+    (_blank, [], "passages.txt: empty id on line 2"),
+    (_wide_queries, [], "queries.npy gives 6-d vectors but passages.npy holds 8-d ones"),
+    (_no_queries_txt, [], "lacks queries.txt"),
+    (_no_queries, [], "has no queries.npy/queries.txt: add them, or embed"),
+    (None, ["embedder.queries=hash"], "embedder.queries=hash and "),
+]
+
+
+@pytest.mark.parametrize("spoil,more,message", FOLDERS, ids=[m for *_, m in FOLDERS])
+def test_composition_refuses_what_the_embedder_would_naming_the_key(tmp_path, spoil, more,
+                                                                    message):
+    folder = _folder(tmp_path / "v")
+    if spoil:
+        spoil(folder)
+    line = _refusal(f"embedder.path={folder}", *more)
+    assert line.startswith(("embedder.path=", "embedder.queries=")) and message in line
+    with pytest.raises(Exception) as info:  # Hydra wraps the constructor's PrecomputedError
+        build.embedder(_cfg("embedder=precomputed", f"embedder.path={folder}", *more,
+                            f"cache_dir={tmp_path}"))
+    assert message in str(info.value)
+
+
+def test_composition_refuses_a_path_that_is_no_folder(tmp_path):
+    assert _refusal(f"embedder.path={tmp_path / 'nowhere'}") == \
+        f"embedder.path={tmp_path / 'nowhere'}: no such folder"
+    (tmp_path / "f.npy").write_text("x")
+    assert "is a file, not a folder" in _refusal(f"embedder.path={tmp_path / 'f.npy'}")
+
+
+def test_composition_checks_the_query_embedder_s_option_and_dimension(tmp_path):
+    """hash declares ``dim`` 512; an option file under --config-dir (hash16) another; a
+    fastembed model its catalogue dimension (bge-small: 384), read without loading it."""
+    small = _folder(tmp_path / "small", queries=False)  # 8-d passages
+    assert "embedder.queries=hash gives 512-d vectors (embedder.dim) but" in _refusal(
+        f"embedder.path={small}", "embedder.queries=hash")
+    assert "embedder.queries=nonesuch: no embedder option" in _refusal(
+        f"embedder.path={small}", "embedder.queries=nonesuch")
+    assert "embedder.queries=precomputed is itself precomputed" in _refusal(
+        f"embedder.path={small}", "embedder.queries=precomputed")
+    wide = _folder(tmp_path / "wide", _unit(4, 512), queries=False)
+    from ragexp.run import validation
+
+    validation.validate(_cfg("embedder=precomputed", f"embedder.path={wide}",
+                             "embedder.queries=hash"))
+    with pytest.raises(validation.ConfigRangeError, match="gives 384-d vectors"):
+        validation.validate(_cfg("embedder=precomputed", f"embedder.path={wide}",
+                                 "embedder.queries=minilm"))

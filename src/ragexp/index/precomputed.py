@@ -274,7 +274,7 @@ class PrecomputedEmbedder:
             if mode == "query" and not any(present):
                 continue
             if not all(present):
-                missing = [str(p) for p, ok in zip(paths, present) if not ok]
+                missing = [p.name for p, ok in zip(paths, present) if not ok]
                 raise PrecomputedError(f"embedder.path={self.path} lacks {', '.join(missing)}")
             self.files[mode] = _read(str(paths[0]), str(paths[1]), _stamp(paths))
         dim = self.files["passage"].vectors.shape[1]
