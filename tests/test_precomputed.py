@@ -318,3 +318,93 @@ def test_composition_checks_the_query_embedder_s_option_and_dimension(tmp_path):
     with pytest.raises(validation.ConfigRangeError, match="gives 384-d vectors"):
         validation.validate(_cfg("embedder=precomputed", f"embedder.path={wide}",
                                  "embedder.queries=minilm"))
+
+
+def _hash_folder(folder, cfg, drop=()):
+    """Hash vectors of every chunk and every question of ``cfg``'s whole dataset (all splits),
+    less the questions ``drop``."""
+    dataset = instantiate(cfg.dataset)
+    chunks = build.build(cfg).chunker.chunk(dataset.documents())
+    queries = [q for q in dataset.queries() if q.qid not in drop]
+    folder.mkdir()
+    hasher = HashEmbedder(512)
+    np.save(folder / "passages.npy", hasher.embed([c.text for c in chunks]))
+    (folder / "passages.txt").write_text("".join(f"{c.chunk_id}\n" for c in chunks))
+    np.save(folder / "queries.npy", hasher.embed([q.text for q in queries], "query"))
+    (folder / "queries.txt").write_text("".join(f"{q.qid}\n" for q in queries))
+    return folder, dataset
+
+
+def test_one_folder_of_every_question_serves_the_dev_run_and_its_test_confirmation(
+        tmp_path, mlflow_store):
+    """split=auto scores the dev questions and ``ragexp confirm`` the test ones: both runs read
+    one queries.npy of all the questions; a scored question without a row is still named."""
+    from workspaces import record_run
+
+    base = ["reranker=none", f"cache_dir={tmp_path / 'cache'}", "progress=false"]
+    folder, dataset = _hash_folder(tmp_path / "vectors", _cfg("embedder=hash", *base))
+    runs = [record_run("embedder=precomputed", f"embedder.path={folder}", f"split={s}", *base)
+            for s in ("auto", "test")]
+    assert [r["status"] for r in runs] == ["FINISHED", "FINISHED"]
+    from ragexp.data import split
+
+    cfg = _cfg("embedder=hash", *base)
+    dev = split.select(dataset, "dev", cfg.split_seed, cfg.split_test_share).queries()
+    lost, _ = _hash_folder(tmp_path / "lost", cfg, drop={dev[0].qid})
+    with pytest.raises(PrecomputedError, match=f"1 of the run's {len(dev)} questions have no "
+                                               f"row in .*'{dev[0].qid}'"):
+        record_run("embedder=precomputed", f"embedder.path={lost}", "split=dev", *base)
+
+
+def test_a_beir_query_without_test_qrels_is_ignored(tmp_path, mlflow_store):
+    from conftest import jsonl, write_tree
+    from workspaces import record_run
+
+    beir = write_tree(tmp_path / "beir", {
+        "corpus.jsonl": jsonl([{"_id": f"d{i}", "title": t, "text": f"{t} have stripes {i}."}
+                               for i, t in enumerate(["Zebras", "Tigers", "Bees"])]),
+        "queries.jsonl": jsonl([{"_id": "q1", "text": "Why do zebras have stripes?"},
+                                {"_id": "q2", "text": "Why do bees hum?"}]),
+        "qrels/test.tsv": "query-id\tcorpus-id\tscore\nq1\td0\t1\n"})
+    base = ["dataset=beir", f"dataset.path={beir}", "reranker=none", "progress=false",
+            f"cache_dir={tmp_path / 'cache'}"]
+    folder = tmp_path / "vectors"
+    folder.mkdir()
+    hasher = HashEmbedder(512)
+    passages = {"d0": "Zebras have stripes 0.", "d1": "Tigers have stripes 1.",
+                "d2": "Bees have stripes 2."}
+    np.save(folder / "passages.npy", hasher.embed(list(passages.values())))
+    (folder / "passages.txt").write_text("d0\nd1\nd2\n")
+    np.save(folder / "queries.npy", hasher.embed(["Why do zebras have stripes?",
+                                                  "Why do bees hum?"], "query"))
+    (folder / "queries.txt").write_text("q1\nq2\n")
+    run = record_run("embedder=precomputed", f"embedder.path={folder}", "chunking=none", *base)
+    assert run["status"] == "FINISHED"
+
+
+def test_a_nan_row_is_refused_before_any_run_exists(tmp_path, mlflow_store):
+    from ragexp.tracking import store as tracking
+    from workspaces import record_run
+
+    passages = _unit(4, 8)
+    passages[1, 2] = np.nan
+    folder = _folder(tmp_path / "v", passages)
+    with pytest.raises(PrecomputedError, match=r"embedder.path=\S+: \S+passages.npy: NaN or "
+                                               r"inf in row 1 \(id 'd1'\)"):
+        record_run("embedder=precomputed", f"embedder.path={folder}", "progress=false",
+                   f"cache_dir={tmp_path / 'cache'}")
+    experiments = tracking.client().search_experiments()
+    assert not tracking.client().search_runs([e.experiment_id for e in experiments])
+
+
+def test_the_cli_refuses_a_malformed_folder_with_exit_2_and_creates_nothing(tmp_path):
+    from cli_runs import run_ragexp
+
+    folder = _folder(tmp_path / "v")
+    (folder / "passages.npy").write_text("not numpy\n")
+    proc = run_ragexp(tmp_path, "embedder=precomputed", f"embedder.path={folder}",
+                      f"hydra.run.dir={tmp_path / 'out'}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert f"embedder.path={folder}: {folder}/passages.npy is not a .npy matrix" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert not (tmp_path / "mlflow.db").exists()
