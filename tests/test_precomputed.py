@@ -304,7 +304,7 @@ def test_composition_checks_the_query_embedder_s_option_and_dimension(tmp_path):
     """hash declares ``dim`` 512; an option file under --config-dir (hash16) another; a
     fastembed model its catalogue dimension (bge-small: 384), read without loading it."""
     small = _folder(tmp_path / "small", queries=False)  # 8-d passages
-    assert "embedder.queries=hash gives 512-d vectors (embedder.dim) but" in _refusal(
+    assert "embedder.queries=hash gives 512-d vectors (its embedder.dim) but" in _refusal(
         f"embedder.path={small}", "embedder.queries=hash")
     assert "embedder.queries=nonesuch: no embedder option" in _refusal(
         f"embedder.path={small}", "embedder.queries=nonesuch")

@@ -850,7 +850,7 @@ def precomputed_folder_checks(cfg: DictConfig) -> list[str]:
         return [str(exc)]
     dim = precomputed.matrix_shape(folder / "passages.npy")[1]
     if named is not None and named[0] != dim:
-        return [f"embedder.queries={queries} gives {named[0]}-d vectors ({named[1]}) but "
+        return [f"embedder.queries={queries} gives {named[0]}-d vectors (its {named[1]}) but "
                 f"{folder / 'passages.npy'} holds {dim}-d ones: both must have the same "
                 f"dimension (docs/embedding.md: another dim)"]
     return []
