@@ -360,8 +360,8 @@ class PrecomputedEmbedder:
             extra = len(qfile.ids) - len(questions)  # all the run's questions have a row
             if extra and questions:  # serving binds no questions: each is looked up as asked
                 log.info("%s/queries.txt: %d of its %d questions are not among the run's %d "
-                         "(another split's, or without qrels): ignored", self.path, extra, len(qfile.ids),
-                         len(questions))
+                         "(another split's, or without qrels): ignored", self.path, extra,
+                         len(qfile.ids), len(questions))
             self._by_text["query"] = self._texts(qfile, list(questions),
                                                  list(questions.values()), "questions")
 
