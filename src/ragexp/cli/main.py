@@ -368,8 +368,8 @@ def _add_promote_and_gate(sub, model_name: str) -> None:
     pr.add_argument("run_id", nargs="?", help="a run id or a unique prefix of one")
     pr.add_argument("--cheapest-tied", metavar="SWEEP",
                     help="promote the cheapest run tied with the best of this sweep (its "
-                         "parent run id or a prefix; p95 latency, then index bytes, then "
-                         "answer cost)")
+                         "parent run id or a prefix; latency only when measurably lower, then "
+                         "index bytes, then answer cost; else the best itself)")
     pr.add_argument("--gate", action="store_true",
                     help="refuse unless it passes the gate against the champion and its gain "
                          "is significant and at least --min-effect (default 0); with "
