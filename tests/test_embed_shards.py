@@ -103,6 +103,21 @@ def test_a_shard_run_again_embeds_nothing(tmp_path, capsys):
     assert again[4] == "0" and int(again[5]) == int(first[4]) > 0
 
 
+def test_a_multirun_checks_every_shard_before_any_job_runs(tmp_path):
+    """``+shard=0/2,5/2,1/2`` used to embed shard 0/2 and then stop at 5/2: now job #1 is
+    refused, exit 2, and no job ran (nothing embedded, no job folder)."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+    out = subprocess.run(
+        [sys.executable, "-m", "ragexp.run.embed", "-m", "+shard=0/2,5/2,1/2", "embedder=hash",
+         f"cache_dir={tmp_path}", "progress=false", f"hydra.sweep.dir={tmp_path / 'multirun'}"],
+        cwd=tmp_path, env=env, text=True, capture_output=True, timeout=300)
+    assert out.returncode == 2, out.stderr
+    first = out.stderr.splitlines()[0]
+    assert first.startswith("error: job #1: +shard=5/2 ") and "shard=5/2: need N >= 1" in first
+    assert "nothing was run" in out.stderr and not LINE.search(out.stdout)
+    assert not (tmp_path / "embeddings").exists()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", [["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
                                       ["hydra/launcher=submitit_local"]],

@@ -56,7 +56,25 @@ def test_promotion_needs_a_significant_gain_of_at_least_min_effect():
     noisy = gate.decide([t("all", 0.05, 0.2)], METRICS, PARAMS, rule)
     assert "not significant" in noisy.reasons[0]
     zero = gate.decide([t("all", 0.0, 1.0)], METRICS, PARAMS, gate.Rule(min_effect=0.0))
-    assert not zero.passed
+    assert not zero.passed and "is no gain" in zero.reasons[0]  # not "0.000 below 0.000"
+    tiny = gate.decide([t("all", -1e-5, 1.0)], METRICS, PARAMS, gate.Rule(min_effect=0.0))
+    assert "difference -0.0000 is no gain" in tiny.reasons[0]
+
+
+def ci(diff, low, high):
+    return stats.adjust_family([Paired("nDCG@10", "all", 30, diff, low, high, 0.5, 40.0)])
+
+
+def test_a_cheaper_run_is_promoted_when_non_inferior_within_the_margin():
+    rule = gate.Rule(margin=0.02, non_inferior=True)
+    # a tie (the interval of a difference with no spread is the point 0): no gain, yet promoted
+    assert gate.decide(ci(0.0, 0.0, 0.0), METRICS, PARAMS, rule).passed
+    assert gate.decide(ci(-0.005, -0.02, 0.01), METRICS, PARAMS, rule).passed  # at the edge
+    wide = gate.decide(ci(0.0, -0.03, 0.03), METRICS, PARAMS, rule)  # could be 0.03 worse
+    assert not wide.passed and "CI low -0.0300 < -0.02" in wide.reasons[0]
+    assert not gate.decide(ci(0.0, math.nan, math.nan), METRICS, PARAMS, rule).passed
+    with pytest.raises(ValueError, match="drop --min-effect"):
+        gate.Rule(non_inferior=True, min_effect=0.0)
 
 
 def test_rule_rejects_bad_thresholds():
@@ -118,11 +136,36 @@ def test_gate_against_the_champion_and_promote_gate_share_the_rule(runs, capsys)
     with pytest.raises(PromotionRefused, match="nDCG@10 all"):
         promote(runs["reversed"], rule=gate.Rule())
     # neutral passes the gate but is no gain: promotion refuses it
-    with pytest.raises(PromotionRefused, match="below the minimum effect"):
+    with pytest.raises(PromotionRefused, match="difference \+0.0000 is no gain"):
         promote(runs["neutral"], rule=gate.Rule())
     assert cli.main(["promote", "--gate", runs["neutral"]]) == 1
     assert tracking.client().get_model_version_by_alias(
         tracking.MODEL_NAME, tracking.ALIAS).run_id == runs["base"]
+
+
+def test_promote_cheapest_tied_gate_promotes_a_tie_and_refuses_a_worse_run(runs, capsys):
+    """A sweep of base and neutral (tied: every question scores the same) whose parent names
+    neutral as the cheapest tied: --gate judges it non-inferior to the champion, base; a
+    parent naming the reversed run is refused."""
+    c = tracking.client()
+    champion = c.get_run(runs["base"])
+    promote(runs["base"])
+
+    def sweep(chosen):
+        parent = c.create_run(champion.info.experiment_id)
+        c.set_tag(parent.info.run_id, "ragexp.cheapest_tied", chosen)
+        c.set_terminated(parent.info.run_id)
+        return parent.info.run_id
+
+    assert cli.main(["promote", "--cheapest-tied", sweep(runs["reversed"]), "--gate"]) == 1
+    assert "may be worse than the reference by more than the margin" in capsys.readouterr().err
+    assert cli.main(["promote", "--cheapest-tied", sweep(runs["neutral"]), "--gate"]) == 0
+    assert "is now 'champion'" in capsys.readouterr().out
+    assert tracking.client().get_model_version_by_alias(
+        tracking.MODEL_NAME, tracking.ALIAS).run_id == runs["neutral"]
+    assert cli.main(["promote", "--cheapest-tied", sweep(runs["base"]), "--gate",
+                     "--min-effect", "0.01"]) == 2
+    assert "drop --min-effect" in capsys.readouterr().err
 
 
 def test_gate_refuses_runs_on_different_questions(runs, tmp_path):

@@ -205,3 +205,30 @@ def test_cuda_where_there_is_none_fails_at_composition():
     with pytest.raises(validation.ConfigRangeError, match="embedder.device=tpu is not a choice"):
         validation.validate(cfg_with("embedder.device=tpu"))
     validation.validate(cfg_with("embedder.device=cpu", "embedder.parallel=2"))
+
+
+def test_a_key_out_of_its_own_range_is_blamed_alone_not_in_a_rule_it_takes_part_in():
+    with pytest.raises(validation.ConfigRangeError) as info:
+        validation.validate(cfg_with("retriever=dense", "index=ivf", "index.nlist=-3"))
+    lines = str(info.value).splitlines()[1:]
+    assert [x.strip() for x in lines] == ["index.nlist=-3 is out of range: must be >= 1"]
+    # a valid nlist below nprobe still gets the cross-field line
+    with pytest.raises(validation.ConfigRangeError, match=r"index\.nprobe=8 .* <= index\.nlist "
+                                                         r"\(4\)"):
+        validation.validate(cfg_with("retriever=dense", "index=ivf", "index.nlist=4"))
+    assert validation.names_refused("index.nprobe=8 is out of range: must be <= index.nlist "
+                                    "(-3)", {"index.nlist"})
+    assert not validation.names_refused("index.nprobe=8 ... <= index.nlistx", {"index.nlist"})
+    assert not validation.names_refused("index.ef_search=1 ... lower top_k", {"k"})
+
+
+@pytest.mark.parametrize("overrides,binding", [
+    (("reranker=lexical", "reranker.top_n=200", "index.ef_search=150"), "reranker.top_n"),
+    (("k=300", "reranker=lexical", "reranker.top_n=200", "index.ef_search=150"), "k"),
+])
+def test_ef_search_below_the_depth_names_the_key_that_sets_it(overrides, binding):
+    depth = max(200, 300 if binding == "k" else 0)
+    with pytest.raises(validation.ConfigRangeError) as info:
+        validation.validate(cfg_with("retriever=dense", "index=hnsw", *overrides))
+    assert (f"max(k, reranker.top_n) = {depth} (from {binding}); raise index.ef_search or "
+            f"lower {binding}") in str(info.value)

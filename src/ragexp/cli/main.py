@@ -81,17 +81,16 @@ def _sources_lines(df) -> list[str]:
 
 
 
-def _rule(args, promoting: bool):
+def _rule(args, promoting: bool, non_inferior: bool = False):
     # defer heavy import
     from ragexp.decide.gate import Rule
 
-    min_effect = args.min_effect if args.min_effect is not None else (0.0 if promoting else None)
-    try:
-        return Rule(measures=tuple(args.measure or ("nDCG@10",)), margin=args.margin,
-                    min_effect=min_effect, alpha=args.alpha, correction=args.correction,
-                    refusal_slack=args.refusal_slack)
-    except ValueError as exc:
-        raise SystemExit(f"error: {exc}") from None
+    min_effect = args.min_effect if args.min_effect is not None else (
+        0.0 if promoting and not non_inferior else None)
+    # InvalidValue for a bad threshold: main prints it, exit 2
+    return Rule(measures=tuple(args.measure or ("nDCG@10",)), margin=args.margin,
+                min_effect=min_effect, alpha=args.alpha, correction=args.correction,
+                refusal_slack=args.refusal_slack, non_inferior=non_inferior)
 
 
 def cmd_init(args) -> int:
@@ -115,9 +114,11 @@ def cmd_promote(args) -> int:
     run_id = _full_id(args.run_id) if args.run_id else _cheapest_tied(args.cheapest_tied)
     if run_id is None:
         return 2
+    rule = None
+    if args.gate:  # the cheapest tied is promoted for being no worse, not for a gain
+        rule = _rule(args, promoting=True, non_inferior=args.cheapest_tied is not None)
     try:
-        _, message = promote(run_id, args.model,
-                             rule=_rule(args, promoting=True) if args.gate else None)
+        _, message = promote(run_id, args.model, rule=rule)
     except PromotionRefused as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return 1
@@ -367,11 +368,13 @@ def _add_promote_and_gate(sub, model_name: str) -> None:
     pr.add_argument("run_id", nargs="?", help="a run id or a unique prefix of one")
     pr.add_argument("--cheapest-tied", metavar="SWEEP",
                     help="promote the cheapest run tied with the best of this sweep (its "
-                         "parent run id or a prefix; p95 latency, then index bytes, then "
-                         "answer cost)")
+                         "parent run id or a prefix; latency only when measurably lower, then "
+                         "index bytes, then answer cost; else the best itself)")
     pr.add_argument("--gate", action="store_true",
                     help="refuse unless it passes the gate against the champion and its gain "
-                         "is significant and at least --min-effect (default 0)")
+                         "is significant and at least --min-effect (default 0); with "
+                         "--cheapest-tied, unless it is no worse than the champion beyond "
+                         "--margin (95%% CI low >= -margin)")
     pr.add_argument("--model", default=model_name)
     pr.set_defaults(fn=cmd_promote)
 

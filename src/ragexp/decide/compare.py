@@ -154,15 +154,20 @@ def render(tab: pd.DataFrame, fmt: str = "markdown") -> str:
 
 def cost_lines(tags: dict[str, str], names: dict[str, str]) -> list[str]:
     """What a sweep's parent run records about cost (its ``tags``: ``selection``'s
-    ``ragexp.cheapest_tied*`` and ``ragexp.pareto``) as lines, runs named by ``names`` (run id
+    ``ragexp.cheapest_tied*`` and ``ragexp.pareto``; the best itself, ``ragexp.best_run``, when
+    no tied run is measurably cheaper) as lines, runs named by ``names`` (run id
     -> label, else the id's first 8 characters); ``[]`` for a sweep that recorded none. Pure."""
     label = lambda r: names.get(r, r[:8])  # noqa: E731
     lines = []
-    if tags.get("ragexp.cheapest_tied"):
+    chosen = tags.get("ragexp.cheapest_tied")
+    if chosen and chosen == tags.get("ragexp.best_run"):
+        lines.append(f"cheapest tied with the best: no cheaper run measurably than the best, "
+                     f"{label(chosen)}")
+    elif chosen:
         costs = json.loads(tags.get("ragexp.cheapest_tied_costs", "{}"))
         detail = "; ".join(f"{c} {v['cheapest']:.4g} vs {v['best']:.4g} for the best"
                            for c, v in costs.items())
-        lines.append(f"cheapest tied with the best: {label(tags['ragexp.cheapest_tied'])}"
+        lines.append(f"cheapest tied with the best: {label(chosen)}"
                      + (f" ({detail})" if detail else ""))
     for c, front in json.loads(tags.get("ragexp.pareto", "{}")).items():
         lines.append(f"Pareto front, objective against {c}: {', '.join(map(label, front))}")

@@ -9,8 +9,12 @@ every test paired per question and p adjusted over that whole family (Holm by de
 - **refusals within budget**: the run's cross-validated share of answerable questions refused
   (``abstain.cv.refused_answerable``, the honest estimate: the in-sample one is within budget
   by construction) is at most the run's ``abstain.budget`` plus ``refusal_slack``;
-- **for promotion** (``min_effect`` set): the overall gain on the first measure is at least
-  ``min_effect`` and significant (``p_adj < alpha``).
+- **for promotion** (``min_effect`` set): the overall gain on the first measure is positive,
+  at least ``min_effect`` and significant (``p_adj < alpha``);
+- **for promoting a cheaper run** (``non_inferior``: ``promote --cheapest-tied --gate``): the
+  run need not be better, only not worse beyond ``margin``: the lower end of the 95% interval
+  of the first measure's overall difference is at least ``-margin`` (a non-inferiority test at
+  one-sided level 2.5%; Schuirmann 1987, the interval form of the two one-sided tests).
 
 ``ragexp gate`` and ``ragexp promote --gate`` both apply this rule. ``evaluate`` is the edge
 that loads the two runs from MLflow. With questions from several sources (hand-written and
@@ -41,7 +45,9 @@ DATA_TAGS = ("corpus_hash", "golden_hash")
 @dataclass(frozen=True)
 class Rule:
     """Thresholds of the gate. ``measures``: ir_measures names, the first is the one promotion
-    is judged on; ``margin``/``min_effect`` in that measure's units (0..1)."""
+    is judged on; ``margin``/``min_effect`` in that measure's units (0..1). ``non_inferior``:
+    judge promotion by non-inferiority within ``margin`` instead of a gain (exclusive with
+    ``min_effect``)."""
 
     measures: tuple[str, ...] = ("nDCG@10",)
     margin: float = 0.01
@@ -49,6 +55,7 @@ class Rule:
     alpha: float = stats.ALPHA
     correction: str = "holm"
     refusal_slack: float = 0.05
+    non_inferior: bool = False
 
     def __post_init__(self):
         if not self.measures:
@@ -57,6 +64,10 @@ class Rule:
             raise InvalidValue(f"margin must be in [0, 1), got {self.margin}")
         if self.min_effect is not None and not 0 <= self.min_effect < 1:
             raise InvalidValue(f"min_effect must be in [0, 1), got {self.min_effect}")
+        if self.non_inferior and self.min_effect is not None:
+            raise InvalidValue("a cheaper run is promoted for being no worse than the champion "
+                               "(non-inferiority within --margin), not for a gain: drop "
+                               "--min-effect")
         if not 0 < self.alpha < 1:
             raise InvalidValue(f"alpha must be in (0, 1), got {self.alpha}")
         if self.correction not in stats.CORRECTIONS:
@@ -133,15 +144,44 @@ def decide(tests: list[Paired], run_metrics: dict[str, float], run_params: dict[
                            f"budget {budget:.3f} + slack {rule.refusal_slack:.3f}")
     else:
         refusal = "refusals: not checked (the run has no abstain metrics)"
-    if rule.min_effect is not None:
-        first = next(t for t in tests if t.measure == rule.measures[0] and t.kind == ALL)
-        if first.mean_diff < rule.min_effect or first.mean_diff <= 0:
-            reasons.append(f"{first.measure} gain {first.mean_diff:+.3f} is below the minimum "
-                           f"effect {rule.min_effect:+.3f} needed to promote")
-        elif not first.significant(rule.alpha):
-            reasons.append(f"{first.measure} gain {first.mean_diff:+.3f} is not significant "
-                           f"(p_adj {first.p_adj:.4f} >= {rule.alpha})")
+    first = next((t for t in tests if t.measure == rule.measures[0] and t.kind == ALL), None)
+    if first is None and (rule.non_inferior or rule.min_effect is not None):
+        reasons.append(f"no test of {rule.measures[0]} over all questions to promote on")
+    elif rule.non_inferior:
+        reasons += _non_inferiority(first, rule)
+    elif rule.min_effect is not None:
+        reasons += _gain(first, rule)
     return Verdict(not reasons, reasons, list(tests), refusal)
+
+
+def _gain(first: Paired, rule: Rule) -> list[str]:
+    """Why ``first`` (the first measure, all questions) is no gain worth promoting: none when
+    its mean difference is positive, at least ``min_effect`` and significant. A difference of
+    exactly 0 (or one that rounds to it) is "no gain", never "below a minimum of 0"."""
+    d = first.mean_diff
+    if d <= 0:
+        return [f"{first.measure} difference {d:+.4f} is no gain (promoting needs a "
+                f"significant gain of at least {rule.min_effect:.3f}; a run tied with the "
+                f"champion but cheaper: promote --cheapest-tied, judged by non-inferiority)"]
+    if d < rule.min_effect:
+        return [f"{first.measure} gain {d:+.4f} is below the minimum effect "
+                f"{rule.min_effect:.4f} needed to promote"]
+    if not first.significant(rule.alpha):
+        return [f"{first.measure} gain {d:+.4f} is not significant (p_adj {first.p_adj:.4f} "
+                f">= {rule.alpha})"]
+    return []
+
+
+def _non_inferiority(first: Paired, rule: Rule) -> list[str]:
+    """Why ``first`` may be worse than the reference beyond the margin: none when the lower
+    end of its 95% interval is at least ``-margin`` (an interval of NaN, undefined, counts as
+    not shown)."""
+    low = first.ci_low
+    if math.isfinite(low) and low >= -rule.margin - 1e-12:
+        return []
+    return [f"{first.measure} may be worse than the reference by more than the margin: "
+            f"difference {first.mean_diff:+.4f}, 95% CI low {low:+.4f} < -{rule.margin} "
+            f"(non-inferiority not shown; more questions narrow the interval)"]
 
 
 def family_tests(run_table: pd.DataFrame, ref_table: pd.DataFrame, rule: Rule,
@@ -168,7 +208,8 @@ def evaluate(run_id: str, reference_id: str, rule: Rule, label: str = "") -> Ver
               f"{label or 'run'} {reference_id[:8]} ({ref.data.tags.get('ragexp.ablation', '-')})"
               f"; {stats.CORRECTION_NAMES[rule.correction]} over {len(rule.measures)} "
               f"measure(s) x (all + each kind), alpha {rule.alpha}, margin {rule.margin}"
-              + (f", min effect {rule.min_effect}" if rule.min_effect is not None else ""))
+              + (f", min effect {rule.min_effect}" if rule.min_effect is not None else "")
+              + (", promoted if non-inferior within the margin" if rule.non_inferior else ""))
     differ = [k for k in DATA_TAGS if run.data.tags.get(k) != ref.data.tags.get(k)]
     if differ:
         return Verdict(False, [f"run and reference were evaluated on different data "

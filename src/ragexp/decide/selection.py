@@ -16,10 +16,11 @@ comparison with the sweep's baseline, and the runs tied with the best.
   (``stats.tied_with_best``). The parent run gets tags ``ragexp.best_run``,
   ``ragexp.tied_with_best`` and metric ``best.<key>``; every run of this sweep gets the metric
   ``selection.tied_with_best`` (1 or 0).
-- **Cheapest tied**: of the tied runs, the cheapest (``cost.cheapest``: ``time.query_p95_ms``,
-  then ``index.bytes``, then ``answer.cost_usd``), tags ``ragexp.cheapest_tied`` and
-  ``ragexp.cheapest_tied_label`` on the parent, with the best's and its costs
-  (``ragexp.cheapest_tied_costs``), and the Pareto front of the objective against each cost
+- **Cheapest tied**: of the tied runs, the one measurement shows cheaper than the best
+  (``cost.cheapest_tied``: a latency only beyond its spread, the index's own when the runs
+  differ only in index settings; then ``index.bytes``, then ``answer.cost_usd``), else the
+  best itself; tags ``ragexp.cheapest_tied`` and ``ragexp.cheapest_tied_label`` on the parent,
+  with the best's and its costs on which it is cheaper (``ragexp.cheapest_tied_costs``), and the Pareto front of the objective against each cost
   (``ragexp.pareto``: ``{cost: [run ids, best first]}``). ``ragexp promote --cheapest-tied``
   promotes that run.
 
@@ -49,6 +50,7 @@ from ragexp.errors import InvalidValue
 from ragexp.evaluation import significance, stats
 from ragexp.evaluation.measures import parse
 from ragexp.evaluation.stats import ALL, Paired
+from ragexp.index.resources import LATENCY_SAMPLE as INDEX_LATENCY_SAMPLE
 from ragexp.tracking import store as tracking
 
 log = logging.getLogger(__name__)
@@ -139,7 +141,10 @@ def summarise_sweep(parent_id: str, statuses: list[dict], baseline: str, objecti
     per_run: dict[str, dict[str, float]] = {r: {} for r in own}
     lines = [_log_vs_baseline(tables, own, name, label, baseline, measures, method, per_run)]
     metrics = {r: dict(run.data.metrics) for r, run in runs.items()}
-    lines += _log_best(parent_id, tables, own, label, objective_name, method, metrics, per_run)
+    params = {r: dict(run.data.params) for r, run in runs.items()}
+    timed = {r: _timed(params[r], len(every[r])) for r in runs}
+    lines += _log_best(parent_id, tables, own, label, objective_name, method, metrics, per_run,
+                       params, timed)
     for r, logged in per_run.items():
         if logged:
             tracking.log_batch(r, metrics=logged)
@@ -194,14 +199,15 @@ def _log_vs_baseline(tables: dict[str, pd.DataFrame], own: list[str], name: dict
 def _log_best(parent_id: str, tables: dict[str, pd.DataFrame], own: list[str],
               label: dict[str, str], objective_name: str, method: str,
               metrics: Mapping[str, Mapping[str, float]],
-              per_run: dict[str, dict[str, float]]) -> list[str]:
+              per_run: dict[str, dict[str, float]], params: Mapping[str, Mapping[str, str]],
+              timed: Mapping[str, dict[str, int]]) -> list[str]:
     """Choose the best run by mean ``objective_name`` and the runs tied with it
     (``stats.tied_with_best``, ``method`` over the comparisons with the best); log them on the
     parent (``best.<key>``, ``ragexp.best_run``, ``ragexp.tied_with_best``, ...) and add
     ``selection.tied_with_best`` (1 or 0) to what ``per_run`` logs on this sweep's ``own``
     runs, and the cheapest tied
-    run and the Pareto fronts from the runs' ``metrics`` (``_log_cheapest``); return console
-    lines."""
+    run and the Pareto fronts from the runs' ``metrics`` and ``params`` (``_log_cheapest``;
+    ``timed``: questions timed per run and latency); return console lines."""
     scores, left_out = aligned_scores(tables, objective_name)
     tied = stats.tied_with_best(scores, objective_name, method)
     key = measure_key(objective_name)
@@ -226,30 +232,56 @@ def _log_best(parent_id: str, tables: dict[str, pd.DataFrame], own: list[str],
         lines.append(f"left out of the choice (scored on other questions): "
                      f"{', '.join(label[r] for r in left_out)}")
     quality = {r: float(s.mean()) for r, s in scores.items()}
-    return lines + _log_cheapest(parent_id, tied, quality, metrics, label)
+    return lines + _log_cheapest(parent_id, tied, quality, metrics, label, params, timed)
+
+
+def _timed(params: Mapping[str, str], questions: int) -> dict[str, int]:
+    """Questions a run timed alone, per latency: the whole path its first ``latency_sample``
+    (default ``pipeline.LATENCY_SAMPLE``, 100), the index ``resources.LATENCY_SAMPLE`` (200),
+    each at most the run's ``questions``."""
+    return {"time.query_p95_ms": min(int(params.get("latency_sample", 100)), questions),
+            "index.search_p95_ms": min(INDEX_LATENCY_SAMPLE, questions)}
 
 
 def _log_cheapest(parent_id: str, tied: stats.Tied, quality: dict[str, float],
-                  metrics: Mapping[str, Mapping[str, float]], label: dict[str, str]) -> list[str]:
-    """Log the cheapest of the ``tied`` runs and the Pareto front of ``quality`` (the mean
-    objective of each run) against each cost on the parent; return its console line (none
-    when no cost is known for every tied run)."""
+                  metrics: Mapping[str, Mapping[str, float]], label: dict[str, str],
+                  params: Mapping[str, Mapping[str, str]],
+                  timed: Mapping[str, dict[str, int]]) -> list[str]:
+    """Log the cheapest of the ``tied`` runs (``cost.cheapest_tied``) and the Pareto front of
+    ``quality`` (the mean objective of each run) against each cost on the parent; return its
+    console line (none when no cost is known for every tied run)."""
     fronts = cost.fronts(quality, metrics)
     tags = {"ragexp.pareto": json.dumps(fronts)}
-    cheap = cost.cheapest(list(tied.tied), metrics)
+    found = cost.cheapest_tied(list(tied.tied), tied.best, metrics, params)
     lines = []
-    if cheap is not None:
-        known = cost.varying(list(tied.tied), metrics)
+    if found is not None:
+        cheap, best = found.run, tied.best
         tags.update({"ragexp.cheapest_tied": cheap, "ragexp.cheapest_tied_label": label[cheap],
                      "ragexp.cheapest_tied_costs": json.dumps(
-                         {c: {"cheapest": metrics[cheap][c], "best": metrics[tied.best][c]}
-                          for c in known})})
-        detail = "; ".join(cost_phrase(c, metrics[cheap][c], metrics[tied.best][c])
-                           for c in known)
-        lines.append(f"cheapest tied with the best: {label[cheap]} ("
-                     + (detail or "no tied run differs in cost") + ")")
+                         {c: {"cheapest": metrics[cheap][c], "best": metrics[best][c]}
+                          for c in found.cheaper})})
+        lines.append(cheapest_line(found, best, metrics, label, timed))
     tracking.log_batch(parent_id, tags=tags)
     return lines
+
+
+def cheapest_line(found: cost.Cheapest, best: str, metrics: Mapping[str, Mapping[str, float]],
+                  label: Mapping[str, str], timed: Mapping[str, dict[str, int]]) -> str:
+    """The console line for ``found``: what it is cheaper on, or ``no cheaper run measurably``
+    when it is the best itself; with the latency compared and how many questions were timed."""
+    lat = found.latency
+    noise = ""
+    if lat is not None:
+        n = sorted({timed[r][lat] for r in (found.run, best)})
+        noise = (f"{lat} compared beyond its spread (one's p95 below the other's median), "
+                 f"{' and '.join(map(str, n))} questions timed")
+    if not found.cheaper:
+        return (f"cheapest tied with the best: no cheaper run measurably than the best, "
+                f"{label[best]}" + (f" ({noise})" if noise else ""))
+    detail = "; ".join(cost_phrase(c, metrics[found.run][c], metrics[best][c])
+                       for c in found.cheaper)
+    return f"cheapest tied with the best: {label[found.run]} ({detail}" \
+        + (f"; {noise}" if lat in found.cheaper else "") + ")"
 
 
 def cost_phrase(key: str, cheap: float, best: float) -> str:

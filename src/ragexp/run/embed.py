@@ -18,12 +18,13 @@ import sys
 from dataclasses import dataclass
 
 import hydra
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp.data import shipped
 from ragexp.errors import InvalidValue, RagexpError
 from ragexp.index.resources import Resources
-from ragexp.run import build, schema, validation
+from ragexp.run import build, schema, sweep, validation
 from ragexp.run.pipeline import read_corpus
 
 schema.register()
@@ -91,6 +92,19 @@ def embed_shard(cfg: DictConfig, shard: Shard) -> Embedded:
     cache.embed(res.embedder, passages, "passage", progress=cfg.progress)
     cache.embed(res.embedder, questions, "query", progress=cfg.progress)
     return Embedded(shard, len(passages), len(questions), cache.misses, cache.hits)
+
+
+class ShardCheck(Callback):
+    """Before a multirun over shards runs any job: composes and validates every job
+    (``sweep.check_jobs``) and parses each one's ``shard``, so ``+shard=0/2,5/2`` stops with
+    exit 2 naming job #1 before shard 0/2 embeds anything. Starts no MLflow run."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        for i, (overrides, cfg) in enumerate(sweep.check_jobs(config) or []):
+            try:
+                Shard.parse(OmegaConf.select(cfg, "shard", default="0/1"), key="shard")
+            except InvalidValue as exc:
+                sweep.refuse(f"job #{i}: {' '.join(overrides)}: {exc}\nnothing was run")
 
 
 @hydra.main(version_base="1.3", config_path=shipped.conf_dir(), config_name="embed")

@@ -153,12 +153,13 @@ def validate(cfg: DictConfig, where: str = "") -> None:
     rule that cannot read its keys because a required value is missing is skipped (the missing
     value is reported); any other config error inside a rule is reported as a problem. A key
     already refused as out of range or not among its choices is not reported again by a later
-    rule (``refused_keys``): one mistake, one line."""
+    rule, nor blamed for a rule it takes part in (``refused_keys``, ``names_refused``): one
+    mistake, one line."""
     problems = missing_values(cfg) + check_fields(cfg)
     refused = refused_keys(problems)
     for rule in _RULES:
         try:
-            found = [p for p in rule(cfg) if leading_key(p) not in refused]
+            found = [p for p in rule(cfg) if not names_refused(p, refused)]
         except OmegaConfBaseException as exc:  # e.g. an interpolation to a missing value
             if not problems:
                 problems.append(" ".join(str(exc).split()))
@@ -269,6 +270,14 @@ def chunk_sizes_ordered(cfg: DictConfig) -> list[str]:
     return problems
 
 
+def names_refused(message: str, refused: set[str]) -> bool:
+    """Whether a cross-field rule's ``message`` starts with or names a key of ``refused``:
+    ``index.nprobe=8 ... <= index.nlist (-3)`` once ``index.nlist=-3`` was refused compares
+    against a value already reported as impossible, so only that key's own range is shown."""
+    return leading_key(message) in refused or any(
+        re.search(rf"(?<![\w.]){re.escape(key)}(?![\w.]*\w)", message) for key in refused)
+
+
 @cross_field_rule
 def ef_search_covers_depth(cfg: DictConfig) -> list[str]:
     """``index.ef_search`` (HNSW's candidates per query) at least the depth the first stage
@@ -278,10 +287,12 @@ def ef_search_covers_depth(cfg: DictConfig) -> list[str]:
     if not isinstance(ef, int) or "k" not in cfg:
         return []
     top_n = OmegaConf.select(cfg, "reranker.top_n")
-    depth = max(cfg.k, top_n if isinstance(top_n, int) else 0)
+    top_n = top_n if isinstance(top_n, int) else 0
+    depth, binding = (top_n, "reranker.top_n") if top_n > cfg.k else (cfg.k, "k")
     if ef < depth:
         return [f"index.ef_search={ef} is out of range: must be >= the depth retrieved, "
-                f"max(k, reranker.top_n) = {depth}; raise index.ef_search or lower k"]
+                f"max(k, reranker.top_n) = {depth} (from {binding}); raise index.ef_search "
+                f"or lower {binding}"]
     return []
 
 

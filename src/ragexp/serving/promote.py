@@ -51,8 +51,8 @@ def check_promotable(run_id: str):
 
 def promote(run_id: str, name: str = MODEL_NAME,
             rule: gate.Rule | None = None) -> tuple[str, str]:
-    """Returns (version, message). With ``rule`` (its ``min_effect`` defaults to 0: any
-    significant gain), the run must pass the gate against the current champion, if any.
+    """Returns (version, message). With ``rule`` (its ``min_effect`` defaults to 0, any
+    significant gain, unless it is ``non_inferior``), the run must pass the gate against the current champion, if any.
     Raises PromotionRefused with the reasons (the gate's verdict for a refused gate)."""
     run = check_promotable(run_id)
     c = tracking.client()
@@ -61,7 +61,7 @@ def promote(run_id: str, name: str = MODEL_NAME,
     if same_run and champion.source.startswith("models:/"):
         return champion.version, f"run {run_id} is already the {ALIAS} (version {champion.version})"
     if rule is not None and champion is not None and not same_run:
-        if rule.min_effect is None:
+        if rule.min_effect is None and not rule.non_inferior:
             rule = replace(rule, min_effect=0.0)
         verdict = gate.evaluate(run_id, champion.run_id, rule, label=ALIAS)
         if not verdict.passed:
