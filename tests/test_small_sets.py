@@ -359,14 +359,15 @@ def test_compare_shows_n_a_for_a_one_question_kind_and_infinity_for_ties(tiny_ru
                      ids["dense"], "--baseline", ids["bm25"]]) == 0
     rows = {tuple(c.strip() for c in line.split("|")[1:5]): line.split("|")[5:-1]
             for line in capsys.readouterr().out.splitlines() if line.count("|") == 10}
-    # run, name, measure, kind -> n, Δ [CI], p, p_adj, n for 80% power
+    # run, name, measure, kind -> n, Δ [CI], p, p_adj, n for 80% power; runs of overrides
+    # (ablation "custom") are named by their id
     rev, dense = ids["reversed"][:8], ids["dense"][:8]
-    lookup = [c.strip() for c in rows[(rev, "custom", "nDCG@10", "lookup")]]
+    lookup = [c.strip() for c in rows[(rev, rev, "nDCG@10", "lookup")]]
     assert lookup == ["1", "-0.500 [n/a]", "1.000", "1.000", "n/a"]
-    overall = [c.strip() for c in rows[(rev, "custom", "nDCG@10", "all")]]
+    overall = [c.strip() for c in rows[(rev, rev, "nDCG@10", "all")]]
     # d = (-0.5, -0.5, -0.5): 2 of 8 sign vectors reach |mean| 0.5; constant d: no spread, n/a
     assert overall[2] == f"{exact_sign_flip_p([-0.5] * 3):.3f}" == "0.250" and overall[4] == "n/a"
-    ties = [c.strip() for c in rows[(dense, "custom", "RR@10", "lookup")]]
+    ties = [c.strip() for c in rows[(dense, dense, "RR@10", "lookup")]]
     assert ties == ["1", "+0.000 [n/a]", "1.000", "1.000", "n/a"]  # n = 1: n/a, Δ 0 or not
 
 
