@@ -162,6 +162,22 @@ def matrix_shape(npy: str | Path) -> tuple[int, ...]:
     return matrix_header(npy)[0]
 
 
+def file_pairs(folder: Path) -> tuple[dict[str, list[Path]], list[str]]:
+    """``({mode: [npy, txt]}, missing file names)`` of a precomputed folder (``FILES``): the
+    passage pair always, the query pair when either of its files is there."""
+    pairs, missing = {}, []
+    for mode, names in FILES.items():
+        paths = [folder / n for n in names]
+        present = [p.is_file() for p in paths]
+        if mode == "query" and not any(present):
+            continue
+        if all(present):
+            pairs[mode] = paths
+        else:
+            missing += [n for n, ok in zip(names, present) if not ok]
+    return pairs, missing
+
+
 def folder_problems(path: str) -> list[str]:
     """What composition can know is wrong with the folder ``embedder.path=path`` without
     loading a matrix: not a folder, a file of a pair missing (``queries.*`` may both be
@@ -175,16 +191,9 @@ def folder_problems(path: str) -> list[str]:
     if not folder.is_dir():
         return [f"{path} is a file, not a folder (a folder of passages.npy, passages.txt and "
                 f"queries.npy/queries.txt)"]
-    problems, dims = [], {}
-    for mode, names in FILES.items():
-        paths = [folder / n for n in names]
-        present = [p.is_file() for p in paths]
-        if mode == "query" and not any(present):
-            continue
-        if not all(present):
-            missing = [n for n, ok in zip(names, present) if not ok]
-            problems.append(f"{path} lacks {', '.join(missing)}")
-            continue
+    pairs, missing = file_pairs(folder)
+    problems, dims = [f"{path} lacks {', '.join(missing)}"] if missing else [], {}
+    for mode, paths in pairs.items():
         npy, txt = map(str, paths)
         try:
             shape, dtype = matrix_header(npy)
@@ -267,16 +276,12 @@ class PrecomputedEmbedder:
         folder = Path(self.path).expanduser()
         if not folder.is_dir():
             raise PrecomputedError(f"embedder.path={folder_problems(self.path)[0]}")
-        self.files: dict[str, VectorFile] = {}
-        for mode, names in FILES.items():
-            paths = [folder / n for n in names]
-            present = [p.is_file() for p in paths]
-            if mode == "query" and not any(present):
-                continue
-            if not all(present):
-                missing = [p.name for p, ok in zip(paths, present) if not ok]
-                raise PrecomputedError(f"embedder.path={self.path} lacks {', '.join(missing)}")
-            self.files[mode] = _read(str(paths[0]), str(paths[1]), _stamp(paths))
+        pairs, missing = file_pairs(folder)
+        if missing:
+            raise PrecomputedError(f"embedder.path={self.path} lacks {', '.join(missing)}")
+        self.files: dict[str, VectorFile] = {
+            mode: _read(str(paths[0]), str(paths[1]), _stamp(paths))
+            for mode, paths in pairs.items()}
         dim = self.files["passage"].vectors.shape[1]
         self._check_queries(folder, dim)
         self.identity = EmbedderIdentity("precomputed", self._model(folder),
