@@ -72,13 +72,21 @@ def counted_sweep(module_mlflow_store):
     for key, n in seen["calls"].items():
         method, run = key.split(" ")
         per_run.setdefault(run, {})[method] = n
-    df = mlflow.search_runs(experiment_names=["ragexp-handbook"])
+    # this store, named: an earlier test of the session may have set mlflow's fluent URI, which
+    # MLFLOW_TRACKING_URI does not override
+    prior = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(module_mlflow_store.uri)
+    try:
+        df = mlflow.search_runs(experiment_names=["ragexp-handbook"])
+    finally:
+        mlflow.set_tracking_uri(prior)
     kids = df[df["tags.mlflow.parentRunId"].notna()]
     return per_run, seen["built"], kids
 
 
 @pytest.mark.slow
-def test_each_job_uploads_its_artifacts_once_and_logs_in_batches(counted_sweep):
+def test_each_job_uploads_its_artifacts_once_and_logs_in_batches(counted_sweep,
+                                                                 module_mlflow_store):
     per_run, _, kids = counted_sweep
     assert len(kids) == 2
     for _, run in kids.iterrows():
@@ -96,7 +104,8 @@ def test_each_job_uploads_its_artifacts_once_and_logs_in_batches(counted_sweep):
         assert run["metrics.selection.tied_with_best"] in (0.0, 1.0)
     hybrid = kids[kids["tags.ragexp.ablation"] == "hash_hybrid"].iloc[0]
     assert not math.isnan(hybrid["metrics.vs_baseline.ndcg_at_10.delta"])
-    files = {f.path for f in mlflow.MlflowClient().list_artifacts(kids.iloc[0]["run_id"])}
+    client = mlflow.MlflowClient(tracking_uri=module_mlflow_store.uri)
+    files = {f.path for f in client.list_artifacts(kids.iloc[0]["run_id"])}
     assert {"config.yaml", "per_question.csv", "per_question.json"} <= files
 
 
