@@ -76,6 +76,20 @@ def minilm(tmp_path_factory):
     return FastEmbedEmbedder("minilm-int8", cache_dir=str(tmp_path_factory.mktemp("fe-cache")))
 
 
+class FixedRetriever:
+    """A retriever that ranks the same ``items`` for every query, scored len(items) - rank: a
+    part of a hybrid whose ranking a test writes by hand."""
+
+    name = "fixed"
+
+    def __init__(self, items: list[str]):
+        self.items = items
+
+    def search(self, queries, k, cached=True):
+        return {q: {item: float(len(self.items) - r) for r, item in enumerate(self.items[:k])}
+                for q in queries}
+
+
 def write_tree(base: Path, files: dict[str, str]) -> Path:
     """Write ``{relative path: text}`` under ``base``; return ``base``."""
     for rel, text in files.items():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import FixedRetriever
 from hydra import compose, initialize_config_dir
 
 from ragexp.evaluation import measures
@@ -66,17 +67,6 @@ def test_convex_with_one_part_on_is_refused():
     validation.validate(cfg_with("retriever=hybrid", "fusion=convex"))
 
 
-class _Fixed:
-    name = "fixed"
-
-    def __init__(self, items):
-        self.items = items
-
-    def search(self, queries, k, cached=True):
-        return {q: {item: float(len(self.items) - r) for r, item in enumerate(self.items[:k])}
-                for q in queries}
-
-
 def test_the_issue_example_measures_right_at_an_adequate_depth(tmp_path):
     """One question, relevant items a and b. The dense part ranks a, b, c..h; BM25 ranks a, then
     c..h (not b). RRF (k=60) at depth 10 puts a first, c..h (in both parts) next and b eighth:
@@ -91,8 +81,8 @@ def test_the_issue_example_measures_right_at_an_adequate_depth(tmp_path):
     assert expected[10][1] == pytest.approx(0.8066, abs=5e-5)
     assert expected[1][1] == pytest.approx(0.6131, abs=5e-5)
     for depth, (recall, ndcg) in expected.items():
-        parts = {"dense": Part(lambda r: _Fixed(["a", "b", *rest]), depth),
-                 "bm25": Part(lambda r: _Fixed(["a", *rest]), depth)}
+        parts = {"dense": Part(lambda r: FixedRetriever(["a", "b", *rest]), depth),
+                 "bm25": Part(lambda r: FixedRetriever(["a", *rest]), depth)}
         ranked = ordered(HybridRetriever(res, parts, RRF(60)).search({"q": "?"}, 10)["q"])
         assert r10(ranked, rel) == pytest.approx(recall)
         assert ndcg10(ranked, rel) == pytest.approx(ndcg)

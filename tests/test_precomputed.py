@@ -175,16 +175,7 @@ def test_a_run_on_precomputed_hash_vectors_scores_as_the_hash_run(tmp_path):
     base = ["chunking=none", "reranker=none", f"cache_dir={tmp_path / 'cache'}",
             "progress=false", "reuse_stages=false"]
     hashed = _cfg("embedder=hash", *base)
-    dataset = instantiate(hashed.dataset)
-    chunks = build.build(hashed).chunker.chunk(dataset.documents())
-    queries = dataset.queries()
-    folder = tmp_path / "vectors"
-    folder.mkdir()
-    hasher = HashEmbedder(512)
-    np.save(folder / "passages.npy", hasher.embed([c.text for c in chunks]))
-    (folder / "passages.txt").write_text("".join(f"{c.chunk_id}\n" for c in chunks))
-    np.save(folder / "queries.npy", hasher.embed([q.text for q in queries], "query"))
-    (folder / "queries.txt").write_text("".join(f"{q.qid}\n" for q in queries))
+    folder, dataset = _hash_folder(tmp_path / "vectors", hashed)
     scores = {}
     for cfg in (hashed, _cfg("embedder=precomputed", f"embedder.path={folder}", *base)):
         result = run_experiment(dataset, build.build(cfg), k=cfg.k,
@@ -383,8 +374,9 @@ def test_a_beir_query_without_test_qrels_is_ignored(tmp_path, mlflow_store):
 
 
 def test_a_nan_row_is_refused_before_any_run_exists(tmp_path, mlflow_store):
-    from ragexp.tracking import store as tracking
     from workspaces import record_run
+
+    from ragexp.tracking import store as tracking
 
     passages = _unit(4, 8)
     passages[1, 2] = np.nan

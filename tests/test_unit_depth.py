@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import jsonl, write_tree
+from conftest import FixedRetriever, jsonl, write_tree
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
@@ -97,15 +97,20 @@ SECTIONS = {
 }
 
 
-def test_a_section_unit_part_holds_depth_sections(tmp_path):
-    """The same corpus as sections of one markdown file, judged per section: the Delta section
-    is fourth behind the three Flood ones, R@10 = 1, nDCG@10 = 1/log2(5)."""
+def _sections(tmp_path, unit: str) -> MarkdownDataset:
+    """``SECTIONS`` as a markdown folder, each question's evidence the Delta section."""
     corpus = write_tree(tmp_path / "md", SECTIONS)
     qfile = tmp_path / "q.jsonl"
     qfile.write_text(jsonl([{"id": q["_id"], "question": q["text"], "answer": "river",
                              "evidence": [{"doc": "guide.md", "section": "Delta"}]}
                             for q in QUERIES]))
-    data = MarkdownDataset(str(corpus), str(qfile), unit="section")
+    return MarkdownDataset(str(corpus), str(qfile), unit=unit)
+
+
+def test_a_section_unit_part_holds_depth_sections(tmp_path):
+    """The same corpus as sections of one markdown file, judged per section: the Delta section
+    is fourth behind the three Flood ones, R@10 = 1, nDCG@10 = 1/log2(5)."""
+    data = _sections(tmp_path, unit="section")
     result = _run(tmp_path, *SHALLOW, "reranker=none", dataset=data)
     for name, value in BY_HAND.items():
         assert result.metrics[name] == pytest.approx(value), name
@@ -117,12 +122,7 @@ def test_a_section_unit_part_holds_depth_sections(tmp_path):
 def test_a_parent_child_part_holds_depth_parents(tmp_path):
     """Children of 10 words retrieved, their sections (parents) judged at ``dataset.unit=chunk``:
     the same ranking of parents as of sections above, Delta fourth."""
-    corpus = write_tree(tmp_path / "md", SECTIONS)
-    qfile = tmp_path / "q.jsonl"
-    qfile.write_text(jsonl([{"id": q["_id"], "question": q["text"], "answer": "river",
-                             "evidence": [{"doc": "guide.md", "section": "Delta"}]}
-                            for q in QUERIES]))
-    data = MarkdownDataset(str(corpus), str(qfile), unit="chunk")
+    data = _sections(tmp_path, unit="chunk")
     base = [o for o in TRIAL if not o.startswith("chunking")]
     result = _run(tmp_path, *SHALLOW, "reranker=none", "chunking=parent_child",
                   "chunking.children.max_words=10", "chunking.children.overlap_words=2",
@@ -133,22 +133,11 @@ def test_a_parent_child_part_holds_depth_parents(tmp_path):
     assert all(len(r) == 10 for r in result.judged.values())
 
 
-class _Fixed:
-    name = "fixed"
-
-    def __init__(self, items):
-        self.items = items
-
-    def search(self, queries, k, cached=True):
-        return {q: {item: float(len(self.items) - r) for r, item in enumerate(self.items[:k])}
-                for q in queries}
-
-
 def _hybrid(unit_of, depth):
     res = Resources([Chunk("x", "d", "x")], lambda: HashEmbedder(dim=8), progress=False,
                     unit_of=unit_of)
-    parts = {"a": Part(lambda r: _Fixed(["A1", "A2", "A3", "B1", "A4", "C1", "B2"]), depth),
-             "b": Part(lambda r: _Fixed(["C1", "B1", "A1"]), depth)}
+    parts = {"a": Part(lambda r: FixedRetriever(["A1", "A2", "A3", "B1", "A4", "C1", "B2"]), depth),
+             "b": Part(lambda r: FixedRetriever(["C1", "B1", "A1"]), depth)}
     return HybridRetriever(res, parts, RRF(60))
 
 
