@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
@@ -229,3 +230,28 @@ def test_a_markdown_dataset_is_parsed_once_per_process_until_a_file_changes(tmp_
     third = datasets.MarkdownDataset(str(corpus), str(golden))
     assert len(reads) == 2
     assert third.documents() != first.documents()
+
+
+def test_a_command_process_collects_rarely_and_freezes_only_after_every_exit_hook(tmp_path):
+    """``process.own`` (``python -m ragexp`` and the ``ragexp`` script call it first): the
+    collector's thresholds are ``GC_THRESHOLD``, and the freeze that spares the interpreter
+    its last collection comes after every exit hook registered later (the lifecycle hook that
+    ends runs is one), so those hooks still run with nothing frozen; the process exits 0."""
+    import subprocess
+    import sys
+
+    seen = tmp_path / "seen.txt"
+    code = (
+        "import atexit, gc\n"
+        "from ragexp.cli import process\n"
+        "process.own()\n"
+        f"atexit.register(lambda: open({str(seen)!r}, 'w').write("
+        "f'{gc.get_threshold()} {gc.get_freeze_count()}'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    from ragexp.cli.process import GC_THRESHOLD
+
+    assert seen.read_text() == f"{GC_THRESHOLD} 0"
+    main_py = (Path(__file__).parents[1] / "src/ragexp/__main__.py").read_text()
+    assert main_py.index("process.own()") < main_py.index("from ragexp.run.app import")

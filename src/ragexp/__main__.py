@@ -4,8 +4,12 @@ SIGTERM or Ctrl-C exits 128 + the signal with the runs it started ended KILLED."
 import signal
 import sys
 
-from ragexp.run.app import entry
-from ragexp.tracking.lifecycle import signal_received
+from ragexp.cli import process
+
+process.own()  # before the heavy imports below: they are what the collector's settings are for
+
+from ragexp.run.app import entry  # noqa: E402
+from ragexp.tracking.lifecycle import signal_received  # noqa: E402
 
 try:
     entry()

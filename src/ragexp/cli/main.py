@@ -10,6 +10,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from ragexp.cli import process
 from ragexp.errors import RagexpError
 
 
@@ -493,5 +494,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def program() -> int:
+    """The ``ragexp`` console script: ``main`` in a process it owns (``process.own``)."""
+    process.own()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(program())
