@@ -172,6 +172,59 @@ def test_randomisation_p_equals_scipys_permutation_test_to_the_last_digit(n):
     assert randomisation_p(np.zeros(n)) == 1.0
 
 
+@pytest.mark.parametrize("n", [2, 3, 5, 13, 53, 120])
+def test_bootstrap_ci_equals_scipys_bca_bootstrap_to_the_last_digit(n):
+    """The interval from the shared resamples equals ``scipy.stats.bootstrap``'s BCa interval
+    exactly (and its percentile interval where BCa degenerates: all but one difference equal),
+    on IR-like differences full of ties, at two seeds and resample counts."""
+    import warnings
+
+    import numpy as np
+    from scipy import stats as sps
+
+    from ragexp.evaluation import stats
+
+    def scipys(d, n_resamples, seed):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ci = sps.bootstrap((d,), np.mean, n_resamples=n_resamples, method="BCa",
+                               random_state=seed).confidence_interval
+            if not (np.isfinite(ci.low) and np.isfinite(ci.high)):
+                ci = sps.bootstrap((d,), np.mean, n_resamples=n_resamples,
+                                   method="percentile", random_state=seed).confidence_interval
+        return float(ci.low), float(ci.high)
+
+    rng = np.random.default_rng(n)
+    levels = [0, 1 / 7, 0.2, 0.25, 1 / 3, 0.5, 1]
+    cases = [rng.choice(levels, size=n) - rng.choice(levels, size=n) for _ in range(8)]
+    cases += [rng.normal(size=n), np.where(np.arange(n) == 0, 1.0, 0.0)]  # the last degenerates
+    for n_resamples, seed in ((10_000, 0), (999, 7)):
+        for d in cases:
+            if np.all(d == d[0]):
+                continue
+            assert stats._bootstrap_ci(d.tobytes(), n_resamples, seed, 0.95) == \
+                scipys(d, n_resamples, seed)
+
+
+def test_past_shared_max_the_tests_are_scipys_own_calls_and_nothing_is_kept(monkeypatch):
+    """Above ``SHARED_MAX`` resampled values no index matrix or flip matrix is kept (a few
+    thousand questions would hold gigabytes), and the numbers are the same."""
+    import numpy as np
+
+    from ragexp.evaluation import stats
+
+    d = np.random.default_rng(3).choice([0, 0.25, 0.5, 1], size=40) - 0.3
+    kept_ci = stats._bootstrap_ci.__wrapped__(d.tobytes(), 10_000, 0, 0.95)
+    kept_p = stats.randomisation_p(d)
+    monkeypatch.setattr(stats, "SHARED_MAX", 1000)
+    stats._resample_indices.cache_clear()
+    stats._sign_flips.cache_clear()
+    assert stats._bootstrap_ci.__wrapped__(d.tobytes(), 10_000, 0, 0.95) == kept_ci
+    assert stats.randomisation_p(d) == kept_p
+    assert stats._resample_indices.cache_info().currsize == 0
+    assert stats._sign_flips.cache_info().currsize == 0
+
+
 def test_embedders_with_the_same_settings_share_one_session(tmp_path):
     """A second MiniLM embedder of the process reuses the first one's loaded session and
     gives the same vectors; another cache folder loads its own."""
