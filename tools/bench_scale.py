@@ -16,8 +16,8 @@ kept (the HNSW build's ~8 GB at 1,000,000 passages), nor what an earlier part st
    entry point (``app.run_logged``: everything a job does, logging included), on empty caches
    with stage reuse, in a process where nothing ran before. Its first job is one run on empty
    caches: it builds every stage, exactly as a lone run does. The ratio is the whole sweep /
-   that first job; that job's peak RSS above its process's start (Hydra and ragexp's entry
-   point imported) is the run's memory, compared with the vectors plus the BM25 sparse
+   that first job; that job's peak RSS above its process's start (ragexp imported, the
+   tracking store open) is the run's memory, compared with the vectors plus the BM25 sparse
    matrices (target <= 2x at 1,000,000).
 
 3. the ``index`` group on the same vectors (``index_rows``, in a process holding the vectors
@@ -418,13 +418,15 @@ def sweep(n: int, data: Path, dim: int, work: Path, variants: list[list[str]]) -
     """The sweep of ``variants`` (overrides per job) over the ``n`` passages of ``data`` on
     empty caches, with stage reuse, in this process (``own_process``: nothing ran in it
     before). Its first job is one run on empty caches: its seconds, the RSS before it
-    (``run_base``: the interpreter with Hydra and ragexp's entry point imported) and its peak
-    RSS (``run_peak``), that run's alone."""
+    (``run_base``: the interpreter with ragexp's entry point imported and the tracking store
+    open, as the stages' ``base``) and its peak RSS (``run_peak``), that run's alone."""
     from hydra import initialize_config_dir
 
     from ragexp.run.app import CONF_DIR
 
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{work / f'mlflow-{n}.db'}"
+    from ragexp.tracking import store as tracking
+    tracking.ensure_experiment(f"bench-scale-{data.name}")  # opening the store is not the run
     first = {}
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"), \
             tempfile.TemporaryDirectory(dir=work) as tmp:
