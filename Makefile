@@ -50,8 +50,8 @@ tables: ## regenerate docs/results.md: golden-set counts, result tables (confirm
 report: ## the latest sweep's page: report.html (also logged on the sweep's parent run)
 	$(BIN)/ragexp report --html report.html
 
-hero: ## the README's hero image docs/wins-by-kind.png: which configuration wins on which kind
-	$(BIN)/ragexp report --chart docs/wins-by-kind.png
+hero: ## the README's hero image docs/wins-by-kind.svg: which configuration wins on which kind
+	$(BIN)/ragexp report --chart docs/wins-by-kind.svg
 
 walkthrough: ## run compare -> promote -> search/ask/serve -> traces; record it in docs/serving.md
 	$(BIN)/python -m tools.walkthrough --readme docs/serving.md --overrides $(SOURCES)

@@ -120,7 +120,7 @@ def test_readme_is_short_and_has_its_sections_in_order():
         f"README.md is {size:,} bytes (at most {MAX_README_BYTES:,}): move detail to docs/"
     assert tuple(headings(README, 2)) == SECTIONS
     text = README.read_text(encoding="utf-8")
-    assert text.index("](docs/wins-by-kind.png)") < text.index("## Set-up")
+    assert text.index("](docs/wins-by-kind.svg)") < text.index("## Set-up")
     sections = dict(zip(SECTIONS, re.split(r"^## .*$", text, flags=re.M)[1:]))
     setup = re.findall(r"^(make \S+)", sections["Set-up"], re.M)
     assert setup == ["make install", "make test"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -240,8 +241,10 @@ def test_page_is_logged_on_the_parent_and_headline_deltas_are_right(sweeps):
     # standalone: nothing to run or fetch (SVG namespace URIs are names, not fetches)
     assert "<script" not in page and "<link" not in page and "@import" not in page
     refs = re.findall(r'(?:src|href)="([^"]*)"', page) + re.findall(r"url\(([^)]*)\)", page)
-    assert refs and all(r.startswith(("#", "data:")) for r in refs), set(refs) - {
+    assert all(r.startswith(("#", "data:")) for r in refs), set(refs) - {
         r for r in refs if r.startswith(("#", "data:"))}
+    charts = re.findall(r"<svg .*?</svg>", page, flags=re.S)  # wins, abstain curves: inline
+    assert len(charts) == 2 and all(ET.fromstring(c) is not None for c in charts)
     cells = Cells(page).cells
     runs2 = compare.runs_frame("ragexp-handbook", parent=sweep2).set_index("tags.ragexp.ablation")
     champ = runs1.loc["bm25"]
@@ -344,11 +347,19 @@ def test_report_command_writes_html_and_chart_and_markdown_still_works(sweeps, t
     from ragexp.cli import main as cli
 
     _, sweep1, _, _, _, _ = sweeps
-    out, png = tmp_path / "r.html", tmp_path / "wins.png"
-    assert cli.main(["report", "--html", str(out), "--chart", str(png), "--parent",
+    out, chart = tmp_path / "r.html", tmp_path / "wins.svg"
+    assert cli.main(["report", "--html", str(out), "--chart", str(chart), "--parent",
                      sweep1[:8], "--no-upload"]) == 0
     text = out.read_text()
-    assert "no previous sweep" in text and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "no previous sweep" in text
+    drawn = chart.read_text()
+    root = ET.fromstring(drawn)  # a standalone SVG document, the one the page inlines
+    assert root.tag == "{http://www.w3.org/2000/svg}svg" and drawn.strip() in text
+    assert len(root.findall("{http://www.w3.org/2000/svg}rect[@class='winner']")) >= 1
+    assert cli.main(["report", "--chart", str(tmp_path / "wins.png"), "--parent",
+                     sweep1[:8]]) == 2  # refused, one line: the chart is SVG
+    assert "name the file wins.svg" in capsys.readouterr().err
+    assert not (tmp_path / "wins.png").exists()
     capsys.readouterr()
     assert cli.main(["report", "--overrides", *HASH]) == 0  # the markdown tables, as before
     md = capsys.readouterr().out

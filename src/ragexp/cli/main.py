@@ -452,7 +452,8 @@ def _add_report(sub) -> None:
     r.add_argument("--experiment", default="ragexp-handbook")
     r.add_argument("--html", metavar="OUT", help="write the sweep's page here (and log it as "
                    "report.html on the sweep's parent run)")
-    r.add_argument("--chart", metavar="PNG", help="write the wins-by-kind chart here")
+    r.add_argument("--chart", metavar="SVG", help="write the wins-by-kind chart here (an SVG "
+                   "document, the page's own drawing)")
     r.add_argument("--parent", help="the sweep's parent run id or a unique prefix (default: the "
                    "experiment's latest finished sweep)")
     r.add_argument("--no-upload", action="store_true",

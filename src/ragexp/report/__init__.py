@@ -1,5 +1,5 @@
-"""A sweep's HTML page and charts: the numbers it shows (pure), the charts (matplotlib) and the
-MLflow data it reads.
+"""A sweep's HTML page and charts: the numbers it shows (pure), the charts (SVG written as text)
+and the MLflow data it reads.
 
 May import every package before it, through ``decide``.
 """

@@ -4,7 +4,7 @@ scripts, fonts or anything fetched), also logged as ``report.html`` on the sweep
 Sections: headline measures of every run with deltas against the same configuration in the
 previous sweep and against the champion (green better, red worse, by each measure's direction;
 grey: no change at the precision shown, or measured on other questions); a chart of which
-configuration wins on which question kind (also ``--chart PNG``: the README's hero image);
+configuration wins on which question kind (also ``--chart SVG``: the README's hero image);
 per-kind tables with the paired tests against the sweep's baseline, Holm-adjusted over the
 page's whole family; the rerank depth curve when the sweep varies ``reranker.top_n``; the runs'
 abstain curves overlaid; and every failed question of every run
@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from ragexp.decide import compare, sources
+from ragexp.errors import InvalidValue
 from ragexp.evaluation import measures as measures_mod
 from ragexp.evaluation import question_failures, significance, stats
 from ragexp.evaluation.stats import ALL
@@ -212,13 +213,12 @@ def depth_section(data: SweepData) -> list[str]:
     rows = [f'<tr><td class="l">{esc(r.group)}</td><td>{r.top_n}</td>'
             + "".join(num(f"depth|{r.run_id}|{c}", getattr(r, c)) for c in names) + "</tr>"
             for r in curve.itertuples()]
-    fig = report_charts.depth_figure(curve, data.objective)
     return ["<h2>Rerank depth</h2>",
             '<p class="note">The first stage\'s ceiling at the rerank depth (R@top_n and '
             "Success@top_n before reranking), the objective before and after reranking, the "
             "oracle (the first stage's top_n in the best order the judgements allow) and the "
             "share of the oracle the reranker realises, for each reranker.top_n the sweep "
-            "ran.</p>", report_charts.svg(fig),
+            "ran.</p>", report_charts.depth_svg(curve, data.objective),
             "<table><tr><th class=l>configuration</th><th>top_n</th>"
             + "".join(f"<th>{esc(n)}</th>" for n in names.values()) + "</tr>", *rows,
             "</table>"]
@@ -230,12 +230,11 @@ def abstain_section(data: SweepData, labels) -> list[str]:
     if not curves:
         return out + ['<p class="note">No run logged an abstain curve (the golden set needs '
                       "answerable and unanswerable questions).</p>"]
-    fig = report_charts.abstain_figure(curves, labels)
     missing = [labels[r] for r, c in data.curves.items() if not c]
     return out + ['<p class="note">For every threshold, the share of unanswerable questions '
                   "refused against the share of answerable ones wrongly refused; dots: each "
                   "run's operating point (the most unanswerable refused within the budget, "
-                  "dotted).</p>", report_charts.svg(fig)] + (
+                  "dotted).</p>", report_charts.abstain_svg(curves, labels)] + (
         [f'<p class="note">No curve: {esc(", ".join(missing))}</p>'] if missing else [])
 
 
@@ -302,8 +301,8 @@ def cost_section(data: SweepData, labels) -> list[str]:
             *[f"<li>{esc(line)}</li>" for line in lines], "</ul>"]
 
 
-def build(data: SweepData, method: str = "holm") -> tuple[str, object]:
-    """The page's HTML text, and the wins-by-kind figure (for ``--chart``)."""
+def build(data: SweepData, method: str = "holm") -> tuple[str, str]:
+    """The page's HTML text, and the wins-by-kind chart as an SVG document (for ``--chart``)."""
     labels = dict(zip(data.runs["run_id"], data.runs["label"]))
     measured = [m.name for m in measures_mod.of_run(
         columns=list(next(iter(data.tables.values())).columns))]
@@ -325,8 +324,7 @@ def build(data: SweepData, method: str = "holm") -> tuple[str, object]:
     split = data.runs.get("params.split", pd.Series(["?"])).iloc[0]
     title = (f"Which configuration wins on which question kind: {data.objective}, "
              f"{data.experiment}, {split} questions")
-    wins_fig = report_charts.wins_figure(wins, labels, title)
-    wins_svg = report_charts.svg(report_charts.wins_figure(wins, labels, title))
+    wins_svg = report_charts.wins_svg(wins, labels, title)
     prev = (f"previous sweep {data.previous_id[:8]} ({len(data.previous_match)} of "
             f"{len(data.runs)} runs matched by configuration or name)" if data.previous_id
             else "no previous sweep")
@@ -349,24 +347,25 @@ def build(data: SweepData, method: str = "holm") -> tuple[str, object]:
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>ragexp sweep {esc(data.parent_id[:8])}</title><style>{CSS}</style>"
             "</head><body>\n" + "\n".join(body) + "\n</body></html>\n")
-    return page, wins_fig
+    return page, wins_svg
 
 
 def write(parent_id: str, out: Path | None = None, chart: Path | None = None,
           upload: bool = True) -> str:
     """Write the page of sweep ``parent_id`` to ``out`` and/or its wins-by-kind chart to
-    ``chart`` (PNG), and log the page as ``report.html`` on the parent run when ``upload``.
-    Returns one line saying what was written."""
-
+    ``chart`` (an SVG document), and log the page as ``report.html`` on the parent run when
+    ``upload``. Returns one line saying what was written. Raises ``InvalidValue`` when
+    ``chart`` does not end in ``.svg`` (before reading anything)."""
+    if chart is not None and chart.suffix.lower() != ".svg":
+        raise InvalidValue(f"--chart {chart}: the chart is an SVG document; name the file "
+                           f"{chart.with_suffix('.svg').name}")
     data = sweep_data.load(parent_id)
-    page, fig = build(data)
+    page, chart_svg = build(data)
     done = []
     if chart is not None:
         chart.parent.mkdir(parents=True, exist_ok=True)
-        report_charts.save_png(fig, chart)
+        chart.write_text(chart_svg, encoding="utf-8")
         done.append(str(chart))
-    else:
-        report_charts._pyplot().close(fig)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + ".part")
