@@ -165,6 +165,19 @@ def exact_p(d: np.ndarray) -> float:
     return float((means >= obs - 1e-12).mean())
 
 
+def test_group_means_by_hand():
+    """Means over the scored questions (NaN cells are unanswerable ones), by hand: all of them
+    (0.2 + 0.4 + 0.9) / 3, alpha (0.2 + 0.4) / 2, beta 0.9; a kind with no scored question
+    (gamma) and one absent (delta) are NaN."""
+    table = pd.DataFrame({"id": list("abcdef"),
+                          "kind": ["alpha", "alpha", "beta", "beta", "gamma", "alpha"],
+                          "ndcg_at_10": [0.2, 0.4, 0.9, math.nan, math.nan, math.nan]})
+    means = report_facts.group_means(table, "ndcg_at_10", [ALL, "alpha", "beta", "gamma",
+                                                           "delta"])
+    assert means[ALL] == pytest.approx(1.5 / 3) and means["alpha"] == pytest.approx(0.3)
+    assert means["beta"] == 0.9 and math.isnan(means["gamma"]) and math.isnan(means["delta"])
+
+
 def test_wins_by_kind_against_independent_computation():
     rng = np.random.default_rng(7)
     ids = [f"q{i:02d}" for i in range(13)]  # 2**13 <= 10,000: stats' sign-flip p is exact

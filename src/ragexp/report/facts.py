@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from ragexp.evaluation import measures as measures_mod
@@ -101,6 +102,20 @@ def reference_tests(tables: Mapping[str, pd.DataFrame], reference: str,
     return {(r, t.measure, t.kind): t for r, tests in results.items() for t in tests}
 
 
+def group_means(table: pd.DataFrame, col: str, groups: Sequence[str]) -> dict[str, float]:
+    """``{group: mean of col}`` over the table's scored questions (``col`` not NaN): over all
+    of them for ``ALL``, else over those of that ``kind``; NaN for a group with none. One pass
+    over the table for every group (the same floats as pandas' mean of each group's rows)."""
+    values = table[col].astype(float).to_numpy()
+    scored = ~np.isnan(values)
+    kinds = table["kind"].astype(str).to_numpy()
+    out = {}
+    for g in groups:
+        chosen = values[scored if g == ALL else scored & (kinds == g)]
+        out[g] = float(chosen.mean()) if len(chosen) else math.nan
+    return out
+
+
 @dataclass
 class Wins:
     """``values``: runs x groups (``all`` then each kind) of mean scores; ``n``: questions per
@@ -127,11 +142,12 @@ def wins_by_kind(tables: Mapping[str, pd.DataFrame], measure: str,
     kept = {r: t for r, t in scored.items() if set(t["id"]) == ids}
     kind_of = dict(zip(first["id"], first["kind"].astype(str)))
     groups = [ALL, *sorted(set(kind_of.values()))]
+    by_id = {r: (dict(zip(t["id"], range(len(t)))), t[col].astype(float).to_numpy())
+             for r, t in kept.items()}
     values, n, winner, tied = {}, {}, {}, {}
     for g in groups:
         qids = sorted(i for i in ids if g == ALL or kind_of[i] == g)
-        scores = {r: t.set_index("id").loc[qids, col].astype(float).to_numpy()
-                  for r, t in kept.items()}
+        scores = {r: column[[row[q] for q in qids]] for r, (row, column) in by_id.items()}
         values[g] = {r: float(s.mean()) for r, s in scores.items()}
         n[g] = len(qids)
         outcome = stats.tied_with_best(scores, measure, method)

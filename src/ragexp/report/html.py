@@ -167,19 +167,17 @@ def kind_section(data: SweepData, tests, reference: str, ref_label: str,
            f"difference against {esc(ref_label)} with its 95% BCa interval, raw p (two-sided "
            f"paired randomisation test) and p_adj; bold: p_adj &lt; {stats.ALPHA}. "
            f"{esc(stats.correction_note(method, family))}</p>"]
-    for g in [ALL, *kinds]:
+    groups = [ALL, *kinds]
+    means = {(run, m): report_facts.group_means(data.tables[run], significance.column(m), groups)
+             for run in order for m in test_measures}
+    for g in groups:
         head = "".join(f"<th>{esc(m)}</th><th>Δ [95% CI]</th><th>p</th><th>p_adj</th>"
                        for m in test_measures)
         rows = []
         for run in order:
-            table = data.tables[run]
             cells = [f'<td class="l">{esc(labels[run])}</td>']
             for m in test_measures:
-                col = significance.column(m)
-                scored = table.dropna(subset=[col])
-                if g != ALL:
-                    scored = scored[scored["kind"].astype(str) == g]
-                cells.append(num(f"mean|{run}|{m}|{g}", float(scored[col].astype(float).mean())))
+                cells.append(num(f"mean|{run}|{m}|{g}", means[(run, m)][g]))
                 t = tests.get((run, m, g))
                 if t is None:
                     cells.append('<td colspan="3" class="l na">reference</td>'
@@ -242,8 +240,9 @@ def failures_section(data: SweepData, labels, order: list[str]) -> list[str]:
     col = significance.column(data.objective)
     reasons = question_failures.REASONS
     summary, details = [], []
+    runs = data.runs.set_index("run_id")
     for i, run in enumerate(order):
-        row = data.runs.set_index("run_id").loc[run]
+        row = runs.loc[run]
         shown = int(float(row.get("params.answer.n_chunks", 3)))
         unit = str(row.get("params.dataset.unit", "chunk"))
         fails = question_failures.failed_questions(data.tables[run], col, shown,
