@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pandas as pd
@@ -62,6 +63,10 @@ def test_a_sweep_over_top_n_shows_the_curve_with_the_logged_values(mlflow_store)
     parent = sweep_data.latest_sweep("ragexp-handbook")
     page = Path(tracking.artifact_path(parent, report_html.ARTIFACT)).read_text()
     assert "<h2>Rerank depth</h2>" in page
+    depth = ET.fromstring(re.search(r"<h2>Rerank depth</h2>.*?(<svg .*?</svg>)", page,
+                                    flags=re.S).group(1))  # the chart, inline and well-formed
+    drawn = {p.get("class") for p in depth.iter("{http://www.w3.org/2000/svg}polyline")}
+    assert drawn == {"depth ceiling_r", "depth reranked", "depth oracle"}
     runs = compare.runs_frame("ragexp-handbook", parent=parent)
     assert len(runs) == 2
     # both depths are within k: the second job reuses the first one's first-stage search
