@@ -135,3 +135,29 @@ def test_runs_of_overrides_are_labelled_by_their_id_not_custom():
                               compare.run_labels(df)) == [
         "cheapest tied with the best: aaaaaaaa",
         "Pareto front, objective against bytes: aaaaaaaa, hybrid_convex"]
+
+
+def test_a_run_a_sweep_reused_from_itself_is_listed_once(monkeypatch):
+    """A trial: ``-m retriever=bm25,hybrid fusion.k=10,90`` skips bm25 at k=90 as identical to
+    this sweep's own bm25 run at k=10 and links it (``ragexp.in_sweep.<parent>``), so the run
+    is both a child and a reused run; ``compare --parent`` listed it twice. Ids given twice are
+    one run too."""
+    import mlflow
+    import pandas as pd
+
+    from ragexp.tracking import store
+
+    a, b = "a" * 32, "b" * 32
+    rows = {"child": [a, b], "skipped": [a], "ids": [a, b]}
+
+    def search_runs(filter_string="", **_):
+        which = ("skipped" if "in_sweep" in filter_string else
+                 "ids" if "run_id IN" in filter_string else "child")
+        ids = rows[which]
+        return pd.DataFrame({"run_id": ids, "tags.ragexp.config_hash": ids,
+                             "tags.ragexp.ablation": ["custom"] * len(ids)})
+
+    monkeypatch.setattr(store, "client", lambda: None)
+    monkeypatch.setattr(mlflow, "search_runs", search_runs)
+    assert sorted(compare.runs_frame("e", parent="p")["run_id"]) == [a, b]
+    assert list(compare.runs_frame("e", run_ids=[b, a, b])["run_id"]) == [b, a]

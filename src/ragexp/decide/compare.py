@@ -28,13 +28,16 @@ TEXT_COLUMNS = ("id", "kind", "question", "top_item", "answer", "cited", "refusa
 
 def runs_frame(experiment: str, parent: str | None = None,
                run_ids: list[str] | None = None) -> pd.DataFrame:
-    """Finished runs: of a sweep (``parent``), the given ids, or else the latest finished run
-    of each distinct configuration in the experiment."""
+    """Finished runs, each once: of a sweep (``parent``: its children and the runs it reused,
+    which may be its own children when two of its jobs share an identity), the given ids (in
+    their order), or else the latest finished run of each distinct configuration in the
+    experiment."""
     # defer heavy import
     import mlflow
 
     tracking.client()
     if run_ids:
+        run_ids = list(dict.fromkeys(run_ids))
         df = mlflow.search_runs(search_all_experiments=True,
                                 filter_string="attributes.run_id IN ("
                                 + ",".join(f"'{r}'" for r in run_ids) + ")")
@@ -54,8 +57,7 @@ def runs_frame(experiment: str, parent: str | None = None,
         raise SystemExit(f"no finished runs in experiment {experiment!r}"
                          + (f" under parent run {parent}" if parent else "")
                          + f" (tracking URI {tracking.tracking_uri()})")
-    if not parent:
-        df = df.drop_duplicates("tags.ragexp.config_hash")
+    df = df.drop_duplicates("run_id" if parent else "tags.ragexp.config_hash")
     return df.sort_values("tags.ragexp.ablation", kind="stable").reset_index(drop=True)
 
 
