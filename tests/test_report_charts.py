@@ -183,3 +183,30 @@ def test_depth_curve_at_its_pixels_and_a_missing_value_breaks_its_line():
     shown = _texts(root)
     assert {"5", "10", "20", "a: R@top_n (ceiling)", "b: nDCG@10 reranked", "a: nDCG@10 oracle",
             "reranker.top_n (first-stage items reranked)"} <= set(shown)
+
+
+def test_a_long_kind_name_widens_its_column_and_no_header_overlaps():
+    """A trial: a 37-character kind name ran over its neighbours' headers in 110 px columns.
+    Its column is as wide as the header needs; the columns after it move right by as much;
+    every header fits its own column."""
+    long = "factual_questions_with_long_kind_name"
+    wins = _wins()
+    wins = Wins(wins.measure, values=wins.values.rename(columns={"factual": long}),
+                n={(long if g == "factual" else g): v for g, v in wins.n.items()},
+                winner={(long if g == "factual" else g): v for g, v in wins.winner.items()},
+                tied={(long if g == "factual" else g): v for g, v in wins.tied.items()})
+    root = ET.fromstring(charts.wins_svg(wins, {"a": "alpha", "b": "beta", "c": "gamma"}, "t"))
+    cells = {r.get("data-group"): r for r in root.iter(f"{NS}rect")
+             if r.get("class") == "cell" and r.get("data-run") == "b"}
+    x = {g: float(r.get("x")) for g, r in cells.items()}
+    w = {g: float(r.get("width")) for g, r in cells.items()}
+    need = len(long) * 11 * charts.CHAR_W + 12
+    assert w[ALL] == 110 and w["semantic"] == 110 and need <= w[long] < need + 1
+    assert x[long] == pytest.approx(x[ALL] + 110)
+    assert x["semantic"] == pytest.approx(x[long] + w[long])
+    heads = {t.text: float(t.get("x")) for t in root.iter(f"{NS}text")
+             if t.text in ("all questions", long, "semantic")}
+    for g, head in ((ALL, "all questions"), (long, long), ("semantic", "semantic")):
+        half = len(head) * 11 * charts.CHAR_W / 2
+        assert x[g] <= heads[head] - half and heads[head] + half <= x[g] + w[g]
+    assert float(root.get("width")) >= x["semantic"] + 110

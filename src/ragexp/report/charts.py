@@ -69,8 +69,10 @@ def _text(x: float, y: float, text: str, anchor: str = "start", extra: str = "")
 def wins_svg(wins: Wins, labels: Mapping[str, str], title: str) -> str:
     """A grid: one row per run (best overall first, ``order``), one column per question group
     (all, then each kind, with its question count). Cell ``(i, j)`` is the rect at
-    ``x = grid_left + j * CELL_W``, ``y = grid_top + i * CELL_H`` (``grid_left``: the label
-    column's width past ``PAD``; ``grid_top = TITLE_H + HEAD_H``), filled with ``Greens`` at
+    ``x = grid_left + sum of the widths of columns 0..j-1``, ``y = grid_top + i * CELL_H``
+    (``grid_left``: the label column's width past ``PAD``; ``grid_top = TITLE_H + HEAD_H``); a
+    column is ``CELL_W`` wide, or as wide as its header needs (a long kind name, 12 px of
+    margin), so no header runs over its neighbour's. Cells are filled with ``Greens`` at
     ``0.12 + 0.7 * shade``, where shade runs over the column from its lowest value (0) to its
     highest (1; 1 for every cell when the column's values are equal). It shows the run's mean to
     three decimals, white on cells of shade above 0.6; the column's winner is bold, outlined
@@ -82,36 +84,39 @@ def wins_svg(wins: Wins, labels: Mapping[str, str], title: str) -> str:
     names = [labels.get(r, r[:8]) for r in runs]
     left = PAD + max([60.0, *(text_width(n, 12) + 12 for n in names)])
     top = TITLE_H + HEAD_H
+    heads = ["all questions" if g == ALL else g for g in groups]
+    widths = [max(CELL_W, math.ceil(text_width(h, 11) + 12)) for h in heads]
+    xs = [left + sum(widths[:j]) for j in range(len(groups))]
     notes = [f"{WIN} best on that kind; {WORSE} significantly worse than it (paired "
              f"randomisation test, Holm-adjusted within the column, alpha {ALPHA});",
              "unmarked: not distinguishable from the best. Colour: within each column, from its "
              "lowest value (light) to its highest (dark)."]
-    width = math.ceil(max(left + CELL_W * len(groups), PAD + text_width(title, 14),
+    width = math.ceil(max(left + sum(widths), PAD + text_width(title, 14),
                           PAD + max(text_width(n, 10) for n in notes)) + PAD)
     height = top + CELL_H * len(runs) + PAD + NOTE_LINE * len(notes) + PAD
     parts = [SVG_OPEN.format(w=width, h=height), f'<rect width="{width}" height="{height}" '
              'fill="white"/>', _text(PAD, 20, title, extra=' font-size="14"')]
     for j, g in enumerate(groups):
-        cx = left + (j + 0.5) * CELL_W
-        parts += [_text(cx, TITLE_H + 14, "all questions" if g == ALL else g, "middle"),
+        cx = xs[j] + widths[j] / 2
+        parts += [_text(cx, TITLE_H + 14, heads[j], "middle"),
                   _text(cx, TITLE_H + 28, f"(n={wins.n[g]})", "middle")]
     for i, (run, name) in enumerate(zip(runs, names)):
         y = top + i * CELL_H
         parts.append(_text(left - 8, y + CELL_H / 2 + 4, name, "end", ' font-size="12"'))
         for j, g in enumerate(groups):
-            x = left + j * CELL_W
+            x, cell_w = xs[j], widths[j]
             won, worse = wins.winner[g] == run, run not in wins.tied[g]
             text = f"{vals[i, j]:.3f}" + (f" {WIN}" if won else f" {WORSE}" if worse else "")
             colour = "white" if shade[i, j] > 0.6 else "black"
             parts += [f'<rect class="cell" data-run="{escape(run)}" data-group="{escape(g)}" '
-                      f'x="{x:.2f}" y="{y:.2f}" width="{CELL_W}" height="{CELL_H}" '
+                      f'x="{x:.2f}" y="{y:.2f}" width="{cell_w}" height="{CELL_H}" '
                       f'fill="{greens(0.12 + 0.7 * shade[i, j])}"/>',
-                      _text(x + CELL_W / 2, y + CELL_H / 2 + 4, text, "middle",
+                      _text(x + cell_w / 2, y + CELL_H / 2 + 4, text, "middle",
                             f' font-size="12" fill="{colour}"'
                             + (' font-weight="bold"' if won else ""))]
             if won:
                 parts.append(f'<rect class="winner" x="{x + 1:.2f}" y="{y + 1:.2f}" '
-                             f'width="{CELL_W - 2}" height="{CELL_H - 2}" fill="none" '
+                             f'width="{cell_w - 2}" height="{CELL_H - 2}" fill="none" '
                              'stroke="black" stroke-width="2"/>')
     note_top = top + CELL_H * len(runs) + PAD
     parts += [_text(PAD, note_top + NOTE_LINE * (k + 1) - 3, n, extra=' font-size="10"')
