@@ -212,8 +212,13 @@ def test_cli_compare_promote_search_ask(store, capsys):
     assert cli.main(["compare", "--format", "csv", "--runs", ids["bm25"], ids["dense"]]) == 0
     csv = pd.read_csv(__import__("io").StringIO(capsys.readouterr().out))
     assert list(csv["run"]) == [ids["bm25"][:8], ids["dense"][:8]]
-    assert cli.main(["promote", ids["failed"]]) == 1
+    assert cli.main(["promote", ids["failed"]]) == 2  # a refused input, not a gate's "no"
     assert "refused" in capsys.readouterr().err
+    # a FAILED run has no per-question table to test: one line, exit 2 (a trial: exit 1)
+    assert cli.main(["compare", "--runs", ids["bm25"], ids["failed"], "--baseline",
+                     ids["bm25"]]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and ids["failed"] in err[0]
     assert cli.main(["search", "ledger disk full", "-k", "2", "--run", ids["bm25"]]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].lstrip().startswith("1.") and lines[1].lstrip().startswith("2.")

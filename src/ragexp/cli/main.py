@@ -106,7 +106,7 @@ def cmd_init(args) -> int:
 
 def cmd_promote(args) -> int:
     # defer heavy import
-    from ragexp.serving.promote import PromotionRefused, promote
+    from ragexp.serving.promote import GateRefused, PromotionRefused, promote
 
     if (args.run_id is None) == (args.cheapest_tied is None):
         print("error: name a run to promote, or --cheapest-tied SWEEP (not both)",
@@ -120,9 +120,9 @@ def cmd_promote(args) -> int:
         rule = _rule(args, promoting=True, non_inferior=args.cheapest_tied is not None)
     try:
         _, message = promote(run_id, args.model, rule=rule)
-    except PromotionRefused as exc:
+    except PromotionRefused as exc:  # the gate's "no" exits 1, as `ragexp gate`; else 2
         print(f"refused: {exc}", file=sys.stderr)
-        return 1
+        return 1 if isinstance(exc, GateRefused) else 2
     # defer heavy import
     from ragexp.serving.model import mlflow_serve_command
 

@@ -103,11 +103,9 @@ def table(df: pd.DataFrame, per_kind: tuple[str, ...] = ("rr_at_10",)) -> pd.Dat
 def per_question(run_id: str) -> pd.DataFrame:
     """A run's ``per_question.csv``, ids as strings exactly as written (``01`` is not ``1``);
     ``readers.InputError`` names the run's file for a missing, empty or repeated id, and a run
-    without the table (a FAILED run, say) is an error saying why."""
-    try:
-        path = tracking.artifact_path(run_id, "per_question.csv")
-    except tracking.RunNotFound as exc:  # a FAILED run, say: why it has no table
-        raise SystemExit(f"error: {exc}") from None
+    without the table (a FAILED run, say) raises ``tracking.RunNotFound`` saying why (the CLI:
+    one line, exit 2)."""
+    path = tracking.artifact_path(run_id, "per_question.csv")  # RunNotFound says why not
     try:
         return readers.read_csv(path, TEXT_COLUMNS)
     except readers.InputError as exc:

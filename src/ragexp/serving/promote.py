@@ -24,7 +24,13 @@ REQUIRED_METRICS = ("rr_at_10", "ndcg_at_10")
 
 
 class PromotionRefused(RagexpError, RuntimeError):
-    pass
+    """A run that cannot be promoted (not FINISHED, no metrics or config to serve from, an
+    unknown id): a refused input, exit code 2."""
+
+
+class GateRefused(PromotionRefused):
+    """The gate's verdict against the champion: a measured "no", exit code 1 as ``ragexp
+    gate``'s FAIL, so a CI job tells it from a mistake in what it asked."""
 
 
 def check_promotable(run_id: str):
@@ -53,7 +59,8 @@ def promote(run_id: str, name: str = MODEL_NAME,
             rule: gate.Rule | None = None) -> tuple[str, str]:
     """Returns (version, message). With ``rule`` (its ``min_effect`` defaults to 0, any
     significant gain, unless it is ``non_inferior``), the run must pass the gate against the current champion, if any.
-    Raises PromotionRefused with the reasons (the gate's verdict for a refused gate)."""
+    Raises PromotionRefused with the reasons, GateRefused (one of them) with the gate's
+    verdict for a refused gate."""
     run = check_promotable(run_id)
     c = tracking.client()
     champion = tracking.champion(name)
@@ -65,7 +72,7 @@ def promote(run_id: str, name: str = MODEL_NAME,
             rule = replace(rule, min_effect=0.0)
         verdict = gate.evaluate(run_id, champion.run_id, rule, label=ALIAS)
         if not verdict.passed:
-            raise PromotionRefused("gate refused: " + "; ".join(verdict.reasons)
+            raise GateRefused("gate refused: " + "; ".join(verdict.reasons)
                                    + "\n" + verdict.render(rule))
     # defer heavy import
     from ragexp.serving.model import log_model
