@@ -147,3 +147,46 @@ def test_cli_ui_with_a_server_uri_starts_nothing(monkeypatch, capsys):
     monkeypatch.setattr(subprocess, "call", lambda *a, **k: pytest.fail("started mlflow ui"))
     assert cli.main(["ui"]) == 0
     assert "http://127.0.0.1:5999" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_stopping_ragexp_ui_stops_the_servers_workers_too(tmp_path, sig):
+    """A trial: SIGTERM (or SIGINT to its pid alone) ended ``ragexp ui`` but left ``mlflow
+    ui``'s server and worker processes running, reparented to init, the port still served.
+    The UI runs in a process group of its own, which ``ragexp ui`` stops on its way out: here a
+    stand-in server that starts a worker, as ``mlflow ui`` does, is gone with it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pids = tmp_path / "pids"
+    server = ("import subprocess, sys, os, time; "
+              "w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+              f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{w.pid}}'); time.sleep(60)")
+    script = ("import sys\n"
+              "from ragexp.cli import ui\n"
+              f"ui.plan = lambda *a: ui.Plan('http://x', (sys.executable, '-c', {server!r}))\n"
+              "sys.exit(ui.ui())\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not (pids.exists() and len(pids.read_text().split()) == 2):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    started = [int(p) for p in pids.read_text().split()]
+    proc.send_signal(getattr(signal, sig))
+    assert proc.wait(30) == 0
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        with open(f"/proc/{pid}/stat") as fh:  # a zombie awaiting its reaper is gone too
+            return fh.read().split(") ")[1].split()[0] != "Z"
+
+    deadline = time.monotonic() + 15
+    while any(alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in started)
