@@ -270,10 +270,11 @@ def cmd_report(args) -> int:
     from ragexp.report import html as report_html
     from ragexp.report import sweep_data
 
+    out = Path(args.html) if args.html else None
+    chart = Path(args.chart) if args.chart else None
+    report_html.check_outputs(out, chart)  # the arguments first, before any lookup
     parent = _full_id(args.parent) if args.parent else sweep_data.latest_sweep(args.experiment)
-    print(report_html.write(parent, Path(args.html) if args.html else None,
-                            Path(args.chart) if args.chart else None,
-                            upload=bool(args.html) and not args.no_upload))
+    print(report_html.write(parent, out, chart, upload=bool(args.html) and not args.no_upload))
     return 0
 
 
@@ -455,7 +456,8 @@ def _add_report(sub) -> None:
     r.add_argument("--chart", metavar="SVG", help="write the wins-by-kind chart here (an SVG "
                    "document, the page's own drawing)")
     r.add_argument("--parent", help="the sweep's parent run id or a unique prefix (default: the "
-                   "experiment's latest finished sweep)")
+                   "experiment's latest sweep whose parent run is FINISHED; a sweep with a "
+                   "failed or killed job is FAILED or KILLED: name it here to render it)")
     r.add_argument("--no-upload", action="store_true",
                    help="do not log report.html on the sweep's parent run")
     r.add_argument("--confirm", action="store_true", help="markdown tables: confirm the dev "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import math
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -349,31 +350,84 @@ def build(data: SweepData, method: str = "holm") -> tuple[str, str]:
     return page, wins_svg
 
 
+def check_outputs(out: Path | None, chart: Path | None) -> None:
+    """Refuse output paths before any work (before the sweep is even looked up): ``--chart``
+    must end in ``.svg``; each path must not be a folder, and its parent folder must exist and
+    be writable; ``--chart`` and ``--html`` must not name the same file (compared resolved).
+    Writability is probed with a temporary file created and removed in the folder. Raises
+    ``InvalidValue`` naming the option and the path."""
+    if chart is not None and chart.suffix.lower() != ".svg":
+        raise InvalidValue(f"--chart {chart}: the chart is an SVG document; name the file "
+                           f"{chart.with_suffix('.svg').name}")
+    for option, path in (("--html", out), ("--chart", chart)):
+        if path is None:
+            continue
+        folder = path.parent
+        if path.is_dir():
+            raise InvalidValue(f"{option} {path}: is a folder; name a file in it, e.g. "
+                               f"{path / ('report.html' if option == '--html' else 'wins.svg')}")
+        if not folder.is_dir():
+            raise InvalidValue(f"{option} {path}: its folder {folder} does not exist; create "
+                               "it first or name a file in an existing folder")
+        try:  # a real probe: os.access says yes to root, even on /proc
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as exc:
+            raise InvalidValue(f"{option} {path}: cannot write in its folder {folder} "
+                               f"({exc.strerror or exc})") from exc
+    if out is not None and chart is not None and out.resolve() == chart.resolve():
+        raise InvalidValue(f"--chart {chart} and --html {out} name the same file; give each "
+                           "its own")
+
+
+def _write_all(texts: dict[Path, str]) -> None:
+    """Write every ``{path: text}`` or none: each to a temporary file beside its target, then
+    each moved into place (``os.replace``, atomic per file). On any failure the temporaries are
+    removed, and so are the targets already moved in that did not exist before (a target that
+    did exist keeps the new text: its old one is gone with the rename). Re-raises the error."""
+    temps: dict[Path, Path] = {}
+    moved: list[Path] = []
+    existed = {path: path.exists() for path in texts}
+    try:
+        for path, text in texts.items():
+            fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+            temps[path] = Path(name)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        for path, tmp in temps.items():
+            os.replace(tmp, path)
+            moved.append(path)
+    except BaseException:
+        for path, tmp in temps.items():
+            tmp.unlink(missing_ok=True)
+        for path in moved:
+            if not existed[path]:
+                path.unlink(missing_ok=True)
+        raise
+
+
 def write(parent_id: str, out: Path | None = None, chart: Path | None = None,
           upload: bool = True) -> str:
     """Write the page of sweep ``parent_id`` to ``out`` and/or its wins-by-kind chart to
     ``chart`` (an SVG document), and log the page as ``report.html`` on the parent run when
-    ``upload``. Returns one line saying what was written. Raises ``InvalidValue`` when
-    ``chart`` does not end in ``.svg`` (before reading anything)."""
-    if chart is not None and chart.suffix.lower() != ".svg":
-        raise InvalidValue(f"--chart {chart}: the chart is an SVG document; name the file "
-                           f"{chart.with_suffix('.svg').name}")
+    ``upload``. Returns one line saying what was written. Raises ``InvalidValue`` for an output
+    path ``check_outputs`` refuses (before reading anything); a write that fails midway leaves
+    neither output nor temporary file (``_write_all``) and is re-raised as ``InvalidValue``
+    naming the path."""
+    check_outputs(out, chart)
     data = sweep_data.load(parent_id)
     page, chart_svg = build(data)
-    done = []
-    if chart is not None:
-        chart.parent.mkdir(parents=True, exist_ok=True)
-        chart.write_text(chart_svg, encoding="utf-8")
-        done.append(str(chart))
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".part")
-        tmp.write_text(page, encoding="utf-8")
-        tmp.replace(out)
-        done.append(str(out))
+    texts = {p: t for p, t in ((chart, chart_svg), (out, page)) if p is not None}
+    try:
+        _write_all(texts)
+    except OSError as exc:
+        raise InvalidValue(f"could not write {exc.filename or ', '.join(map(str, texts))}: "
+                           f"{exc.strerror or exc}; nothing was written") from exc
+    done = [str(p) for p in texts]
     if upload:
         with tempfile.TemporaryDirectory() as d:
             (Path(d) / ARTIFACT).write_text(page, encoding="utf-8")
             tracking.client().log_artifact(parent_id, str(Path(d) / ARTIFACT))
         done.append(f"{ARTIFACT} on run {parent_id}")
-    return f"sweep {parent_id[:8]} ({len(data.runs)} runs): wrote " + ", ".join(done)
+    n = len(data.runs)
+    return f"sweep {parent_id[:8]} ({n} run{'' if n == 1 else 's'}): wrote " + ", ".join(done)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ragexp.decide import compare, sources
+from ragexp.errors import NotFound
 from ragexp.tracking import store as tracking
 
 log = logging.getLogger(__name__)
@@ -66,13 +67,20 @@ def sweep_parents(experiment: str) -> pd.DataFrame:
 
 
 def latest_sweep(experiment: str) -> str:
-    """The newest sweep parent run of ``experiment`` that is no longer running. Raises
-    ``SystemExit`` naming the experiment when there is none."""
+    """The newest sweep parent run of ``experiment`` whose status is ``FINISHED`` (every job
+    finished or skipped: ``run.sweep.end_parent``); a newer ``FAILED``/``KILLED`` or running
+    one is passed over. Raises ``NotFound`` naming the experiment when it has no sweep, and the
+    latest sweep with its status (render it with ``--parent ID``) when none finished."""
     parents = sweep_parents(experiment)
-    done = parents[parents["status"] != "RUNNING"] if len(parents) else parents
+    if parents.empty:
+        raise NotFound(f"no sweep in experiment {experiment!r} (tracking URI "
+                       f"{tracking.tracking_uri()}): run one first (`make sweep`)")
+    done = parents[parents["status"] == "FINISHED"]
     if done.empty:
-        raise SystemExit(f"no finished sweep in experiment {experiment!r} (tracking URI "
-                         f"{tracking.tracking_uri()}): run one first (`make sweep`)")
+        latest = parents.iloc[0]
+        raise NotFound(f"no finished sweep in experiment {experiment!r}: the latest, "
+                       f"{latest['run_id']}, is {latest['status']}; render it anyway with "
+                       f"--parent {latest['run_id']}")
     return str(done["run_id"].iloc[0])
 
 

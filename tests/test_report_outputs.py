@@ -1,0 +1,150 @@
+"""`ragexp report --html/--chart`: output paths refused before any work (one line, exit 2,
+nothing written), outputs written all or none, and the sweep chosen by default (the latest whose
+parent run is FINISHED). Fast: no sweep is run; the store holds hand-made parent runs."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from ragexp.cli import main as cli
+from ragexp.errors import NotFound
+from ragexp.report import html as report_html
+from ragexp.report import sweep_data
+from ragexp.tracking import store as tracking
+
+EXPERIMENT = "ragexp-handbook"
+
+
+def files(folder: Path) -> set[str]:
+    """Every file under ``folder``, relative, ignoring the store's own database."""
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")
+            if p.is_file() and not p.name.startswith("mlflow.db")}
+
+
+def refused(capsys, *argv: str) -> str:
+    """Run ``ragexp report ARGV``; assert exit 2 and a one-line ``error: ...``; its text."""
+    assert cli.main(["report", *argv]) == 2
+    err = capsys.readouterr().err
+    ours = [line for line in err.splitlines() if " mlflow." not in line]  # MLflow's own log
+    assert len(ours) == 1 and ours[0].startswith("error: ") and "Traceback" not in err, err
+    return ours[0]
+
+
+STARTS = itertools.count(1_700_000_000_000, 1000)  # ms: each parent a second after the last
+
+
+def parent_run(name: str, status: str) -> str:
+    """A sweep parent run (tag ``ragexp.role=sweep``) ended with ``status``, started a second
+    after the previous one made here (so "latest" is unambiguous)."""
+    c = tracking.client()
+    run = c.create_run(tracking.ensure_experiment(EXPERIMENT), start_time=next(STARTS),
+                       run_name=name, tags={"ragexp.role": "sweep"}).info.run_id
+    c.set_terminated(run, status)
+    return run
+
+
+# --- paths refused before the sweep is looked up (the store has no sweep at all) -----------
+
+def test_a_folder_as_html_is_refused_and_nothing_is_written(mlflow_store, capsys, monkeypatch):
+    tmp = mlflow_store.folder
+    monkeypatch.chdir(tmp)
+    (tmp / "ro").mkdir()
+    before = files(tmp)
+    err = refused(capsys, "--html", "ro", "--no-upload")
+    assert "--html ro" in err and "folder" in err
+    (tmp / "docs").mkdir()
+    err = refused(capsys, "--chart", "conf.svg", "--html", "docs")
+    assert "--html docs" in err
+    assert files(tmp) == before  # no ro.part, docs.part nor conf.svg
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_a_chart_in_an_unwritable_or_missing_folder_is_refused(mlflow_store, capsys):
+    err = refused(capsys, "--chart", "/proc/x.svg")
+    assert "--chart /proc/x.svg" in err and "/proc" in err
+    missing = mlflow_store.folder / "nowhere" / "x.svg"
+    err = refused(capsys, "--chart", str(missing), "--html", str(mlflow_store.folder / "r.html"))
+    assert f"--chart {missing}" in err and "does not exist" in err
+    assert not missing.parent.exists() and not (mlflow_store.folder / "r.html").exists()
+
+
+def test_chart_and_html_naming_one_file_are_refused(mlflow_store, capsys, monkeypatch):
+    monkeypatch.chdir(mlflow_store.folder)
+    err = refused(capsys, "--chart", "w1.svg", "--html", "w1.svg")
+    assert "same file" in err and "w1.svg" in err
+    # the same file spelt two ways is still one file (paths compared resolved)
+    refused(capsys, "--chart", "w1.svg", "--html", str(mlflow_store.folder / "sub" / ".." /
+                                                       "w1.svg"))
+    assert not (mlflow_store.folder / "w1.svg").exists()
+
+
+def test_a_png_chart_is_refused_before_the_sweep_lookup(mlflow_store, capsys):
+    # the store has no sweep: a lookup first would say "no sweep" instead
+    err = refused(capsys, "--chart", str(mlflow_store.folder / "wins.png"))
+    assert "name the file wins.svg" in err and "sweep" not in err
+
+
+# --- outputs written all or none --------------------------------------------------------
+
+def fake_sweep(monkeypatch, n_runs: int = 2) -> None:
+    """``write`` without MLflow: a sweep of ``n_runs`` runs whose page and chart are fixed."""
+    monkeypatch.setattr(report_html.sweep_data, "load",
+                        lambda parent: SimpleNamespace(runs=pd.DataFrame({"r": range(n_runs)})))
+    monkeypatch.setattr(report_html, "build", lambda data: ("<html>page</html>", "<svg/>"))
+
+
+def test_a_write_failing_midway_leaves_no_output_and_no_part_file(tmp_path, monkeypatch):
+    fake_sweep(monkeypatch)
+    real, calls = os.replace, []
+
+    def second_fails(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device", str(dst))
+        real(src, dst)
+
+    monkeypatch.setattr(report_html.os, "replace", second_fails)
+    with pytest.raises(report_html.InvalidValue, match="r.html.*nothing was written"):
+        report_html.write("p" * 32, tmp_path / "r.html", tmp_path / "w.svg", upload=False)
+    assert len(calls) == 2  # the chart was moved in, then the page failed
+    assert files(tmp_path) == set()  # the chart taken back out; no temporary left
+
+
+def test_write_replaces_both_outputs_and_says_so(tmp_path, monkeypatch):
+    fake_sweep(monkeypatch, n_runs=1)
+    (tmp_path / "r.html").write_text("old")
+    line = report_html.write("p" * 32, tmp_path / "r.html", tmp_path / "w.svg", upload=False)
+    assert line == f"sweep pppppppp (1 run): wrote {tmp_path / 'w.svg'}, {tmp_path / 'r.html'}"
+    assert (tmp_path / "r.html").read_text() == "<html>page</html>"
+    assert (tmp_path / "w.svg").read_text() == "<svg/>"
+    assert files(tmp_path) == {"r.html", "w.svg"}
+
+
+# --- the default sweep: the latest whose parent run FINISHED -----------------------------
+
+def test_latest_sweep_passes_over_a_failed_newer_one(mlflow_store):
+    older = parent_run("older", "FINISHED")
+    parent_run("one job failed", "FAILED")
+    parent_run("stopped", "KILLED")
+    assert sweep_data.latest_sweep(EXPERIMENT) == older
+    newest = parent_run("newest", "FINISHED")
+    assert sweep_data.latest_sweep(EXPERIMENT) == newest
+
+
+def test_no_finished_sweep_names_the_latest_and_its_status(mlflow_store, capsys):
+    with pytest.raises(NotFound, match="no sweep in experiment"):
+        sweep_data.latest_sweep(EXPERIMENT)
+    parent_run("first", "KILLED")
+    failed = parent_run("second", "FAILED")
+    with pytest.raises(NotFound) as exc:
+        sweep_data.latest_sweep(EXPERIMENT)
+    assert f"{failed}, is FAILED" in str(exc.value) and f"--parent {failed}" in str(exc.value)
+    err = refused(capsys, "--html", str(mlflow_store.folder / "r.html"), "--no-upload")
+    assert f"--parent {failed}" in err and not (mlflow_store.folder / "r.html").exists()
