@@ -4,8 +4,12 @@ parent run is FINISHED). Fast: no sweep is run; the store holds hand-made parent
 
 from __future__ import annotations
 
+import html
 import itertools
+import json
 import os
+import re
+import shutil
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -148,3 +152,82 @@ def test_no_finished_sweep_names_the_latest_and_its_status(mlflow_store, capsys)
     assert f"{failed}, is FAILED" in str(exc.value) and f"--parent {failed}" in str(exc.value)
     err = refused(capsys, "--html", str(mlflow_store.folder / "r.html"), "--no-upload")
     assert f"--parent {failed}" in err and not (mlflow_store.folder / "r.html").exists()
+
+
+# --- failed jobs: named on the page ------------------------------------------------------
+
+def test_failed_jobs_from_status_files_and_child_runs(mlflow_store):
+    """Job 0 finished, job 1 failed before its run existed (a range error: a status file
+    only), job 2's file still says RUNNING while its run was KILLED (the store decides), and a
+    FAILED child no file names (a killed worker): three failed jobs, files first."""
+    c = tracking.client()
+    sweep_dir = mlflow_store.folder / "s"
+    parent = parent_run("sweep", "FAILED")
+    c.set_tag(parent, "ragexp.sweep_dir", str(sweep_dir))
+    exp = c.get_run(parent).info.experiment_id
+
+    def child(overrides: str, status: str, error: str) -> str:
+        run = c.create_run(exp, start_time=next(STARTS), tags={
+            "mlflow.parentRunId": parent, "ragexp.overrides": overrides,
+            "ragexp.error": error}).info.run_id
+        c.set_terminated(run, status)
+        return run
+
+    done = child("bm25.k1=0.9", "FINISHED", "")
+    killed = child("bm25.k1=1.5", "KILLED", "KILLED: sweep stopped by SIGTERM")
+    lost = child("bm25.k1=2.0", "FAILED", "EmbedderError: no model")
+    for i, status in enumerate([
+            {"status": "FINISHED", "run_id": done, "overrides": "bm25.k1=0.9"},
+            {"status": "FAILED", "run_id": None, "overrides": "bm25.k1=-1",
+             "error": "bm25.k1=-1: must be >= 0"},
+            {"status": "RUNNING", "run_id": killed, "overrides": "bm25.k1=1.5"}]):
+        (sweep_dir / str(i)).mkdir(parents=True)
+        (sweep_dir / str(i) / tracking.STATUS_FILE).write_text(json.dumps(status))
+    got = sweep_data.failed_jobs(parent)
+    assert got == [
+        sweep_data.FailedJob("bm25.k1=-1", "FAILED", "bm25.k1=-1: must be >= 0", None),
+        sweep_data.FailedJob("bm25.k1=1.5", "KILLED", "KILLED: sweep stopped by SIGTERM",
+                             killed),
+        sweep_data.FailedJob("bm25.k1=2.0", "FAILED", "EmbedderError: no model", lost)]
+    section = "\n".join(report_html.failed_jobs_section(SimpleNamespace(failed_jobs=got)))
+    assert "3 jobs of this sweep did not finish and are not on this page" in section
+    assert section.count('data-k="failedjob|') == 3 and "no run" in section
+    assert report_html.failed_jobs_section(SimpleNamespace(failed_jobs=[])) == []
+
+
+@pytest.mark.slow
+def test_a_sweep_with_a_failed_job_names_it_on_its_page(mlflow_store, tmp_path, capsys):
+    """A real sweep whose ``embedder=bge`` job fails at once offline: its parent is FAILED
+    (so it is no default choice), and its page says "1 run" and lists the failed job with the
+    run's own ``ragexp.error``, with or without the sweep folder."""
+    from cli_runs import run_ragexp
+
+    tmp = mlflow_store.folder
+    proc = run_ragexp(tmp, "-m", "embedder=hash,bge", "embedder.dim=256",
+                      f"hydra.sweep.dir={tmp / 's'}")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    c = tracking.client()
+    parent = sweep_data.sweep_parents(EXPERIMENT).iloc[0]
+    assert parent["status"] == "FAILED"
+    with pytest.raises(NotFound, match=f"{parent['run_id']}, is FAILED"):
+        sweep_data.latest_sweep(EXPERIMENT)
+    bad = c.search_runs([parent["experiment_id"]], f"tags.`mlflow.parentRunId` = "
+                        f"'{parent['run_id']}' and attributes.status = 'FAILED'")
+    assert len(bad) == 1 and bad[0].data.params["embedder.name"] != "hash"
+    error = bad[0].data.tags["ragexp.error"]
+    assert error.startswith("EmbedderError")
+    for where in ("sweep folder", "store only"):
+        if where == "store only":
+            shutil.rmtree(tmp / "s")
+        out = tmp_path / f"{where.replace(' ', '_')}.html"
+        assert cli.main(["report", "--html", str(out), "--parent", parent["run_id"],
+                         "--no-upload"]) == 0
+        assert "(1 run): wrote" in capsys.readouterr().out
+        page = out.read_text()
+        assert "1 run on the" in page and "1 runs" not in page
+        row = re.search(r'<tr data-k="failedjob\|0">(.*?)</tr>', page).group(1)
+        cells = [html.unescape(t) for t in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+        assert "embedder=bge" in cells[0] and cells[1] == "FAILED", (where, cells)
+        assert error.startswith(cells[2]) and len(cells[2]) >= 100, (where, cells)
+        assert cells[3] == bad[0].info.run_id[:8]
+        assert 'data-k="failedjob|1"' not in page

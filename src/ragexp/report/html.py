@@ -301,6 +301,27 @@ def cost_section(data: SweepData, labels) -> list[str]:
             *[f"<li>{esc(line)}</li>" for line in lines], "</ul>"]
 
 
+def failed_jobs_section(data: SweepData) -> list[str]:
+    """The sweep's jobs that did not finish (``sweep_data.failed_jobs``): overrides, status and
+    error of each; nothing when every job finished or was skipped."""
+    if not data.failed_jobs:
+        return []
+    rows = "".join(
+        f'<tr data-k="failedjob|{i}"><td class="l">{esc(j.overrides or "(no overrides)")}</td>'
+        f'<td class="l">{esc(j.status)}</td><td class="l">{esc(j.error or "–")}</td>'
+        f'<td class="l">{esc(j.run_id[:8] if j.run_id else "no run")}</td></tr>'
+        for i, j in enumerate(data.failed_jobs))
+    n = len(data.failed_jobs)
+    jobs = "1 job of this sweep did not finish and is" if n == 1 else (
+        f"{n} jobs of this sweep did not finish and are")
+    return ["<h2>Failed jobs</h2>",
+            f'<p class="note">{jobs} not on this page; the error is the run\'s '
+            "<code>ragexp.error</code> tag (its traceback: the run's <code>error.txt</code>)."
+            "</p>",
+            "<table><tr><th class=l>overrides</th><th class=l>status</th><th class=l>error</th>"
+            "<th class=l>run</th></tr>" + rows + "</table>"]
+
+
 def build(data: SweepData, method: str = "holm") -> tuple[str, str]:
     """The page's HTML text, and the wins-by-kind chart as an SVG document (for ``--chart``)."""
     labels = dict(zip(data.runs["run_id"], data.runs["label"]))
@@ -331,10 +352,12 @@ def build(data: SweepData, method: str = "holm") -> tuple[str, str]:
     champ = (f"champion run {data.champion['run_id'].iloc[0][:8]}"
              if data.champion is not None else "no champion registered")
     body = [f"<h1>Sweep {esc(data.parent_id[:8])}: {esc(data.experiment)}</h1>",
-            f'<p class="meta">{len(data.runs)} runs on the {esc(split)} questions; objective '
+            f'<p class="meta">{len(data.runs)} run{"" if len(data.runs) == 1 else "s"} on the '
+            f"{esc(split)} questions; objective "
             f"{esc(data.objective)}; compared with {esc(prev)} and {esc(champ)}. Generated "
             f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')} by <code>ragexp report --html</code>.</p>",
             *[f'<p class="note">{esc(n)}</p>' for n in notes],
+            *failed_jobs_section(data),
             *headline_section(data, heads, order),
             *sources_section(data, labels, method),
             *cost_section(data, labels),

@@ -9,6 +9,10 @@
 - **the champion**: the run behind the registered model's ``champion`` alias, if any;
 - **the objective and baseline**: the jobs' ``objective`` and ``baseline`` config keys; the
   baseline run is the job whose ablation is ``baseline`` (else none);
+- **the failed jobs**: every job that did not finish or skip, with its overrides, status and
+  error, from the job status files in the parent's ``ragexp.sweep_dir`` (a job that failed
+  before its run existed left only that) and the FAILED or KILLED child runs none of those
+  files names (a killed worker);
 - **the questions that decide**: with questions from several sources, ``tables`` hold the rows
   of the jobs' ``objective_source`` (``decide.sources.deciding``) and ``every_table`` all rows.
 """
@@ -18,6 +22,8 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -30,6 +36,18 @@ log = logging.getLogger(__name__)
 SWEEP_ROLE = "tags.`ragexp.role` = 'sweep'"
 # params that are bookkeeping, not configuration (where and how a run went, not what it measured)
 IGNORED_PARAMS = compare.HIDDEN_PARAMS
+
+
+class FailedJob(NamedTuple):
+    """A sweep job that neither finished nor was skipped: its Hydra ``overrides`` (one string),
+    ``status`` (``FAILED``, ``KILLED``, ``PENDING_SYNC``, ...), one-line ``error`` (the run's
+    ``ragexp.error``; empty when none was recorded) and ``run_id`` (``None`` when the job failed
+    before its run existed)."""
+
+    overrides: str
+    status: str
+    error: str
+    run_id: str | None
 
 
 @dataclass
@@ -54,6 +72,7 @@ class SweepData:
     notes: list[str] = field(default_factory=list)
     every_table: dict[str, pd.DataFrame] = field(default_factory=dict)
     parent_tags: dict[str, str] = field(default_factory=dict)  # the cheapest tied, the fronts
+    failed_jobs: list[FailedJob] = field(default_factory=list)
 
 
 def sweep_parents(experiment: str) -> pd.DataFrame:
@@ -152,6 +171,37 @@ def _champion() -> pd.DataFrame | None:
         return None
 
 
+def failed_jobs(parent_id: str) -> list[FailedJob]:
+    """The jobs of sweep ``parent_id`` that did not finish or skip, in job order: first those
+    the job status files (``tracking.STATUS_FILE``) in the parent's ``ragexp.sweep_dir`` say
+    so (when that folder is still there), then its ``FAILED`` or ``KILLED`` child runs that no
+    file names as done or failed (a worker killed before it wrote one), oldest first."""
+    c = tracking.client()
+    parent = c.get_run(parent_id)
+    out, seen = [], set()
+    folder = parent.data.tags.get("ragexp.sweep_dir")
+    files = Path(folder).glob(f"*/{tracking.STATUS_FILE}") if folder else []
+    for f in sorted(files, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0):
+        try:
+            s = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if s.get("status") == "RUNNING":  # its run's final status is in the store
+            continue
+        seen.add(s.get("run_id"))
+        if s.get("status") not in ("FINISHED", "SKIPPED"):
+            out.append(FailedJob(str(s.get("overrides", "")), str(s.get("status")),
+                                 str(s.get("error", "")), s.get("run_id")))
+    for run in reversed(c.search_runs(
+            [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'",
+            max_results=50000, order_by=["attributes.start_time DESC"])):
+        if run.info.status in ("FAILED", "KILLED") and run.info.run_id not in seen:
+            tags = run.data.tags
+            out.append(FailedJob(tags.get("ragexp.overrides", ""), run.info.status,
+                                 tags.get("ragexp.error", ""), run.info.run_id))
+    return out
+
+
 def _curve(run_id: str) -> dict | None:
     try:
         with open(tracking.artifact_path(run_id, "abstain_curve.json")) as fh:
@@ -177,7 +227,7 @@ def load(parent_id: str) -> SweepData:
     base = runs[runs.get("tags.ragexp.ablation", pd.Series(dtype=str)) == baseline]
     data = SweepData(parent_id, experiment, runs, tables, curves, objective,
                      str(base["run_id"].iloc[0]) if len(base) else None, every_table=every,
-                     parent_tags=dict(parent.data.tags))
+                     parent_tags=dict(parent.data.tags), failed_jobs=failed_jobs(parent_id))
     if data.baseline_id is None:
         data.notes.append(f"no job with ablation {baseline!r} (config key baseline): the "
                           f"per-kind tests compare every run with the best one instead")
