@@ -145,7 +145,7 @@ def add_parser(sub) -> None:
                         "tell its top configurations apart (so how many to generate)",
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--parent", help="the pilot sweep's parent run id or a unique prefix "
-                   "(default: the experiment's latest sweep)")
+                   "(default: the experiment's latest sweep whose parent run is FINISHED)")
     p.add_argument("--experiment", default="ragexp-handbook",
                    help="where the latest sweep is looked for without --parent")
     p.add_argument("--top", type=int, default=5, help="configurations compared, best first")
