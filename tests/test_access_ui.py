@@ -165,7 +165,9 @@ def test_stopping_ragexp_ui_stops_the_servers_workers_too(tmp_path, sig):
     server = ("import subprocess, sys, os, time; "
               "w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
               f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{w.pid}}'); time.sleep(60)")
-    script = ("import sys\n"
+    script = ("import signal, sys\n"  # Ctrl-C as a terminal delivers it, even when the suite
+              # runs in the background (where a shell starts children with SIGINT ignored)
+              "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
               "from ragexp.cli import ui\n"
               f"ui.plan = lambda *a: ui.Plan('http://x', (sys.executable, '-c', {server!r}))\n"
               "sys.exit(ui.ui())\n")
