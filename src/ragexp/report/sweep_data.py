@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
@@ -180,12 +179,7 @@ def failed_jobs(parent_id: str) -> list[FailedJob]:
     parent = c.get_run(parent_id)
     out, seen = [], set()
     folder = parent.data.tags.get("ragexp.sweep_dir")
-    files = Path(folder).glob(f"*/{tracking.STATUS_FILE}") if folder else []
-    for f in sorted(files, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0):
-        try:
-            s = json.loads(f.read_text())
-        except (OSError, ValueError):
-            continue
+    for s in tracking.read_statuses(folder, skip_unreadable=True) if folder else []:
         if s.get("status") == "RUNNING":  # its run's final status is in the store
             continue
         seen.add(s.get("run_id"))

@@ -125,18 +125,11 @@ def refuse(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def statuses(sweep_dir: str | Path) -> list[dict]:
-    """The status files the sweep's jobs left, in job order."""
-    files = Path(sweep_dir).glob(f"*/{tracking.STATUS_FILE}")
-    return [json.loads(f.read_text()) for f in
-            sorted(files, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)]
-
-
 def job_counts(parent_id: str, sweep_dir: str | Path) -> dict[str, int]:
     """Jobs by outcome (``finished``, ``failed``, ``killed``, ``skipped``, ``pending_sync``,
     ...): from the status files, plus child runs in the store that left none (a killed worker)."""
     seen, counts = set(), {}
-    for s in statuses(sweep_dir):
+    for s in tracking.read_statuses(sweep_dir):
         seen.add(s.get("run_id"))
         key = s["status"].lower()
         counts[key] = counts.get(key, 0) + 1
@@ -230,7 +223,7 @@ class SweepCallback(Callback):
                              f"{tracking.error_summary(exc)}") from None
         finally:
             lifecycle.closed(self.parent_id)
-        done = statuses(sweep_dir)
+        done = tracking.read_statuses(sweep_dir)
         summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
         print(f"\nsweep done: {summary} (parent run {self.parent_id})")
         for s in done:
@@ -254,7 +247,7 @@ class SweepCallback(Callback):
             # defer heavy import
             from ragexp.decide.selection import summarise_sweep
 
-            for line in summarise_sweep(self.parent_id, statuses(sweep_dir),
+            for line in summarise_sweep(self.parent_id, tracking.read_statuses(sweep_dir),
                                         self.baseline, str(config.objective),
                                         objective_source=str(config.objective_source)):
                 print(line)

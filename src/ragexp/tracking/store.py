@@ -272,6 +272,22 @@ def write_status(output_dir: str | Path | None, **status: Any) -> None:
         Path(output_dir, STATUS_FILE).write_text(json.dumps(status, indent=2, default=str))
 
 
+def read_statuses(sweep_dir: str | Path, skip_unreadable: bool = False) -> list[dict]:
+    """The status files (``write_status``) a sweep's jobs left in their folders under
+    ``sweep_dir``, in job order (the folders are numbered). An unreadable or half-written file
+    raises ``OSError``/``ValueError``, or is passed over with ``skip_unreadable``."""
+    files = sorted(Path(sweep_dir).glob(f"*/{STATUS_FILE}"),
+                   key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
+    out = []
+    for f in files:
+        try:
+            out.append(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            if not skip_unreadable:
+                raise
+    return out
+
+
 def error_summary(exc: BaseException) -> str:
     """``Type: message`` on one line, for the error under Hydra's instantiation wrappers; the
     stage's own message is kept, with its hint (``failures.describe``)."""
