@@ -308,3 +308,108 @@ def test_a_command_process_collects_rarely_and_freezes_only_after_every_exit_hoo
     assert seen.read_text() == f"{GC_THRESHOLD} 0"
     main_py = (Path(__file__).parents[1] / "src/ragexp/__main__.py").read_text()
     assert main_py.index("process.own()") < main_py.index("from ragexp.run.app import")
+
+
+@pytest.mark.parametrize("argv,known", [
+    ([], True),
+    (["embedder=hash", "retriever=bm25", "force=true"], True),
+    (["-m", "+ablation=bm25,hybrid", "force=true"], True),
+    (["--multirun", "retriever=dense,hybrid"], True),
+    (["hydra.mode=MULTIRUN"], False),
+    (["+hydra.mode=RUN"], False),
+    (["hydra.searchpath=[file:///elsewhere]"], False),
+    (["-m", "hydra/sweeper=ragexp_search"], False),
+    (["-cd", "my_conf", "retriever=bm25"], False),
+    (["--config-dir=my_conf"], False),
+    (["--config-name", "other"], False),
+    (["-cp", "conf"], False),
+])
+def test_mode_known_only_where_no_config_but_the_shipped_ones_could_set_hydra_mode(argv, known):
+    from ragexp.run.app import mode_known
+
+    assert mode_known(argv) is known
+
+
+def test_no_shipped_config_sets_hydra_mode_so_hydras_own_get_mode_answers_none():
+    """What ``composed_once`` answers without composing is what Hydra's ``get_mode`` computes:
+    None for the shipped config and every shipped ablation (no yaml under ``conf`` sets
+    ``hydra.mode``), MULTIRUN when the override says so (the case it leaves to Hydra)."""
+    import yaml
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+
+    from ragexp.data import shipped
+    from ragexp.run import schema
+
+    conf = Path(shipped.conf_dir())
+    files = sorted(conf.glob("**/*.yaml"))
+    assert len(files) > 30
+    for f in files:
+        node = yaml.safe_load(f.read_text()) or {}
+        assert "mode" not in (node.get("hydra") or {}), f
+    schema.register()
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        hydra = GlobalHydra.instance().hydra
+        assert hydra.get_mode(config_name="config", overrides=[]) is None
+        for ablation in ("bm25", "hybrid", "hnsw_dense"):
+            assert hydra.get_mode(config_name="config",
+                                  overrides=[f"+ablation={ablation}"]) is None
+        assert hydra.get_mode(config_name="config",
+                              overrides=["hydra.mode=MULTIRUN"]) == RunMode.MULTIRUN
+
+
+def test_composed_once_answers_get_mode_without_composing_and_restores_it():
+    from hydra._internal.hydra import Hydra
+
+    from ragexp.run.app import composed_once
+
+    original = Hydra.get_mode
+
+    class Refuses:
+        def compose_config(self, *args, **kwargs):
+            raise AssertionError("composed")
+
+    with composed_once(["retriever=bm25"]):
+        assert Hydra.get_mode(Refuses(), "config", ["retriever=bm25"]) is None
+    assert Hydra.get_mode is original
+    with composed_once(["hydra.mode=MULTIRUN"]):
+        assert Hydra.get_mode is original
+
+
+def test_ragexps_own_stage_versions_need_no_scan_of_installed_distributions():
+    provenance._distributions.cache_clear()
+    assert provenance.module_version("ragexp.stages.retrievers") == \
+        f"ragexp=={metadata.version('ragexp')}"
+    assert provenance._distributions.cache_info().misses == 0
+    assert provenance.module_version("numpy.linalg") == f"numpy=={metadata.version('numpy')}"
+    assert provenance._distributions.cache_info().misses == 1
+
+
+def test_git_commit_and_versions_are_read_once_per_process(monkeypatch):
+    import subprocess
+
+    from ragexp.tracking import store
+
+    calls = []
+    real = subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: calls.append(a) or real(*a, **k))
+    store.git_commit.cache_clear()
+    first = store.git_commit()
+    assert store.git_commit() == first and len(calls) == 2  # rev-parse and status, once
+    store.git_commit.cache_clear()
+    assert store.versions()["version.numpy"] == metadata.version("numpy")
+    store.versions()["version.numpy"] = "changed"  # a caller's copy
+    assert store.versions()["version.numpy"] == metadata.version("numpy")
+
+
+def test_a_bm25_run_imports_no_faiss():
+    """FAISS loads at the first dense index or search: a BM25-only command never pays it."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nimport ragexp.run.app, ragexp.index.resources, ragexp.stages.retrievers\n"
+            "print('faiss' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

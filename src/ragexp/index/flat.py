@@ -29,7 +29,6 @@ at the k-th place may resolve differently there.
 
 from __future__ import annotations
 
-import faiss
 import numpy as np
 
 from ragexp.errors import InvalidValue
@@ -77,6 +76,9 @@ class FlatIPIndex:
         the number of vectors). ``blas``: a batch takes FAISS's BLAS path (one sgemm) whatever
         its size, instead of the per-query scan FAISS picks below its threshold; a blocked
         search (``block_size``) ignores it."""
+        # defer heavy import
+        import faiss  # 0.04 s that a BM25-only run never needs
+
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         k = min(k, len(self))
         if self.block_size is not None:

@@ -227,7 +227,11 @@ def find_finished(experiment_id: str, chash: str) -> str | None:
     return runs[0].info.run_id if runs else None
 
 
+@lru_cache(maxsize=1)
 def git_commit() -> str:
+    """``git rev-parse HEAD`` of ragexp's folder, ``-dirty`` with uncommitted changes, or
+    ``unknown``: read once per process (two git calls, 10 ms a job in a sweep), as the code
+    that runs is the code imported at its start."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=5, cwd=PACKAGE)
@@ -238,7 +242,8 @@ def git_commit() -> str:
         return "unknown"
 
 
-def versions() -> dict[str, str]:
+@lru_cache(maxsize=1)
+def _versions() -> tuple[tuple[str, str], ...]:
     out = {}
     for pkg in ("ragexp", "numpy", "faiss-cpu", "fastembed", "onnxruntime", "regex",
                 "mlflow", "hydra-core"):
@@ -247,7 +252,13 @@ def versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             pass
     out["version.python"] = sys.version.split()[0]
-    return out
+    return tuple(out.items())
+
+
+def versions() -> dict[str, str]:
+    """``{"version.<package>": "1.2.3", "version.python": ...}`` for the packages a run's
+    numbers depend on (those installed), read once per process."""
+    return dict(_versions())
 
 
 def log_batch(run_id: str, metrics: dict[str, float] | None = None,
