@@ -413,3 +413,25 @@ def test_a_bm25_run_imports_no_faiss():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+@pytest.mark.slow
+def test_the_benchs_library_path_computes_what_a_sweep_job_computes(tmp_path, monkeypatch,
+                                                                    mlflow_store):
+    """``make bench``'s denominator for the sweep: two of its ablations through the library
+    score the questions the jobs score (the handbook's dev half) and give the nDCG@10 the same
+    configs give as runs; the sweep's printed lines parse back to those scores."""
+    from tests.workspaces import record_run
+    from tools import bench_wall
+
+    monkeypatch.setattr(bench_wall, "ABLATIONS", ("bm25", "hash_dense"))
+    monkeypatch.chdir(tmp_path)
+    seconds, library = bench_wall._library_sweep(tmp_path)
+    assert seconds > 0 and set(library) == {"bm25", "hash_dense"}
+    lines = []
+    for name in library:
+        out = record_run(f"+ablation={name}", "progress=false")
+        lines.append(f"run {out['run_id']} [{name}] r_at_10=0.1  ndcg_at_10={out['ndcg_at_10']:.3f}")
+        assert out["ndcg_at_10"] == pytest.approx(library[name], abs=1e-12)
+    assert bench_wall._sweep_scores("\n".join(["noise", *lines])) == \
+        {n: round(v, 3) for n, v in library.items()}

@@ -6,7 +6,8 @@ script over the same handbook, each command a fresh process, timed side by side.
 - ``ragexp search`` on that BM25 run: <= 5x;
 - the warm 12-ablation sweep (``force=true``, page included), per job: <= 3x the plain script,
   and the whole sweep <= 2.5x the same twelve configurations computed through the library in one
-  process (one shared stage store, no latency sample).
+  process (one shared stage store, no latency sample), on the questions the sweep's jobs score
+  (the handbook's dev half: ``split=auto``) and checked to give each job's nDCG@10.
 
 (The default embedding batch against the best fastembed setting is ``bench.py``'s row 7.)
 
@@ -18,6 +19,7 @@ reference; the rows keep the medians. Everything runs in a temporary workspace (
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -80,14 +82,18 @@ def _row(make_row, name: str, ours: float, ref: float, target: float):
                     r <= target)
 
 
-def _library_sweep(workspace: Path) -> float:
-    """Seconds to compute the twelve ablations through the library in this process: composed
-    with Hydra's compose API, one shared stage store, no latency sample, nothing logged."""
+def _library_sweep(workspace: Path) -> tuple[float, dict[str, float]]:
+    """Seconds to compute the twelve ablations through the library in this process, and each
+    one's nDCG@10: composed with Hydra's compose API, each scoring the questions its sweep job
+    scores (``app.choose_split``, ``split.select``: the handbook's dev half), one shared stage
+    store, no latency sample, nothing logged."""
     # defer heavy import
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
+    from ragexp.data import split
     from ragexp.run import build, schema
+    from ragexp.run.app import choose_split
     from ragexp.run.pipeline import run_experiment
 
     schema.register()
@@ -95,17 +101,27 @@ def _library_sweep(workspace: Path) -> float:
     os.chdir(workspace)
     try:
         with initialize_config_dir(version_base="1.3", config_dir=shipped.conf_dir()):
-            cfgs = [compose("config", overrides=[f"+ablation={a}"]) for a in ABLATIONS]
+            cfgs = {a: compose("config", overrides=[f"+ablation={a}"]) for a in ABLATIONS}
         start = time.perf_counter()
-        store = None
-        for cfg in cfgs:
+        store, scores = None, {}
+        for name, cfg in cfgs.items():
+            choose_split(cfg)
             store = store or build.stage_store(cfg)
-            run_experiment(instantiate(cfg.dataset), build.build(cfg), k=cfg.k, progress=False,
-                           store=store, latency_sample=0, budget=cfg.abstain.budget,
-                           folds=cfg.abstain.folds)
-        return time.perf_counter() - start
+            data = split.select(instantiate(cfg.dataset), cfg.split, cfg.split_seed,
+                                cfg.split_test_share)
+            result = run_experiment(data, build.build(cfg), k=cfg.k, progress=False,
+                                    store=store, latency_sample=0, budget=cfg.abstain.budget,
+                                    folds=cfg.abstain.folds)
+            scores[name] = result.metrics["ndcg_at_10"]
+        return time.perf_counter() - start, scores
     finally:
         os.chdir(cwd)
+
+
+def _sweep_scores(stdout: str) -> dict[str, float]:
+    """``{ablation: nDCG@10}`` from a sweep's ``run <id> [<ablation>] ... ndcg_at_10=x`` lines."""
+    found = re.findall(r"^run \S+ \[([^\]]+)\] .*?\bndcg_at_10=([0-9.]+)", stdout, re.M)
+    return {name: float(value) for name, value in found}
 
 
 def wall_rows(make_row, repeats: int = 3, sweep: bool = True) -> list:
@@ -131,13 +147,20 @@ def wall_rows(make_row, repeats: int = 3, sweep: bool = True) -> list:
             multirun = [py, "-m", "ragexp", "-m", f"+ablation={','.join(ABLATIONS)}",
                         "force=true"]
             _timed(multirun, ws)  # warm: vectors cached, stages stored
-            wall = _timed(multirun, ws)[0]
+            wall, out = _timed(multirun, ws)
+            library_s, library = _library_sweep(ws)
+            swept = _sweep_scores(out)
+            if set(swept) != set(ABLATIONS) or any(
+                    abs(swept[a] - library[a]) > 5e-4 + 1e-9 for a in ABLATIONS):  # printed .3f
+                raise RuntimeError(f"the library path did not compute what the sweep did: "
+                                   f"nDCG@10 {library} vs the sweep's {swept}")
             rows.append(_row(make_row, f"warm {len(ABLATIONS)}-ablation sweep, force=true, page "
                              f"included, per job vs the plain bm25s script", wall / len(ABLATIONS),
                              t["plain"], 3))
             rows.append(_row(make_row, f"the same sweep vs its {len(ABLATIONS)} configurations "
                              f"computed through the library (one process, shared stage store, no "
-                             f"latency sample)", wall, _library_sweep(ws), 2.5))
+                             f"latency sample; the same questions and nDCG@10)", wall,
+                             library_s, 2.5))
     return rows
 
 
