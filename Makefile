@@ -59,7 +59,8 @@ walkthrough: ## run compare -> promote -> search/ask/serve -> traces; record it 
 own-docs: ## run the commands of docs/own-docs.md in a fresh folder and record them there
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tools.owndocs --readme docs/own-docs.md
 
-bench: ## benchmarks: one table of ratios measured side by side, into docs/benchmarks.md
+bench: ## benchmarks: where a run's and a sweep's time goes, then one table of ratios measured side by side, into docs/benchmarks.md
+	$(BIN)/python -m tools.bench_phases --readme docs/benchmarks.md
 	$(BIN)/python -m tools.bench --readme docs/benchmarks.md
 
 bench-scale: ## scale benchmark on synthetic BEIR folders of 10k, 100k, 1M passages, into docs/benchmarks.md (long)

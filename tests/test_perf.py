@@ -435,3 +435,21 @@ def test_the_benchs_library_path_computes_what_a_sweep_job_computes(tmp_path, mo
         assert out["ndcg_at_10"] == pytest.approx(library[name], abs=1e-12)
     assert bench_wall._sweep_scores("\n".join(["noise", *lines])) == \
         {n: round(v, 3) for n, v in library.items()}
+
+
+def test_phase_table_gives_each_second_once_and_the_rest_is_what_no_phase_took():
+    from tools import bench_phases
+
+    one = {"imports": 1.0, "wall": 3.0, "own": {bench_phases.MLFLOW_START: 1.2,
+                                                 "latency sample": 0.3}}
+    sweep = {"imports": 1.0, "wall": 12.0, "own": {bench_phases.MLFLOW_START: 1.2,
+                                                    "end-of-sweep paired tests": 1.8}}
+    rows = {r.split(" | ")[0].lstrip("| "): r for r in
+            bench_phases.table(one, sweep, 2.4).splitlines()[2:]}
+    n = len(bench_phases.ABLATIONS)
+    assert rows[bench_phases.OTHER] == \
+        f"| {bench_phases.OTHER} | 0.50 | 8.00 | {8.0 / n:.3f} |"
+    assert rows["latency sample"] == f"| latency sample | 0.30 | 0.00 | {0:.3f} |"
+    assert "| **3.00** | **12.00** |" in rows["**wall** (first line to exit of main)"]
+    assert rows[next(k for k in rows if k.startswith("the same"))].endswith(
+        f"| 2.40 | {2.4 / n:.3f} |")
