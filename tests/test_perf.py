@@ -453,3 +453,6 @@ def test_phase_table_gives_each_second_once_and_the_rest_is_what_no_phase_took()
     assert "| **3.00** | **12.00** |" in rows["**wall** (first line to exit of main)"]
     assert rows[next(k for k in rows if k.startswith("the same"))].endswith(
         f"| 2.40 | {2.4 / n:.3f} |")
+    floor = bench_phases.table(one, sweep, 2.4).splitlines()[-1]
+    assert "2.20 s = 0.92x its library compute" in floor  # imports + MLflow's start only
+    assert floor.endswith("the whole sweep: 5.00x")
