@@ -323,11 +323,22 @@ def test_a_command_process_collects_rarely_and_freezes_only_after_every_exit_hoo
     (["--config-dir=my_conf"], False),
     (["--config-name", "other"], False),
     (["-cp", "conf"], False),
+    (["--version"], False),
+    (["--config-name"], False),
 ])
 def test_mode_known_only_where_no_config_but_the_shipped_ones_could_set_hydra_mode(argv, known):
     from ragexp.run.app import mode_known
 
     assert mode_known(argv) is known
+
+
+def test_mode_known_prints_nothing_of_what_hydras_own_parse_prints(capsys):
+    """``--version`` and a malformed option stop argparse, which prints; Hydra's own parse of
+    the same command line prints it once, so this one stays silent."""
+    from ragexp.run.app import mode_known
+
+    assert not mode_known(["--version"]) and not mode_known(["--config-name"])
+    assert capsys.readouterr() == ("", "")
 
 
 def test_no_shipped_config_sets_hydra_mode_so_hydras_own_get_mode_answers_none():

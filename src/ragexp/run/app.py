@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator
@@ -245,13 +246,14 @@ def mode_known(argv: list[str]) -> bool:
     """Whether ``argv`` (a command's arguments) leaves ``hydra.mode`` unset, as every shipped
     config does (tests/test_perf.py holds that): no ``--config-dir``/``--config-path``/
     ``--config-name`` (a user's configs could set it) and no override of ``hydra.mode``,
-    ``hydra.searchpath`` or a ``hydra/`` group. False where Hydra's parser refuses ``argv``
-    (Hydra then reports it itself)."""
+    ``hydra.searchpath`` or a ``hydra/`` group. False where Hydra's parser stops on ``argv``
+    (``--version``, a malformed option: Hydra's own parse then prints what it prints)."""
     # defer heavy import
     from hydra._internal.utils import get_args_parser
 
-    try:
-        args, _ = get_args_parser().parse_known_args(argv)
+    try:  # quietly: Hydra's own parse of the same argv prints what this one would (--version)
+        with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+            args, _ = get_args_parser().parse_known_args(argv)
     except SystemExit:
         return False
     if args.config_path or args.config_name or args.config_dir:
