@@ -467,3 +467,22 @@ def test_phase_table_gives_each_second_once_and_the_rest_is_what_no_phase_took()
     floor = bench_phases.table(one, sweep, 2.4).splitlines()[-1]
     assert "2.20 s = 0.92x its library compute" in floor  # imports + MLflow's start only
     assert floor.endswith("the whole sweep: 5.00x")
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 53, 1000, 10_000])
+def test_quantile_linear_equals_scipys_quantile_to_the_last_bit(n):
+    """``stats.quantile_linear`` (the BCa interval's quantiles) against ``scipy.stats.quantile``
+    itself: samples full of ties and of distinct values, probabilities at and between the
+    ends, BCa-like ones, NaN and outside [0, 1] (NaN out)."""
+    import numpy as np
+    from scipy import stats as sps
+
+    from ragexp.evaluation.stats import quantile_linear
+
+    rng = np.random.default_rng(n)
+    p = np.array([0.0, 1.0, 0.5, 0.025, 0.975, 1e-9, 1 - 1e-12, np.nan, -0.1, 1.5,
+                  *rng.random(20)])
+    for x in (rng.normal(size=n), np.round(rng.normal(size=n), 1), np.full(n, 0.25)):
+        ours = quantile_linear(np.sort(x), p)
+        theirs = sps.quantile(x, p)
+        assert np.array_equal(ours, theirs, equal_nan=True), (x[:5], ours, theirs)
