@@ -25,6 +25,7 @@ SECTIONS = ("Set-up", "The main job", "Your own documents", "Picking a winner",
 # Each regenerated block and the tool that writes it (``make`` passes the page).
 BLOCKS = {"tools.write_tables": ("golden", "results"), "tools.walkthrough": ("walkthrough",),
           "tools.owndocs": ("own-docs",), "tools.bench": ("bench",),
+          "tools.bench_phases": ("phases",),
           "tools.bench_scale": ("bench-scale",)}
 # Blocks the README holds (written by ``make tables --readme README.md``): the one result a
 # newcomer reads before any docs page, the hand-written and generated questions side by side.
