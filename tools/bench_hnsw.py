@@ -40,15 +40,14 @@ EMBEDDERS = ("hash", "minilm")
 
 
 def hash_embed(dim: int) -> Callable[[list[str], str], np.ndarray]:
-    """``(texts, mode) -> (len(texts), dim)`` float32: ``HashEmbedder(dim)``, in blocks of
-    50,000 texts (``make bench-scale``'s vectors)."""
+    """``(texts, mode) -> (len(texts), dim)`` float32 for one or more texts:
+    ``HashEmbedder(dim)``, in blocks of 50,000 texts (``make bench-scale``'s vectors)."""
     # defer heavy import
     from ragexp.index.embedders import HashEmbedder
 
     emb = HashEmbedder(dim=dim)
     return lambda texts, mode: np.concatenate(
-        [emb.embed(texts[i:i + 50_000], mode) for i in range(0, len(texts), 50_000)]
-        or [np.zeros((0, dim), dtype=np.float32)])
+        [emb.embed(texts[i:i + 50_000], mode) for i in range(0, len(texts), 50_000)])
 
 
 def minilm_embed(cache_dir: Path) -> Callable[[list[str], str], np.ndarray]:
