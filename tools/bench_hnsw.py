@@ -2,15 +2,18 @@
 ef_construction, ef_search)`` meet its 1,000,000-passage targets (p50 one query <= flat's / 10,
 recall@10 vs exact >= 0.95) with a build that fits this machine.
 
-Per size, on the ``synth.py`` folder ``bench_scale`` uses (hash embedder, 384-d, passages kept
-whole): the first ``--queries`` queries searched exactly (``FlatIPIndex``), then one graph per
-``(M, ef_construction)`` and each ``ef_search`` on it: build seconds, p50 ms of one query alone
-(``ann.search_latency_ms``; the first ``--queries`` of the folder's 1,000), and recall@10 vs exact counting ties as ann-benchmarks does
+Per size, on the ``synth.py`` folder ``bench_scale`` uses (passages kept whole; hash embedder,
+384-d, or with ``--embedder minilm`` the ``minilm`` option's learned vectors, ``vectors_of``):
+the first ``--queries`` queries (of the folder's 1,000) searched exactly (``FlatIPIndex``),
+with their relative contrast and score gap at the 10th neighbour (``contrast``), then one graph
+per ``(M, ef_construction)`` and each ``ef_search`` on it: build seconds, p50 ms of one query
+alone (``ann.search_latency_ms``), and recall@10 vs exact counting ties as ann-benchmarks does
 (``ann.recall_vs_exact`` with scores). The build time is projected to 1,000,000 passages as
 ``t * (N log N) / (n log n)`` (an HNSW insert visits O(log n) layers and candidates; Malkov and
 Yashunin 2018, section 4.2), from the largest size measured.
 
-``python -m tools.bench_hnsw [--sizes 10000,100000] [--graphs 16:100,32:200] [--ef 64,128,256]``
+``python -m tools.bench_hnsw [--sizes 10000,100000] [--graphs 16:100,32:200] [--ef 64,128,256]
+[--embedder hash|minilm]``
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import math  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -32,29 +36,98 @@ DEPTH = 10
 FOLDER_QUERIES = 1000  # bench_scale's --queries, so both read the same folders
 
 
-def vectors_of(n: int, queries: int, dim: int, work: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Passage (n, dim) and query (queries, dim) hash vectors of the ``synth.py`` folder
-    ``work/synth-{n}-{queries}`` (``bench_scale``'s), embedded once and kept beside it."""
-    from ragexp.data.datasets import BeirDataset
+EMBEDDERS = ("hash", "minilm")
+
+
+def hash_embed(dim: int) -> Callable[[list[str], str], np.ndarray]:
+    """``(texts, mode) -> (len(texts), dim)`` float32 for one or more texts:
+    ``HashEmbedder(dim)``, in blocks of 50,000 texts (``make bench-scale``'s vectors)."""
+    # defer heavy import
     from ragexp.index.embedders import HashEmbedder
+
+    emb = HashEmbedder(dim=dim)
+    return lambda texts, mode: np.concatenate(
+        [emb.embed(texts[i:i + 50_000], mode) for i in range(0, len(texts), 50_000)])
+
+
+def minilm_embed(cache_dir: Path) -> Callable[[list[str], str], np.ndarray]:
+    """``(texts, mode) -> (len(texts), 384)`` float32: the ``minilm`` embedder option (offline
+    all-MiniLM-L6-v2 int8) as a run builds it: the config composed with ``embedder=minilm``
+    and ``cache_dir``, the embedder from ``build.embedder`` and the texts through the run's
+    embedding cache (``build.embedding_cache``: ``cache_dir/embeddings``, so a repeat embeds
+    nothing). The model loads at the first text to embed."""
+    # defer heavy import
+    from hydra import compose, initialize_config_dir
+
+    from ragexp.data import shipped
+    from ragexp.run import build, schema
+
+    schema.register()
+    with initialize_config_dir(config_dir=shipped.conf_dir(), version_base="1.3"):
+        cfg = compose("config", overrides=["embedder=minilm", f"cache_dir={cache_dir}"])
+    emb, cache = build.embedder(cfg), build.embedding_cache(cfg)
+    return lambda texts, mode: cache.embed(emb, texts, mode, progress=False)
+
+
+def vectors_of(n: int, queries: int, dim: int, work: Path,
+               embedder: str = "hash") -> tuple[np.ndarray, np.ndarray]:
+    """Passage (n, d) and query (queries, d) vectors of the ``synth.py`` folder
+    ``work/synth-{n}-{queries}`` (``bench_scale``'s), embedded once and kept beside it:
+    ``hash{dim}.npz`` (``hash_embed``, d = ``dim``) or ``minilm384.npz`` (``minilm_embed``
+    with ``cache_dir`` ``work/cache``, d = 384; ``dim`` unused). Raises ``InvalidValue`` for
+    an embedder not in ``EMBEDDERS``."""
+    # defer heavy import
+    from ragexp.data.datasets import BeirDataset
+    from ragexp.errors import InvalidValue
     from ragexp.stages.chunking import WholeDocumentChunker
     from tools import synth
 
+    if embedder not in EMBEDDERS:
+        raise InvalidValue(f"embedder {embedder!r}: choose one of {', '.join(EMBEDDERS)}")
     data = work / f"synth-{n}-{queries}"
     if not (data / "qrels" / "test.tsv").is_file():
         synth.generate(data, n, queries)
-    cached = data / f"hash{dim}.npz"
+    cached = data / (f"hash{dim}.npz" if embedder == "hash" else "minilm384.npz")
     if cached.is_file():
         held = np.load(cached)
         return held["passages"], held["queries"]
+    embed = hash_embed(dim) if embedder == "hash" else minilm_embed(work / "cache")
     ds = BeirDataset(str(data))
     chunks = WholeDocumentChunker().chunk(ds.documents())
-    emb = HashEmbedder(dim=dim)
-    passages = np.concatenate([emb.embed([c.text for c in chunks[i:i + 50_000]])
-                               for i in range(0, len(chunks), 50_000)])
-    qs = emb.embed([q.text for q in ds.queries()], "query")
+    passages = embed([c.text for c in chunks], "passage")
+    qs = embed([q.text for q in ds.queries()], "query")
     np.savez(cached, passages=passages, queries=qs)
     return passages, qs
+
+
+def contrast(vectors: np.ndarray, queries: np.ndarray, k: int = DEPTH) -> dict[str, float]:
+    """How far a query's k-th neighbour stands out from the rest of the corpus, on passage
+    vectors (n, d) and query vectors (q, d), n > k, distances Euclidean:
+
+    - ``relative_contrast``: mean over queries of the mean distance to all n passages, over the
+      mean over queries of the distance to the k-th nearest (He, Kumar and Chang, "On the
+      difficulty of nearest neighbor search", ICML 2012, eq. 1, with the k-th neighbour for
+      the nearest); near 1, every passage is about as far as every other and a graph search
+      must compare many candidates to order the top k;
+    - ``gap_median``: the median over queries of the k-th minus the (k+1)-th best inner
+      product (cosine for unit vectors): how far apart the ranks a top-k search must separate
+      lie.
+
+    Raises ``InvalidValue`` unless 1 <= k < n."""
+    # defer heavy import
+    from ragexp.errors import InvalidValue
+
+    if not 1 <= k < len(vectors):
+        raise InvalidValue(f"contrast at k={k} needs 1 <= k < passages ({len(vectors)})")
+    scores = queries @ vectors.T
+    sq = (np.einsum("qd,qd->q", queries, queries)[:, None]
+          + np.einsum("nd,nd->n", vectors, vectors)[None, :] - 2 * scores)
+    dist = np.sqrt(np.maximum(sq, 0.0))
+    kth = np.partition(dist, k - 1, axis=1)[:, k - 1]
+    top = -np.partition(-scores, k, axis=1)[:, :k + 1]
+    top.sort(axis=1)
+    return {"relative_contrast": float(dist.mean(axis=1).mean() / kth.mean()),
+            "gap_median": float(np.median(top[:, 1] - top[:, 0]))}
 
 
 def true_scores(vectors: np.ndarray, queries: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -65,17 +138,19 @@ def true_scores(vectors: np.ndarray, queries: np.ndarray, ids: np.ndarray) -> np
 
 
 def measure(n: int, graphs: list[tuple[int, int]], efs: list[int], queries: int, dim: int,
-            work: Path) -> list[dict]:
-    """One row per (M, ef_construction, ef_search), and one for flat, at ``n`` passages."""
+            work: Path, embedder: str = "hash") -> list[dict]:
+    """One row per (M, ef_construction, ef_search), and one for flat (with the ``contrast``
+    of the queries searched), at ``n`` passages of ``embedder``'s vectors (``vectors_of``)."""
     from ragexp.index import ann
     from ragexp.index.flat import FlatIPIndex
 
-    vectors, qs = vectors_of(n, min(FOLDER_QUERIES, n), dim, work)
+    vectors, qs = vectors_of(n, min(FOLDER_QUERIES, n), dim, work, embedder)
     qs = qs[:queries]
     flat = FlatIPIndex(vectors)
     exact_scores, exact = flat.search(qs, DEPTH)
     flat_p50 = ann.search_latency_ms(flat, qs, DEPTH)["index.search_p50_ms"]
-    rows = [{"n": n, "index": "flat", "p50_ms": flat_p50, "recall": 1.0}]
+    rows = [{"n": n, "index": "flat", "p50_ms": flat_p50, "recall": 1.0,
+             "queries": len(qs), **contrast(vectors, qs)}]
     for m, efc in graphs:
         start = time.perf_counter()
         built = ann.HNSWSpec(M=m, ef_construction=efc).build(vectors)
@@ -115,7 +190,12 @@ def render(rows: list[dict]) -> str:
                      f"{r['build_s']:.1f} s | {projected_build_s(r['build_s'], r['n']) / 60:.0f}"
                      f" min | {r['p50_ms']:.3f} ms | {r['p50_ms'] / flat[r['n']]:.3f} | "
                      f"{r['recall']:.3f} |")
-    return "\n".join(lines)
+    notes = [f"{r['n']:,} passages, the {r['queries']} queries searched: relative contrast "
+             f"(mean distance / distance to the {DEPTH}th neighbour) "
+             f"{r['relative_contrast']:.3f}, median gap between the {DEPTH}th and "
+             f"{DEPTH + 1}th scores {r['gap_median']:.4f}"
+             for r in rows if r["index"] == "flat" and "relative_contrast" in r]
+    return "\n".join(lines + ([""] + notes if notes else []))
 
 
 def _pairs(text: str) -> list[tuple[int, int]]:
@@ -141,13 +221,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="M:ef_construction pairs, one graph each")
     parser.add_argument("--ef", type=_ints, default=[64, 128, 256], help="ef_search values")
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--dim", type=int, default=384, help="hash embedder dimension")
+    parser.add_argument("--embedder", choices=EMBEDDERS, default="hash",
+                        help="hash: bench-scale's vectors; minilm: the minilm embedder option's "
+                             "(offline MiniLM int8, embedded once into minilm384.npz)")
     parser.add_argument("--work", default=".cache/ragexp/bench-scale")
     args = parser.parse_args(argv)
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     rows = [r for n in args.sizes
-            for r in measure(n, args.graphs, args.ef, args.queries, args.dim, work)]
+            for r in measure(n, args.graphs, args.ef, args.queries, args.dim, work,
+                             args.embedder)]
     print(render(rows))
     return 0
 
