@@ -486,3 +486,26 @@ def test_quantile_linear_equals_scipys_quantile_to_the_last_bit(n):
         ours = quantile_linear(np.sort(x), p)
         theirs = sps.quantile(x, p)
         assert np.array_equal(ours, theirs, equal_nan=True), (x[:5], ours, theirs)
+
+
+def test_tied_with_best_without_intervals_chooses_as_with_them():
+    """The choice reads only the differences and adjusted p: the same best, the same tied runs
+    and the same p's, with no interval or n_needed computed."""
+    import math
+
+    import numpy as np
+
+    from ragexp.evaluation import stats
+
+    rng = np.random.default_rng(7)
+    base = rng.random(40)
+    scores = {f"r{i}": np.clip(base + rng.normal(i * 0.03 - 0.1, 0.1, 40), 0, 1)
+              for i in range(6)}
+    full = stats.tied_with_best(scores, "nDCG@10")
+    light = stats.tied_with_best(scores, "nDCG@10", intervals=False)
+    assert (light.best, light.tied) == (full.best, full.tied)
+    assert 1 < len(full.tied) < len(scores)  # a choice with both outcomes
+    for r, t in light.tests.items():
+        assert (t.mean_diff, t.p, t.p_adj) == (full.tests[r].mean_diff, full.tests[r].p,
+                                               full.tests[r].p_adj)
+        assert math.isnan(t.ci_low) and math.isnan(t.ci_high) and math.isnan(t.n_needed)

@@ -209,7 +209,7 @@ def _log_best(parent_id: str, tables: dict[str, pd.DataFrame], own: list[str],
     run and the Pareto fronts from the runs' ``metrics`` and ``params`` (``_log_cheapest``;
     ``timed``: questions timed per run and latency); return console lines."""
     scores, left_out = aligned_scores(tables, objective_name)
-    tied = stats.tied_with_best(scores, objective_name, method)
+    tied = stats.tied_with_best(scores, objective_name, method, intervals=False)
     key = measure_key(objective_name)
     best_value = float(scores[tied.best].mean())
     tracking.log_batch(parent_id, metrics={f"best.{key}": best_value,

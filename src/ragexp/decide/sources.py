@@ -102,7 +102,7 @@ def choices(tables: Mapping[str, pd.DataFrame], objective: str,
         scores = {r: s.loc[ids] for r, s in series.items() if set(s.index) == set(ids)}
         if not ids or len(scores) < 2:
             continue
-        tied = stats.tied_with_best(scores, objective, method)
+        tied = stats.tied_with_best(scores, objective, method, intervals=False)
         out[source] = Choice(source, len(ids), tied.best, tied.tied,
                              {r: float(s.mean()) for r, s in scores.items()})
     return out

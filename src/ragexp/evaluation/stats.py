@@ -331,8 +331,10 @@ def _least_n(effect: float, power: float, alpha: float) -> float:
 
 
 def paired(run: Sequence[float], base: Sequence[float], measure: str,
-           kind: str = ALL) -> Paired:
+           kind: str = ALL, interval: bool = True) -> Paired:
     """Compare per-question scores ``run`` against ``base`` (same questions, same order).
+    ``interval=False`` leaves the interval and ``n_needed`` NaN, not computed: for callers that
+    read only the difference and p (``tied_with_best``'s ``intervals``).
 
     Any ``n >= 1`` gives numbers: with one question the interval is the point itself and the
     exact sign-flip p is 1.0 (both signs give the same ``|mean|``); ``n_needed`` is NaN
@@ -342,6 +344,9 @@ def paired(run: Sequence[float], base: Sequence[float], measure: str,
     Raises ``InvalidValue`` on unequal lengths, no questions, or non-finite scores.
     """
     d = _check_pair(run, base)
+    if not interval:
+        return Paired(measure, kind, len(d), float(d.mean()), math.nan, math.nan,
+                      randomisation_p(d), math.nan)
     low, high = bootstrap_ci(d)
     if len(d) >= 2:
         n_needed = questions_needed(d)
@@ -402,13 +407,15 @@ class Tied:
 
 
 def tied_with_best(scores: Mapping[str, Sequence[float]], measure: str,
-                   method: str = "holm", alpha: float = ALPHA) -> Tied:
+                   method: str = "holm", alpha: float = ALPHA, intervals: bool = True) -> Tied:
     """Which runs cannot be told apart from the best one.
 
     ``scores``: ``{run: per-question scores}``, every array over the same questions in the
     same order. The best run has the highest mean (ties: first in ``scores``' order). Every
     other run is tested against it; the family is those ``len(scores) - 1`` tests. A run is
     tied when its adjusted p is at least ``alpha`` (or it is not worse at all).
+    ``intervals=False``: the tests carry no interval or ``n_needed`` (NaN; ``paired``), which
+    the choice does not read, for callers that show only the choice (3 of a test's 4 ms).
     """
     if not scores:
         raise InvalidValue("no runs to choose from")
@@ -416,7 +423,8 @@ def tied_with_best(scores: Mapping[str, Sequence[float]], measure: str,
     means = {r: float(np.mean(np.asarray(scores[r], float))) for r in names}
     best = max(names, key=lambda r: means[r])  # max keeps the first of equal means
     others = [r for r in names if r != best]
-    tests = adjust_family([paired(scores[r], scores[best], measure) for r in others], method)
+    tests = adjust_family([paired(scores[r], scores[best], measure, interval=intervals)
+                           for r in others], method)
     by_run = dict(zip(others, tests))
     tied = [best] + [r for r in others
                      if not (by_run[r].mean_diff < 0 and by_run[r].p_adj < alpha)]

@@ -150,7 +150,7 @@ def wins_by_kind(tables: Mapping[str, pd.DataFrame], measure: str,
         scores = {r: column[[row[q] for q in qids]] for r, (row, column) in by_id.items()}
         values[g] = {r: float(s.mean()) for r, s in scores.items()}
         n[g] = len(qids)
-        outcome = stats.tied_with_best(scores, measure, method)
+        outcome = stats.tied_with_best(scores, measure, method, intervals=False)
         winner[g], tied[g] = outcome.best, outcome.tied
     frame = pd.DataFrame(values)[groups]
     return Wins(measure, frame, n, winner, tied, [r for r in tables if r not in kept])
