@@ -106,6 +106,26 @@ def test_the_starter_s_first_sweep_logs_vs_baseline_metrics(tmp_path):
     assert hybrid["metrics.vs_baseline.ndcg_at_10.delta"] == pytest.approx(
         hybrid["metrics.ndcg_at_10"] - baseline["metrics.ndcg_at_10"], abs=1e-9)
 
+    # `ragexp report` in the project: its experiment and its own ablations, without flags
+    def report(*args):
+        return subprocess.run([sys.executable, "-m", "ragexp.cli.main", "report", *args],
+                              cwd=tmp_path / "handbook_docs", capture_output=True, text=True,
+                              env=cli_env(tmp_path / "handbook_docs"), timeout=600)
+
+    shown = report("--overrides", "embedder=hash")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "Experiment `ragexp-handbook_docs`, 2 ablations" in shown.stdout
+    row = next(ln for ln in shown.stdout.splitlines() if ln.startswith("| handbook_docs_hybrid"))
+    assert f"| {hybrid['metrics.ndcg_at_10']:.3f} |" in row  # the run's own nDCG@10
+    assert "**Against `handbook_docs_baseline`**" in shown.stdout  # the config key baseline
+    assert "Not shown" not in shown.stdout  # the 21 shipped ablations are not this project's
+    unmatched = report()  # without the sweep's embedder=hash: no exact config; one line
+    assert unmatched.returncode == 2 and "Traceback" not in unmatched.stderr
+    (line,) = [ln for ln in unmatched.stderr.splitlines() if " mlflow." not in ln]
+    assert "in experiment 'ragexp-handbook_docs'" in line
+    recorded = line.split("the runs were launched with ")[1]
+    assert "+ablation=handbook_docs_baseline" in recorded and "embedder=hash" in recorded, line
+
 
 def test_a_fresh_starter_with_no_documents_is_refused_before_any_run(tmp_path):
     """``ragexp init`` leaves docs/ empty: the first run says so at composition, exit 2, and

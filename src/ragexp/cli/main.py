@@ -40,7 +40,7 @@ def cmd_compare(args) -> int:
     args.runs = [_full_id(r) for r in args.runs] if args.runs else args.runs
     if args.experiment is None:  # a sweep's runs live in its parent's experiment
         args.experiment = (tracking.experiment_name_of(args.parent) if args.parent
-                           else "ragexp-handbook")
+                           else tracking.default_experiment())
 
     df = compare.runs_frame(args.experiment, parent=args.parent, run_ids=args.runs)
     if args.baseline and args.baseline not in set(df["run_id"]):
@@ -261,11 +261,16 @@ def _tracer(engine, flag: bool | None):
 
 
 def cmd_report(args) -> int:
+    # defer heavy import
+    from ragexp.tracking.store import default_experiment
+
+    args.experiment = args.experiment or default_experiment()
     if not (args.html or args.chart):  # the markdown result tables
         # defer heavy import
         from ragexp.cli.tables import print_tables
 
-        return print_tables(args.experiment, args.confirm, tuple(args.overrides))
+        return print_tables(args.experiment, args.confirm, tuple(args.overrides),
+                            args.config_dir)
     # defer heavy import
     from ragexp.report import html as report_html
     from ragexp.report import sweep_data
@@ -339,7 +344,7 @@ def parser() -> argparse.ArgumentParser:
 def _add_compare(sub) -> None:
     c = sub.add_parser("compare", help="table of runs; paired tests with --baseline")
     c.add_argument("--experiment", help="experiment to list (default: the --parent run's, "
-                   "else ragexp-handbook)")
+                   "else the one holding this store's latest run)")
     c.add_argument("--parent", help="only the child runs of this sweep (parent run id; as "
                    "everywhere, a unique prefix of it will do)")
     c.add_argument("--runs", nargs="+", help="exactly these run ids (or unique prefixes)")
@@ -450,7 +455,8 @@ def _add_served_run(s, model_name: str, fn) -> None:
 def _add_report(sub) -> None:
     r = sub.add_parser("report", help="the result tables (markdown, as in docs/results.md); "
                                       "with --html OUT one standalone page for a sweep")
-    r.add_argument("--experiment", default="ragexp-handbook")
+    r.add_argument("--experiment", help="where the runs are (default: the experiment holding "
+                   "this store's latest run, so this folder's own)")
     r.add_argument("--html", metavar="OUT", help="write the sweep's page here (and log it as "
                    "report.html on the sweep's parent run)")
     r.add_argument("--chart", metavar="SVG", help="write the wins-by-kind chart here (an SVG "
@@ -464,6 +470,9 @@ def _add_report(sub) -> None:
                    "winner on test first if it is not yet (ragexp confirm)")
     r.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
                    help="markdown tables: overrides the sweep added to every ablation")
+    r.add_argument("--config-dir", metavar="DIR", help="markdown tables: a project's own "
+                   "config folder, whose ablation/*.yaml join the shipped ones (default: "
+                   "conf/ here, when it has ablation/)")
     r.set_defaults(fn=cmd_report)
 
 

@@ -99,7 +99,7 @@ def cmd_plan(args) -> int:
     from ragexp.tracking import store as tracking
 
     parent = tracking.resolve_run_id(args.parent) if args.parent else latest_sweep(
-        args.experiment)
+        args.experiment or tracking.default_experiment())
     df = compare.runs_frame(tracking.experiment_name_of(parent), parent=parent)
     first = df.iloc[0]
     objective = str(first.get("params.objective") or "nDCG@10")
@@ -146,7 +146,7 @@ def add_parser(sub) -> None:
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--parent", help="the pilot sweep's parent run id or a unique prefix "
                    "(default: the experiment's latest sweep whose parent run is FINISHED)")
-    p.add_argument("--experiment", default="ragexp-handbook",
-                   help="where the latest sweep is looked for without --parent")
+    p.add_argument("--experiment", help="where the latest sweep is looked for without "
+                   "--parent (default: the experiment holding this store's latest run)")
     p.add_argument("--top", type=int, default=5, help="configurations compared, best first")
     p.set_defaults(fn=cmd_plan)

@@ -1,8 +1,9 @@
-"""The result tables of the shipped ablations, from the MLflow store (``ragexp report``; ``make
+"""The result tables of the named ablations, from the MLflow store (``ragexp report``; ``make
 tables`` writes them into the docs).
 
-For each named ablation (``conf/ablation/*.yaml``) the latest finished run *whose config is
-that ablation's composed config* is taken: its ``ragexp.config_hash`` tag must equal the hash the
+The ablations are the shipped ``conf/ablation/*.yaml`` and a user's own config folder's
+(``--config-dir``, by default ``conf/`` of the current folder, as ``ragexp init`` writes it).
+For each the latest finished run *whose config is that ablation's composed config* is taken: its ``ragexp.config_hash`` tag must equal the hash the
 runner computes for ``+ablation=NAME`` with nothing else overridden (``tracking.config_hash`` over
 the resolved config and the data fingerprint), so a run tagged ``hybrid`` with another
 retriever is never shown as ``hybrid``. Ablations without such a run are listed as missing. The
@@ -14,6 +15,7 @@ ablation against ``default``.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pandas as pd
 from omegaconf import OmegaConf
@@ -21,6 +23,7 @@ from omegaconf import OmegaConf
 from ragexp.cli import decisions as decision_tables
 from ragexp.data import shipped
 from ragexp.decide import compare
+from ragexp.errors import MissingInput, NotFound
 from ragexp.evaluation import significance
 
 ABLATIONS = shipped.folder("conf") / "ablation"
@@ -29,11 +32,32 @@ ABLATIONS = shipped.folder("conf") / "ablation"
 MISSING = "no run with this exact config; run `make sweep`"
 
 
-def ablation_hashes(names: list[str] | None = None,
-                    overrides: tuple[str, ...] = ()) -> dict[str, str]:
-    """``{config hash: ablation}``: each ``conf/ablation/NAME.yaml`` composed as the runner
+def user_config_dir(config_dir: str | Path | None = None) -> Path | None:
+    """The user's config folder the tables add to the shipped one: ``config_dir`` if given
+    (``MissingInput`` if it is not a folder), else ``conf/`` of the current folder when it has
+    an ``ablation/`` folder and is not the shipped ``conf/`` itself; else None."""
+    if config_dir is not None:
+        path = Path(config_dir).resolve()
+        if not path.is_dir():
+            raise MissingInput(f"--config-dir {config_dir}: no such folder")
+        return path
+    here = Path("conf").resolve()
+    return here if (here / "ablation").is_dir() and here != ABLATIONS.parent.resolve() else None
+
+
+def ablation_files(config_dir: Path | None = None) -> dict[str, Path]:
+    """``{ablation name: its yaml}``: the shipped ones, and ``config_dir/ablation/*.yaml``
+    (which win on a name both have, as Hydra's search path does)."""
+    folders = [ABLATIONS] + ([config_dir / "ablation"] if config_dir else [])
+    return {p.stem: p for folder in folders for p in sorted(folder.glob("*.yaml"))}
+
+
+def ablation_hashes(names: list[str] | None = None, overrides: tuple[str, ...] = (),
+                    config_dir: Path | None = None) -> dict[str, str]:
+    """``{config hash: ablation}``: each ablation (``ablation_files``) composed as the runner
     composes ``+ablation=NAME`` plus ``overrides`` (the sweep's own, e.g. ``embedder=hash``;
-    Hydra's compose API), hashed as the runner hashes it."""
+    Hydra's compose API, with ``config_dir`` on the search path as ``--config-dir`` puts it),
+    hashed as the runner hashes it."""
     # defer heavy import
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
@@ -44,10 +68,11 @@ def ablation_hashes(names: list[str] | None = None,
     from ragexp.tracking import store as tracking
 
     schema.register()
+    search = [f"hydra.searchpath=[{config_dir.as_uri()}]"] if config_dir else []
     out, fingerprints = {}, {}
-    for name in names or sorted(p.stem for p in ABLATIONS.glob("*.yaml")):
+    for name in names or sorted(ablation_files(config_dir)):
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            cfg = compose("config", overrides=[f"+ablation={name}", *overrides])
+            cfg = compose("config", overrides=[*search, f"+ablation={name}", *overrides])
         choose_split(cfg)
         data_key = OmegaConf.to_yaml(cfg.dataset, resolve=True)
         if data_key not in fingerprints:
@@ -57,32 +82,57 @@ def ablation_hashes(names: list[str] | None = None,
     return out
 
 
-def ablation_runs(experiment: str, overrides: tuple[str, ...] = ()) -> pd.DataFrame:
+def ablation_runs(experiment: str, overrides: tuple[str, ...] = (),
+                  config_dir: Path | None = None) -> pd.DataFrame:
     """The latest finished run of each ablation whose config hash is the ablation's own
-    (``ablation_hashes``); ``attrs["missing"]`` lists the ablations with no such run."""
-    hashes = ablation_hashes(overrides=overrides)
-    df = compare.runs_frame(experiment)  # latest finished run of each config hash
-    df = df[df["tags.ragexp.config_hash"].isin(hashes)].copy()
+    (``ablation_hashes``); ``attrs["missing"]`` lists the ablations with no such run, of the
+    folders (shipped, the user's) that have one shown. Raises
+    ``NotFound`` (``unmatched``) when no run matches."""
+    hashes = ablation_hashes(overrides=overrides, config_dir=config_dir)
+    runs = compare.runs_frame(experiment)  # latest finished run of each config hash
+    df = runs[runs["tags.ragexp.config_hash"].isin(hashes)].copy()
     if "params.split" in df:  # test-split runs are confirmations, not candidates
         df = df[df["params.split"] != "test"]
     if df.empty:
-        raise SystemExit(f"no run in {experiment!r} has the exact config of any ablation "
-                         f"(conf/ablation/*.yaml): run `make sweep` first")
+        raise unmatched(experiment, runs, overrides, config_dir)
     df["tags.ragexp.ablation"] = df["tags.ragexp.config_hash"].map(hashes)
     df = df.sort_values("tags.ragexp.ablation").reset_index(drop=True)
-    df.attrs["missing"] = sorted(set(hashes.values()) - set(df["tags.ragexp.ablation"]))
+    files = ablation_files(config_dir)  # missing: only from the folders that have a run shown
+    shown = {files[a].parent for a in df["tags.ragexp.ablation"]}
+    df.attrs["missing"] = sorted(a for a in set(hashes.values()) - set(df["tags.ragexp.ablation"])
+                                 if files[a].parent in shown)
     return df
 
 
-def describe(name: str) -> str:
-    path = ABLATIONS / f"{name}.yaml"
+def unmatched(experiment: str, runs: pd.DataFrame, overrides: tuple[str, ...],
+              config_dir: Path | None) -> NotFound:
+    """The one-line error when none of ``experiment``'s finished ``runs`` has an ablation's
+    exact config: where the ablations were read, the overrides tried, and the command lines the
+    runs did record (``ragexp.overrides``), which say what to pass as ``--overrides``."""
+    where = str(ABLATIONS) + (f" and {config_dir / 'ablation'}" if config_dir else
+                              " (a project's own: --config-dir DIR)")
+    recorded = sorted({str(o) for o in runs.get("tags.ragexp.overrides", pd.Series(dtype=str))
+                       .fillna("")})
+    shown = "; ".join(f"`{o}`" if o else "(no overrides)" for o in recorded[:4])
+    return NotFound(f"none of the {len(runs)} finished runs in experiment {experiment!r} has "
+                    f"the exact config of an ablation of {where} with overrides "
+                    f"{list(overrides) or 'none'}; the runs were launched with {shown}"
+                    f"{'; ...' if len(recorded) > 4 else ''}: pass the sweep's own overrides "
+                    f"beside +ablation with --overrides KEY=VALUE ..., or rerun the sweep if its "
+                    f"code or data changed since")
+
+
+def describe(name: str, config_dir: Path | None = None) -> str:
+    """An ablation's description: the comment lines at the top of its yaml."""
+    path = ablation_files(config_dir)[name]
     lines = [ln[2:] for ln in path.read_text().splitlines()[1:] if ln.startswith("# ")]
     return " ".join(lines)
 
 
-def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...] = ()) -> str:
+def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...] = (),
+          config_dir: Path | None = None) -> str:
     """The results block: one row per ablation whose exact config (with ``overrides``) ran."""
-    df = ablation_runs(experiment, overrides)
+    df = ablation_runs(experiment, overrides, config_dir)
     kinds = compare.kinds_in(df, "rr_at_10")
     source = compare.deciding_source(df)
     # with several question sources, the overall numbers are the deciding source's
@@ -90,7 +140,7 @@ def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...]
           if f"metrics.rr_at_10.source.{source}" in df else col)
     m = lambda col: df[f"metrics.{col}"].map(lambda v: f"{v:.3f}")  # noqa: E731
     main = pd.DataFrame({"ablation": df["tags.ragexp.ablation"],
-                         "what": df["tags.ragexp.ablation"].map(describe),
+                         "what": df["tags.ragexp.ablation"].map(lambda a: describe(a, config_dir)),
                          "RR@10": m(of("rr_at_10")), "nDCG@10": m(of("ndcg_at_10")),
                          "Success@1": m(of("success_at_1")),
                          "Success@10": m(of("success_at_10")),
@@ -116,12 +166,14 @@ def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...]
         "", f"**Overall** ({overall})", "", compare.render(main)]
     if df.attrs.get("missing"):
         parts += ["", f"Not shown, {MISSING}: {', '.join(df.attrs['missing'])}."]
-    base = df[df["tags.ragexp.ablation"] == "default"]
+    named = df.get("params.baseline", pd.Series(dtype=str)).dropna()  # the config key baseline
+    baseline = str(named.iloc[0]) if len(named) else "default"
+    base = df[df["tags.ragexp.ablation"] == baseline]
     if not base.empty:
         tab, results = compare.with_baseline(
             df, pd.DataFrame({"ablation": df["tags.ragexp.ablation"]}), base["run_id"].iloc[0],
             significance.DEFAULT_MEASURES)
-        parts += ["", "**Against `default`** (paired, per question)", "", compare.render(tab),
+        parts += ["", f"**Against `{baseline}`** (paired, per question)", "", compare.render(tab),
                   "", significance.note("holm", results, significance.DEFAULT_MEASURES)]
     parts += ["", *decision_tables.build(df, run_confirm=run_confirm)]
     parts += ["", "**Per question kind**", "", compare.render(per_kind),
@@ -133,7 +185,9 @@ def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...]
 
 
 def print_tables(experiment: str, run_confirm: bool = False,
-                 overrides: tuple[str, ...] = ()) -> int:
-    """Print the results tables (``build``): ``ragexp report`` without ``--html``/``--chart``."""
-    print(build(experiment, run_confirm=run_confirm, overrides=overrides))
+                 overrides: tuple[str, ...] = (), config_dir: str | Path | None = None) -> int:
+    """Print the results tables (``build``): ``ragexp report`` without ``--html``/``--chart``;
+    ``config_dir`` as ``user_config_dir`` takes it."""
+    print(build(experiment, run_confirm=run_confirm, overrides=overrides,
+                config_dir=user_config_dir(config_dir)))
     return 0

@@ -13,6 +13,7 @@ import pandas as pd
 
 from ragexp.data import readers
 from ragexp.decide import sources
+from ragexp.errors import NotFound
 from ragexp.evaluation import significance, stats
 from ragexp.records import HAND
 from ragexp.tracking import store as tracking
@@ -31,7 +32,8 @@ def runs_frame(experiment: str, parent: str | None = None,
     """Finished runs, each once: of a sweep (``parent``: its children and the runs it reused,
     which may be its own children when two of its jobs share an identity), the given ids (in
     their order), or else the latest finished run of each distinct configuration in the
-    experiment."""
+    experiment. Raises ``NotFound`` for an unknown id, or when there is no such run (naming
+    the experiments that hold runs: ``tracking.no_runs``)."""
     # defer heavy import
     import mlflow
 
@@ -43,7 +45,7 @@ def runs_frame(experiment: str, parent: str | None = None,
                                 + ",".join(f"'{r}'" for r in run_ids) + ")")
         missing = set(run_ids) - set(df.get("run_id", []))
         if missing:
-            raise SystemExit(f"unknown run id(s): {', '.join(sorted(missing))}")
+            raise NotFound(f"unknown run id(s): {', '.join(sorted(missing))}")
         return df.set_index("run_id").loc[run_ids].reset_index()
     filt = "attributes.status = 'FINISHED' and tags.`ragexp.config_hash` != ''"
     searches = [filt]
@@ -53,10 +55,9 @@ def runs_frame(experiment: str, parent: str | None = None,
     df = pd.concat([mlflow.search_runs(experiment_names=[experiment], filter_string=f,
                                        order_by=["attributes.start_time DESC"])
                     for f in searches], ignore_index=True)
-    if df.empty:
-        raise SystemExit(f"no finished runs in experiment {experiment!r}"
-                         + (f" under parent run {parent}" if parent else "")
-                         + f" (tracking URI {tracking.tracking_uri()})")
+    if df.empty:  # NotFound: the CLI prints its one line, exit 2
+        raise tracking.no_runs(experiment, "finished runs"
+                               + (f" under parent run {parent}" if parent else ""))
     df = df.drop_duplicates("run_id" if parent else "tags.ragexp.config_hash")
     return df.sort_values("tags.ragexp.ablation", kind="stable").reset_index(drop=True)
 

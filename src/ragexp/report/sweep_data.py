@@ -91,8 +91,7 @@ def latest_sweep(experiment: str) -> str:
     latest sweep with its status (render it with ``--parent ID``) when none finished."""
     parents = sweep_parents(experiment)
     if parents.empty:
-        raise NotFound(f"no sweep in experiment {experiment!r} (tracking URI "
-                       f"{tracking.tracking_uri()}): run one first (`make sweep`)")
+        raise tracking.no_runs(experiment, "sweep")
     done = parents[parents["status"] == "FINISHED"]
     if done.empty:
         latest = parents.iloc[0]
@@ -153,7 +152,7 @@ def _previous(experiment: str, parent_id: str, started) -> tuple[str | None, pd.
     for prev in older["run_id"].head(20):
         try:
             return str(prev), _frame(experiment, prev)
-        except SystemExit:  # a sweep whose jobs all failed: look further back
+        except NotFound:  # a sweep whose jobs all failed: look further back
             continue
     return None, None
 
@@ -166,7 +165,7 @@ def _champion() -> pd.DataFrame | None:
         return None
     try:
         return compare.runs_frame("", run_ids=[run_id])
-    except SystemExit:
+    except NotFound:
         return None
 
 
@@ -206,7 +205,7 @@ def _curve(run_id: str) -> dict | None:
 
 def load(parent_id: str) -> SweepData:
     """Everything the report shows about sweep ``parent_id`` (see the module docstring).
-    Raises ``SystemExit`` when the run is unknown or has no finished runs."""
+    Raises ``NotFound`` when the run is unknown or has no finished runs."""
     c = tracking.client()
     parent = c.get_run(parent_id)
     experiment = c.get_experiment(parent.info.experiment_id).name

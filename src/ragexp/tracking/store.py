@@ -28,7 +28,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from ragexp.errors import RagexpError
+from ragexp.errors import NotFound, RagexpError
 from ragexp.tracking.failures import describe
 
 log = logging.getLogger(__name__)
@@ -317,6 +317,49 @@ def champion(name: str = MODEL_NAME):
         return client().get_model_version_by_alias(name, ALIAS)
     except Exception:
         return None
+
+
+EVALUATION_RUNS = "tags.`ragexp.config_hash` != ''"  # what every ragexp evaluation run carries
+HANDBOOK_EXPERIMENT = "ragexp-handbook"  # the shipped config's experiment (ragexp-${dataset.name})
+
+
+def experiments_with_runs(limit: int = 5) -> list[str]:
+    """Names of the experiments holding ragexp evaluation runs (``EVALUATION_RUNS``) in this
+    store, the one with the latest run first, at most ``limit``."""
+    # defer heavy import
+    from mlflow.entities import ViewType
+
+    c = client()
+    exps = {e.experiment_id: e.name for e in c.search_experiments(view_type=ViewType.ALL)}
+    found: list[tuple[int, str]] = []  # (start time of its latest run, name)
+    for exp_id in exps:
+        latest = c.search_runs([exp_id], EVALUATION_RUNS, max_results=1,
+                               order_by=["attributes.start_time DESC"])
+        if latest:
+            found.append((latest[0].info.start_time, exps[exp_id]))
+    return [n for _, n in sorted(found, reverse=True)[:limit]]
+
+
+def default_experiment() -> str:
+    """The experiment a command reads when given no ``--experiment``: the one holding this
+    store's latest ragexp evaluation run, so what the runs launched from this folder use (a
+    ``ragexp init`` project's runs go to ``ragexp-<its dataset>``, the handbook's to
+    ``ragexp-handbook``: ``experiment: ragexp-${dataset.name}``); ``HANDBOOK_EXPERIMENT`` in a
+    store without one."""
+    found = experiments_with_runs(limit=1)
+    return found[0] if found else HANDBOOK_EXPERIMENT
+
+
+def no_runs(experiment: str, what: str = "finished runs") -> NotFound:
+    """The one-line error for an experiment with nothing to show: names it, the store, and the
+    experiments that do hold runs (or how to make one)."""
+    others = [n for n in experiments_with_runs() if n != experiment]
+    hint = (f"pick another with --experiment NAME (experiments with runs here: "
+            f"{', '.join(others)})" if others
+            else "run an experiment first (python -m ragexp ...), or pick one with "
+                 "--experiment NAME")
+    return NotFound(f"no {what} in experiment {experiment!r} (tracking URI {tracking_uri()}); "
+                    f"{hint}")
 
 
 class RunNotFound(RagexpError, LookupError):
