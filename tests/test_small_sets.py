@@ -357,17 +357,21 @@ def test_compare_shows_n_a_for_a_one_question_kind_and_infinity_for_ties(tiny_ru
     ids = {name: out["run_id"] for name, out in tiny_runs.items()}
     assert cli.main(["compare", "--experiment", "ragexp-markdown", "--runs", ids["reversed"],
                      ids["dense"], "--baseline", ids["bm25"]]) == 0
+    out = capsys.readouterr().out
     rows = {tuple(c.strip() for c in line.split("|")[1:5]): line.split("|")[5:-1]
-            for line in capsys.readouterr().out.splitlines() if line.count("|") == 10}
+            for line in out.splitlines() if line.count("|") == 10}
     # run, name, measure, kind -> n, Δ [CI], p, p_adj, n for 80% power; runs of overrides
-    # (ablation "custom") are named by their id
+    # (ablation "custom") are named by the settings that tell them apart
     rev, dense = ids["reversed"][:8], ids["dense"][:8]
-    lookup = [c.strip() for c in rows[(rev, rev, "nDCG@10", "lookup")]]
+    # the reranker is the same option for all three (its top_n differs), the retriever not
+    rev_name, dense_name = ("reranker.top_n=10 retriever.name=dense",
+                            "reranker.top_n=0 retriever.name=dense")
+    lookup = [c.strip() for c in rows[(rev, rev_name, "nDCG@10", "lookup")]]
     assert lookup == ["1", "-0.500 [n/a]", "1.000", "1.000", "n/a"]
-    overall = [c.strip() for c in rows[(rev, rev, "nDCG@10", "all")]]
+    overall = [c.strip() for c in rows[(rev, rev_name, "nDCG@10", "all")]]
     # d = (-0.5, -0.5, -0.5): 2 of 8 sign vectors reach |mean| 0.5; constant d: no spread, n/a
     assert overall[2] == f"{exact_sign_flip_p([-0.5] * 3):.3f}" == "0.250" and overall[4] == "n/a"
-    ties = [c.strip() for c in rows[(dense, dense, "RR@10", "lookup")]]
+    ties = [c.strip() for c in rows[(dense, dense_name, "RR@10", "lookup")]]
     assert ties == ["1", "+0.000 [n/a]", "1.000", "1.000", "n/a"]  # n = 1: n/a, Δ 0 or not
 
 
@@ -552,4 +556,5 @@ def test_confirm_with_a_baseline_names_the_run_in_the_per_kind_table(dev_runs, c
     rows = [[c.strip() for c in line.split("|")[1:-1]]
             for line in capsys.readouterr().out.split("Per kind on test:")[1].splitlines()
             if line.startswith(f"| {run[:8]}")]
-    assert rows and {r[1] for r in rows} == {"custom"}  # the run's ragexp.ablation tag
+    # a run of overrides (ablation "custom") is named by what tells it from its baseline
+    assert rows and {r[1] for r in rows} == {"retriever.name=dense"}

@@ -176,7 +176,6 @@ def cmd_confirm(args) -> int:
     from ragexp.decide import compare
     from ragexp.evaluation import significance, stats
     from ragexp.run.confirm import confirm
-    from ragexp.tracking import store as tracking
 
     measures = tuple(args.measure or significance.DEFAULT_MEASURES)
     args.run_id, args.baseline = _full_id(args.run_id), _full_id(args.baseline)
@@ -185,8 +184,8 @@ def cmd_confirm(args) -> int:
           f"the held-out test questions:\n")
     print(compare.render(table.round(4)))
     print("\nPer kind on test:\n")
-    name = tracking.client().get_run(args.run_id).data.tags.get("ragexp.ablation", "-")
-    print(compare.render(significance.long_table({args.run_id: tests}, {args.run_id: name})))
+    names = compare.run_labels(compare.runs_frame("", run_ids=[args.run_id, baseline]))
+    print(compare.render(significance.long_table({args.run_id: tests}, names)))
     print(f"\n{stats.correction_note(args.correction, 'the measures x (all + each kind) on test')}"
           f" Logged on run {args.run_id} as confirm.* metrics.")
     return 0

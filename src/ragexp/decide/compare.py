@@ -12,7 +12,7 @@ import json
 import pandas as pd
 
 from ragexp.data import readers
-from ragexp.decide import sources
+from ragexp.decide import labels, sources
 from ragexp.errors import NotFound
 from ragexp.evaluation import significance, stats
 from ragexp.records import HAND
@@ -21,8 +21,7 @@ from ragexp.tracking import store as tracking
 MAIN = ("rr_at_10", "ndcg_at_10", "success_at_1", "success_at_10", "r_at_10")
 REFUSAL = ("abstain.refused_unanswerable", "abstain.refused_answerable",
            "abstain.cv.refused_unanswerable", "abstain.cv.refused_answerable")
-HIDDEN_PARAMS = {"progress", "force", "experiment", "cache_dir", "ablation", "verbose",
-                 "objective", "baseline", "reuse_stages", "sweep_report"}
+HIDDEN_PARAMS = labels.BOOKKEEPING
 # per_question.csv columns never parsed
 TEXT_COLUMNS = ("id", "kind", "question", "top_item", "answer", "cited", "refusal_reason")
 
@@ -89,10 +88,12 @@ def deciding_source(df: pd.DataFrame) -> str:
 
 def table(df: pd.DataFrame, per_kind: tuple[str, ...] = ("rr_at_10",)) -> pd.DataFrame:
     """One row per run: name, differing config keys, main metrics, per-kind, refusal rates."""
-    out = pd.DataFrame({"run": df["run_id"].str[:8],
-                        "name": df.get("tags.ragexp.ablation", pd.Series(["-"] * len(df)))})
-    for col in differing_params(df):
-        out[col[len("params."):]] = df[col]
+    names = run_labels(df)
+    out = pd.DataFrame({"run": df["run_id"].str[:8], "name": df["run_id"].map(names)})
+    kept = [labels.measured_keys(p) for p in _params(df).values()]
+    for col in differing_params(df):  # as labels print them; blank where a run ignores it
+        key = col[len("params."):]
+        out[key] = [labels.shown(str(v)) if key in k else "" for v, k in zip(df[col], kept)]
     kinds = kinds_in(df, MAIN[0])
     metric_cols = [*MAIN, *(f"{m}.{k}" for m in per_kind for k in kinds), *REFUSAL]
     for m in metric_cols:
@@ -176,8 +177,16 @@ def cost_lines(tags: dict[str, str], names: dict[str, str]) -> list[str]:
 
 
 def run_labels(df) -> dict[str, str]:
-    """``{run id: label}`` of ``compare``'s runs (a data frame of ``mlflow.search_runs``): the
-    ablation's name, else the id's first 8 characters (runs of overrides are all ablation
-    ``custom``, which names none of them)."""
-    return {r: (a if isinstance(a, str) and a != "custom" else r[:8])
-            for r, a in zip(df["run_id"], df.get("tags.ragexp.ablation", df["run_id"]))}
+    """``{run id: label}`` of runs shown together (a data frame of ``mlflow.search_runs``), by
+    the one naming rule (``decide.labels``): the ablation's name, else the settings that tell
+    a run of overrides apart from the others (runs of overrides are all ablation ``custom``,
+    which names none of them), else the id's first 8 characters."""
+    ablations = df.get("tags.ragexp.ablation", pd.Series([None] * len(df)))
+    return labels.labels(dict(zip(df["run_id"], ablations)), _params(df))
+
+
+def _params(df) -> dict[str, dict[str, str]]:
+    """``{run id: {config key: recorded value}}`` of a ``search_runs`` frame's ``params.*``."""
+    cols = [c for c in df.columns if c.startswith("params.")]
+    return {r: {c[len("params."):]: str(v) for c, v in zip(cols, vals) if not pd.isna(v)}
+            for r, vals in zip(df["run_id"], df[cols].itertuples(index=False))}

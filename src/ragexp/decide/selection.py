@@ -45,7 +45,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from ragexp.decide import compare, cost, sources
+from ragexp.decide import compare, cost, labels, sources
 from ragexp.errors import InvalidValue
 from ragexp.evaluation import significance, stats
 from ragexp.evaluation.measures import parse
@@ -136,7 +136,7 @@ def summarise_sweep(parent_id: str, statuses: list[dict], baseline: str, objecti
     every = {r: compare.per_question(r) for r in runs}
     tables = {r: sources.deciding(t, objective_source) for r, t in every.items()}
     name = {r: run.data.tags.get("ragexp.ablation", "custom") for r, run in runs.items()}
-    label = {r: (name[r] if name[r] != "custom" else r[:8]) for r in runs}
+    label = labels.labels(name, {r: dict(run.data.params) for r, run in runs.items()})
     measures = tuple(dict.fromkeys([objective_name, *significance.DEFAULT_MEASURES]))
     per_run: dict[str, dict[str, float]] = {r: {} for r in own}
     lines = [_log_vs_baseline(tables, own, name, label, baseline, measures, method, per_run)]

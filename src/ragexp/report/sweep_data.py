@@ -102,22 +102,10 @@ def latest_sweep(experiment: str) -> str:
 
 
 def labels(df: pd.DataFrame) -> list[str]:
-    """A short name per run: its ablation, else the config keys that differ across the sweep
-    (``retriever.name=bm25``), else the first 8 characters of its id; unique."""
-    differing = compare.differing_params(df)
-    out = []
-    for _, row in df.iterrows():
-        name = row.get("tags.ragexp.ablation")
-        if isinstance(name, str) and name and name != "custom":
-            out.append(name)
-        elif differing:
-            out.append(" ".join(f"{c[len('params.'):]}={row[c]}" for c in differing))
-        else:
-            out.append(row["run_id"][:8])
-    seen: dict[str, int] = {}
-    for lab in out:
-        seen[lab] = seen.get(lab, 0) + 1
-    return [f"{lab} ({rid[:8]})" if seen[lab] > 1 else lab for lab, rid in zip(out, df["run_id"])]
+    """A short name per run, in ``df``'s order, unique: ``compare.run_labels``, the one rule
+    (``decide.labels``) ``compare`` and the sweep's console lines use too."""
+    names = compare.run_labels(df)
+    return [names[r] for r in df["run_id"]]
 
 
 def config_key(row: pd.Series) -> tuple:

@@ -178,18 +178,25 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def config_hash(resolved: dict, data: dict[str, str], code: str | None = None) -> str:
-    """Identity of what a run measures: resolved config (minus volatile keys, and minus the
-    ``fusion`` group unless the retriever has hybrid parts), data hashes and the code that
-    measures (``code_identity()`` unless given)."""
-    measured = resolved
+def measured(resolved: dict) -> dict:
+    """The part of a (nested) config a run measures: without ``VOLATILE_KEYS``, and without the
+    ``fusion`` group unless the retriever has hybrid parts (``retriever.parts``). What
+    ``config_hash`` hashes, and the settings a run's label may name (``decide.labels``)."""
+    kept = resolved
     for key in VOLATILE_KEYS:
-        measured = _without(measured, key.split("."))
-    if not (measured.get("retriever") or {}).get("parts"):
+        kept = _without(kept, key.split("."))
+    if not (kept.get("retriever") or {}).get("parts"):
         # only hybrid parts are fused: a dense or BM25 run under another fusion is the same run
         # (else a sweep over retriever x fusion measures it twice and Holm counts it twice)
-        measured = _without(measured, ["fusion"])
-    payload = json.dumps([measured, data, code or code_identity()], sort_keys=True, default=str)
+        kept = _without(kept, ["fusion"])
+    return kept
+
+
+def config_hash(resolved: dict, data: dict[str, str], code: str | None = None) -> str:
+    """Identity of what a run measures: its ``measured`` config, data hashes and the code that
+    measures (``code_identity()`` unless given)."""
+    payload = json.dumps([measured(resolved), data, code or code_identity()], sort_keys=True,
+                         default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
