@@ -64,8 +64,8 @@ def _wins() -> Wins:
 def test_wins_grid_cells_sit_in_order_with_their_shade_and_marks():
     """Rows by the all-questions mean (b 0.70, c 0.60, a 0.50); cell (i, j) at
     ``(left + 110 j, 66 + 26 i)``; shade within each column (factual: b 0 -> c 0.5 -> a 1;
-    semantic is flat: 1 everywhere) coloured ``Greens(0.12 + 0.7 shade)``; the winner bold,
-    starred and outlined, runs outside the tied set marked with the triangle."""
+    semantic is flat: 1 everywhere) coloured ``Greens(0.12 + 0.7 shade)``; the winner (and runs
+    tied with its printed value: all of semantic) bold, starred and outlined, runs outside the tied set marked with the triangle."""
     root = ET.fromstring(charts.wins_svg(_wins(), {"a": "alpha", "b": "beta", "c": "gamma"},
                                          "Which configuration wins"))
     cells = {(r.get("data-run"), r.get("data-group")): r for r in root.iter(f"{NS}rect")
@@ -87,9 +87,13 @@ def test_wins_grid_cells_sit_in_order_with_their_shade_and_marks():
     assert left == pytest.approx(8 + 60)
     winners = [(float(r.get("x")), float(r.get("y"))) for r in root.iter(f"{NS}rect")
                if r.get("class") == "winner"]
+    # semantic: all three 0.400, a tie on the printed value: every one starred and outlined
+    # (drawn row by row: b, c, a)
     assert _flat(winners) == pytest.approx(_flat([(left + 1, 66 + 1),  # b on all questions
+                                                  (left + 220 + 1, 66 + 1),  # b, semantic
+                                                  (left + 220 + 1, 66 + 26 + 1),  # c, semantic
                                                   (left + 110 + 1, 66 + 52 + 1),  # a, factual
-                                                  (left + 220 + 1, 66 + 52 + 1)]))  # semantic
+                                                  (left + 220 + 1, 66 + 52 + 1)]))  # a
     texts = {t.text: t for t in root.iter(f"{NS}text")}
     star, tri = charts.WIN, charts.WORSE
     for text, bold, colour in ((f"0.700 {star}", True, "white"), ("0.600", False, "black"),
@@ -210,3 +214,21 @@ def test_a_long_kind_name_widens_its_column_and_no_header_overlaps():
         half = len(head) * 11 * charts.CHAR_W / 2
         assert x[g] <= heads[head] - half and heads[head] + half <= x[g] + w[g]
     assert float(root.get("width")) >= x["semantic"] + 110
+
+
+def test_runs_tied_on_the_printed_value_are_starred_alike():
+    """A trial: ``hybrid_convex 0.588 ★`` beside ``chunks_semantic 0.588`` without one. The
+    star goes to every run whose mean prints the same at three decimals as the winner's: 0.5884
+    and 0.5876 both print 0.588; 0.5874 prints 0.587 and is not starred."""
+    from ragexp.report import html as report_html
+
+    values = pd.DataFrame({ALL: {"a": 0.5884, "b": 0.5876, "c": 0.5874}})
+    wins = Wins("nDCG@10", values, {ALL: 40}, {ALL: "a"}, {ALL: ("a", "b", "c")})
+    assert wins.starred(ALL) == {"a", "b"}
+    root = ET.fromstring(charts.wins_svg(wins, {"a": "alpha", "b": "beta", "c": "gamma"}, "t"))
+    cells = [t.text for t in root.iter(f"{NS}text") if t.text and t.text.startswith("0.58")]
+    assert sorted(cells) == ["0.587", f"0.588 {charts.WIN}", f"0.588 {charts.WIN}"]
+    outlined = [r for r in root.iter(f"{NS}rect") if r.get("class") == "winner"]
+    assert len(outlined) == 2
+    page = "".join(report_html.wins_section(wins, {"a": "alpha", "b": "beta", "c": "gamma"}, ""))
+    assert page.count(f"0.588 {charts.WIN}") == 2 and f"0.587 {charts.WIN}" not in page

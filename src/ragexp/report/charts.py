@@ -75,8 +75,9 @@ def wins_svg(wins: Wins, labels: Mapping[str, str], title: str) -> str:
     margin), so no header runs over its neighbour's. Cells are filled with ``Greens`` at
     ``0.12 + 0.7 * shade``, where shade runs over the column from its lowest value (0) to its
     highest (1; 1 for every cell when the column's values are equal). It shows the run's mean to
-    three decimals, white on cells of shade above 0.6; the column's winner is bold, outlined
-    and starred, runs significantly worse than it (Holm within the column) carry a triangle."""
+    three decimals, white on cells of shade above 0.6; the column's winner, and every run whose
+    mean prints the same (``Wins.starred``), is bold, outlined and starred, runs significantly
+    worse than it (Holm within the column) carry a triangle."""
     runs, groups = order(wins), list(wins.values.columns)
     vals = wins.values.loc[runs, groups].to_numpy(float)
     lo, hi = np.nanmin(vals, axis=0), np.nanmax(vals, axis=0)
@@ -87,7 +88,7 @@ def wins_svg(wins: Wins, labels: Mapping[str, str], title: str) -> str:
     heads = ["all questions" if g == ALL else g for g in groups]
     widths = [max(CELL_W, math.ceil(text_width(h, 11) + 12)) for h in heads]
     xs = [left + sum(widths[:j]) for j in range(len(groups))]
-    notes = [f"{WIN} best on that kind; {WORSE} significantly worse than it (paired "
+    notes = [f"{WIN} best on that kind (ties at three decimals alike); {WORSE} significantly worse than it (paired "
              f"randomisation test, Holm-adjusted within the column, alpha {ALPHA});",
              "unmarked: not distinguishable from the best. Colour: within each column, from its "
              "lowest value (light) to its highest (dark)."]
@@ -105,7 +106,7 @@ def wins_svg(wins: Wins, labels: Mapping[str, str], title: str) -> str:
         parts.append(_text(left - 8, y + CELL_H / 2 + 4, name, "end", ' font-size="12"'))
         for j, g in enumerate(groups):
             x, cell_w = xs[j], widths[j]
-            won, worse = wins.winner[g] == run, run not in wins.tied[g]
+            won, worse = run in wins.starred(g), run not in wins.tied[g]
             text = f"{vals[i, j]:.3f}" + (f" {WIN}" if won else f" {WORSE}" if worse else "")
             colour = "white" if shade[i, j] > 0.6 else "black"
             parts += [f'<rect class="cell" data-run="{escape(run)}" data-group="{escape(g)}" '

@@ -116,6 +116,9 @@ def group_means(table: pd.DataFrame, col: str, groups: Sequence[str]) -> dict[st
     return out
 
 
+SHOWN_DECIMALS = 3  # the page's and the chart's means (``html.fmt``, ``charts.wins_svg``)
+
+
 @dataclass
 class Wins:
     """``values``: runs x groups (``all`` then each kind) of mean scores; ``n``: questions per
@@ -128,6 +131,14 @@ class Wins:
     winner: dict[str, str]
     tied: dict[str, tuple[str, ...]]
     left_out: list[str] = field(default_factory=list)
+
+    def starred(self, group: str) -> set[str]:
+        """The runs the page and the chart star as best on ``group``: the winner and every
+        run whose mean prints the same at the ``SHOWN_DECIMALS`` the tables show (a tie on the
+        printed value is starred alike; the reader cannot tell those runs apart)."""
+        best = f"{self.values.loc[self.winner[group], group]:.{SHOWN_DECIMALS}f}"
+        return {r for r, v in self.values[group].items()
+                if f"{v:.{SHOWN_DECIMALS}f}" == best}
 
 
 def wins_by_kind(tables: Mapping[str, pd.DataFrame], measure: str,

@@ -63,10 +63,12 @@ def esc(v) -> str:
 
 
 def fmt(v: float, signed: bool = False) -> str:
-    """Three decimals (with a sign when ``signed``); a dash for a missing value."""
+    """``report_facts.SHOWN_DECIMALS`` (three) decimals, with a sign when ``signed``; a dash
+    for a missing value."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
-    return f"{v:+.3f}" if signed else f"{v:.3f}"
+    d = report_facts.SHOWN_DECIMALS
+    return f"{v:+.{d}f}" if signed else f"{v:.{d}f}"
 
 
 def num(key: str, v: float, cls: str = "", text: str | None = None) -> str:
@@ -144,7 +146,7 @@ def wins_section(wins, labels, chart_svg: str) -> list[str]:
     for run in report_charts.order(wins):
         cells = [f'<td class="l">{esc(labels[run])}</td>']
         for g in groups:
-            won, worse = wins.winner[g] == run, run not in wins.tied[g]
+            won, worse = run in wins.starred(g), run not in wins.tied[g]
             mark = f" {report_charts.WIN}" if won else f" {report_charts.WORSE}" if worse else ""
             cells.append(num(f"wins|{run}|{g}", wins.values.loc[run, g],
                              "sig" if won else "", fmt(wins.values.loc[run, g]) + mark))
