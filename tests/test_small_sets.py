@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 from cli_runs import cli_env
 from conftest import jsonl, write_tree
+from test_p_format import P_CELL
 from workspaces import PARENT_ENV, compose_config, record_run
 
 from ragexp.cli import main as cli
@@ -149,7 +150,7 @@ def test_gate_shows_n_a_never_nan_for_a_one_question_kind():
                                                                           "(the run has no "
                                                                           "abstain metrics)")
     lookup = next(line for line in text.splitlines() if " lookup " in line)
-    assert lookup.split()[-1] == "n/a" and "1.0000  1.0000" in lookup
+    assert lookup.split()[-1] == "n/a" and "  1.000   1.000  " in lookup  # format_p
 
 
 def test_tied_with_best_over_one_question():
@@ -382,8 +383,8 @@ def test_gate_shows_n_a_for_a_one_question_kind(tiny_runs, capsys):
     lines = [ln.split() for ln in verdict.splitlines() if ln.startswith("nDCG@10")]
     # group, n, p, p_adj (Holm over 0.25, 0.5, 1.0: 0.75, 1, 1), n for 80% power
     assert [(ln[1], ln[2], ln[-3], ln[-2], ln[-1]) for ln in lines] == [
-        ("all", "3", "0.2500", "0.7500", "n/a"), ("factual", "2", "0.5000", "1.0000", "n/a"),
-        ("lookup", "1", "1.0000", "1.0000", "n/a")]  # constant Δ -0.5: no spread, n/a
+        ("all", "3", "0.250", "0.750", "n/a"), ("factual", "2", "0.500", "1.000", "n/a"),
+        ("lookup", "1", "1.000", "1.000", "n/a")]  # constant Δ -0.5: no spread, n/a
     assert "nan" not in verdict and verdict.rstrip().splitlines()[-1] == (
         "PASS (inconclusive: nDCG@10 -0.500 is not significant; no power estimate from 3 "
         "questions (too few, or differences without spread))")
@@ -553,8 +554,15 @@ def test_confirm_refuses_a_baseline_on_other_data_in_one_line(dev_runs, capsys, 
 def test_confirm_with_a_baseline_names_the_run_in_the_per_kind_table(dev_runs, capsys):
     run, base = dev_runs["a_dense"], dev_runs["a"]
     assert cli.main(["confirm", run, "--baseline", base]) == 0
+    out = capsys.readouterr().out
     rows = [[c.strip() for c in line.split("|")[1:-1]]
-            for line in capsys.readouterr().out.split("Per kind on test:")[1].splitlines()
+            for line in out.split("Per kind on test:")[1].splitlines()
             if line.startswith(f"| {run[:8]}")]
+    # p and p_adj printed alike in both tables (the first gave 0.5683 and 1.0)
+    first = [[c.strip() for c in line.split("|")[1:-1]]
+             for line in out.split("Per kind on test:")[0].splitlines() if line.startswith("| ")]
+    p_at = first[0].index("p"), first[0].index("p_adj")
+    assert len(first) > 2 and all(P_CELL.fullmatch(r[i]) for r in first[2:] for i in p_at)
+    assert all(P_CELL.fullmatch(r[6]) and P_CELL.fullmatch(r[7]) for r in rows)
     # a run of overrides (ablation "custom") is named by what tells it from its baseline
     assert rows and {r[1] for r in rows} == {"retriever.name=dense"}

@@ -12,6 +12,7 @@ import mlflow
 import pytest
 import yaml
 from cli_runs import cli_env, run_ragexp
+from test_p_format import P_CELL
 from workspaces import store_uri
 
 from ragexp.cli import init as starter
@@ -119,6 +120,13 @@ def test_the_starter_s_first_sweep_logs_vs_baseline_metrics(tmp_path):
     assert f"| {hybrid['metrics.ndcg_at_10']:.3f} |" in row  # the run's own nDCG@10
     assert "**Against `handbook_docs_baseline`**" in shown.stdout  # the config key baseline
     assert "Not shown" not in shown.stdout  # the 21 shipped ablations are not this project's
+    for block in shown.stdout.split("\n\n"):  # every p printed alike (significance.format_p)
+        table = [[c.strip() for c in ln.split("|")[1:-1]] for ln in block.splitlines()
+                 if ln.startswith("| ")]
+        p_cols = [i for i, h in enumerate(table[0] if table else [])
+                  if h in ("p", "p_adj") or h.startswith(("p(", "p_adj("))]
+        assert all(P_CELL.fullmatch(r[i]) for r in table[2:] for i in p_cols
+                   if r[i] not in ("-", "baseline")), block
     unmatched = report()  # without the sweep's embedder=hash: no exact config; one line
     assert unmatched.returncode == 2 and "Traceback" not in unmatched.stderr
     (line,) = [ln for ln in unmatched.stderr.splitlines() if " mlflow." not in ln]

@@ -36,8 +36,8 @@ def tied_table(df: pd.DataFrame, objective: str) -> tuple[list[str], str | None]
         rows.append({"ablation": names[r], objective: f"{s.mean():.3f}",
                      "Δ vs best [95% CI]": "best" if t is None else
                      significance.format_delta(t),
-                     "p": "-" if t is None else f"{t.p:.3f}",
-                     "p_adj": "-" if t is None else f"{t.p_adj:.3f}",
+                     "p": "-" if t is None else significance.format_p(t.p),
+                     "p_adj": "-" if t is None else significance.format_p(t.p_adj),
                      "tied with best": "yes" if r in tied.tied else "no"})
     lines = [f"**Tied with the best** ({objective} on the dev questions; best: "
              f"`{names[tied.best]}`; tied: {', '.join(f'`{names[r]}`' for r in tied.tied)})", "",
@@ -101,9 +101,10 @@ def winner_table(df: pd.DataFrame, winner: str, measures: tuple[str, ...],
                          f"{run.data.metrics[f'confirm.vs_baseline.{key}.delta']:+.3f} "
                          f"[{run.data.metrics[f'confirm.vs_baseline.{key}.ci_low']:+.3f}, "
                          f"{run.data.metrics[f'confirm.vs_baseline.{key}.ci_high']:+.3f}]",
-                     "p (test)": f"{run.data.metrics[f'confirm.vs_baseline.{key}.p']:.3f}",
-                     "p_adj (test)":
-                         f"{run.data.metrics[f'confirm.vs_baseline.{key}.p_adj']:.3f}"})
+                     "p (test)": significance.format_p(
+                         run.data.metrics[f"confirm.vs_baseline.{key}.p"]),
+                     "p_adj (test)": significance.format_p(
+                         run.data.metrics[f"confirm.vs_baseline.{key}.p_adj"])})
     return [f"**Winner on dev and test** (`{name}` against `{base_name}`; recorded by "
             f"`ragexp confirm`)", "", compare.render(pd.DataFrame(rows)), "",
             "The dev numbers are optimistic: the winner was chosen as the best of many "

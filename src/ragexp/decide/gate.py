@@ -96,7 +96,8 @@ class Verdict:
                 n80 = significance.format_n_needed(t.n_needed)
                 lines.append(f"{t.measure:<9} {t.kind:<13} {t.n:>4}  "
                              f"{significance.format_delta(t):<26}"
-                             f"{t.p:>7.4f} {t.p_adj:>7.4f}  {n80:>6}{flag}")
+                             f"{significance.format_p(t.p):>7} "
+                             f"{significance.format_p(t.p_adj):>7}  {n80:>6}{flag}")
         if self.refusal:
             lines.append(self.refusal)
         lines.append(self.outcome(rule))
@@ -131,8 +132,9 @@ def decide(tests: list[Paired], run_metrics: dict[str, float], run_params: dict[
     reasons: list[str] = []
     for t in tests:
         if t.mean_diff < -rule.margin and t.significant(rule.alpha):
-            reasons.append(f"{t.measure} {t.kind}: {t.mean_diff:+.3f} (p_adj {t.p_adj:.4f} < "
-                           f"{rule.alpha}, drop beyond margin {rule.margin})")
+            reasons.append(f"{t.measure} {t.kind}: {t.mean_diff:+.3f} (p_adj "
+                           f"{significance.format_p(t.p_adj)} < {rule.alpha}, drop beyond "
+                           f"margin {rule.margin})")
     refusal = ""
     if CV_REFUSED in run_metrics and BUDGET_PARAM in run_params:
         rate, budget = run_metrics[CV_REFUSED], float(run_params[BUDGET_PARAM])
@@ -167,8 +169,8 @@ def _gain(first: Paired, rule: Rule) -> list[str]:
         return [f"{first.measure} gain {d:+.4f} is below the minimum effect "
                 f"{rule.min_effect:.4f} needed to promote"]
     if not first.significant(rule.alpha):
-        return [f"{first.measure} gain {d:+.4f} is not significant (p_adj {first.p_adj:.4f} "
-                f">= {rule.alpha})"]
+        return [f"{first.measure} gain {d:+.4f} is not significant (p_adj "
+                f"{significance.format_p(first.p_adj)} >= {rule.alpha})"]
     return []
 
 

@@ -96,8 +96,14 @@ def family(tables: Mapping[str, pd.DataFrame], baseline: str, measures: Sequence
 
 
 def format_p(p: float) -> str:
-    """A p value as tables show it: three decimals, or ``<0.001``."""
+    """A p value as every table and line of ragexp shows it (compare, confirm, gate, report,
+    the sweep's page): three decimals, or ``<0.001``."""
     return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def format_p_adj(p_adj: float, alpha: float = stats.ALPHA) -> str:
+    """An adjusted p as tables show it: ``format_p``, ``*`` appended below ``alpha``."""
+    return format_p(p_adj) + ("*" if p_adj < alpha else "")
 
 
 def format_delta(t: Paired) -> str:
@@ -158,8 +164,7 @@ def long_table(results: Mapping[str, list[Paired]], names: Mapping[str, str] | N
             rows.append({"run": run[:8], "name": (names or {}).get(run, ""),
                          "measure": t.measure, "kind": t.kind, "n": t.n,
                          "Δ [95% CI]": format_delta(t),
-                         "p": format_p(t.p), "p_adj": format_p(t.p_adj)
-                         + ("*" if t.p_adj < alpha else ""),
+                         "p": format_p(t.p), "p_adj": format_p_adj(t.p_adj, alpha),
                          "n for 80% power": format_n_needed(t.n_needed)})
     return pd.DataFrame(rows)
 

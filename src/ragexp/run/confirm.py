@@ -134,7 +134,8 @@ def confirm(run_id: str, baseline_id: str | None = None,
                      "run dev": value("run", m), "run test": value("run_test", m),
                      "baseline dev": value("base", m), "baseline test": value("base_test", m),
                      "Δ test [95% CI]": significance.format_delta(t),
-                     "p": t.p, "p_adj": t.p_adj, "n": t.n})
+                     "p": significance.format_p(t.p),
+                     "p_adj": significance.format_p_adj(t.p_adj), "n": t.n})
     metrics = {f"confirm.{k}": v for k, v in vs_baseline_metrics(tests).items()}
     for m in measures:
         key = measure_key(m)
