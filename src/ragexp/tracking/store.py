@@ -440,7 +440,36 @@ def artifact_path(run_id: str, name: str) -> str:
         except Exception:
             raise RunNotFound(f"no run {run_id} in {tracking_uri()}") from None
         error = run.data.tags.get("ragexp.error")
-        why = (f"it is {run.info.status}" + (f" ({error})" if error else "")
-               if run.info.status != "FINISHED" else f"it is FINISHED but has no {name} "
-               f"artifact (not a ragexp evaluation run?)")
+        if run.data.tags.get("ragexp.role") == "sweep":  # before its status: a parent's own
+            why = sweep_parent_hint(run)
+        elif run.info.status != "FINISHED":
+            why = f"it is {run.info.status}" + (f" ({error})" if error else "")
+        else:
+            why = f"it is FINISHED but has no {name} artifact (not a ragexp evaluation run?)"
         raise RunNotFound(f"run {run_id} has no {name}: {why}") from exc
+
+
+def sweep_parent_hint(parent) -> str:
+    """Why a sweep's parent run (``ragexp.role=sweep``) has no run artifacts, and which run to
+    name instead: the best it recorded (``ragexp.best_run``, ``ragexp.best_label``) and a few of
+    its finished child runs, newest first."""
+    run_id = parent.info.run_id
+    tags = parent.data.tags
+    children = client().search_runs(
+        [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{run_id}' and "
+        f"attributes.status = 'FINISHED'", max_results=4,
+        order_by=["attributes.start_time DESC"])
+
+    def named(ref: str, label: str | None) -> str:  # an id, with its label when it has one
+        return ref[:8] + (f" ({label})" if label and label not in ("custom", ref[:8]) else "")
+
+    listed = [named(c.info.run_id, c.data.tags.get("ragexp.ablation")) for c in children[:3]]
+    best = tags.get("ragexp.best_run")
+    options = [f"its best, {named(best, tags.get('ragexp.best_label'))}"] if best else []
+    if listed:
+        options.append(f"one of its runs, {', '.join(listed)}"
+                       + (", ..." if len(children) > 3 else ""))
+    return ("it is a sweep's parent run, which only groups its jobs' runs; pass one of them "
+            "instead (--run RUN_ID to ask, search or serve): "
+            + (" or ".join(options) if options else "it has no finished run")
+            + f" (ragexp compare --parent {run_id[:8]} lists them)")
