@@ -1,12 +1,20 @@
 """``python -m ragexp [overrides]``: one experiment, or a sweep with ``-m`` (``run.app``); a stop by
-SIGTERM or Ctrl-C exits 128 + the signal with the runs it started ended KILLED."""
+SIGTERM or Ctrl-C exits 128 + the signal with the runs it started ended KILLED.
+
+``python -m ragexp COMMAND ...`` where COMMAND is one of ``ragexp``'s (``embed``, ``compare``,
+...) runs that command, as ``ragexp COMMAND ...`` does: a bare word is never a Hydra override
+(those are ``key=value``), and Hydra read ``embed`` as one that does not parse."""
 
 import signal
 import sys
 
+from ragexp.cli import main as cli
 from ragexp.cli import process
 
 process.own()  # before the heavy imports below: they are what the collector's settings are for
+
+if len(sys.argv) > 1 and cli.is_command(sys.argv[1]):
+    sys.exit(cli.main(sys.argv[1:]))
 
 from ragexp.run.app import entry  # noqa: E402
 from ragexp.tracking.lifecycle import signal_received  # noqa: E402

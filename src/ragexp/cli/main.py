@@ -494,6 +494,17 @@ def _add_ui(sub) -> None:
     u.set_defaults(fn=cmd_ui)
 
 
+def is_command(word: str) -> bool:
+    """Whether ``word`` names one of ``ragexp``'s commands (``embed``, ``compare``, ...), so
+    ``python -m ragexp WORD ...`` runs it (``ragexp.__main__``) rather than Hydra reading it
+    as an override. Only a bare lower-case word builds the parser to ask: an override
+    (``key=value``, ``-m``) never does."""
+    if not word.replace("-", "").isalpha() or not word.islower():
+        return False
+    sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return word in sub.choices
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -1,0 +1,38 @@
+"""``python -m ragexp COMMAND ...`` runs ``ragexp COMMAND ...`` (a trial: ``python -m ragexp
+embed ...`` was read as a Hydra override, "Error parsing override 'embed' missing EQUAL");
+anything else is still Hydra's."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from cli_runs import cli_env
+
+from ragexp.cli import main as cli
+
+
+def test_only_ragexp_s_command_names_are_commands():
+    assert all(cli.is_command(w) for w in ("embed", "compare", "report", "ask", "questions"))
+    for word in ("embedder=hash", "-m", "--multirun", "+ablation=bm25", "bogus", "Embed",
+                 "embed.shard=1"):
+        assert not cli.is_command(word), word
+
+
+def module(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ragexp", *args], cwd=tmp_path,
+                          env=cli_env(tmp_path), capture_output=True, text=True, timeout=300)
+
+
+def test_python_m_ragexp_embed_is_the_embed_command(tmp_path):
+    shown = module(tmp_path, "embed", "--help")
+    assert shown.returncode == 0 and shown.stdout.startswith("usage: ragexp embed")
+    refused = module(tmp_path, "embed", "--shard", "3/2")  # the command's own check, exit 2
+    assert refused.returncode == 2 and "override" not in refused.stderr
+    assert refused.stderr.startswith("error: ") and "--shard" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+def test_a_bare_word_that_is_no_command_is_still_hydra_s(tmp_path):
+    proc = module(tmp_path, "bogus")
+    assert proc.returncode == 2 and "Error parsing override 'bogus'" in proc.stderr
