@@ -61,3 +61,8 @@ def test_a_sweep_without_best_or_finished_runs_says_so(mlflow_store, capsys):
     parent, _ = sweep({"broken": "FAILED"})
     line = one_line_error(capsys, "ask", "q?", "--run", parent)
     assert "it is a sweep's parent run" in line and "it has no finished run" in line
+    # the parent's own artifact (its page) missing is said as before, with no such hint
+    with pytest.raises(tracking.RunNotFound) as missing:
+        tracking.artifact_path(parent, tracking.SWEEP_REPORT)
+    assert "sweep's parent" not in str(missing.value)
+    assert "it is FINISHED but has no report.html artifact" in str(missing.value)

@@ -36,7 +36,7 @@ from ragexp.report.facts import Delta
 from ragexp.report.sweep_data import SweepData
 from ragexp.tracking import store as tracking
 
-ARTIFACT = "report.html"
+ARTIFACT = tracking.SWEEP_REPORT
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;
 margin:24px auto;max-width:1280px;padding:0 16px;color:#1f2328}

@@ -147,6 +147,7 @@ def ensure_experiment(name: str) -> str:
             return exp.experiment_id
 
 
+SWEEP_REPORT = "report.html"  # the one artifact a sweep's parent run logs (report.html's page)
 TABLE_FILE = "per_question.json"
 # The tag MLflow's ``log_table`` sets, which ``mlflow.load_table`` searches runs by.
 TABLE_TAGS = {"mlflow.loggedArtifacts": json.dumps([{"path": TABLE_FILE, "type": "table"}])}
@@ -440,7 +441,7 @@ def artifact_path(run_id: str, name: str) -> str:
         except Exception:
             raise RunNotFound(f"no run {run_id} in {tracking_uri()}") from None
         error = run.data.tags.get("ragexp.error")
-        if run.data.tags.get("ragexp.role") == "sweep":  # before its status: a parent's own
+        if run.data.tags.get("ragexp.role") == "sweep" and name != SWEEP_REPORT:
             why = sweep_parent_hint(run)
         elif run.info.status != "FINISHED":
             why = f"it is {run.info.status}" + (f" ({error})" if error else "")
@@ -450,7 +451,8 @@ def artifact_path(run_id: str, name: str) -> str:
 
 
 def sweep_parent_hint(parent) -> str:
-    """Why a sweep's parent run (``ragexp.role=sweep``) has no run artifacts, and which run to
+    """Why a sweep's parent run (``ragexp.role=sweep``) has no run artifacts (only
+    ``SWEEP_REPORT``), and which run to
     name instead: the best it recorded (``ragexp.best_run``, ``ragexp.best_label``) and a few of
     its finished child runs, newest first."""
     run_id = parent.info.run_id
