@@ -8,10 +8,11 @@ SIGTERM or Ctrl-C exits 128 + the signal with the runs it started ended KILLED.
 import signal
 import sys
 
-from ragexp.cli import main as cli
 from ragexp.cli import process
 
 process.own()  # before the heavy imports below: they are what the collector's settings are for
+
+from ragexp.cli import main as cli  # noqa: E402
 
 if len(sys.argv) > 1 and cli.is_command(sys.argv[1]):
     sys.exit(cli.main(sys.argv[1:]))
