@@ -509,3 +509,23 @@ def test_tied_with_best_without_intervals_chooses_as_with_them():
         assert (t.mean_diff, t.p, t.p_adj) == (full.tests[r].mean_diff, full.tests[r].p,
                                                full.tests[r].p_adj)
         assert math.isnan(t.ci_low) and math.isnan(t.ci_high) and math.isnan(t.n_needed)
+
+
+def test_faiss_loaded_late_keeps_its_loader_lines_out_of_the_runs_log():
+    """Loaded after logging is configured (a run's INFO log), FAISS's loader would log which CPU
+    builds it could not load as INFO lines ending in ModuleNotFoundError; they stay out, and the
+    logger's own level is left as it was."""
+    import subprocess
+    import sys
+
+    code = ("import logging, sys\nlogging.basicConfig(level=logging.INFO)\n"
+            "from ragexp.index.flat import FlatIPIndex, faiss_module\n"
+            "assert 'faiss' not in sys.modules\n"
+            "print(faiss_module().__name__, logging.getLogger('faiss.loader').level)\n"
+            "import numpy as np\n"
+            "print(FlatIPIndex(np.eye(4, dtype='float32')).search(np.eye(4, dtype='float32'), 1)"
+            "[1].ravel().tolist())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["faiss 0", "[0, 1, 2, 3]"]
+    assert "faiss.loader" not in done.stderr and "ModuleNotFoundError" not in done.stderr

@@ -28,17 +28,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from ragexp.errors import InvalidValue
-from ragexp.index.flat import FlatIPIndex
+from ragexp.index.flat import FlatIPIndex, faiss_module
 
 RECALL_DEPTH = 10  # index.recall_at_10_vs_exact
-
-
-def _faiss() -> Any:
-    """The ``faiss`` module, imported at first use: 0.04 s that a BM25-only run never needs."""
-    # defer heavy import
-    import faiss
-
-    return faiss
 
 
 class DenseSearch(Protocol):
@@ -77,11 +69,11 @@ class BuiltIndex:
     nbytes: int
 
     def __getstate__(self) -> dict:
-        return {"bytes": _faiss().serialize_index(self.index), "build_s": self.build_s,
+        return {"bytes": faiss_module().serialize_index(self.index), "build_s": self.build_s,
                 "nbytes": self.nbytes}
 
     def __setstate__(self, state: dict) -> None:
-        self.index = _faiss().deserialize_index(state["bytes"])
+        self.index = faiss_module().deserialize_index(state["bytes"])
         self.build_s, self.nbytes = state["build_s"], state["nbytes"]
 
 
@@ -128,7 +120,7 @@ def _timed_build(make: Any, vectors: np.ndarray, train: np.ndarray | None = None
         index.train(train)
     index.add(np.ascontiguousarray(vectors, dtype=np.float32))
     build_s = time.perf_counter() - start
-    return BuiltIndex(index, build_s, int(_faiss().serialize_index(index).nbytes))
+    return BuiltIndex(index, build_s, int(faiss_module().serialize_index(index).nbytes))
 
 
 @dataclass(frozen=True)
@@ -151,14 +143,14 @@ class HNSWSpec:
 
     def build(self, vectors: np.ndarray) -> BuiltIndex:
         def make():
-            faiss = _faiss()
+            faiss = faiss_module()
             index = faiss.IndexHNSWFlat(vectors.shape[1], self.M, faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efConstruction = self.ef_construction
             return index
         return _timed_build(make, vectors)
 
     def searcher(self, built: BuiltIndex) -> DenseSearch:
-        return ApproxSearch(built, _faiss().SearchParametersHNSW(efSearch=self.ef_search))
+        return ApproxSearch(built, faiss_module().SearchParametersHNSW(efSearch=self.ef_search))
 
 
 def training_sample(vectors: np.ndarray, size: int, seed: int) -> np.ndarray:
@@ -206,7 +198,7 @@ class IVFSpec:
                                f"list (FAISS refuses fewer, and warns below 39 x nlist)")
 
     def _quantized(self, dim: int) -> Any:
-        faiss = _faiss()
+        faiss = faiss_module()
         quantizer = faiss.IndexFlatIP(dim)
         index = faiss.IndexIVFFlat(quantizer, dim, self.nlist, faiss.METRIC_INNER_PRODUCT)
         index.own_fields = True
@@ -224,7 +216,7 @@ class IVFSpec:
                             training_sample(vectors, self._train_size(), self.seed))
 
     def searcher(self, built: BuiltIndex) -> DenseSearch:
-        return ApproxSearch(built, _faiss().SearchParametersIVF(nprobe=self.nprobe))
+        return ApproxSearch(built, faiss_module().SearchParametersIVF(nprobe=self.nprobe))
 
 
 @dataclass(frozen=True)
@@ -258,7 +250,7 @@ class IVFPQSpec(IVFSpec):
                                f"needs a training vector per centroid")
 
     def _quantized(self, dim: int) -> Any:
-        faiss = _faiss()
+        faiss = faiss_module()
         quantizer = faiss.IndexFlatIP(dim)
         index = faiss.IndexIVFPQ(quantizer, dim, self.nlist, self.m, self.nbits,
                                  faiss.METRIC_INNER_PRODUCT)

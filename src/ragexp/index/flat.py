@@ -29,12 +29,31 @@ at the k-th place may resolve differently there.
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 import numpy as np
 
 from ragexp.errors import InvalidValue
 
 QUERY_TILE = 32  # queries per sgemm of a blocked search
 PASSAGE_TILE = 1024  # passages per sgemm of a blocked search (FAISS's database tile too)
+
+
+def faiss_module() -> Any:
+    """The ``faiss`` module, imported at first use: 0.04 s that a BM25-only run never pays.
+    Its loader's INFO lines (which CPU build it tried: "Could not load library with AVX512
+    support due to: ModuleNotFoundError ...") are kept out of the run's log, as they were when
+    faiss loaded before Hydra configured logging; its warnings still show."""
+    loader = logging.getLogger("faiss.loader")
+    level = loader.level
+    loader.setLevel(max(level, logging.WARNING))
+    try:
+        # defer heavy import
+        import faiss
+    finally:
+        loader.setLevel(level)
+    return faiss
 
 
 class FlatIPIndex:
@@ -76,9 +95,7 @@ class FlatIPIndex:
         the number of vectors). ``blas``: a batch takes FAISS's BLAS path (one sgemm) whatever
         its size, instead of the per-query scan FAISS picks below its threshold; a blocked
         search (``block_size``) ignores it."""
-        # defer heavy import
-        import faiss  # 0.04 s that a BM25-only run never needs
-
+        faiss = faiss_module()
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         k = min(k, len(self))
         if self.block_size is not None:
