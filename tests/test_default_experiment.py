@@ -73,3 +73,22 @@ def test_a_store_without_runs_says_how_to_make_one(mlflow_store, capsys):
     line = one_line_error(capsys, "questions", "plan")
     assert "no sweep in experiment 'ragexp-handbook'" in line
     assert "run an experiment first" in line
+
+
+def test_a_misspelt_experiment_is_ragexps_one_line_and_no_mlflow_warning(mlflow_store, capsys,
+                                                                           caplog):
+    """A trial's ``compare --experiment ragexp-gardn`` printed MLflow's "Cannot retrieve
+    experiment by name" WARNING above ragexp's line: the runs are now searched by id."""
+    import logging
+
+    evaluation_run("ragexp-notes", "n1")
+    with caplog.at_level(logging.WARNING):
+        for argv in (("compare", "--experiment", "ragexp-nots"),
+                     ("report", "--experiment", "ragexp-nots", "--html",
+                      str(mlflow_store.folder / "r.html"))):
+            line = one_line_error(capsys, *argv)
+            assert "'ragexp-nots'" in line and "ragexp-notes" in line
+    assert not [r for r in caplog.records if r.name.startswith("mlflow")], caplog.records
+    assert tracking.experiment_ids("ragexp-nots") == []
+    assert tracking.experiment_ids("ragexp-notes") == [
+        tracking.client().get_experiment_by_name("ragexp-notes").experiment_id]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from cli_runs import cli_env
 
 from ragexp.cli import main as cli
@@ -36,3 +37,25 @@ def test_python_m_ragexp_embed_is_the_embed_command(tmp_path):
 def test_a_bare_word_that_is_no_command_is_still_hydra_s(tmp_path):
     proc = module(tmp_path, "bogus")
     assert proc.returncode == 2 and "Error parsing override 'bogus'" in proc.stderr
+
+
+def test_version_is_ragexps_from_the_script_and_the_module(tmp_path, capsys):
+    """A trial: ``ragexp --version`` was a usage error and ``python -m ragexp --version``
+    printed Hydra's version."""
+    from ragexp import __version__
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out == f"ragexp {__version__}\n"
+    proc = module(tmp_path, "--version")
+    assert proc.returncode == 0 and proc.stdout == f"ragexp {__version__}\n", proc.stderr
+
+
+def test_a_misspelt_command_says_which_was_meant(tmp_path):
+    assert cli.near_command("compar") == "compare" and cli.near_command("promte") == "promote"
+    assert cli.near_command("compare") is None and cli.near_command("embedder=hash") is None
+    proc = module(tmp_path, "compar", "--runs", "x")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == ("error: no command 'compar' (did you mean 'compare'? "
+                                   "`ragexp --help` lists them); an override is key=value")

@@ -232,3 +232,23 @@ def test_runs_tied_on_the_printed_value_are_starred_alike():
     assert len(outlined) == 2
     page = "".join(report_html.wins_section(wins, {"a": "alpha", "b": "beta", "c": "gamma"}, ""))
     assert page.count(f"0.588 {charts.WIN}") == 2 and f"0.587 {charts.WIN}" not in page
+
+
+def test_the_sweeps_recorded_best_leads_the_runs_tied_with_the_top_mean():
+    """The page and its chart name the best the sweep recorded (``ragexp.best_run``) where
+    equal means leave the order to how runs were read; a recorded run below the top keeps its
+    place, and an unknown one changes nothing."""
+    import pandas as pd
+
+    from ragexp.evaluation.stats import ALL
+    from ragexp.report import charts
+    from ragexp.report.facts import Wins
+
+    values = pd.DataFrame({ALL: [0.9296, 0.9296, 0.5, 0.9296]}, index=["a", "b", "c", "d"])
+    wins = Wins("nDCG@10", values, {ALL: 16}, {ALL: "a"}, {ALL: ("a", "b", "d")})
+    assert charts.order(wins) == ["a", "b", "d", "c"]
+    assert charts.order(wins, "d") == ["d", "a", "b", "c"]
+    assert charts.order(wins, "c") == ["a", "b", "d", "c"]
+    assert charts.order(wins, "zz") == charts.order(wins)
+    svg = charts.wins_svg(wins, dict(zip("abcd", "abcd")), "t", "d")
+    assert svg.index(">d</text>") < svg.index(">a</text>")

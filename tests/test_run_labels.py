@@ -84,3 +84,21 @@ def test_compare_its_paired_table_and_the_page_name_a_run_alike():
     # its differing columns as the labels print them, blank where the run ignores the key
     assert list(tab["fusion.k"]) == ["", "10", "60"]
     assert list(tab["retriever.name"]) == ["bm25", "hybrid", "hybrid"]
+
+
+def test_a_key_the_config_copies_from_another_is_named_once():
+    """``retriever.fusion`` is ``${fusion}`` in the recorded config: a trial saw
+    ``bm25.k1=1.2 fusion.k=10 retriever.fusion.k=10``. The copy is left out of the differing
+    keys (labels and compare's columns), a key that merely ends alike but differs is kept."""
+    def hybrid(k: str, k1: str, own: str) -> dict:
+        return {**run("hybrid", k), "retriever.fusion.k": k, "bm25.k1": k1,
+                "retriever.parts.bm25.k1": own}
+
+    params = {A: hybrid("10.0", "1.2", "0.9"), B: hybrid("20.0", "1.5", "0.9"),
+              C: hybrid("10.0", "1.5", "1.1")}
+    assert labels.differing(params) == ["bm25.k1", "fusion.k", "retriever.parts.bm25.k1"]
+    got = labels.labels(CUSTOM, params)
+    assert got[A] == "bm25.k1=1.2 fusion.k=10 retriever.parts.bm25.k1=0.9"
+    frame = pd.DataFrame([{"run_id": r, **{f"params.{k}": v for k, v in p.items()}}
+                          for r, p in params.items()])
+    assert compare.differing_params(frame) == [f"params.{k}" for k in labels.differing(params)]

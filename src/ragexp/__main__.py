@@ -3,7 +3,8 @@ SIGTERM or Ctrl-C exits 128 + the signal with the runs it started ended KILLED.
 
 ``python -m ragexp COMMAND ...`` where COMMAND is one of ``ragexp``'s (``embed``, ``compare``,
 ...) runs that command, as ``ragexp COMMAND ...`` does: a bare word is never a Hydra override
-(those are ``key=value``), and Hydra read ``embed`` as one that does not parse."""
+(those are ``key=value``), and Hydra read ``embed`` as one that does not parse. A bare word
+close to a command (``compar``) is refused naming it, exit 2; ``--version`` is ragexp's."""
 
 import signal
 import sys
@@ -14,8 +15,12 @@ process.own()  # before the heavy imports below: they are what the collector's s
 
 from ragexp.cli import main as cli  # noqa: E402
 
-if len(sys.argv) > 1 and cli.is_command(sys.argv[1]):
-    sys.exit(cli.main(sys.argv[1:]))
+if len(sys.argv) > 1 and (cli.is_command(sys.argv[1]) or sys.argv[1:] == ["--version"]):
+    sys.exit(cli.main(sys.argv[1:]))  # --version: ragexp's, not Hydra's
+if len(sys.argv) > 1 and (meant := cli.near_command(sys.argv[1])):
+    print(f"error: no command {sys.argv[1]!r} (did you mean {meant!r}? `ragexp --help` lists "
+          f"them); an override is key=value", file=sys.stderr)
+    sys.exit(2)
 
 from ragexp.run.app import entry  # noqa: E402
 from ragexp.tracking.lifecycle import signal_received  # noqa: E402

@@ -10,6 +10,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from ragexp import __version__
 from ragexp.cli import process
 from ragexp.errors import RagexpError
 
@@ -316,6 +317,7 @@ def parser() -> argparse.ArgumentParser:
     from ragexp.tracking.store import MODEL_NAME
 
     p = argparse.ArgumentParser(prog="ragexp", description=__doc__)
+    p.add_argument("--version", action="version", version=f"ragexp {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     _add_compare(sub)
     _add_init(sub)
@@ -494,6 +496,24 @@ def _add_ui(sub) -> None:
     u.set_defaults(fn=cmd_ui)
 
 
+def _commands() -> list[str]:
+    sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return list(sub.choices)
+
+
+def near_command(word: str) -> str | None:
+    """The command a bare lower-case ``word`` that is none (``compar``) most likely meant, or
+    None (``difflib``'s closest match at its default cutoff): ``python -m ragexp compar`` says
+    so in one line instead of Hydra's "Error parsing override"."""
+    if not word.replace("-", "").isalpha() or not word.islower():
+        return None
+    # defer heavy import
+    import difflib
+
+    found = difflib.get_close_matches(word, _commands(), n=1)
+    return found[0] if found and found[0] != word else None
+
+
 def is_command(word: str) -> bool:
     """Whether ``word`` names one of ``ragexp``'s commands (``embed``, ``compare``, ...), so
     ``python -m ragexp WORD ...`` runs it (``ragexp.__main__``) rather than Hydra reading it
@@ -501,8 +521,7 @@ def is_command(word: str) -> bool:
     (``key=value``, ``-m``) never does."""
     if not word.replace("-", "").isalpha() or not word.islower():
         return False
-    sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return word in sub.choices
+    return word in _commands()
 
 
 def main(argv: list[str] | None = None) -> int:

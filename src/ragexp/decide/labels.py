@@ -61,12 +61,18 @@ def measured_keys(params: Mapping[str, str]) -> set[str]:
 
 def differing(params: Mapping[str, Mapping[str, str]]) -> list[str]:
     """Config keys every run has, outside ``BOOKKEEPING``, whose values differ between the runs
-    (``{run id: {key: recorded value}}``), sorted."""
+    (``{run id: {key: recorded value}}``), sorted; a key ending in another such key's name with
+    the same values in every run (a copy the config interpolates) is left out."""
     runs = list(params.values())
     if len(runs) < 2:
         return []
     common = set.intersection(*(set(p) for p in runs)) - BOOKKEEPING
-    return sorted(k for k in common if len({str(p[k]) for p in runs}) > 1)
+    keys = [k for k in common if len({str(p[k]) for p in runs}) > 1]
+    values = {k: [str(p[k]) for p in runs] for k in keys}
+    # a key the config copies from another (``retriever.fusion.k``: ``${fusion.k}``) is that
+    # key again: kept once, as the shorter
+    return sorted(k for k in keys if not any(
+        k.endswith(f".{other}") and values[other] == values[k] for other in keys))
 
 
 def labels(ablations: Mapping[str, str | None],

@@ -56,9 +56,17 @@ def text_width(text: str, size: float) -> float:
     return len(text) * size * CHAR_W
 
 
-def order(wins: Wins) -> list[str]:
-    """Runs from the best overall to the worst (ties keep the table's order)."""
-    return list(wins.values[ALL].sort_values(ascending=False, kind="stable").index)
+def order(wins: Wins, first: str | None = None) -> list[str]:
+    """Runs from the best overall to the worst (ties keep the table's order), except that
+    ``first`` (the sweep's recorded choice, its parent's ``ragexp.best_run``) leads the runs
+    whose overall mean equals the top one: the page then names the best the sweep recorded,
+    where equal means left the choice to the order runs were read in."""
+    overall = wins.values[ALL]
+    out = list(overall.sort_values(ascending=False, kind="stable").index)
+    if first in out and overall[first] == overall[out[0]]:
+        out.remove(first)
+        out.insert(0, first)
+    return out
 
 
 def _text(x: float, y: float, text: str, anchor: str = "start", extra: str = "") -> str:
@@ -66,7 +74,8 @@ def _text(x: float, y: float, text: str, anchor: str = "start", extra: str = "")
             f"{escape(text)}</text>")
 
 
-def wins_svg(wins: Wins, labels: Mapping[str, str], title: str) -> str:
+def wins_svg(wins: Wins, labels: Mapping[str, str], title: str,
+             first: str | None = None) -> str:
     """A grid: one row per run (best overall first, ``order``), one column per question group
     (all, then each kind, with its question count). Cell ``(i, j)`` is the rect at
     ``x = grid_left + sum of the widths of columns 0..j-1``, ``y = grid_top + i * CELL_H``
@@ -77,8 +86,8 @@ def wins_svg(wins: Wins, labels: Mapping[str, str], title: str) -> str:
     highest (1; 1 for every cell when the column's values are equal). It shows the run's mean to
     three decimals, white on cells of shade above 0.6; the column's winner, and every run whose
     mean prints the same (``Wins.starred``), is bold, outlined and starred, runs significantly
-    worse than it (Holm within the column) carry a triangle."""
-    runs, groups = order(wins), list(wins.values.columns)
+    worse than it (Holm within the column) carry a triangle. ``first``: as ``order``'s."""
+    runs, groups = order(wins, first), list(wins.values.columns)
     vals = wins.values.loc[runs, groups].to_numpy(float)
     lo, hi = np.nanmin(vals, axis=0), np.nanmax(vals, axis=0)
     shade = np.where(hi > lo, (vals - lo) / np.where(hi > lo, hi - lo, 1), 1.0)

@@ -140,10 +140,10 @@ def headline_section(data: SweepData, heads, order: list[str]) -> list[str]:
     return out
 
 
-def wins_section(wins, labels, chart_svg: str) -> list[str]:
+def wins_section(wins, labels, chart_svg: str, first: str | None = None) -> list[str]:
     groups = list(wins.values.columns)
     rows = []
-    for run in report_charts.order(wins):
+    for run in report_charts.order(wins, first):
         cells = [f'<td class="l">{esc(labels[run])}</td>']
         for g in groups:
             won, worse = run in wins.starred(g), run not in wins.tied[g]
@@ -331,7 +331,8 @@ def build(data: SweepData, method: str = "holm") -> tuple[str, str]:
         columns=list(next(iter(data.tables.values())).columns))]
     heads = report_facts.headline(data.objective, measured)
     wins = report_facts.wins_by_kind(data.tables, data.objective, method)
-    order = report_charts.order(wins) + wins.left_out
+    recorded = data.parent_tags.get("ragexp.best_run")  # the sweep's choice leads its ties
+    order = report_charts.order(wins, recorded) + wins.left_out
     reference = data.baseline_id or report_facts.best_run(data.tables, data.objective)
     ref_label = (f"the baseline {labels[reference]}" if data.baseline_id
                  else f"the best run {labels[reference]}")
@@ -347,7 +348,7 @@ def build(data: SweepData, method: str = "holm") -> tuple[str, str]:
     split = data.runs.get("params.split", pd.Series(["?"])).iloc[0]
     title = (f"Which configuration wins on which question kind: {data.objective}, "
              f"{data.experiment}, {split} questions")
-    wins_svg = report_charts.wins_svg(wins, labels, title)
+    wins_svg = report_charts.wins_svg(wins, labels, title, recorded)
     prev = (f"previous sweep {data.previous_id[:8]} ({len(data.previous_match)} of "
             f"{len(data.runs)} runs matched by configuration or name)" if data.previous_id
             else "no previous sweep")
@@ -363,7 +364,7 @@ def build(data: SweepData, method: str = "holm") -> tuple[str, str]:
             *headline_section(data, heads, order),
             *sources_section(data, labels, method),
             *cost_section(data, labels),
-            *wins_section(wins, labels, wins_svg)]
+            *wins_section(wins, labels, wins_svg, recorded)]
     if tests:
         body += kind_section(data, tests, reference, ref_label, test_measures, labels, order,
                              method)

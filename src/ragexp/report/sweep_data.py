@@ -79,8 +79,10 @@ def sweep_parents(experiment: str) -> pd.DataFrame:
     # defer heavy import
     import mlflow
 
-    tracking.client()
-    return mlflow.search_runs(experiment_names=[experiment], filter_string=SWEEP_ROLE,
+    ids = tracking.experiment_ids(experiment)
+    if not ids:  # as search_runs answers an experiment without runs
+        return pd.DataFrame()
+    return mlflow.search_runs(experiment_ids=ids, filter_string=SWEEP_ROLE,
                               order_by=["attributes.start_time DESC"])
 
 
@@ -130,8 +132,7 @@ def match_runs(runs: pd.DataFrame, previous: pd.DataFrame) -> dict[str, str]:
 def _frame(experiment: str, parent: str) -> pd.DataFrame:
     df = compare.runs_frame(experiment, parent=parent)
     df = df.drop_duplicates("run_id").reset_index(drop=True)
-    df["label"] = labels(df)
-    return df
+    return df.assign(label=labels(df))  # a new frame: search_runs' is fragmented (pandas warns)
 
 
 def _previous(experiment: str, parent_id: str, started) -> tuple[str | None, pd.DataFrame | None]:

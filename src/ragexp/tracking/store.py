@@ -358,6 +358,14 @@ def default_experiment() -> str:
     return found[0] if found else HANDBOOK_EXPERIMENT
 
 
+def experiment_ids(name: str) -> list[str]:
+    """``[id]`` of the experiment named ``name``, ``[]`` when the store has none: searched by
+    id, as ``mlflow.search_runs(experiment_names=[unknown])`` logs a WARNING line of its own
+    beside ragexp's one-line error (``no_runs``)."""
+    exp = client().get_experiment_by_name(name)
+    return [exp.experiment_id] if exp is not None else []
+
+
 def no_runs(experiment: str, what: str = "finished runs") -> NotFound:
     """The one-line error for an experiment with nothing to show: names it, the store, and the
     experiments that do hold runs (or how to make one)."""
