@@ -141,6 +141,7 @@ def _cheapest_tied(sweep: str) -> str | None:
     parent = tracking.client().get_run(_full_id(sweep))
     chosen = parent.data.tags.get("ragexp.cheapest_tied")
     if not chosen:
+        tracking.refuse_sweep_child(parent.info.run_id)  # one of a sweep's runs: name the sweep
         print(f"error: sweep {sweep} names no cheapest run tied with the best (tag "
               f"ragexp.cheapest_tied): it ended before this ragexp, or no tied run logged a "
               f"cost; promote a run by its id", file=sys.stderr)
