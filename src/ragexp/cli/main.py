@@ -159,6 +159,10 @@ def cmd_gate(args) -> int:
     rule = _rule(args, promoting=False)
     label = "run"
     run_id, reference = _full_id(args.run_id), args.against
+    # defer heavy import
+    from ragexp.tracking import store as tracking
+
+    tracking.refuse_sweep_parent(tracking.client().get_run(run_id))  # before the champion's
     if reference == "champion":
         try:
             reference, label = champion_run_id(args.model), "champion"
