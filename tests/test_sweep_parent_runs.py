@@ -1,6 +1,9 @@
-"""A sweep's parent run given where a run is served or read (a trial: ``ragexp ask --run
-PARENT`` said "not a ragexp evaluation run?"): one line, exit 2, saying it is a sweep's parent
-and naming its best and some of its finished runs. Fast: hand-made runs, no artifacts."""
+"""A sweep's parent run given where an evaluation run is needed, and one of a sweep's runs given
+where its parent is (a trial: ``promote PARENT`` said "lacks metrics", ``confirm PARENT`` "were
+evaluated on different data", ``gate PARENT`` FAILED with exit 1, ``compare --runs PARENT``
+printed an empty row, ``compare --parent CHILD`` "no finished runs ... run an experiment
+first"): every command refuses it in the same one line, exit 2, before any other check.
+Fast: hand-made runs, no artifacts, so any later check would answer otherwise."""
 
 from __future__ import annotations
 
@@ -14,9 +17,12 @@ from ragexp.tracking import store as tracking
 STARTS = itertools.count(1_700_000_000_000, 1000)
 
 
-def sweep(children: dict[str, str], best: str | None = None) -> tuple[str, list[str]]:
-    """A FINISHED sweep parent with FINISHED children (``{ablation: status}``); the parent's
-    ``ragexp.best_run`` names the child of ablation ``best``."""
+def sweep(children: dict[str, str], best: str | None = None,
+          reused: str | None = None) -> tuple[str, list[str]]:
+    """A FINISHED sweep parent (tag ``ragexp.role=sweep``, as ``run.sweep`` sets it) with
+    children (``{ablation: status}``, started in that order); the parent's
+    ``ragexp.best_run`` names the child of ablation ``best``; ``reused``: the ablation of one
+    more FINISHED run, no child, that the sweep reused (tag ``ragexp.in_sweep.<parent>``)."""
     c = tracking.client()
     exp = tracking.ensure_experiment("ragexp-notes")
     parent = c.create_run(exp, start_time=next(STARTS), tags={"ragexp.role": "sweep"}).info.run_id
@@ -30,6 +36,12 @@ def sweep(children: dict[str, str], best: str | None = None) -> tuple[str, list[
         if ablation == best:
             c.set_tag(parent, "ragexp.best_run", run)
             c.set_tag(parent, "ragexp.best_label", ablation)
+    if reused:
+        run = c.create_run(exp, start_time=next(STARTS), tags={
+            f"ragexp.in_sweep.{parent}": "skipped", "ragexp.ablation": reused,
+            "ragexp.config_hash": reused}).info.run_id
+        c.set_terminated(run, "FINISHED")
+        ids.append(run)
     c.set_terminated(parent, "FINISHED")
     return parent, ids
 
@@ -42,27 +54,80 @@ def one_line_error(capsys, *argv: str) -> str:
     return ours[0]
 
 
-@pytest.mark.parametrize("argv", [["ask", "How do I install it?"], ["search", "install"]])
-def test_asking_a_sweep_s_parent_names_its_best_and_its_runs(mlflow_store, capsys, argv):
+@pytest.fixture(scope="module")
+def trial(module_mlflow_store):
+    """The trial's sweep: four jobs, three FINISHED, the best ``notes_hybrid``."""
     parent, (base, hybrid, custom, failed) = sweep(
         {"notes_baseline": "FINISHED", "notes_hybrid": "FINISHED", "custom": "FINISHED",
          "broken": "FAILED"}, best="notes_hybrid")
-    line = one_line_error(capsys, *argv, "--run", parent[:8])
-    assert f"run {parent} has no config.yaml: it is a sweep's parent run" in line
-    assert f"its best, {hybrid[:8]} (notes_hybrid)" in line
-    # newest first, finished only; a run of overrides by its id alone (no "custom")
-    assert (f"one of its runs, {custom[:8]}, {hybrid[:8]} (notes_hybrid), "
-            f"{base[:8]} (notes_baseline) ") in line
-    assert failed[:8] not in line and "(custom)" not in line
-    assert f"ragexp compare --parent {parent[:8]}" in line and "--run RUN_ID" in line
+    return {"parent": parent, "base": base, "hybrid": hybrid, "custom": custom,
+            "failed": failed}
 
 
-def test_a_sweep_without_best_or_finished_runs_says_so(mlflow_store, capsys):
+COMMANDS = [  # each place a run id comes in, "P" the parent, "C" one of its runs
+    ["ask", "How do I install it?", "--run", "P"], ["search", "install", "--run", "P"],
+    ["serve", "--run", "P"], ["promote", "P"], ["promote", "--gate", "P"], ["gate", "P"],
+    ["gate", "C", "--against", "P"], ["confirm", "P"], ["confirm", "C", "--baseline", "P"],
+    ["compare", "--runs", "P", "C"], ["compare", "--baseline", "P"],
+    ["compare", "--parent", "P", "--baseline", "P"], ["traces", "mine", "--run", "P"]]
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=" ".join)
+def test_every_command_refuses_a_sweep_s_parent_in_the_same_line(trial, capsys, argv):
+    p, base, hybrid, custom = (trial[k] for k in ("parent", "base", "hybrid", "custom"))
+    ids = {"P": p[:8], "C": base}
+    line = one_line_error(capsys, *(ids.get(a, a) for a in argv))
+    # its best first, then its other FINISHED runs newest first; a run of overrides alone by
+    # its id ("custom" says nothing); the FAILED run is counted, never offered
+    assert line == (f"error: {p[:8]} is a sweep's parent run (4 runs, 3 finished), not an "
+                    f"evaluation run: pick one of its runs, e.g. its best {hybrid[:8]} "
+                    f"(notes_hybrid), or {custom[:8]}, {base[:8]} (notes_baseline); "
+                    f"`ragexp compare --parent {p[:8]}` lists them")
+
+
+def test_the_gate_refuses_a_parent_rather_than_failing_it(trial, capsys):
+    """``gate PARENT`` exited 1, the code CI reads as a regression: now 2, no verdict."""
+    assert cli.main(["gate", trial["parent"], "--against", trial["base"]]) == 2
+    captured = capsys.readouterr()
+    assert "FAIL" not in captured.out + captured.err and captured.out == ""
+
+
+@pytest.mark.parametrize("argv", [
+    ["compare", "--parent", "C"], ["questions", "plan", "--parent", "C"],
+    ["promote", "--cheapest-tied", "C"], ["report", "--html", "OUT", "--parent", "C"]],
+    ids=" ".join)
+def test_a_sweep_s_run_given_as_its_parent_names_the_sweep(trial, capsys, tmp_path, argv):
+    p, base = trial["parent"], trial["base"]
+    ids = {"C": base[:8], "OUT": str(tmp_path / "page.html")}
+    line = one_line_error(capsys, *(ids.get(a, a) for a in argv))
+    assert line == (f"error: {base[:8]} (notes_baseline) is a run of sweep {p[:8]}, not a "
+                    f"sweep's parent run: name its sweep, {p[:8]}, instead (`ragexp compare "
+                    f"--parent {p[:8]}` lists the sweep's runs)")
+    assert not (tmp_path / "page.html").exists()
+
+
+def test_a_parent_without_a_best_names_its_newest_runs_and_the_reused_one(mlflow_store,
+                                                                          capsys):
+    parent, ids = sweep({f"job{i}": "FINISHED" for i in range(5)}, reused="old")
+    line = one_line_error(capsys, "promote", parent)
+    # six runs: five children and the one it reused, the newest three named, then "..."
+    assert line == (f"error: {parent[:8]} is a sweep's parent run (6 runs), not an evaluation "
+                    f"run: pick one of its runs, e.g. {ids[5][:8]} (old), or {ids[4][:8]} "
+                    f"(job4), {ids[3][:8]} (job3), ...; `ragexp compare --parent "
+                    f"{parent[:8]}` lists them")
+
+
+def test_a_sweep_without_finished_runs_says_so(mlflow_store, capsys):
     parent, _ = sweep({"broken": "FAILED"})
     line = one_line_error(capsys, "ask", "q?", "--run", parent)
-    assert "it is a sweep's parent run" in line and "it has no finished run" in line
+    assert line == (f"error: {parent[:8]} is a sweep's parent run (1 run, 0 finished), not an "
+                    f"evaluation run: none of its runs finished, so there is none to pick "
+                    f"instead; rerun the sweep")
     # the parent's own artifact (its page) missing is said as before, with no such hint
     with pytest.raises(tracking.RunNotFound) as missing:
         tracking.artifact_path(parent, tracking.SWEEP_REPORT)
     assert "sweep's parent" not in str(missing.value)
     assert "it is FINISHED but has no report.html artifact" in str(missing.value)
+    # any other artifact: the refusal itself, wherever a run's files are read
+    with pytest.raises(tracking.SweepParentRun, match="none of its runs finished"):
+        tracking.artifact_path(parent, "per_question.csv")

@@ -142,6 +142,7 @@ def _cheapest_tied(sweep: str) -> str | None:
     parent = tracking.client().get_run(_full_id(sweep))
     chosen = parent.data.tags.get("ragexp.cheapest_tied")
     if not chosen:
+        tracking.refuse_sweep_child(parent.info.run_id)  # one of a sweep's runs: name the sweep
         print(f"error: sweep {sweep} names no cheapest run tied with the best (tag "
               f"ragexp.cheapest_tied): it ended before this ragexp, or no tied run logged a "
               f"cost; promote a run by its id", file=sys.stderr)
@@ -159,6 +160,10 @@ def cmd_gate(args) -> int:
     rule = _rule(args, promoting=False)
     label = "run"
     run_id, reference = _full_id(args.run_id), args.against
+    # defer heavy import
+    from ragexp.tracking import store as tracking
+
+    tracking.refuse_sweep_parent(tracking.client().get_run(run_id))  # before the champion's
     if reference == "champion":
         try:
             reference, label = champion_run_id(args.model), "champion"

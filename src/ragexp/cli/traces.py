@@ -52,6 +52,12 @@ def run_context(run_id: str):
 
 
 def cmd_mine(args) -> int:
+    if args.run:  # a run that served, never a sweep's parent (which serves nothing)
+        # defer heavy import
+        from ragexp.tracking import store as tracking
+
+        args.run = tracking.resolve_run_id(args.run)
+        tracking.refuse_sweep_parent(tracking.client().get_run(args.run))
     served = mining.read(args.experiment, args.run, args.max_traces)
     flagged = [(s, why) for s in served if (why := mining.flags(s, args.min_overlap))]
     if not flagged:
@@ -130,7 +136,7 @@ def add_parser(sub) -> None:
                         "modes, write candidate golden questions",
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     m.add_argument("--experiment", default=tracing.EXPERIMENT, help="where the traces are")
-    m.add_argument("--run", help="only traces of this served run (id)")
+    m.add_argument("--run", help="only traces of this served run (id or unique prefix)")
     m.add_argument("--out", default=DEFAULT_OUT, help="candidate file (JSON lines)")
     m.add_argument("--min-overlap", type=float, default=mining.MIN_OVERLAP,
                    help="an answer holding less of the question's terms is flagged")

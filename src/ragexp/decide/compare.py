@@ -32,7 +32,9 @@ def runs_frame(experiment: str, parent: str | None = None,
     which may be its own children when two of its jobs share an identity), the given ids (in
     their order), or else the latest finished run of each distinct configuration in the
     experiment. Raises ``NotFound`` for an unknown id, or when there is no such run (naming
-    the experiments that hold runs: ``tracking.no_runs``)."""
+    the experiments that hold runs: ``tracking.no_runs``; for a ``parent`` that is one of a
+    sweep's runs, naming its sweep: ``tracking.refuse_sweep_child``), and
+    ``tracking.SweepParentRun`` for a sweep's parent run among ``run_ids``."""
     # defer heavy import
     import mlflow
 
@@ -45,7 +47,11 @@ def runs_frame(experiment: str, parent: str | None = None,
         missing = set(run_ids) - set(df.get("run_id", []))
         if missing:
             raise NotFound(f"unknown run id(s): {', '.join(sorted(missing))}")
-        return df.set_index("run_id").loc[run_ids].reset_index()
+        df = df.set_index("run_id").loc[run_ids].reset_index()
+        role = f"tags.{tracking.ROLE_TAG}"
+        for parent_id in df.loc[df[role] == tracking.SWEEP_ROLE, "run_id"] if role in df else []:
+            tracking.refuse_sweep_parent(tracking.client().get_run(parent_id))
+        return df
     filt = "attributes.status = 'FINISHED' and tags.`ragexp.config_hash` != ''"
     searches = [filt]
     if parent:  # its children, and the finished runs it skipped and linked (sweep.SKIP_LINK)
@@ -56,6 +62,8 @@ def runs_frame(experiment: str, parent: str | None = None,
                                        order_by=["attributes.start_time DESC"])
                     for f in searches], ignore_index=True) if ids else pd.DataFrame()
     if df.empty:  # NotFound: the CLI prints its one line, exit 2
+        if parent:  # nothing under one of a sweep's runs: say which sweep it belongs to
+            tracking.refuse_sweep_child(parent)
         raise tracking.no_runs(experiment, "finished runs"
                                + (f" under parent run {parent}" if parent else ""))
     df = df.drop_duplicates("run_id" if parent else "tags.ragexp.config_hash")

@@ -195,7 +195,8 @@ def family_tests(run_table: pd.DataFrame, ref_table: pd.DataFrame, rule: Rule,
 
 def evaluate(run_id: str, reference_id: str, rule: Rule, label: str = "") -> Verdict:
     """Load both runs (MLflow edge) and decide. Different data or questions -> a failing verdict
-    saying so; an unknown run id -> ``ValueError``."""
+    saying so; an unknown run id -> ``InvalidValue``; a sweep's parent run, either of them ->
+    ``tracking.SweepParentRun`` (``refuse_sweep_parent``), before any other check."""
 
     c = tracking.client()
 
@@ -206,6 +207,8 @@ def evaluate(run_id: str, reference_id: str, rule: Rule, label: str = "") -> Ver
             raise InvalidValue(f"no run {rid!r} in {tracking.tracking_uri()}") from None
 
     run, ref = get(run_id), get(reference_id)
+    tracking.refuse_sweep_parent(run)  # a refused input (exit 2), not a failing verdict
+    tracking.refuse_sweep_parent(ref)
     header = (f"gate: run {run_id[:8]} ({run.data.tags.get('ragexp.ablation', '-')}) against "
               f"{label or 'run'} {reference_id[:8]} ({ref.data.tags.get('ragexp.ablation', '-')})"
               f"; {stats.CORRECTION_NAMES[rule.correction]} over {len(rule.measures)} "

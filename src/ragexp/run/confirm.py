@@ -12,10 +12,12 @@ tested per question (``stats.py``: BCa interval, randomisation p, Holm over the 
   ``ragexp.confirm.baseline_test_run``.
 
 Default baseline: the job of the run's sweep whose ablation is the config key ``baseline``
-(``default``), else the champion. Refused in one line (``ConfirmError``): a run selected on
-``split=all`` (nothing is held out), and a baseline evaluated on other data (``corpus_hash`` or
-``golden_hash`` differ, as ``ragexp gate`` refuses it). With questions from several sources, the numbers and tests are
-the run's ``objective_source`` questions' (``decide.sources``), as the sweep's choice was.
+(``default``), else the champion. Refused in one line: a sweep's parent run as run or baseline
+(``tracking.refuse_sweep_parent``, as every command refuses one), and (``ConfirmError``) a run
+selected on ``split=all`` (nothing is held out) and a baseline evaluated on other data
+(``corpus_hash`` or ``golden_hash`` differ, as ``ragexp gate`` refuses it). With questions from
+several sources, the numbers and tests are the run's ``objective_source`` questions'
+(``decide.sources``), as the sweep's choice was.
 """
 
 from __future__ import annotations
@@ -87,10 +89,16 @@ def confirm(run_id: str, baseline_id: str | None = None,
             measures: tuple[str, ...] = significance.DEFAULT_MEASURES,
             method: str = "holm") -> tuple[pd.DataFrame, list[stats.Paired], str]:
     """Evaluate run and baseline on test, test the difference, log it on the run. Returns the
-    dev-vs-test table, the adjusted tests and the baseline's run id."""
+    dev-vs-test table, the adjusted tests and the baseline's run id. A sweep's parent run as
+    either is refused first (``tracking.SweepParentRun``), then the refusals of the module
+    docstring (``ConfirmError``)."""
 
     c = tracking.client()
     run = c.get_run(run_id)
+    tracking.refuse_sweep_parent(run)
+    base = c.get_run(baseline_id) if baseline_id is not None else None
+    if base is not None:  # a given baseline: refused as early
+        tracking.refuse_sweep_parent(base)
     if run.data.params.get("split") == "all":
         raise ConfirmError(f"run {run_id[:8]} was selected on all questions (split=all), so "
                            f"nothing is held out to confirm it on: run the sweep with "
@@ -106,7 +114,8 @@ def confirm(run_id: str, baseline_id: str | None = None,
             baseline_id = champion.run_id
     if baseline_id == run_id:
         raise ConfirmError(f"run {run_id[:8]} is its own baseline: pass --baseline RUN_ID")
-    base = c.get_run(baseline_id)
+    if base is None:  # the sweep's baseline job or the champion
+        base = c.get_run(baseline_id)
     differ = [k for k in DATA_TAGS if run.data.tags.get(k) != base.data.tags.get(k)]
     if differ:
         raise ConfirmError(f"run {run_id[:8]} and baseline {baseline_id[:8]} were evaluated on "

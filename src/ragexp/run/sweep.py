@@ -195,7 +195,7 @@ class SweepCallback(Callback):
         for run in closed:
             print(f"closed abandoned run {run.info.run_id} ({run.info.run_name}) as FAILED: "
                   f"its process {run.data.tags.get(lifecycle.PID_TAG)} is gone")
-        tags = {"ragexp.role": "sweep", "ragexp.sweep_dir": sweep_dir,
+        tags = {tracking.ROLE_TAG: tracking.SWEEP_ROLE, "ragexp.sweep_dir": sweep_dir,
                 "ragexp.overrides": " ".join(config.hydra.overrides.task),
                 "ragexp.code": tracking.code_identity(), **lifecycle.process_tags()}
         if n_jobs is not None:

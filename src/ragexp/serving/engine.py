@@ -175,7 +175,9 @@ class Engine:
     @classmethod
     def from_run(cls, run_id: str) -> "Engine":
         """The engine of a run (full id or unique prefix), from what the run recorded: its
-        ``config.yaml``, its data locations and fingerprint, its abstain threshold."""
+        ``config.yaml``, its data locations and fingerprint, its abstain threshold. Raises
+        ``tracking.SweepParentRun`` for a sweep's parent run, ``ServingError`` for an unknown
+        id or a run that cannot be served."""
         c = tracking.client()
         try:
             run_id = tracking.resolve_run_id(run_id)
@@ -184,6 +186,7 @@ class Engine:
             raise ServingError(str(exc)) from None
         except Exception as exc:
             raise ServingError(f"no run {run_id!r} in {tracking.tracking_uri()}") from exc
+        tracking.refuse_sweep_parent(run)
         try:
             cfg = OmegaConf.load(tracking.artifact_path(run_id, "config.yaml"))
         except tracking.RunNotFound as exc:

@@ -34,11 +34,15 @@ class GateRefused(PromotionRefused):
 
 
 def check_promotable(run_id: str):
+    """The MLflow run ``run_id`` if it can be promoted. Raises ``tracking.SweepParentRun`` for
+    a sweep's parent run (first, as every command refuses one), ``PromotionRefused`` for an
+    unknown id, a run not FINISHED, without ``REQUIRED_METRICS`` or without ``config.yaml``."""
     c = tracking.client()
     try:
         run = c.get_run(run_id)
     except Exception:
         raise PromotionRefused(f"no run {run_id!r} in {tracking.tracking_uri()}") from None
+    tracking.refuse_sweep_parent(run)
     status = run.info.status
     if status != "FINISHED":
         detail = run.data.tags.get("ragexp.error", "")

@@ -379,7 +379,7 @@ def no_runs(experiment: str, what: str = "finished runs") -> NotFound:
 
 
 class RunNotFound(RagexpError, LookupError):
-    """A run reference that matches no run, or more than one."""
+    """A run reference that matches no run, or more than one, or no run of the kind needed."""
 
 
 def experiment_name_of(run_id: str) -> str:
@@ -424,12 +424,13 @@ _ARTIFACT_ROOTS: dict[tuple[str, str], str] = {}  # (tracking URI, run id) -> ro
 
 def artifact_path(run_id: str, name: str) -> str:
     """Local path of artifact ``name`` of a run, or ``RunNotFound`` saying why the run has
-    none: its status and, for a failed run, its ``ragexp.error`` tag. A run whose artifacts
-    are local files (``file:`` or plain-path artifact root) gives its own file, to be read, not
-    written (``download_artifacts`` copied it to a temporary folder first: 80 ms a file, 36
-    files at the end of a 12-job sweep); any other store downloads it. A run's artifact root,
-    fixed when the run is created, is read once per process (``get_run`` reads every param,
-    metric and tag of the run)."""
+    none: its status and, for a failed run, its ``ragexp.error`` tag; ``SweepParentRun``
+    (``refuse_sweep_parent``) for a sweep's parent run, whose one artifact is its page. A run
+    whose artifacts are local files (``file:`` or plain-path artifact root) gives its own file,
+    to be read, not written (``download_artifacts`` copied it to a temporary folder first: 80 ms
+    a file, 36 files at the end of a 12-job sweep); any other store downloads it. A run's
+    artifact root, fixed when the run is created, is read once per process (``get_run`` reads
+    every param, metric and tag of the run)."""
     # defer heavy import
     from mlflow.utils.file_utils import local_file_uri_to_path
 
@@ -448,38 +449,93 @@ def artifact_path(run_id: str, name: str) -> str:
             run = c.get_run(run_id)
         except Exception:
             raise RunNotFound(f"no run {run_id} in {tracking_uri()}") from None
+        if name != SWEEP_REPORT:  # the one artifact a sweep's parent run has
+            refuse_sweep_parent(run)
         error = run.data.tags.get("ragexp.error")
-        if run.data.tags.get("ragexp.role") == "sweep" and name != SWEEP_REPORT:
-            why = sweep_parent_hint(run)
-        elif run.info.status != "FINISHED":
+        if run.info.status != "FINISHED":
             why = f"it is {run.info.status}" + (f" ({error})" if error else "")
         else:
             why = f"it is FINISHED but has no {name} artifact (not a ragexp evaluation run?)"
         raise RunNotFound(f"run {run_id} has no {name}: {why}") from exc
 
 
-def sweep_parent_hint(parent) -> str:
-    """Why a sweep's parent run (``ragexp.role=sweep``) has no run artifacts (only
-    ``SWEEP_REPORT``), and which run to
-    name instead: the best it recorded (``ragexp.best_run``, ``ragexp.best_label``) and a few of
-    its finished child runs, newest first."""
+ROLE_TAG, SWEEP_ROLE = "ragexp.role", "sweep"  # the tag on a sweep's parent run (run.sweep)
+SWEEP_RUNS_NAMED = 3  # runs a refusal names to pick from, the best first
+
+
+class SweepParentRun(RunNotFound):
+    """A sweep's parent run given where an evaluation run is needed: it only groups its jobs'
+    runs and measured nothing itself (no metrics, ``config.yaml`` or per-question table)."""
+
+
+def sweep_runs(parent) -> list:
+    """Every run of sweep ``parent`` (an MLflow ``Run``), newest first: its children and the
+    finished runs it reused instead of rerunning them (tagged ``ragexp.in_sweep.<parent id>``,
+    ``run.sweep.SKIP_LINK``), as ``ragexp compare --parent`` lists them."""
     run_id = parent.info.run_id
-    tags = parent.data.tags
-    children = client().search_runs(
-        [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{run_id}' and "
-        f"attributes.status = 'FINISHED'", max_results=4,
-        order_by=["attributes.start_time DESC"])
+    found: dict[str, Any] = {}
+    for where in (f"tags.`mlflow.parentRunId` = '{run_id}'",
+                  f"tags.`ragexp.in_sweep.{run_id}` = 'skipped'"):
+        for run in client().search_runs([parent.info.experiment_id], where, max_results=50000):
+            found.setdefault(run.info.run_id, run)
+    return sorted(found.values(), key=lambda r: r.info.start_time or 0, reverse=True)
 
-    def named(ref: str, label: str | None) -> str:  # an id, with its label when it has one
-        return ref[:8] + (f" ({label})" if label and label not in ("custom", ref[:8]) else "")
 
-    listed = [named(c.info.run_id, c.data.tags.get("ragexp.ablation")) for c in children[:3]]
+def _named(run_id: str, label: str | None) -> str:
+    """``run_id[:8]``, with its label (``ragexp.ablation``) when that says something: not
+    ``custom`` (a run of overrides alone) or the id itself."""
+    return run_id[:8] + (f" ({label})" if label and label not in ("custom", run_id[:8]) else "")
+
+
+def refuse_sweep_parent(run) -> None:
+    """Raise ``SweepParentRun`` when ``run`` (an MLflow ``Run``) is a sweep's parent run (tag
+    ``ragexp.role=sweep``); nothing otherwise. Every command given a run id to evaluate, serve,
+    promote, gate, confirm or compare calls it before any other check, so a parent is refused
+    in the same one line everywhere, e.g. ``1a2b3c4d is a sweep's parent run (3 runs), not an
+    evaluation run: pick one of its runs, e.g. its best 5e6f7a8b (notes_hybrid), or 9c0d1e2f
+    (notes_baseline); `ragexp compare --parent 1a2b3c4d` lists them``: its best
+    (``ragexp.best_run``, ``ragexp.best_label``) and its other finished runs, newest first,
+    ``SWEEP_RUNS_NAMED`` in all; a run's label is its ablation unless that says nothing
+    (``custom``)."""
+    if run.data.tags.get(ROLE_TAG) != SWEEP_ROLE:
+        return
+    run_id, tags = run.info.run_id, run.data.tags
+    runs = sweep_runs(run)
+    finished = [r for r in runs if r.info.status == "FINISHED"]
+
     best = tags.get("ragexp.best_run")
-    options = [f"its best, {named(best, tags.get('ragexp.best_label'))}"] if best else []
-    if listed:
-        options.append(f"one of its runs, {', '.join(listed)}"
-                       + (", ..." if len(children) > 3 else ""))
-    return ("it is a sweep's parent run, which only groups its jobs' runs; pass one of them "
-            "instead (--run RUN_ID to ask, search or serve): "
-            + (" or ".join(options) if options else "it has no finished run")
-            + f" (ragexp compare --parent {run_id[:8]} lists them)")
+    picks = [f"its best {_named(best, tags.get('ragexp.best_label'))}"] if best else []
+    others = [r for r in finished if r.info.run_id != best]
+    room = SWEEP_RUNS_NAMED - len(picks)
+    picks += [_named(r.info.run_id, r.data.tags.get("ragexp.ablation")) for r in others[:room]]
+    count = f"{len(runs)} run{'' if len(runs) == 1 else 's'}" + (
+        f", {len(finished)} finished" if len(finished) != len(runs) else "")
+    head = f"{run_id[:8]} is a sweep's parent run ({count}), not an evaluation run"
+    if not picks:
+        raise SweepParentRun(f"{head}: none of its runs finished, so there is none to pick "
+                             f"instead; rerun the sweep")
+    raise SweepParentRun(f"{head}: pick one of its runs, e.g. {picks[0]}"
+                         + (f", or {', '.join(picks[1:])}" if picks[1:] else "")
+                         + (", ..." if len(others) > room else "")
+                         + f"; `ragexp compare --parent {run_id[:8]}` lists them")
+
+
+def refuse_sweep_child(run_id: str) -> None:
+    """Raise ``NotFound`` when run ``run_id`` (a full id) is one of a sweep's runs (it has an
+    ``mlflow.parentRunId``), given where the sweep's parent run is needed (``compare
+    --parent``, ``report --parent``, ``questions plan --parent``, ``promote --cheapest-tied``),
+    naming the sweep it belongs to; nothing otherwise (an id of no run too: the caller says what
+    it lacks)."""
+    # defer heavy import
+    from mlflow.exceptions import MlflowException
+
+    try:
+        tags = client().get_run(run_id).data.tags
+    except MlflowException:
+        return
+    parent = tags.get("mlflow.parentRunId")
+    if parent:
+        raise NotFound(f"{_named(run_id, tags.get('ragexp.ablation'))} is a run of sweep "
+                       f"{parent[:8]}, not a sweep's parent run: name its sweep, {parent[:8]}, "
+                       f"instead (`ragexp compare --parent {parent[:8]}` lists the sweep's "
+                       f"runs)")
