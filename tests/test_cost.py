@@ -158,6 +158,7 @@ def test_a_run_a_sweep_reused_from_itself_is_listed_once(monkeypatch):
                              "tags.ragexp.ablation": ["custom"] * len(ids)})
 
     monkeypatch.setattr(store, "client", lambda: None)
+    monkeypatch.setattr(store, "experiment_ids", lambda name: ["0"])
     monkeypatch.setattr(mlflow, "search_runs", search_runs)
     assert sorted(compare.runs_frame("e", parent="p")["run_id"]) == [a, b]
     assert list(compare.runs_frame("e", run_ids=[b, a, b])["run_id"]) == [b, a]

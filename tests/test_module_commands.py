@@ -55,6 +55,8 @@ def test_version_is_ragexps_from_the_script_and_the_module(tmp_path, capsys):
 def test_a_misspelt_command_says_which_was_meant(tmp_path):
     assert cli.near_command("compar") == "compare" and cli.near_command("promte") == "promote"
     assert cli.near_command("compare") is None and cli.near_command("embedder=hash") is None
+    for option in ("--config-dir", "-cd", "--multirun", "--cfg"):  # Hydra's options
+        assert cli.near_command(option) is None, option
     proc = module(tmp_path, "compar", "--runs", "x")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == ("error: no command 'compar' (did you mean 'compare'? "

@@ -510,8 +510,8 @@ def near_command(word: str) -> str | None:
     """The command a bare lower-case ``word`` that is none (``compar``) most likely meant, or
     None (``difflib``'s closest match at its default cutoff): ``python -m ragexp compar`` says
     so in one line instead of Hydra's "Error parsing override"."""
-    if not word.replace("-", "").isalpha() or not word.islower():
-        return None
+    if word.startswith("-") or not word.replace("-", "").isalpha() or not word.islower():
+        return None  # an option (--config-dir) is Hydra's
     # defer heavy import
     import difflib
 
