@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 from dataclasses import asdict
+from functools import lru_cache
 from pathlib import Path
 
 from ragexp import __version__
@@ -501,9 +502,12 @@ def _add_ui(sub) -> None:
     u.set_defaults(fn=cmd_ui)
 
 
-def _commands() -> list[str]:
+@lru_cache(maxsize=1)
+def _commands() -> tuple[str, ...]:
+    """The subcommand names, read once per process (building the parser takes 0.3 s, and
+    ``python -m ragexp WORD`` asks ``is_command`` and ``near_command``)."""
     sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return list(sub.choices)
+    return tuple(sub.choices)
 
 
 def near_command(word: str) -> str | None:
