@@ -73,6 +73,9 @@ def test_every_method_scores_equal_bm25s_on_random_corpora(method, seed):
     for block in (8, 16 * len(docs), 10**9):  # 1 query, 2 queries, all at once per block
         np.testing.assert_allclose(ours.best_scores(texts, block_bytes=block), best,
                                    rtol=F32, atol=1e-6)
+        # the sparse maximum is the dense one bit for bit, implicit zeros included
+        np.testing.assert_array_equal(ours.best_scores(texts, block_bytes=block),
+                                      got.max(axis=1))
     # top_k: exactly the documents holding a query term, best first, with bm25s's scores.
     idx, scores = ours.top_k(texts, 10)
     for row, q in enumerate(queries):
@@ -421,3 +424,16 @@ def test_the_near_tie_check_catches_a_ranking_that_is_not_a_near_tie(handbook, m
     with pytest.raises(AssertionError):
         assert_rankings_equal_float64_except_near_ties(index, reference(docs, "lucene"),
                                                        questions)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_best_scores_of_queries_matching_nothing_or_everything(method):
+    """A query of unknown words holds no posting (its best is the absent terms' score alone,
+    as over the dense matrix); one whose term every document holds has no implicit zero to
+    count."""
+    docs = [["lease", "broker"], ["lease"], ["lease", "partition", "broker"]]
+    ours = BM25Index(BM25Params(method=method)).fit_terms(docs)
+    texts = ["zzz qqq", "lease", "broker zzz", "lease partition"]
+    dense = ours.score(texts).max(axis=1)
+    for block in (8, 10**9):
+        np.testing.assert_array_equal(ours.best_scores(texts, block_bytes=block), dense)
