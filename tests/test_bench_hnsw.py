@@ -21,8 +21,9 @@ def measured(monkeypatch):
     """The embedder each ``measure`` call of ``bench_hnsw.main`` was given."""
     seen = []
     monkeypatch.setattr(bench_hnsw, "measure",
-                        lambda n, graphs, efs, queries, dim, work, embedder: seen.append(
-                            embedder) or [])
+                        lambda n, graphs, efs, queries, dim, work, embedder, topics, folder:
+                        seen.append((embedder, topics, folder) if topics or folder else embedder)
+                        or [])
     return seen
 
 
@@ -34,6 +35,42 @@ def test_embedder_option_defaults_to_hash_and_takes_minilm(measured, tmp_path):
     with pytest.raises(SystemExit) as exc:
         bench_hnsw.main([*work, "--embedder", "bge"])
     assert exc.value.code == 2
+    assert bench_hnsw.main([*work[:2], "--sizes", "10", "--topics", "7"]) == 0
+    assert bench_hnsw.main([*work[:2], "--sizes", "10", "--folder", str(tmp_path)]) == 0
+    assert measured[-2:] == [("hash", 7, None), ("hash", 0, tmp_path)]
+    with pytest.raises(SystemExit) as exc:
+        bench_hnsw.main([*work, "--topics", "7", "--folder", str(tmp_path)])
+    assert exc.value.code == 2
+
+
+def test_topics_and_folders_give_their_own_texts_vectors(tmp_path):
+    from tools import synth
+
+    topical, _ = bench_hnsw.vectors_of(12, 4, 32, tmp_path, topics=3)
+    folder = synth.folder(tmp_path, 12, 4, {**synth.TOPICS, "topics": 3})
+    assert (folder / "hash32.npz").is_file()
+    docs = [d.text for d in BeirDataset(str(folder)).documents()]
+    np.testing.assert_array_equal(topical, HashEmbedder(dim=32).embed(docs))
+    # a BEIR folder's first n passages and first queries, kept under a name for those sizes
+    first, asked = bench_hnsw.vectors_of(5, 2, 32, tmp_path, folder=folder)
+    assert (folder / "hash32-5-2.npz").is_file()
+    np.testing.assert_array_equal(first, topical[:5])
+    qs = [q.text for q in BeirDataset(str(folder)).queries()][:2]
+    np.testing.assert_array_equal(asked, HashEmbedder(dim=32).embed(qs, "query"))
+    with pytest.raises(InvalidValue, match="fewer than the 13 and 4 asked"):
+        bench_hnsw.vectors_of(13, 4, 32, tmp_path, folder=folder)
+
+
+def test_own_contrast_is_the_contrast_of_passages_past_themselves():
+    rng = np.random.default_rng(4)
+    vectors = rng.normal(size=(60, 5))
+    got = bench_hnsw.own_contrast(vectors, sample=8, k=3, seed=2)
+    rows = np.random.default_rng(2).choice(60, 8, replace=False)
+    dist = cdist(vectors[rows], vectors)
+    # each sampled passage is its own nearest (distance 0): its 3rd neighbour besides
+    # itself is the 4th nearest
+    assert got["relative_contrast"] == pytest.approx(
+        dist.mean() / np.sort(dist, axis=1)[:, 3].mean())
 
 
 def test_unknown_embedder_is_refused(tmp_path):

@@ -60,6 +60,70 @@ def test_same_seed_same_bytes_and_bad_sizes_fail(tmp_path, folder):
     assert synth.main([str(tmp_path / "bad2"), "--passages", "0"]) == 2
 
 
+def test_topics_draw_their_share_of_words_from_the_topics_vocabulary(tmp_path):
+    """With 4 topics of 60 words each and a share of 0.75, a passage shares far more words with
+    one of the other passages of its topic, beyond the commonest words, than a passage without
+    topics does with any; the
+    topics' words are drawn below the commonest ranks; topics=0 writes the topicless bytes."""
+    topical = synth.generate(tmp_path / "t", 400, 10, seed=4, topics=4, topic_share=0.75,
+                             topic_vocab=60)
+    plain = synth.generate(tmp_path / "p", 400, 10, seed=4)
+    again = synth.generate(tmp_path / "z", 400, 10, seed=4, topics=0)
+    assert (again / "corpus.jsonl").read_bytes() == (plain / "corpus.jsonl").read_bytes()
+    words = synth.vocabulary(200_000)
+    rank = {w: i for i, w in enumerate(words)}
+
+    def best_overlap(folder):  # over the words below the commonest 100
+        docs = [r["text"].split() for r in _rows(folder / "corpus.jsonl")]
+        sets = [{w for w in d if rank[w] >= synth.TOPIC_FLOOR} or {""} for d in docs]
+        return [max(len(a & b) / len(a) for j, b in enumerate(sets) if j != i)
+                for i, a in enumerate(sets[:50])], docs
+
+    topical_overlap, docs = best_overlap(topical)
+    plain_overlap, _ = best_overlap(plain)
+    assert np.median(topical_overlap) > 2 * np.median(plain_overlap)
+    # about three words in four come from 4 x 60 topic words, none of them ranked below 100
+    topic_words = Counter(w for d in docs for w in d if rank[w] >= synth.TOPIC_FLOOR)
+    top = {w for w, _ in topic_words.most_common(240)}
+    share = np.mean([np.mean([w in top for w in d]) for d in docs])
+    assert 0.7 < share < 0.9
+    # queries are still written from their relevant passage
+    queries = {r["_id"]: r["text"].split() for r in _rows(topical / "queries.jsonl")}
+    qrels = [line.split("\t") for line in
+             (topical / "qrels/test.tsv").read_text().splitlines()[1:]]
+    assert len(queries) == len(qrels) == 10
+    for qid, did, _ in qrels:
+        assert sum(w in set(docs[int(did[1:])]) for w in queries[qid]) >= 3
+
+
+@pytest.mark.parametrize("bad", [{"topics": -1}, {"topics": 3, "topic_share": 1.5},
+                                 {"topics": 3, "topic_vocab": 0},
+                                 {"topics": 3, "topic_vocab": 199_901}])
+def test_bad_topic_settings_fail(tmp_path, bad):
+    with pytest.raises(ValueError, match="topic_share"):
+        synth.generate(tmp_path / "bad", 20, 2, **bad)
+
+
+def test_folder_names_the_text_it_holds_and_is_generated_once(tmp_path, monkeypatch):
+    made = []
+    generate = synth.generate
+    monkeypatch.setattr(synth, "generate", lambda root, *a, **kw: made.append(
+        (Path(root).name, kw)) or generate(root, *a, **kw))
+    small = {"topics": 3, "topic_share": 0.5, "topic_vocab": 40}
+    assert synth.folder(tmp_path, 30, 5).name == "synth-30-5"
+    assert synth.folder(tmp_path, 30, 5, small).name == "synth-30-5-t3-0.5-40"
+    assert synth.folder(tmp_path, 30, 5, synth.TOPICS).name == "synth-30-5-t1000-0.75-700"
+    assert synth.folder(tmp_path, 30, 5, small).name == "synth-30-5-t3-0.5-40"  # reused
+    assert [name for name, _ in made] == ["synth-30-5", "synth-30-5-t3-0.5-40",
+                                          "synth-30-5-t1000-0.75-700"]
+    assert made[1][1] == small
+    assert synth.main([str(tmp_path / "cli"), "--passages", "30", "--queries", "3",
+                       "--topics", "2", "--topic-vocab", "20"]) == 0
+    assert made[-1][1] == {"topics": 2, "topic_share": 0.75, "topic_vocab": 20}
+    assert synth.main([str(tmp_path / "cli2"), "--passages", "30", "--topic-share", "2",
+                       "--topics", "2"]) == 2
+
+
 def test_per_question_table_is_one_csv_and_one_mlflow_table_in_one_upload(tmp_path, mlflow_store):
     import mlflow
 

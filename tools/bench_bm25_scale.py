@@ -165,9 +165,7 @@ def bench_rows(passages: int, Row, work: Path | None = None) -> list:
     from tools import synth
 
     with tempfile.TemporaryDirectory(prefix="ragexp-bm25-") as tmp:
-        folder = Path(work or tmp) / f"synth-{passages}-1000"
-        if not (folder / "corpus.jsonl").is_file():
-            synth.generate(folder, passages, min(1000, passages))
+        folder = synth.folder(Path(work or tmp), passages, min(1000, passages))
         return rows(measure(texts_of(folder)), Row)
 
 

@@ -12,8 +12,15 @@ alone (``ann.search_latency_ms``), and recall@10 vs exact counting ties as ann-b
 ``t * (N log N) / (n log n)`` (an HNSW insert visits O(log n) layers and candidates; Malkov and
 Yashunin 2018, section 4.2), from the largest size measured.
 
+``--topics N`` reads the folder ``synth.py`` writes with N topics (``synth.TOPICS``' share
+and topic vocabulary; ``make bench-scale`` uses ``--topics 1000``; 0, the default, is the
+structureless folder), and ``--folder DIR`` any BEIR folder instead (such as
+``tools.docstrings``' real paragraphs), whose first n passages make size n. Under the table
+it prints, per size, the relative contrast of the queries searched and of the passages
+themselves (``own_contrast``: what a graph is built over, whatever the queries).
+
 ``python -m tools.bench_hnsw [--sizes 10000,100000] [--graphs 16:100,32:200] [--ef 64,128,256]
-[--embedder hash|minilm]``
+[--embedder hash|minilm] [--topics N | --folder DIR]``
 """
 
 from __future__ import annotations
@@ -69,13 +76,16 @@ def minilm_embed(cache_dir: Path) -> Callable[[list[str], str], np.ndarray]:
     return lambda texts, mode: cache.embed(emb, texts, mode, progress=False)
 
 
-def vectors_of(n: int, queries: int, dim: int, work: Path,
-               embedder: str = "hash") -> tuple[np.ndarray, np.ndarray]:
+def vectors_of(n: int, queries: int, dim: int, work: Path, embedder: str = "hash",
+               topics: int = 0, folder: Path | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Passage (n, d) and query (queries, d) vectors of the ``synth.py`` folder
-    ``work/synth-{n}-{queries}`` (``bench_scale``'s), embedded once and kept beside it:
+    ``synth.folder(work, n, queries)`` (``bench_scale``'s; with ``topics`` > 0, the one with
+    that many topics and ``synth.TOPICS``' other settings), or of the first n passages and
+    first ``queries`` queries of the BEIR ``folder``, embedded once and kept beside it:
     ``hash{dim}.npz`` (``hash_embed``, d = ``dim``) or ``minilm384.npz`` (``minilm_embed``
-    with ``cache_dir`` ``work/cache``, d = 384; ``dim`` unused). Raises ``InvalidValue`` for
-    an embedder not in ``EMBEDDERS``."""
+    with ``cache_dir`` ``work/cache``, d = 384; ``dim`` unused), named for n and ``queries``
+    in a given ``folder``. Raises ``InvalidValue`` for an embedder not in ``EMBEDDERS`` or a
+    ``folder`` with fewer than n passages or ``queries`` queries."""
     # defer heavy import
     from ragexp.data.datasets import BeirDataset
     from ragexp.errors import InvalidValue
@@ -84,18 +94,26 @@ def vectors_of(n: int, queries: int, dim: int, work: Path,
 
     if embedder not in EMBEDDERS:
         raise InvalidValue(f"embedder {embedder!r}: choose one of {', '.join(EMBEDDERS)}")
-    data = work / f"synth-{n}-{queries}"
-    if not (data / "qrels" / "test.tsv").is_file():
-        synth.generate(data, n, queries)
-    cached = data / (f"hash{dim}.npz" if embedder == "hash" else "minilm384.npz")
+    if folder is None:
+        data = synth.folder(work, n, queries, {**synth.TOPICS, "topics": topics} if topics
+                            else None)
+    else:
+        data = Path(folder)
+    name = f"hash{dim}" if embedder == "hash" else "minilm384"
+    cached = data / (f"{name}.npz" if folder is None else f"{name}-{n}-{queries}.npz")
     if cached.is_file():
         held = np.load(cached)
         return held["passages"], held["queries"]
     embed = hash_embed(dim) if embedder == "hash" else minilm_embed(work / "cache")
     ds = BeirDataset(str(data))
-    chunks = WholeDocumentChunker().chunk(ds.documents())
+    docs, asked = ds.documents()[:n], ds.queries()[:queries]
+    if len(docs) < n or len(asked) < queries:
+        raise InvalidValue(f"{data}: {len(ds.documents()):,} passages and "
+                           f"{len(ds.queries()):,} queries, fewer than the {n:,} and "
+                           f"{queries:,} asked")
+    chunks = WholeDocumentChunker().chunk(docs)
     passages = embed([c.text for c in chunks], "passage")
-    qs = embed([q.text for q in ds.queries()], "query")
+    qs = embed([q.text for q in asked], "query")
     np.savez(cached, passages=passages, queries=qs)
     return passages, qs
 
@@ -130,6 +148,17 @@ def contrast(vectors: np.ndarray, queries: np.ndarray, k: int = DEPTH) -> dict[s
             "gap_median": float(np.median(top[:, 1] - top[:, 0]))}
 
 
+def own_contrast(vectors: np.ndarray, sample: int = 200, k: int = DEPTH,
+                 seed: int = 5) -> dict[str, float]:
+    """``contrast`` of ``sample`` passages (drawn with ``seed``) against all n passages (n, d)
+    at their (k + 1)-th neighbour, the k-th besides themselves: how much neighbourhood structure
+    the vectors a graph is built over hold, whatever the queries. Raises ``InvalidValue``
+    unless k + 1 < n."""
+    rows = np.random.default_rng(seed).choice(len(vectors), min(sample, len(vectors)),
+                                              replace=False)
+    return contrast(vectors, vectors[rows], k=k + 1)
+
+
 def true_scores(vectors: np.ndarray, queries: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """(q, k) exact inner product of each query with each returned id (-inf for -1)."""
     safe = np.where(ids >= 0, ids, 0)
@@ -138,19 +167,24 @@ def true_scores(vectors: np.ndarray, queries: np.ndarray, ids: np.ndarray) -> np
 
 
 def measure(n: int, graphs: list[tuple[int, int]], efs: list[int], queries: int, dim: int,
-            work: Path, embedder: str = "hash") -> list[dict]:
+            work: Path, embedder: str = "hash", topics: int = 0,
+            folder: Path | None = None) -> list[dict]:
     """One row per (M, ef_construction, ef_search), and one for flat (with the ``contrast``
-    of the queries searched), at ``n`` passages of ``embedder``'s vectors (``vectors_of``)."""
+    of the queries searched and the passages' ``own_contrast``), at ``n`` passages of
+    ``embedder``'s vectors (``vectors_of`` with ``topics`` and ``folder``)."""
     from ragexp.index import ann
     from ragexp.index.flat import FlatIPIndex
 
-    vectors, qs = vectors_of(n, min(FOLDER_QUERIES, n), dim, work, embedder)
+    asked = queries if folder is not None else min(FOLDER_QUERIES, n)
+    vectors, qs = vectors_of(n, asked, dim, work, embedder, topics, folder)
     qs = qs[:queries]
+    own = own_contrast(vectors)
     flat = FlatIPIndex(vectors)
     exact_scores, exact = flat.search(qs, DEPTH)
     flat_p50 = ann.search_latency_ms(flat, qs, DEPTH)["index.search_p50_ms"]
     rows = [{"n": n, "index": "flat", "p50_ms": flat_p50, "recall": 1.0,
-             "queries": len(qs), **contrast(vectors, qs)}]
+             "queries": len(qs), **contrast(vectors, qs),
+             "own_contrast": own["relative_contrast"]}]
     for m, efc in graphs:
         start = time.perf_counter()
         built = ann.HNSWSpec(M=m, ef_construction=efc).build(vectors)
@@ -194,6 +228,9 @@ def render(rows: list[dict]) -> str:
              f"(mean distance / distance to the {DEPTH}th neighbour) "
              f"{r['relative_contrast']:.3f}, median gap between the {DEPTH}th and "
              f"{DEPTH + 1}th scores {r['gap_median']:.4f}"
+             + (f"; the passages' own relative contrast (200 of them against all, at their "
+                f"{DEPTH}th neighbour besides themselves) {r['own_contrast']:.3f}"
+                if "own_contrast" in r else "")
              for r in rows if r["index"] == "flat" and "relative_contrast" in r]
     return "\n".join(lines + ([""] + notes if notes else []))
 
@@ -225,13 +262,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedder", choices=EMBEDDERS, default="hash",
                         help="hash: bench-scale's vectors; minilm: the minilm embedder option's "
                              "(offline MiniLM int8, embedded once into minilm384.npz)")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--topics", type=int, default=0,
+                        help="synth folders with this many topics (0: none; make bench-scale: "
+                             "1000)")
+    source.add_argument("--folder", type=Path, help="a BEIR folder to measure instead, such as "
+                                                    "python -m tools.docstrings writes")
     parser.add_argument("--work", default=".cache/ragexp/bench-scale")
     args = parser.parse_args(argv)
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     rows = [r for n in args.sizes
             for r in measure(n, args.graphs, args.ef, args.queries, args.dim, work,
-                             args.embedder)]
+                             args.embedder, args.topics, args.folder)]
     print(render(rows))
     return 0
 

@@ -8,7 +8,17 @@ so that ``text.tokenize`` keeps each as one distinct term. Each query is written
 passage: a few of its rarer words (the ones that identify it) plus common words drawn from the
 same law, and that passage is its one relevant document in ``qrels/test.tsv`` (grade 1).
 
-``python -m tools.synth OUT --passages 100000 [--queries 1000] [--seed 13]``
+With ``topics`` > 0 each passage also has a topic, as real text does: it draws a share
+(``topic_share``) of its words from its topic's own vocabulary (``topic_vocab`` words of the
+general one, chosen per topic, drawn by the same Zipf law within the topic) and the rest from
+the general law, a one-topic-per-document mixture (the "mixture of unigrams" of Nigam et al.,
+"Text classification from labeled and unlabeled documents using EM", Machine Learning 2000).
+Without topics no group of passages shares words more than any other, so their vectors have
+no neighbourhoods (docs/scale.md measures what that does to a graph index); ``TOPICS`` is the
+setting whose hash vectors match the neighbourhood structure of real paragraphs (the relative
+contrast measured in docs/scale.md), which ``make bench-scale`` uses.
+
+``python -m tools.synth OUT --passages 100000 [--queries 1000] [--seed 13] [--topics 1000]``
 """
 
 from __future__ import annotations
@@ -23,6 +33,10 @@ import numpy as np
 from ragexp.text.analysis import tokenize
 
 SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]  # 70 syllables
+# make bench-scale's topic structure: 1,000 topics, three words in four from the topic's own 700
+# (docs/scale.md: hash vectors of these passages have the relative contrast of real paragraphs)
+TOPICS = {"topics": 1000, "topic_share": 0.75, "topic_vocab": 700}
+TOPIC_FLOOR = 100  # topic words are drawn from general ranks >= this: not the commonest words
 
 
 def vocabulary(size: int) -> list[str]:
@@ -51,19 +65,34 @@ def zipf_probabilities(size: int, s: float) -> np.ndarray:
 
 def generate(out: str | Path, passages: int, queries: int = 1000, seed: int = 13,
              vocab_size: int = 200_000, s: float = 1.1, mean_words: int = 50,
-             query_rare: int = 3, query_common: int = 2) -> Path:
+             query_rare: int = 3, query_common: int = 2, topics: int = 0,
+             topic_share: float = 0.75, topic_vocab: int = 700) -> Path:
     """Write ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/test.tsv`` under ``out``.
 
     Passage lengths are Poisson(``mean_words``) (at least 5 words); each query takes the
-    ``query_rare`` rarest words of a random passage plus ``query_common`` Zipf draws.
-    Raises ValueError on sizes below 1 or more queries than passages.
+    ``query_rare`` rarest words of a random passage plus ``query_common`` Zipf draws. With
+    ``topics`` > 0, each passage draws its topic uniformly from ``topics`` and each of its
+    words comes from that topic's ``topic_vocab`` words with probability ``topic_share``
+    (module docstring); ``topics=0`` writes the same bytes as before topics existed.
+    Raises ValueError on sizes below 1, more queries than passages, a ``topic_share``
+    outside [0, 1] or a ``topic_vocab`` outside [1, vocab_size - TOPIC_FLOOR].
     """
     if passages < 1 or queries < 1 or queries > passages:
         raise ValueError(f"need 1 <= queries <= passages, got passages={passages}, "
                          f"queries={queries}")
+    if topics < 0 or not 0.0 <= topic_share <= 1.0 or not (
+            1 <= topic_vocab <= vocab_size - TOPIC_FLOOR):
+        raise ValueError(f"need topics >= 0, 0 <= topic_share <= 1 and 1 <= topic_vocab <= "
+                         f"{vocab_size - TOPIC_FLOOR}, got topics={topics}, topic_share="
+                         f"{topic_share}, topic_vocab={topic_vocab}")
     rng = np.random.default_rng(seed)
     words = np.array(vocabulary(vocab_size), dtype=object)
     cdf = np.cumsum(zipf_probabilities(vocab_size, s))
+    if topics:  # its own generator, so topics=0 draws exactly what it drew before
+        trng = np.random.default_rng([seed, topics])
+        topic_cdf = np.cumsum(zipf_probabilities(topic_vocab, s))
+        topic_words = np.stack([trng.choice(np.arange(TOPIC_FLOOR, vocab_size), topic_vocab,
+                                            replace=False) for _ in range(topics)])
     root = Path(out)
     (root / "qrels").mkdir(parents=True, exist_ok=True)
     targets = set(rng.choice(passages, size=queries, replace=False).tolist())
@@ -75,6 +104,12 @@ def generate(out: str | Path, passages: int, queries: int = 1000, seed: int = 13
             lengths = np.maximum(rng.poisson(mean_words, n), 5)
             ranks = np.searchsorted(cdf, rng.random(lengths.sum()), side="right")
             ranks = np.minimum(ranks, vocab_size - 1)
+            if topics:
+                of_word = np.repeat(trng.integers(0, topics, n), lengths)
+                within = np.minimum(np.searchsorted(topic_cdf, trng.random(len(ranks)),
+                                                    side="right"), topic_vocab - 1)
+                ranks = np.where(trng.random(len(ranks)) < topic_share,
+                                 topic_words[of_word, within], ranks)
             bounds = np.concatenate([[0], np.cumsum(lengths)])
             lines = []
             for j in range(n):
@@ -98,6 +133,21 @@ def generate(out: str | Path, passages: int, queries: int = 1000, seed: int = 13
     return root
 
 
+def folder(work: str | Path, passages: int, queries: int, topics: dict | None = None) -> Path:
+    """The folder ``work/synth-{passages}-{queries}``, with ``-t{topics}-{topic_share}-
+    {topic_vocab}`` appended when ``topics`` (``generate``'s three topic keywords, such as
+    ``TOPICS``) names topics, generated with seed 13 unless its qrels exist: the one place the
+    bench tools name their folders, so folders of different text never share a name."""
+    topics = topics or {}
+    name = f"synth-{passages}-{queries}"
+    if topics.get("topics"):
+        name += f"-t{topics['topics']}-{topics['topic_share']}-{topics['topic_vocab']}"
+    root = Path(work) / name
+    if not (root / "qrels" / "test.tsv").is_file():
+        generate(root, passages, queries, **topics)
+    return root
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.synth", description=__doc__.split(
         "\n")[0])
@@ -105,9 +155,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passages", type=int, required=True)
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--topics", type=int, default=0,
+                        help=f"topics (0: none; make bench-scale uses {TOPICS['topics']})")
+    parser.add_argument("--topic-share", type=float, default=TOPICS["topic_share"])
+    parser.add_argument("--topic-vocab", type=int, default=TOPICS["topic_vocab"])
     args = parser.parse_args(argv)
     try:
-        path = generate(args.out, args.passages, args.queries, args.seed)
+        path = generate(args.out, args.passages, args.queries, args.seed, topics=args.topics,
+                        topic_share=args.topic_share, topic_vocab=args.topic_vocab)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
