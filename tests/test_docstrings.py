@@ -22,7 +22,8 @@ def sources(tmp_path):
         f'"""{LONG}\n\nToo short to keep.\n\n   Leases    expire after thirty seconds unless '
         f'the holder renews them in time."""\n\n'
         f'def f():\n    """{LONG}"""\n\n'
-        f'class C:\n    """Each class docstring paragraph counts the same way as a module one."""\n',
+        'class C:\n    """Each class docstring paragraph counts the same way as a module one."""'
+        '\n',
         encoding="utf-8")
     (root / "b.py").write_text("def broken(:\n", encoding="utf-8")
     (root / "c.py").write_bytes(b'"""\xff\xfe not utf-8 at all, so this file is skipped."""\n')
