@@ -149,7 +149,11 @@ class BM25Index:
                                     tokens.ids.copy(), tokens.offsets), shape=(n_docs, n_terms))
         counts.sum_duplicates()
         doc_len = lengths.astype(np.float64)
-        df = np.bincount(counts.indices, minlength=n_terms).astype(np.float64)
+        # document frequencies a block at a time: bincount converts its input to int64, which
+        # for all postings at once (a million passages) was the fit's peak
+        df = np.zeros(n_terms, dtype=np.float64)
+        for lo in range(0, counts.nnz, _BLOCK):
+            df += np.bincount(counts.indices[lo:lo + _BLOCK], minlength=n_terms)
         self.n_docs, self.doc_len = n_docs, doc_len
         self.avgdl = doc_len.mean() if doc_len.mean() > 0 else 1.0
         p = self.params
@@ -159,18 +163,23 @@ class BM25Index:
         # query's score is its sparse product plus one constant.
         self.absent = (self.idf * tfc(p.method, 0.0, 1.0, p.k1, p.delta)
                        if p.method in ("bm25l", "bm25+") else np.zeros(n_terms))
-        weights = np.empty(counts.nnz, dtype=np.float32)  # computed in float64, stored rounded
-        row_of = np.repeat(np.arange(n_docs, dtype=np.int32), np.diff(counts.indptr))
-        for lo in range(0, counts.nnz, _BLOCK):
-            hi = min(lo + _BLOCK, counts.nnz)
-            cols = counts.indices[lo:hi]
-            weights[lo:hi] = (self.idf[cols] * tfc(p.method, counts.data[lo:hi].astype(
-                np.float64), norm[row_of[lo:hi]], p.k1, p.delta) - self.absent[cols])
-        del row_of
+        # Only the postings' columns and row pointers outlive the loop: the counts go before the
+        # transpose below copies the postings (at a million passages the fit's peak held the
+        # counts, a row index per posting and both layouts at once: the peak of a whole run).
+        indices, indptr, tf = counts.indices, counts.indptr, counts.data
+        del counts
+        weights = np.empty(len(tf), dtype=np.float32)  # computed in float64, stored rounded
+        for lo in range(0, len(tf), _BLOCK):
+            hi = min(lo + _BLOCK, len(tf))
+            cols = indices[lo:hi]
+            rows = np.searchsorted(indptr, np.arange(lo, hi), side="right") - 1
+            weights[lo:hi] = (self.idf[cols] * tfc(p.method, tf[lo:hi].astype(np.float64),
+                                                   norm[rows], p.k1, p.delta) - self.absent[cols])
+        del tf
         assert (weights >= 0).all(), "every variant's present-term weight is >= 0"
         # (n_docs, n_terms) by column, so its transpose is each term's postings by row (a
         # view: one copy of the weights serves both).
-        self.weights = sparse.csr_matrix((weights, counts.indices, counts.indptr),
+        self.weights = sparse.csr_matrix((weights, indices, indptr),
                                          shape=(n_docs, n_terms)).tocsc()
         self._by_term = self.weights.T.tocsr()  # (n_terms, n_docs): each term's postings
         return self
