@@ -353,3 +353,21 @@ def test_the_batching_measurement_times_every_rule_and_restores_the_embedder(min
     assert all(set(r) == {"ours budget 64", "fastembed 8"} and min(r.values()) > 0
                for r in rates.values())
     assert (minilm.batch_size, minilm.batch_tokens) == (32, BATCH_TOKENS)
+
+
+def test_the_minilm_rate_embeds_every_passage_on_every_call(tmp_path, monkeypatch, minilm):
+    """A second ``make bench-scale`` in the same work folder once timed cache hits: each call
+    embeds on a fresh cache, and leaves no cache behind."""
+    from ragexp.index.embedders import FastEmbedEmbedder
+    from tools import bench_embedding
+
+    embedded = []
+    embed = FastEmbedEmbedder.embed
+    monkeypatch.setattr(FastEmbedEmbedder, "embed", lambda self, texts, mode="passage": (
+        embedded.append(len(texts)) or embed(self, texts, mode)))
+    for _ in range(2):
+        embedded.clear()
+        rate, n = bench_embedding.minilm_rate(6, tmp_path)
+        assert n == 6 and rate > 0
+        assert sum(embedded) == 6 + 6  # the warm-up's 6 (texts[:8]) and all 6 through the cache
+    assert not list(tmp_path.glob("minilm-cache*"))
