@@ -19,11 +19,12 @@ the threshold for batches so they take the BLAS path; ``make bench`` measures th
 blocks instead, bounding the score matrix: queries go ``QUERY_TILE`` at a time and passages B
 at a time (B rounded up to a multiple of ``PASSAGE_TILE``), so the search holds at most
 ``QUERY_TILE x B`` scores beside its (n_queries, k) result, whatever the number of queries.
-Every score comes from one sgemm of a fixed shape (``QUERY_TILE x PASSAGE_TILE``, the last
-tiles padded with zero rows), so its bits do not depend on B or on how many queries were asked;
+Every score comes from one float64 gemm of a fixed shape (``QUERY_TILE x PASSAGE_TILE``, the
+last tiles padded with zero rows) rounded to float32, so its bits do not depend on B or on how
+many queries were asked (``blocked_search``);
 each query keeps its top k by score, ties by the lower passage id. The ranking is therefore
 bit-identical (ids, scores, tie order) whatever B, one block included. Its scores can differ
-from the unblocked FAISS kernel's in the last bit (another sgemm shape), so a tie or near-tie
+from the unblocked FAISS kernel's in the last bit (a float32 sgemm), so a tie or near-tie
 at the k-th place may resolve differently there.
 """
 
@@ -36,8 +37,8 @@ import numpy as np
 
 from ragexp.errors import InvalidValue
 
-QUERY_TILE = 32  # queries per sgemm of a blocked search
-PASSAGE_TILE = 1024  # passages per sgemm of a blocked search (FAISS's database tile too)
+QUERY_TILE = 32  # queries per gemm of a blocked search
+PASSAGE_TILE = 1024  # passages per gemm of a blocked search (FAISS's database tile too)
 
 
 def faiss_module() -> Any:
@@ -114,14 +115,18 @@ def blocked_search(queries: np.ndarray, vectors: np.ndarray, k: int,
     """Exact top-``k`` inner product of ``queries`` (nq, d) over ``vectors`` (n, d), both
     float32, ``k <= n``: (scores float32, ids int64), each (nq, k), best first, ties by the lower
     id. At most ``QUERY_TILE x block_size`` scores exist at once (``block_size`` rounded up to a
-    multiple of ``PASSAGE_TILE``); each comes from a fixed-shape sgemm, so the result does not
-    depend on ``block_size`` or on the other queries of the batch."""
+    multiple of ``PASSAGE_TILE``); each comes from a fixed-shape product, so the result does not
+    depend on ``block_size`` or on the other queries of the batch. The product is a float64
+    gemm rounded to float32: in a float32 sgemm a query's bits depended on its row within the
+    tile on OpenBLAS's Haswell kernels (row 25 of a tile against row 0: 1 ulp; AVX-512 kernels
+    gave the same bits), which a float64 sum rounded to float32 hides but for values within
+    about 1e-16 of a float32 rounding boundary."""
     n, dim = vectors.shape
     step = -(-block_size // PASSAGE_TILE) * PASSAGE_TILE
     scores = np.empty((len(queries), k), dtype=np.float32)
     ids = np.empty((len(queries), k), dtype=np.int64)
-    tile = np.zeros((QUERY_TILE, dim), dtype=np.float32)
-    spare = np.zeros((PASSAGE_TILE, dim), dtype=np.float32)
+    tile = np.zeros((QUERY_TILE, dim), dtype=np.float64)
+    spare = np.zeros((PASSAGE_TILE, dim), dtype=np.float64)
     for q0 in range(0, len(queries), QUERY_TILE):
         rows = min(QUERY_TILE, len(queries) - q0)
         tile[:rows], tile[rows:] = queries[q0:q0 + rows], 0.0
@@ -132,11 +137,9 @@ def blocked_search(queries: np.ndarray, vectors: np.ndarray, k: int,
             block = np.empty((rows, width), dtype=np.float32)
             for t0 in range(0, width, PASSAGE_TILE):
                 cols = min(PASSAGE_TILE, width - t0)
-                part = vectors[p0 + t0:p0 + t0 + cols]
-                if cols < PASSAGE_TILE:  # pad: the sgemm keeps its shape
-                    spare[:cols], spare[cols:] = part, 0.0
-                    part = spare
-                block[:, t0:t0 + cols] = (tile @ part.T)[:rows, :cols]
+                # padded to the full tile: the gemm keeps its shape
+                spare[:cols], spare[cols:] = vectors[p0 + t0:p0 + t0 + cols], 0.0
+                block[:, t0:t0 + cols] = (tile @ spare.T)[:rows, :cols]
             cand_s = np.concatenate([best_s, block], axis=1)
             cand_i = np.concatenate([best_i, np.broadcast_to(
                 np.arange(p0, p0 + width, dtype=np.int64), (rows, width))], axis=1)
