@@ -57,8 +57,13 @@ def test_topics_and_folders_give_their_own_texts_vectors(tmp_path):
     np.testing.assert_array_equal(first, topical[:5])
     qs = [q.text for q in BeirDataset(str(folder)).queries()][:2]
     np.testing.assert_array_equal(asked, HashEmbedder(dim=32).embed(qs, "query"))
-    with pytest.raises(InvalidValue, match="fewer than the 13 and 4 asked"):
+    with pytest.raises(InvalidValue,
+                       match="asked for 13 passages and 4 queries, it holds 12 and 4"):
         bench_hnsw.vectors_of(13, 4, 32, tmp_path, folder=folder)
+    # the command says so in one line, exit 2, as it does for a folder that is not BEIR
+    assert bench_hnsw.main(["--work", str(tmp_path), "--sizes", "13", "--folder", str(folder)]) == 2
+    assert bench_hnsw.main(["--work", str(tmp_path), "--sizes", "5",
+                            "--folder", str(tmp_path / "nowhere")]) == 2
 
 
 def test_own_contrast_is_the_contrast_of_passages_past_themselves():

@@ -108,9 +108,8 @@ def vectors_of(n: int, queries: int, dim: int, work: Path, embedder: str = "hash
     ds = BeirDataset(str(data))
     docs, asked = ds.documents()[:n], ds.queries()[:queries]
     if len(docs) < n or len(asked) < queries:
-        raise InvalidValue(f"{data}: {len(ds.documents()):,} passages and "
-                           f"{len(ds.queries()):,} queries, fewer than the {n:,} and "
-                           f"{queries:,} asked")
+        raise InvalidValue(f"{data}: asked for {n:,} passages and {queries:,} queries, it holds "
+                           f"{len(ds.documents()):,} and {len(ds.queries()):,}")
     chunks = WholeDocumentChunker().chunk(docs)
     passages = embed([c.text for c in chunks], "passage")
     qs = embed([q.text for q in asked], "query")
@@ -272,9 +271,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    rows = [r for n in args.sizes
-            for r in measure(n, args.graphs, args.ef, args.queries, args.dim, work,
-                             args.embedder, args.topics, args.folder)]
+    # defer heavy import
+    from ragexp.errors import RagexpError
+
+    try:
+        rows = [r for n in args.sizes
+                for r in measure(n, args.graphs, args.ef, args.queries, args.dim, work,
+                                 args.embedder, args.topics, args.folder)]
+    except RagexpError as exc:  # a folder too small or unreadable, an unknown embedder
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(render(rows))
     return 0
 

@@ -183,8 +183,9 @@ def one_size(n: int, queries: int, dim: int, work: Path) -> dict:
 def stages(n: int, data: Path, dim: int, work: Path, vectors_out: Path,
            queries_out: Path) -> dict:
     """Each stage alone on the ``n`` passages of ``data``, in pipeline order, in this process
-    (``own_process``: nothing else ran in it): seconds and peak RSS of each, the RSS before them (``base``, the interpreter with
-    ragexp imported) and the bytes of the vectors plus the BM25 matrices. Writes the passage
+    (``own_process``: nothing else ran in it): seconds and peak RSS of each, the RSS before
+    them (``base``, the interpreter with ragexp imported) and the bytes of the vectors plus the
+    BM25 matrices. Writes the passage
     vectors (n, dim) and the query vectors (q, dim), float32, to ``vectors_out`` and
     ``queries_out`` for the index parts."""
     import numpy as np
