@@ -400,3 +400,67 @@ def test_the_cli_refuses_a_malformed_folder_with_exit_2_and_creates_nothing(tmp_
     assert f"embedder.path={folder}: {folder}/passages.npy is not a .npy matrix" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_rows_read_are_np_load_s_bits_in_either_memory_order(tmp_path):
+    """The rows read past the header are the bytes ``np.load`` returns, for a C- and a
+    Fortran-ordered file alike (np.save writes the transpose's rows for the latter)."""
+    from ragexp.index import precomputed
+
+    x = _unit(300, 8, 3)
+    for order in ("C", "F"):
+        folder = _folder(tmp_path / order, np.asarray(x, order=order),
+                         ids=[f"d{i}" for i in range(300)])
+        precomputed._read.cache_clear()
+        got = PrecomputedEmbedder(str(folder)).files["passage"].vectors
+        assert np.array_equal(got, np.load(folder / "passages.npy"))
+        assert got.flags.writeable and got.flags.f_contiguous == (order == "F")
+
+
+def test_a_truncated_matrix_is_named_with_the_bytes_it_lacks(tmp_path):
+    folder = _folder(tmp_path / "v")
+    npy = folder / "passages.npy"
+    npy.write_bytes(npy.read_bytes()[:-40])  # the last 10 floats cut off
+    with pytest.raises(PrecomputedError) as info:
+        PrecomputedEmbedder(str(folder))
+    assert str(info.value) == (f"{npy} is truncated: its header declares a (4, 8) float32 matrix "
+                       f"(128 bytes after the header) but it holds 88")
+
+
+def test_a_big_endian_matrix_is_refused_unread(tmp_path):
+    assert "holds >f4; need float32" in _error(tmp_path, passages=_unit(4, 8).astype(">f4"))
+
+
+def test_a_wrong_dtype_is_named_before_the_ids_and_the_ids_before_the_rows(tmp_path):
+    """Errors come in the order shape/dtype, ids, rows, whichever the folder holds."""
+    rows = _unit(4, 8)
+    rows[1] = np.nan
+    assert "holds float64" in _error(tmp_path, passages=rows.astype(np.float64), ids=["d0"])
+    assert "has 4 rows but" in _error(tmp_path, passages=rows, ids=["d0"])
+    assert "NaN or inf in row 1" in _error(tmp_path, passages=rows)
+
+
+@pytest.mark.parametrize("ids,distinct", [(["a", "b", "c"], True), (["a", "b", "a"], False),
+                                          ([], True), (["x"] * 5, False)])
+def test_distinct_ids_are_told_apart_even_when_their_hashes_collide(monkeypatch, ids, distinct):
+    """``_distinct`` answers from the ids' hashes when those are all different and falls back
+    to comparing the ids themselves when two hashes are equal: a hash that maps every id to one
+    value (every pair collides) must still tell distinct ids from repeated ones."""
+    import builtins
+
+    from ragexp.index import precomputed
+
+    assert precomputed._distinct(ids) is distinct
+    monkeypatch.setattr(builtins, "hash", lambda _: 7)
+    assert precomputed._distinct(ids) is distinct
+
+
+def test_duplicates_among_many_ids_are_found_as_a_set_finds_them():
+    """Against ``set`` on 200,000 random ids, with and without one id repeated."""
+    from ragexp.index import precomputed
+
+    rng = np.random.default_rng(5)
+    ids = [f"doc-{v}" for v in rng.choice(10**9, size=200_000, replace=False)]
+    assert precomputed._distinct(ids) is (len(set(ids)) == len(ids)) is True
+    ids[123_456] = ids[7]
+    assert precomputed._distinct(ids) is (len(set(ids)) == len(ids)) is False

@@ -48,7 +48,9 @@ def minilm_rate(n: int, work: Path) -> tuple[float, int]:
 def import_ratio(rows: int, work: Path, dim: int = 384) -> dict[str, float]:
     """Seconds of ``np.load`` of a (rows, dim) float32 unit-row matrix and of building
     ``PrecomputedEmbedder`` on it (ids read, every check, the memo cleared before each), best
-    of 3 each, interleaved; both read the same file, warm in the page cache."""
+    of 5 each, interleaved; both read the same file, warm in the page cache. Both allocate
+    the matrix afresh each time, whose page faults vary by 2-5x from one call to the next on
+    this machine's virtual machine: hence 5, not 3."""
     from ragexp.index import precomputed
 
     folder = work / f"precomputed-{rows}x{dim}"
@@ -68,7 +70,7 @@ def import_ratio(rows: int, work: Path, dim: int = 384) -> dict[str, float]:
         precomputed.PrecomputedEmbedder(str(folder))
 
     t = best_of({"np.load": lambda: np.load(folder / "passages.npy"), "precomputed": ours},
-                repeats=3)
+                repeats=5)
     precomputed._read.cache_clear()
     return {"rows": rows, "dim": dim, **t}
 

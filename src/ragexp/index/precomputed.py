@@ -39,6 +39,7 @@ NORM_TOLERANCE = 1e-3  # |norm - 1| above this: a row is not L2-normalised
 SHOWN = 3  # ids or rows an error names
 BLOCK = 1 << 16  # rows checked at a time (bounded temporary memory)
 TINY = 1e-30  # a float32 squared norm below this is recomputed in float64 (underflow)
+READ = 1 << 30  # bytes per read call (Linux returns at most 2 GiB - 4 KiB per read)
 
 
 class PrecomputedError(EmbedderError, InvalidValue):
@@ -74,10 +75,22 @@ def _first(items: list, n: int = SHOWN) -> str:
 
 def _read_ids(txt: str) -> tuple[list[str], bool, bool]:
     """``(ids, any blank, all distinct)`` of an id file: one id per line. Both checks run in C
-    (``str.strip`` over the lines, a ``set``); the offending lines are found only to report
-    them."""
+    (``str.strip`` over the lines; distinctness on the ids' hashes, ``_distinct``); the
+    offending lines are found only to report them."""
     ids = Path(txt).read_text(encoding="utf-8").splitlines()
-    return ids, not all(map(str.strip, ids)), len(set(ids)) == len(ids)
+    return ids, not all(map(str.strip, ids)), _distinct(ids)
+
+
+def _distinct(ids: list[str]) -> bool:
+    """Whether no id is given twice. Equal ids have equal ``hash``es, so when the sorted hashes
+    hold no equal neighbours every id is distinct; only then is a ``set`` skipped, which at a
+    million ids takes 2.5x as long as hashing and sorting them (distinct 64-bit hashes of a
+    million ids collide with odds about 3e-8, and a collision costs only the set)."""
+    hashes = np.fromiter(map(hash, ids), dtype=np.int64, count=len(ids))
+    hashes.sort()
+    if not (hashes[1:] == hashes[:-1]).any():
+        return True
+    return len(set(ids)) == len(ids)
 
 
 def _shape_problem(npy: str, shape: tuple, dtype: np.dtype) -> str | None:
@@ -112,22 +125,25 @@ def _ids_problem(npy: str, rows: int, txt: str, ids: list[str], blank: bool,
 @lru_cache(maxsize=4)
 def _read(npy: str, txt: str, stamp: tuple) -> VectorFile:
     """Load and check ``npy`` and its ids ``txt``; ``stamp`` (sizes, mtimes) keys the
-    per-process memo, so a sweep's jobs read a folder once. The ids are read and hashed on a
-    thread while ``np.load`` reads the matrix (it releases the GIL while it reads): at a
-    million rows that hides most of their cost. Raises ``PrecomputedError``."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        reading = pool.submit(_read_ids, txt)
-        try:
-            vectors = np.load(npy, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise PrecomputedError(_not_npy(npy)) from exc
-        ids, blank, distinct = reading.result()
-    problem = (_shape_problem(npy, vectors.shape, vectors.dtype)
-               or _ids_problem(npy, len(vectors), txt, ids, blank, distinct))
+    per-process memo, so a sweep's jobs read a folder once. The header is checked first (a
+    matrix of the wrong shape or dtype is refused unread); a thread then reads the rows
+    (``_fill``, which releases the GIL while it reads) while this one reads and checks the ids,
+    and the rows are checked last. Errors come in that order: shape and dtype, ids, rows.
+    Raises ``PrecomputedError``."""
+    shape, dtype, fortran, offset = _header(npy)
+    problem = _shape_problem(npy, shape, dtype)
     if problem:
         raise PrecomputedError(problem)
-    if not vectors.flags.writeable:
-        vectors = vectors.copy()
+    vectors = np.empty(shape[::-1] if fortran else shape, dtype=np.float32)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        reading = pool.submit(_fill, npy, offset, vectors)
+        ids, blank, distinct = _read_ids(txt)
+        reading.result()
+    if fortran:  # np.save wrote the transpose's rows: the same F-ordered view np.load gives
+        vectors = vectors.T
+    problem = _ids_problem(npy, len(vectors), txt, ids, blank, distinct)
+    if problem:
+        raise PrecomputedError(problem)
     normalised = 0
     for start in range(0, len(vectors), BLOCK):
         normalised += _check_block(vectors[start:start + BLOCK], start, npy, ids)
@@ -138,23 +154,49 @@ def _read(npy: str, txt: str, stamp: tuple) -> VectorFile:
     return VectorFile(vectors, ids, normalised)
 
 
+def _fill(npy: str, offset: int, out: np.ndarray) -> None:
+    """Read the matrix's bytes, from ``offset`` (past the header), into ``out`` (C-contiguous,
+    the size the header declares), at most ``READ`` bytes per call: one unbuffered read per
+    call, without the GIL (the same bytes ``np.load`` reads). Raises ``PrecomputedError`` for a
+    file shorter than its header says. The rows are checked after, on the calling thread:
+    checking each block here as it arrives measured slower (``tools/bench_embedding.py``)."""
+    view = memoryview(out.reshape(-1)).cast("B")
+    with open(npy, "rb", buffering=0) as fh:
+        fh.seek(offset)
+        done = 0
+        while done < len(view):
+            got = fh.readinto(view[done:done + READ])
+            if not got:
+                raise PrecomputedError(f"{npy} is truncated: its header declares a "
+                                       f"{out.shape} float32 matrix ({len(view):,} bytes after "
+                                       f"the header) but it holds {done:,}")
+            done += got
+
+
 def _not_npy(npy: str | Path) -> str:
     return f"{npy} is not a .npy matrix (write it with np.save)"
+
+
+def _header(npy: str | Path) -> tuple[tuple[int, ...], np.dtype, bool, int]:
+    """``(shape, dtype, fortran_order, offset of the data)`` of a ``.npy`` file's header
+    (numpy's format: magic string, then header). Raises ``PrecomputedError`` for a file that
+    is not a ``.npy`` matrix."""
+    try:
+        with open(npy, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0)
+            shape, fortran, dtype = read(fh)
+            return tuple(shape), dtype, fortran, fh.tell()
+    except (OSError, ValueError) as exc:
+        raise PrecomputedError(_not_npy(npy)) from exc
 
 
 def matrix_header(npy: str | Path) -> tuple[tuple[int, ...], np.dtype]:
     """``(shape, dtype)`` a ``.npy`` file declares in its header, read without loading the
     matrix (so composition knows a precomputed folder's dimension). Raises ``PrecomputedError``
     for a file that is not a ``.npy`` matrix (numpy's format: magic string, then header)."""
-    try:
-        with open(npy, "rb") as fh:
-            version = np.lib.format.read_magic(fh)
-            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                    else np.lib.format.read_array_header_2_0)
-            shape, _, dtype = read(fh)
-    except (OSError, ValueError) as exc:
-        raise PrecomputedError(_not_npy(npy)) from exc
-    return tuple(shape), dtype
+    return _header(npy)[:2]
 
 
 def matrix_shape(npy: str | Path) -> tuple[int, ...]:
