@@ -61,3 +61,19 @@ def test_a_misspelt_command_says_which_was_meant(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == ("error: no command 'compar' (did you mean 'compare'? "
                                    "`ragexp --help` lists them); an override is key=value")
+
+
+def test_help_is_ragexp_s_around_hydra_s_lists(tmp_path):
+    """A trial: ``python -m ragexp --help`` printed Hydra's generic words ("Powered by Hydra",
+    "Use --hydra-help to view Hydra specific help") and nothing on what ragexp runs or where its
+    other commands are. The groups and the composed config Hydra lists stay."""
+    proc = module(tmp_path, "--help")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.startswith("ragexp: one retrieval configuration evaluated on labelled questions")
+    assert "Powered by Hydra" not in out
+    assert "ragexp --help lists them" in out and "python -m ragexp --hydra-help" in out
+    groups = out[out.index("== Configuration groups =="):out.index("== Config ==")]
+    for line in ("embedder: ", "retriever: ", "chunking: ", "index: "):
+        assert f"\n{line}" in groups, line
+    assert "\nembedder:\n" in out[out.index("== Config =="):]  # the composed config follows

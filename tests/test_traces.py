@@ -185,6 +185,16 @@ def test_flags_one_reason_each_and_the_overlap_formula():
     assert mining.flags(search) == ["marked_wrong"]
 
 
+def test_the_summary_has_a_table_only_when_there_are_modes():
+    """A trial: with nothing flagged, ``traces mine`` printed a table header of no rows."""
+    assert mining.table([], 12, 0) == "12 traces read, 0 flagged, 0 failure modes"
+    mode = mining.Mode("m1", "low_overlap", "ledger key", [answered("Where is the | key?")])
+    assert mining.table([mode], 12, 1).splitlines() == [
+        "12 traces read, 1 flagged, 1 failure modes", "",
+        "| mode | reason | traces | commonest terms | example question |", "|---|---|---|---|---|",
+        "| m1 | low_overlap | 1 | ledger key | Where is the \\| key? |"]
+
+
 def test_modes_match_scipy_hierarchical_clustering():
     from scipy.cluster.hierarchy import fcluster, linkage
 

@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     replace_block(args.page, "golden", "Printed by `make check-golden`:\n\n"
                   + counts_table(len(docs), queries))
     replace_block(args.page, "results", build(args.experiment, run_confirm=args.confirm,
-                                              overrides=tuple(args.overrides)))
+                                              overrides=tuple(args.overrides),
+                                              command="make tables"))
     print(f"wrote the golden and results blocks of {args.page}", file=sys.stderr)
     if args.readme:
         df = ablation_runs(args.experiment, tuple(args.overrides))

@@ -81,7 +81,7 @@ def winner_table(df: pd.DataFrame, winner: str, measures: tuple[str, ...],
     if "ragexp.confirm.test_run" not in run.data.tags:
         if not run_confirm:
             return [f"**Winner on dev and test**: `{name}` is not confirmed yet: run "
-                    f"`ragexp confirm {winner}` (or `make tables`)."]
+                    f"`ragexp confirm {winner}` (or pass --confirm here)."]
         confirm(winner, None, measures)
         run = c.get_run(winner)
     base = c.get_run(run.data.tags["ragexp.confirm.baseline"])

@@ -291,17 +291,15 @@ def cmd_report(args) -> int:
 
 def cmd_embed(args) -> int:
     # defer heavy import
-    from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
     # defer heavy import
-    from ragexp.data import shipped
     from ragexp.run import embed
+    from ragexp.run.compose import compose
 
     shard = embed.Shard.parse(args.shard)
     try:
-        with initialize_config_dir(config_dir=shipped.conf_dir(), version_base="1.3"):
-            cfg = compose("config", overrides=list(args.overrides))
+        cfg = compose("config", list(args.overrides), args.config_dir)
     except HydraException as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
@@ -489,6 +487,9 @@ def _add_embed(sub) -> None:
     e.add_argument("--shard", default="0/1", metavar="I/N",
                    help="shard I (from 0) of N, split by a stable hash of each text "
                         "(default 0/1: all)")
+    e.add_argument("--config-dir", metavar="DIR", help="a project's own config folder, ahead "
+                   "of the shipped one, as python -m ragexp --config-dir DIR puts it (pass the "
+                   "runs' own, so they find what this embeds)")
     e.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                    help="Hydra overrides, as for python -m ragexp (dataset=..., chunking=..., "
                         "embedder=...)")

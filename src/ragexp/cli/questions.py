@@ -28,23 +28,22 @@ def documents(dataset_cfg) -> list:
     return instantiate(dataset_cfg).documents()
 
 
-def compose(generator: str, overrides: list[str]):
-    """``conf/questions.yaml`` with ``generator=<generator>`` and the overrides, its ranges
-    checked (``run.validation.check_fields``). Raises ``RagexpError`` on a bad override."""
+def compose(generator: str, overrides: list[str], config_dir: str | None = None):
+    """``conf/questions.yaml`` with ``generator=<generator>`` and the overrides, from the
+    shipped config groups and the project's ``config_dir`` ahead of them
+    (``run.compose``), its ranges checked (``run.validation.check_fields``). Raises
+    ``RagexpError`` on a bad override or a ``config_dir`` that is no folder."""
     # defer heavy import
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     # defer heavy import
+    from ragexp.run import compose as composing
     from ragexp.run import schema, validation
-    from ragexp.run.app import CONF_DIR
 
     schema.register()
     try:
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            cfg = hydra_compose("questions", overrides=[f"generator={generator}", *overrides])
+        cfg = composing.compose("questions", [f"generator={generator}", *overrides], config_dir)
     except (HydraException, OmegaConfBaseException) as exc:
         raise validation.ConfigRangeError(f"config: {' '.join(str(exc).split())}") from None
     problems = validation.check_fields(cfg)
@@ -64,7 +63,8 @@ def cmd_generate(args) -> int:
 
     # --kinds takes every word after it; an override (KEY=VALUE) there is one, never a kind
     kinds = [k for k in args.kinds or () if "=" not in k]
-    cfg = compose(args.generator, [*args.overrides, *(k for k in args.kinds or () if "=" in k)])
+    cfg = compose(args.generator, [*args.overrides, *(k for k in args.kinds or () if "=" in k)],
+                  args.config_dir)
     try:
         generator = instantiate(cfg.generator)  # an LLM generator checks its key here
     except InstantiationException as exc:
@@ -137,6 +137,9 @@ def add_parser(sub) -> None:
     g.add_argument("--kinds", nargs="+", metavar="KIND",
                    help="kinds to ask for, in turn (default: every kind the generator writes)")
     g.add_argument("--out", required=True, help="the .jsonl file written (continued if there)")
+    g.add_argument("--config-dir", metavar="DIR", help="a project's own config folder (its "
+                   "dataset/*.yaml, say), ahead of the shipped one, as python -m ragexp "
+                   "--config-dir DIR puts it")
     g.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                    help="Hydra overrides of conf/questions.yaml, e.g. dataset=markdown "
                         "dataset.corpus_dir=DIR llm.model=NAME")

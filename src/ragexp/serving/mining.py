@@ -226,10 +226,13 @@ def write_candidates(path: str | Path, records: list[dict]) -> None:
 
 
 def table(found: list[Mode], served: int, flagged: int) -> str:
-    """A markdown summary: one row per mode with its size and an example question."""
-    lines = [f"{served} traces read, {flagged} flagged, {len(found)} failure modes", "",
-             "| mode | reason | traces | commonest terms | example question |",
-             "|---|---|---|---|---|"]
+    """A markdown summary: one row per mode with its size and an example question; the
+    counts line alone when there is no mode (a table of no rows is only its header)."""
+    lines = [f"{served} traces read, {flagged} flagged, {len(found)} failure modes"]
+    if not found:
+        return lines[0]
+    lines += ["", "| mode | reason | traces | commonest terms | example question |",
+              "|---|---|---|---|---|"]
     for m in found:
         example = " ".join(m.members[0].question.split())[:70].replace("|", "\\|")
         lines.append(f"| {m.name} | {m.reason} | {len(m.members)} | {m.label} | {example} |")

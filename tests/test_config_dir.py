@@ -1,0 +1,115 @@
+"""A project's own config folder (``--config-dir DIR``) reaches every command that composes a
+run's config outside the runner, in the runner's (Hydra's) order: the project's files after the
+shipped ones, so a shipped file wins on a name both have. A trial: ``ragexp embed`` and
+``ragexp questions generate`` had no ``--config-dir``, so a project's dataset could neither be
+embedded ahead of its sweep nor have questions drawn from it."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from cli_runs import cli_env
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+
+from ragexp.cli.main import main as cli
+from ragexp.errors import MissingInput
+from ragexp.run import compose, schema
+
+schema.register()
+HANDBOOK_COPY = """defaults:
+  - markdown_schema
+  - _self_
+
+name: mine
+corpus_dir: ${ragexp.example:handbook/corpus}
+questions: ${ragexp.example:handbook/golden}
+"""
+# the shipped ablation/bm25.yaml is BM25 alone; the project's own of that name adds k=7, which
+# Hydra's --config-dir does not let win: the shipped file comes first
+OWN_BM25 = """# @package _global_
+defaults:
+  - override /retriever: bm25
+ablation: bm25
+k: 7
+"""
+DOCS = {"kettles.md": "# Kettles\n\nThe copper kettle in the east kitchen is descaled every "
+        "Thursday with citric acid, and the descaling log hangs beside the sink.\n\n"
+        "## Spares\n\nTwo spare kettle lids sit in the blue crate under the bench.\n",
+        "ladders.md": "# Ladders\n\nThe aluminium stepladder is inspected each quarter by the "
+        "facilities team, who sign the tag fixed to its left rail.\n\n## Storage\n\nLadders "
+        "are stored flat in the basement corridor, never leaning on the boiler.\n"}
+
+
+def _project(tmp_path):
+    conf = tmp_path / "conf"
+    (conf / "dataset").mkdir(parents=True)
+    (conf / "ablation").mkdir()
+    (conf / "dataset" / "mine.yaml").write_text(HANDBOOK_COPY)
+    (conf / "ablation" / "bm25.yaml").write_text(OWN_BM25)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text)
+    (conf / "dataset" / "own.yaml").write_text(
+        HANDBOOK_COPY.replace("name: mine", "name: own").replace(
+            "${ragexp.example:handbook/corpus}", str(docs)))
+    return conf
+
+
+def test_the_project_adds_options_and_the_shipped_ones_win_on_a_name(tmp_path):
+    conf = _project(tmp_path)
+    assert compose.compose("config", ["dataset=mine"], conf).dataset.name == "mine"
+    with pytest.raises(HydraException, match="mine"):
+        compose.compose("config", ["dataset=mine"])
+    for folder in (conf, None):
+        bm25 = compose.compose("config", ["+ablation=bm25"], folder)
+        assert bm25.k == 100 and bm25.retriever.name == "bm25"
+    from ragexp.cli import tables
+
+    assert tables.ablation_files(conf)["bm25"] == tables.ABLATIONS / "bm25.yaml"
+    with pytest.raises(MissingInput, match="--config-dir .*nowhere: no such folder"):
+        compose.compose("config", [], tmp_path / "nowhere")
+
+
+def test_it_composes_what_the_runner_composes_with_config_dir(tmp_path):
+    """``python -m ragexp --config-dir conf ... --cfg job`` prints the config the runner would
+    run: the same as ``run.compose`` gives."""
+    conf = _project(tmp_path)
+    overrides = ["+ablation=bm25", "dataset=mine", "embedder=hash"]
+    proc = subprocess.run([sys.executable, "-m", "ragexp", "--config-dir", str(conf), *overrides,
+                           "--cfg", "job"], cwd=tmp_path, env=cli_env(tmp_path),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    runner = OmegaConf.to_container(OmegaConf.create(proc.stdout))
+    ours = OmegaConf.to_container(compose.compose("config", overrides, conf))
+    assert runner == ours and runner["k"] == 100 and runner["dataset"]["name"] == "mine"
+
+
+def test_embed_finds_the_project_s_dataset(tmp_path, capsys):
+    conf = _project(tmp_path)
+    overrides = ["dataset=mine", "embedder=hash", f"cache_dir={tmp_path / 'cache'}",
+                 "progress=false"]
+    assert cli(["embed", "--config-dir", str(conf), *overrides]) == 0
+    line = capsys.readouterr().out
+    passages = int(re.search(r"(\d+) passages, (\d+) questions; embedded (\d+)", line)[1])
+    assert passages > 0, line
+    assert cli(["embed", *overrides]) == 2  # without the folder: no dataset option "mine"
+    assert "mine" in capsys.readouterr().err
+    assert cli(["embed", "--config-dir", str(tmp_path / "nowhere"), *overrides]) == 2
+    assert "--config-dir" in capsys.readouterr().err
+
+
+def test_questions_are_drawn_from_the_project_s_own_documents(tmp_path, capsys):
+    conf = _project(tmp_path)
+    out = tmp_path / "q.jsonl"
+    assert cli(["questions", "generate", "--config-dir", str(conf), "--n", "3", "--out",
+                str(out), "dataset=own", "progress=false"]) == 0, capsys.readouterr().err
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 3
+    text = json.dumps(records)
+    assert ("kettles.md" in text or "ladders.md" in text) and "brindle" not in text.lower()
