@@ -113,3 +113,51 @@ def test_questions_are_drawn_from_the_project_s_own_documents(tmp_path, capsys):
     assert len(records) == 3
     text = json.dumps(records)
     assert ("kettles.md" in text or "ladders.md" in text) and "brindle" not in text.lower()
+
+
+def test_embed_refuses_a_stage_s_bad_input_in_one_line(tmp_path, capsys):
+    """A trial: a question whose quote is not in its document, and a precomputed folder with a
+    NaN row, ended ``ragexp embed`` in Hydra's InstantiationException traceback, exit 1."""
+    import numpy as np
+
+    quiet = [f"cache_dir={tmp_path / 'cache'}", "progress=false"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "q1", "question": "where?", "kind": "factual", "answer": "x", '
+                   '"evidence": [{"doc": "kettles.md", "quote": "this text is not there"}]}\n')
+    _project(tmp_path)
+    assert cli(["embed", "embedder=hash", "dataset=markdown",
+                f"dataset.corpus_dir={tmp_path / 'docs'}", f"dataset.questions={bad}",
+                *quiet]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "quote not found" in err and "Traceback" not in err
+    vectors = tmp_path / "vectors"
+    vectors.mkdir()
+    rows = np.eye(2, 8, dtype=np.float32)
+    rows[1, 0] = np.nan
+    np.save(vectors / "passages.npy", rows)
+    (vectors / "passages.txt").write_text("kettles.md\nladders.md\n")
+    np.save(vectors / "queries.npy", np.eye(1, 8, dtype=np.float32))
+    (vectors / "queries.txt").write_text("q1\n")
+    good = tmp_path / "good.jsonl"
+    good.write_text(bad.read_text().replace("this text is not there", "descaled every Thursday"))
+    assert cli(["embed", "embedder=precomputed", f"embedder.path={vectors}", "chunking=none",
+                "dataset=markdown", f"dataset.corpus_dir={tmp_path / 'docs'}",
+                f"dataset.questions={good}", *quiet]) == 2
+    err = capsys.readouterr().err
+    assert "NaN or inf in row 1 (id 'ladders.md')" in err and "Traceback" not in err
+
+
+def test_a_project_file_the_shipped_one_hides_is_named_once(tmp_path, caplog):
+    """A trial: a project's ablation/bm25.yaml ran as the shipped BM25, without a word."""
+    from ragexp.run import app
+
+    conf = _project(tmp_path)
+    sources = (("hydra", "pkg", "hydra.conf"), ("main", "file", app.CONF_DIR),
+               ("command-line", "file", str(conf)), ("schema", "structured", ""))
+    with caplog.at_level("WARNING", logger="ragexp"):
+        lines = app.warn_shadowed(sources)
+        app.warn_shadowed(sources)  # the next job of the sweep: no second warning
+    assert lines == [f"{conf / 'ablation' / 'bm25.yaml'} is not used: the shipped ablation/"
+                     f"bm25.yaml has that name and Hydra reads the shipped config folder first; "
+                     f"give yours a name of its own"]
+    assert [r.getMessage() for r in caplog.records] == lines

@@ -127,3 +127,16 @@ def test_single_run_verbose_prints_the_traceback(tmp_path):
     loud = _sweep(tmp_path, "embedder=bge", "verbose=true", f"hydra.run.dir={tmp_path / 'b'}",
                   offline_env={"HF_HUB_OFFLINE": "1"})
     assert loud.returncode == 1 and "Traceback" in loud.stderr + loud.stdout
+
+
+def test_the_failure_line_names_error_txt_only_for_a_run_that_has_one(caplog):
+    """A trial: a folder refused before any run existed (a NaN row in precomputed vectors)
+    said "traceback in the run's error.txt", of a run that was never created."""
+    with caplog.at_level(logging.ERROR, logger="ragexp"):
+        failures.report(ValueError("before any run"), verbose=False)
+        ended = ValueError("in a run")
+        setattr(ended, failures.FAILED_RUN, "0123456789abcdef")
+        failures.report(ended, verbose=False)
+    first, second = (r.getMessage() for r in caplog.records[-2:])
+    assert first.startswith("job failed: ValueError: before any run") and "error.txt" not in first
+    assert "traceback in run 01234567's error.txt" in second

@@ -77,3 +77,17 @@ def test_help_is_ragexp_s_around_hydra_s_lists(tmp_path):
     for line in ("embedder: ", "retriever: ", "chunking: ", "index: "):
         assert f"\n{line}" in groups, line
     assert "\nembedder:\n" in out[out.index("== Config =="):]  # the composed config follows
+    assert "ragexp init DIR" in out
+    script = subprocess.run([sys.executable, "-m", "ragexp.cli.main", "--help"], cwd=tmp_path,
+                            env=cli_env(tmp_path), capture_output=True, text=True, timeout=300)
+    assert script.returncode == 0 and "python -m ragexp" in script.stdout
+    assert "``" not in script.stdout  # docstring markup, not help text
+
+
+@pytest.mark.parametrize("args", [("--config-dir", "nosuch"), ("-cd", "nosuch"),
+                                  ("--config-dir=nosuch",)])
+def test_a_config_dir_that_is_no_folder_is_one_line(tmp_path, args):
+    """A trial: Hydra's own check printed a 19-line traceback, exit 1."""
+    proc = module(tmp_path, *args, "embedder=hash")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == "error: --config-dir nosuch: no such folder\n"

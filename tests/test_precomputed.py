@@ -464,3 +464,17 @@ def test_duplicates_among_many_ids_are_found_as_a_set_finds_them():
     assert precomputed._distinct(ids) is (len(set(ids)) == len(ids)) is True
     ids[123_456] = ids[7]
     assert precomputed._distinct(ids) is (len(set(ids)) == len(ids)) is False
+
+
+def test_a_byte_order_mark_is_no_part_of_the_first_id_and_a_blank_last_line_is_named(tmp_path):
+    """A trial: a passages.txt written with a BOM failed at bind ("names 1 ids the run does not
+    hold: '\\ufeffd0'"), and one ending in a blank line read as one id too many."""
+    folder = _folder(tmp_path / "v")
+    txt = folder / "passages.txt"
+    txt.write_text("\ufeff" + txt.read_text(), encoding="utf-8")
+    emb = PrecomputedEmbedder(str(folder))
+    emb.bind(CHUNKS, QUESTIONS)
+    assert emb.files["passage"].ids[0] == "d0"
+    txt.write_text("d0\nd1\nd2\nd3\n\n")
+    with pytest.raises(PrecomputedError, match="passages.txt: empty id on line 5$"):
+        PrecomputedEmbedder(str(folder))

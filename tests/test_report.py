@@ -66,6 +66,42 @@ def test_rows_show_only_runs_with_the_ablations_exact_config(store):
         "--config-dir /p/conf -m '+ablation=a,b' embedder=hash`).")
 
 
+def test_a_metric_no_run_logged_shows_as_n_a(store, monkeypatch):
+    """A trial: on a sweep whose questions were too few for an abstain curve no run logged
+    ``abstain.auc``, and the report stopped with a KeyError."""
+    real = report.ablation_runs
+    monkeypatch.setattr(report, "ablation_runs", lambda *a, **k: real(*a, **k).drop(
+        columns=["metrics.abstain.auc"]).assign(**{"metrics.abstain.threshold": float("nan")}))
+    content = report.build("ragexp-handbook")
+    header = next(ln for ln in content.splitlines() if ln.startswith("| ablation | signal |"))
+    row = content.splitlines()[content.splitlines().index(header) + 2].split(" | ")
+    names = header.split(" | ")
+    assert row[names.index("AUC")] == "n/a" and row[names.index("threshold")] == "n/a"
+    assert row[names.index("answer rate")] not in ("n/a", "nan")
+
+
+def test_a_winner_that_is_the_sweep_s_baseline_is_confirmed_against_the_runner_up(
+        store, monkeypatch):
+    """A trial: when the sweep's baseline job won, the tables said to run `ragexp confirm
+    WINNER` (and --confirm ran it), which refuses a run that is its own baseline."""
+    from ragexp.cli import decisions
+    from ragexp.run import confirm
+
+    _, true_bm25, fake_hybrid, _ = store
+    winner, runner_up = true_bm25["run_id"], fake_hybrid["run_id"]
+    asked = []
+    monkeypatch.setattr(confirm, "sweep_baseline", lambda run: winner)
+    monkeypatch.setattr(confirm, "confirm", lambda *a: asked.append(a) or 1 / 0)
+    lines = decisions.winner_table(None, winner, ("nDCG@10",), False, runner_up)
+    assert f"`ragexp confirm {winner} --baseline {runner_up}`" in lines[0]
+    with pytest.raises(ZeroDivisionError):  # the stand-in confirm, called as asked
+        decisions.winner_table(None, winner, ("nDCG@10",), True, runner_up)
+    assert asked == [(winner, runner_up, ("nDCG@10",))]
+    monkeypatch.setattr(confirm, "sweep_baseline", lambda run: runner_up)  # another baseline
+    lines = decisions.winner_table(None, winner, ("nDCG@10",), False, runner_up)
+    assert f"`ragexp confirm {winner}` (or pass --confirm here)" in lines[0]
+
+
 def test_readme_block_replacement(tmp_path):
     from tools.readme import MissingMarkers, replace_block
 
@@ -166,3 +202,18 @@ def test_differing_params_come_out_in_one_order_whatever_order_mlflow_gives():
               for keys in (list(cols), list(reversed(cols)))}
     assert orders == {("params.reranker.name", "params.reranker.top_n",
                        "params.retriever.name")}
+
+
+def test_the_tables_name_the_command_that_printed_them_with_its_flags(monkeypatch, capsys,
+                                                                       tmp_path):
+    """A trial: the first line said `ragexp report` when `--config-dir conf --overrides
+    embedder=hash` printed it, so it could not be rerun from that line."""
+    (tmp_path / "conf" / "ablation").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    seen = {}
+    monkeypatch.setattr(report, "build", lambda *a, **k: seen.update(k) or "tables")
+    assert report.print_tables("e", overrides=("embedder=hash",), config_dir="conf") == 0
+    assert seen["command"] == "ragexp report --config-dir conf --overrides embedder=hash"
+    assert seen["config_dir"] == tmp_path / "conf" and capsys.readouterr().out == "tables\n"
+    report.print_tables("e")
+    assert seen["command"] == "ragexp report"

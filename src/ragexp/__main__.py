@@ -6,6 +6,7 @@ SIGTERM or Ctrl-C exits 128 + the signal with the runs it started ended KILLED.
 (those are ``key=value``), and Hydra read ``embed`` as one that does not parse. A bare word
 close to a command (``compar``) is refused naming it, exit 2; ``--version`` is ragexp's."""
 
+import os
 import signal
 import sys
 
@@ -21,6 +22,14 @@ if len(sys.argv) > 1 and (meant := cli.near_command(sys.argv[1])):
     print(f"error: no command {sys.argv[1]!r} (did you mean {meant!r}? `ragexp --help` lists "
           f"them); an override is key=value", file=sys.stderr)
     sys.exit(2)
+
+for i, arg in enumerate(sys.argv[1:], 1):  # Hydra's own check of it ends in a traceback
+    if arg in ("--config-dir", "-cd") or arg.startswith("--config-dir="):
+        folder = arg.split("=", 1)[1] if "=" in arg else (
+            sys.argv[i + 1] if i + 1 < len(sys.argv) else None)
+        if folder is not None and not os.path.isdir(folder):
+            print(f"error: --config-dir {folder}: no such folder", file=sys.stderr)
+            sys.exit(2)
 
 from ragexp.run.app import entry  # noqa: E402
 from ragexp.tracking.lifecycle import signal_received  # noqa: E402

@@ -20,18 +20,20 @@ from ragexp.evaluation import significance, stats
 from ragexp.records import HAND
 
 
-def tied_table(df: pd.DataFrame, objective: str) -> tuple[list[str], str | None]:
-    """Markdown lines of the tied-with-best table and the winner's run id."""
+def tied_table(df: pd.DataFrame, objective: str) -> tuple[list[str], list[str]]:
+    """Markdown lines of the tied-with-best table and the run ids by mean objective, best
+    first (none when fewer than two runs are scored on the same questions)."""
     names = dict(zip(df["run_id"], df["tags.ragexp.ablation"]))
     every = {r: compare.per_question(r) for r in df["run_id"]}
     source = compare.deciding_source(df)
     tables = {r: sources.deciding(t, source) for r, t in every.items()}
     scores, left_out = aligned_scores(tables, objective)
     if len(scores) < 2:
-        return [], None
+        return [], []
     tied = stats.tied_with_best(scores, objective)
     rows = []
-    for r, s in sorted(scores.items(), key=lambda kv: -kv[1].mean()):
+    ranked = sorted(scores.items(), key=lambda kv: -kv[1].mean())
+    for r, s in ranked:
         t = tied.tests.get(r)
         rows.append({"ablation": names[r], objective: f"{s.mean():.3f}",
                      "Δ vs best [95% CI]": "best" if t is None else
@@ -48,7 +50,7 @@ def tied_table(df: pd.DataFrame, objective: str) -> tuple[list[str], str | None]
                "apart."]
     if left_out:
         lines.append(f"Left out (scored on other questions): {', '.join(names[r] for r in left_out)}.")
-    return lines + source_lines(df, objective, every), tied.best
+    return lines + source_lines(df, objective, every), [r for r, _ in ranked]
 
 
 def source_lines(df: pd.DataFrame, objective: str,
@@ -69,20 +71,25 @@ def source_lines(df: pd.DataFrame, objective: str,
 
 
 def winner_table(df: pd.DataFrame, winner: str, measures: tuple[str, ...],
-                 run_confirm: bool) -> list[str]:
-    """Markdown lines: the winner and its confirmation baseline on dev and on test."""
+                 run_confirm: bool, runner_up: str | None = None) -> list[str]:
+    """Markdown lines: the winner and its confirmation baseline on dev and on test. The
+    baseline is ``ragexp confirm``'s (the sweep's baseline job, else the champion), except
+    for a winner that is the sweep's baseline job itself: it is confirmed against
+    ``runner_up`` (the second best on dev), as confirm cannot test a run against itself."""
     # defer heavy import
-    from ragexp.run.confirm import confirm
+    from ragexp.run.confirm import confirm, sweep_baseline
     from ragexp.tracking import store as tracking
 
     c = tracking.client()
     run = c.get_run(winner)
     name = run.data.tags.get("ragexp.ablation", winner[:8])
     if "ragexp.confirm.test_run" not in run.data.tags:
+        against = runner_up if runner_up and sweep_baseline(run) == winner else None
         if not run_confirm:
+            given = f" --baseline {against}" if against else ""
             return [f"**Winner on dev and test**: `{name}` is not confirmed yet: run "
-                    f"`ragexp confirm {winner}` (or pass --confirm here)."]
-        confirm(winner, None, measures)
+                    f"`ragexp confirm {winner}{given}` (or pass --confirm here)."]
+        confirm(winner, against, measures)
         run = c.get_run(winner)
     base = c.get_run(run.data.tags["ragexp.confirm.baseline"])
     base_name = base.data.tags.get("ragexp.ablation", base.info.run_id[:8])
@@ -115,7 +122,7 @@ def winner_table(df: pd.DataFrame, winner: str, measures: tuple[str, ...],
 
 def build(df: pd.DataFrame, objective: str = "nDCG@10", run_confirm: bool = False,
           measures: tuple[str, ...] = significance.DEFAULT_MEASURES) -> list[str]:
-    lines, winner = tied_table(df, objective)
-    if winner is None:
+    lines, ranked = tied_table(df, objective)
+    if not ranked:
         return lines
-    return lines + [""] + winner_table(df, winner, measures, run_confirm)
+    return lines + [""] + winner_table(df, ranked[0], measures, run_confirm, ranked[1])

@@ -314,13 +314,18 @@ def cmd_ui(args) -> int:
     return ui(host=args.host, port=args.port)
 
 
+DESCRIPTION = ("ragexp's commands: compare runs, confirm, gate and promote one, serve it, and "
+               "more (below). Experiments themselves run with python -m ragexp [-m] "
+               "[GROUP=OPTION ...]; python -m ragexp --help lists the config groups.")
+
+
 def parser() -> argparse.ArgumentParser:
     """The ``ragexp`` command line: one subcommand per verb, each family added by its own
     function below, in the order ``ragexp --help`` lists them."""
     # defer heavy import
     from ragexp.tracking.store import MODEL_NAME
 
-    p = argparse.ArgumentParser(prog="ragexp", description=__doc__)
+    p = argparse.ArgumentParser(prog="ragexp", description=DESCRIPTION)
     p.add_argument("--version", action="version", version=f"ragexp {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     _add_compare(sub)
@@ -543,6 +548,25 @@ def main(argv: list[str] | None = None) -> int:
     except RagexpError as exc:  # every verb's user-facing errors: one line, exit 2
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        refusal = _refusal(exc)
+        if refusal is None:
+            raise
+        print(f"error: {refusal}", file=sys.stderr)
+        return 2
+
+
+def _refusal(exc: BaseException) -> RagexpError | None:
+    """The ``RagexpError`` under Hydra's ``InstantiationException`` wrappers (a dataset or an
+    embedder that ``instantiate`` built refused its input: ``ragexp embed`` on a question file
+    with a quote not in its document, a precomputed folder with a NaN row), else None."""
+    # defer heavy import
+    from hydra.errors import InstantiationException
+
+    root = exc
+    while isinstance(root, InstantiationException) and root.__cause__ is not None:
+        root = root.__cause__
+    return root if isinstance(root, RagexpError) else None
 
 
 def program() -> int:

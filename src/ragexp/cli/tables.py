@@ -135,6 +135,15 @@ def missing_line(names: list[str], overrides: tuple[str, ...],
             f"`{command}`).")
 
 
+def shown_metric(df: pd.DataFrame, metric: str) -> pd.Series:
+    """``metric`` of each run of ``df`` (a ``search_runs`` frame) to 3 decimals, ``n/a`` where
+    a run logged none: a statistic its questions were too few for (the abstain curve without
+    unanswerable questions on both sides of a fold, say; the runner said why) shows as n/a,
+    never as an error."""
+    values = df.get(f"metrics.{metric}", pd.Series(float("nan"), index=df.index))
+    return values.map(lambda v: "n/a" if pd.isna(v) else f"{v:.3f}")
+
+
 def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...] = (),
           config_dir: Path | None = None, command: str = "ragexp report") -> str:
     """The results block: one row per ablation whose exact config (with ``overrides``) ran;
@@ -145,7 +154,7 @@ def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...]
     # with several question sources, the overall numbers are the deciding source's
     of = (lambda col: f"{col}.source.{source}"  # noqa: E731
           if f"metrics.rr_at_10.source.{source}" in df else col)
-    m = lambda col: df[f"metrics.{col}"].map(lambda v: f"{v:.3f}")  # noqa: E731
+    m = lambda col: shown_metric(df, col)  # noqa: E731
     main = pd.DataFrame({"ablation": df["tags.ragexp.ablation"],
                          "what": df["tags.ragexp.ablation"].map(lambda a: describe(a, config_dir)),
                          "RR@10": m(of("rr_at_10")), "nDCG@10": m(of("ndcg_at_10")),
@@ -195,6 +204,9 @@ def print_tables(experiment: str, run_confirm: bool = False,
                  overrides: tuple[str, ...] = (), config_dir: str | Path | None = None) -> int:
     """Print the results tables (``build``): ``ragexp report`` without ``--html``/``--chart``;
     ``config_dir`` as ``user_config_dir`` takes it."""
-    print(build(experiment, run_confirm=run_confirm, overrides=overrides,
-                config_dir=user_config_dir(config_dir)))
+    folder = user_config_dir(config_dir)
+    command = " ".join(["ragexp report", *([f"--config-dir {config_dir}"] if config_dir else []),
+                        *(["--overrides", *overrides] if overrides else [])])
+    print(build(experiment, run_confirm=run_confirm, overrides=overrides, config_dir=folder,
+                command=command))
     return 0

@@ -76,8 +76,9 @@ def _first(items: list, n: int = SHOWN) -> str:
 def _read_ids(txt: str) -> tuple[list[str], bool, bool]:
     """``(ids, any blank, all distinct)`` of an id file: one id per line. Both checks run in C
     (``str.strip`` over the lines; distinctness on the ids' hashes, ``_distinct``); the
-    offending lines are found only to report them."""
-    ids = Path(txt).read_text(encoding="utf-8").splitlines()
+    offending lines are found only to report them. A UTF-8 byte order mark (which some
+    editors and Windows tools write) is not part of the first id."""
+    ids = Path(txt).read_text(encoding="utf-8-sig").splitlines()
     return ids, not all(map(str.strip, ids)), _distinct(ids)
 
 
@@ -104,14 +105,15 @@ def _shape_problem(npy: str, shape: tuple, dtype: np.dtype) -> str | None:
 
 def _ids_problem(npy: str, rows: int, txt: str, ids: list[str], blank: bool,
                  distinct: bool) -> str | None:
-    """What is wrong with the ids ``txt`` of a matrix of ``rows`` rows, or None: a count other
-    than ``rows``, an empty line, an id given twice (with its lines)."""
-    if len(ids) != rows:
-        return (f"{npy} has {rows} rows but {txt} has {len(ids)} ids (one id per line, in row "
-                f"order)")
+    """What is wrong with the ids ``txt`` of a matrix of ``rows`` rows, or None: an empty line
+    (first: a blank last line would otherwise read as one id too many), a count other than
+    ``rows``, an id given twice (with its lines). Lines count from 1, rows from 0."""
     if blank:
         empty = [i + 1 for i, x in enumerate(ids) if not x.strip()]
         return f"{txt}: empty id on line {_first(empty)}"
+    if len(ids) != rows:
+        return (f"{npy} has {rows} rows but {txt} has {len(ids)} ids (one id per line, in row "
+                f"order)")
     if not distinct:
         row: dict[str, int] = {}
         dupes = []

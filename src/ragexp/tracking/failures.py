@@ -16,6 +16,7 @@ import traceback
 from hydra.errors import InstantiationException
 
 log = logging.getLogger("ragexp")
+FAILED_RUN = "ragexp_failed_run"  # set on an exception a run was ended FAILED with (its id)
 
 
 def describe(exc: BaseException) -> str:
@@ -47,6 +48,8 @@ def report(exc: BaseException, verbose: bool) -> str:
         log.error("job failed: %s\n%s", line, trace)
         return line
     files = to_log_files(trace)
-    where = "; traceback in the run's error.txt" + "".join(f" and {f}" for f in files)
+    run_id = getattr(exc, FAILED_RUN, None)  # set by tracking.runs when a run ended with it
+    places = ([f"run {run_id[:8]}'s error.txt"] if run_id else []) + files
+    where = f"; traceback in {' and '.join(places)}" if places else ""
     log.error("job failed: %s%s (verbose=true prints it)", line.rstrip("."), where)
     return line

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ragexp.tracking import lifecycle, store
+from ragexp.tracking import failures, lifecycle, store
 from ragexp.tracking.outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,10 @@ def _record_failure(run_id: str, box: Outbox, exc: BaseException, output_dir: st
              else f"stopped by {signal.Signals(sig).name}")
     trace = traceback.format_exc()
     (box.root / "error.txt").write_text(trace)
+    try:  # failures.report names the run's error.txt only when there is one
+        setattr(exc, failures.FAILED_RUN, run_id)
+    except AttributeError:  # an exception type without a __dict__
+        pass
     try:
         _end(run_id, status, error, trace)
     except Exception as end_exc:  # the store may be why we are here
