@@ -478,3 +478,14 @@ def test_a_byte_order_mark_is_no_part_of_the_first_id_and_a_blank_last_line_is_n
     txt.write_text("d0\nd1\nd2\nd3\n\n")
     with pytest.raises(PrecomputedError, match="passages.txt: empty id on line 5$"):
         PrecomputedEmbedder(str(folder))
+
+
+def test_an_id_file_that_is_not_utf8_is_named(tmp_path):
+    """A trial: a UTF-16 passages.txt ended in a UnicodeDecodeError traceback."""
+    folder = _folder(tmp_path / "v")
+    txt = folder / "passages.txt"
+    txt.write_text(txt.read_text(), encoding="utf-16")
+    with pytest.raises(PrecomputedError) as info:
+        PrecomputedEmbedder(str(folder))
+    assert str(info.value) == (f"{txt} is not UTF-8 text (byte 0: invalid start byte): write "
+                               f"one id per line in UTF-8")

@@ -213,7 +213,8 @@ def test_the_tables_name_the_command_that_printed_them_with_its_flags(monkeypatc
     seen = {}
     monkeypatch.setattr(report, "build", lambda *a, **k: seen.update(k) or "tables")
     assert report.print_tables("e", overrides=("embedder=hash",), config_dir="conf") == 0
-    assert seen["command"] == "ragexp report --config-dir conf --overrides embedder=hash"
+    assert seen["command"] == ("ragexp report --experiment e --config-dir conf --overrides "
+                               "embedder=hash")
     assert seen["config_dir"] == tmp_path / "conf" and capsys.readouterr().out == "tables\n"
     report.print_tables("e")
-    assert seen["command"] == "ragexp report"
+    assert seen["command"] == "ragexp report --experiment e"

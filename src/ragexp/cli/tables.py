@@ -205,7 +205,8 @@ def print_tables(experiment: str, run_confirm: bool = False,
     """Print the results tables (``build``): ``ragexp report`` without ``--html``/``--chart``;
     ``config_dir`` as ``user_config_dir`` takes it."""
     folder = user_config_dir(config_dir)
-    command = " ".join(["ragexp report", *([f"--config-dir {config_dir}"] if config_dir else []),
+    command = " ".join(["ragexp report", f"--experiment {experiment}",
+                        *([f"--config-dir {config_dir}"] if config_dir else []),
                         *(["--overrides", *overrides] if overrides else [])])
     print(build(experiment, run_confirm=run_confirm, overrides=overrides, config_dir=folder,
                 command=command))

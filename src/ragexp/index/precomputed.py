@@ -77,8 +77,13 @@ def _read_ids(txt: str) -> tuple[list[str], bool, bool]:
     """``(ids, any blank, all distinct)`` of an id file: one id per line. Both checks run in C
     (``str.strip`` over the lines; distinctness on the ids' hashes, ``_distinct``); the
     offending lines are found only to report them. A UTF-8 byte order mark (which some
-    editors and Windows tools write) is not part of the first id."""
-    ids = Path(txt).read_text(encoding="utf-8-sig").splitlines()
+    editors and Windows tools write) is not part of the first id. Raises ``PrecomputedError``
+    for a file that is not UTF-8 (UTF-16, say)."""
+    try:
+        ids = Path(txt).read_text(encoding="utf-8-sig").splitlines()
+    except UnicodeDecodeError as exc:
+        raise PrecomputedError(f"{txt} is not UTF-8 text (byte {exc.start}: {exc.reason}): "
+                               f"write one id per line in UTF-8") from None
     return ids, not all(map(str.strip, ids)), _distinct(ids)
 
 
