@@ -561,11 +561,9 @@ def _refusal(exc: BaseException) -> RagexpError | None:
     embedder that ``instantiate`` built refused its input: ``ragexp embed`` on a question file
     with a quote not in its document, a precomputed folder with a NaN row), else None."""
     # defer heavy import
-    from hydra.errors import InstantiationException
+    from ragexp.tracking.failures import unwrapped
 
-    root = exc
-    while isinstance(root, InstantiationException) and root.__cause__ is not None:
-        root = root.__cause__
+    root = unwrapped(exc)
     return root if isinstance(root, RagexpError) else None
 
 

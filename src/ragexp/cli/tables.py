@@ -23,8 +23,9 @@ from omegaconf import OmegaConf
 from ragexp.cli import decisions as decision_tables
 from ragexp.data import shipped
 from ragexp.decide import compare
-from ragexp.errors import MissingInput, NotFound
+from ragexp.errors import NotFound
 from ragexp.evaluation import significance
+from ragexp.run.compose import project_dir
 
 ABLATIONS = shipped.folder("conf") / "ablation"
 
@@ -34,10 +35,7 @@ def user_config_dir(config_dir: str | Path | None = None) -> Path | None:
     (``MissingInput`` if it is not a folder), else ``conf/`` of the current folder when it has
     an ``ablation/`` folder and is not the shipped ``conf/`` itself; else None."""
     if config_dir is not None:
-        path = Path(config_dir).resolve()
-        if not path.is_dir():
-            raise MissingInput(f"--config-dir {config_dir}: no such folder")
-        return path
+        return project_dir(config_dir)
     here = Path("conf").resolve()
     return here if (here / "ablation").is_dir() and here != ABLATIONS.parent.resolve() else None
 

@@ -19,11 +19,18 @@ log = logging.getLogger("ragexp")
 FAILED_RUN = "ragexp_failed_run"  # set on an exception a run was ended FAILED with (its id)
 
 
-def describe(exc: BaseException) -> str:
-    """``Type: message`` on one line, for the error under any Hydra instantiation wrappers."""
+def unwrapped(exc: BaseException) -> BaseException:
+    """The error under any Hydra ``InstantiationException`` wrappers (a stage's constructor's
+    own), or ``exc`` itself."""
     root = exc
     while isinstance(root, InstantiationException) and root.__cause__ is not None:
         root = root.__cause__
+    return root
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` on one line, for the error under any Hydra instantiation wrappers."""
+    root = unwrapped(exc)
     return f"{type(root).__name__}: {' '.join(str(root).split())}"
 
 
