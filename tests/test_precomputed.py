@@ -4,6 +4,7 @@ vectors precomputed by the hash embedder scores exactly as the hash embedder's o
 
 from __future__ import annotations
 
+import json
 import logging
 
 import numpy as np
@@ -489,3 +490,50 @@ def test_an_id_file_that_is_not_utf8_is_named(tmp_path):
         PrecomputedEmbedder(str(folder))
     assert str(info.value) == (f"{txt} is not UTF-8 text (byte 0: invalid start byte): write "
                                f"one id per line in UTF-8")
+
+
+@pytest.mark.slow
+def test_a_sweep_counts_and_names_jobs_refused_before_their_run_exists(tmp_path):
+    """A job whose folder is refused after the skip check but before its run is created (a NaN
+    row: ``stages.check_vectors``) is a failed job of its sweep: counted, printed with no run,
+    the parent FAILED and exit 1 (it once left no status file: "1 finished", exit 0). When no
+    job finished, the sweep compares nothing and writes no page, without a traceback."""
+    import shutil
+
+    from cli_runs import run_ragexp
+    from mlflow.tracking import MlflowClient
+    from workspaces import store_uri
+
+    good, _ = _hash_folder(tmp_path / "good", _cfg("embedder=hash"))
+    bad = []
+    for name, row in (("bad", 3), ("worse", 5)):
+        shutil.copytree(good, tmp_path / name)
+        rows = np.load(good / "passages.npy")
+        rows[row, 0] = np.nan
+        np.save(tmp_path / name / "passages.npy", rows)
+        bad.append(tmp_path / name)
+    base = ["-m", "embedder=precomputed", "reranker=none"]
+    procs = {}
+    for sweep, paths in (("mixed", [good, bad[0]]), ("all", bad)):
+        procs[sweep] = run_ragexp(tmp_path, *base, f"embedder.path={','.join(map(str, paths))}",
+                                  f"hydra.sweep.dir={tmp_path / sweep}")
+    c = MlflowClient(store_uri(tmp_path))
+    parents = {r.data.tags["ragexp.sweep_dir"]: r for r in c.search_runs(
+        [e.experiment_id for e in c.search_experiments()], "tags.`ragexp.role` = 'sweep'")}
+    for sweep, (finished, failed) in {"mixed": (1, 1), "all": (0, 2)}.items():
+        proc, out = procs[sweep], procs[sweep].stdout
+        assert proc.returncode == 1, (sweep, proc.stderr[-2000:])
+        assert f"{failed} job(s) did not finish" in proc.stderr
+        counts = f"{failed} failed" + (f", {finished} finished" if finished else "")
+        assert f"sweep done: {counts} (parent run" in out, (sweep, out[-2000:])
+        lines = [ln for ln in out.splitlines() if ln.strip().startswith("FAILED")]
+        assert len(lines) == failed, (sweep, lines)
+        assert all("NaN or inf in row" in ln and "no run: the job failed before its run was "
+                   "created" in ln for ln in lines), lines
+        parent = parents[str(tmp_path / sweep)]
+        assert parent.info.status == "FAILED"
+        assert json.loads(parent.data.tags["ragexp.jobs"]) == (
+            {"failed": failed, "finished": finished} if finished else {"failed": failed})
+        assert "Traceback" not in proc.stdout + proc.stderr
+    assert "no comparison and no report.html: no job of this sweep finished" in procs["all"].stdout
+    assert "report.html" in procs["mixed"].stdout

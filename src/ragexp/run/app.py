@@ -234,6 +234,17 @@ def refused_input(exc: BaseException) -> bool:
     return isinstance(cause, REFUSED_INPUT)
 
 
+def failed_before_its_run(exc: BaseException, error: str) -> None:
+    """Write the status file of a sweep's job that failed before a run of it existed (a value
+    the job refuses, a precomputed folder whose rows are refused before the run is created):
+    ``FAILED`` with no run, so the sweep counts it, prints it and fails (a job whose run ended
+    ``FAILED`` has its status file written by ``tracking.runs``). Before, such a job left no
+    status file, and a sweep of one finished and one such job said "1 finished" and exited 0."""
+    hc = HydraConfig.get()
+    tracking.write_status(hc.runtime.output_dir, status="FAILED", run_id=None,
+                          overrides=" ".join(hc.overrides.task), error=error)
+
+
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> float | None:
     """Runs one job; returns its objective (``cfg.objective`` on ``cfg.split``), so a sweeper
@@ -247,9 +258,7 @@ def main(cfg: DictConfig) -> float | None:
     except validation.ConfigRangeError as exc:
         if not in_sweep:
             refuse(f"{exc}\nnothing was run")
-        tracking.write_status(HydraConfig.get().runtime.output_dir, status="FAILED",
-                              run_id=None, overrides=" ".join(HydraConfig.get().overrides.task),
-                              error=str(exc))
+        failed_before_its_run(exc, str(exc))
         log.error("%s", exc)
         return None
     except tracking.TrackingError as exc:  # no store: stop, in a sweep too
@@ -257,6 +266,8 @@ def main(cfg: DictConfig) -> float | None:
     except Exception as exc:
         lifecycle.reraise_if_stopped()
         failures.report(exc, verbose=cfg.verbose)
+        if in_sweep and getattr(exc, failures.FAILED_RUN, None) is None:
+            failed_before_its_run(exc, tracking.error_summary(exc)[:500])
         if in_sweep:
             log.error("the sweep goes on and reports failed jobs at the end")
             return None

@@ -6,7 +6,8 @@ an ``ablation=glob(...)`` matching no ablation, stops the sweep with exit code 2
 is created), then
 delivers results a previous run of this sweep folder kept on disk (``outbox``), closes runs of
 the experiment whose process is gone (``lifecycle.close_abandoned``), and only then creates the
-parent run. ``on_multirun_end`` ends the parent ``FINISHED`` (every job finished or skipped) or
+parent run. ``on_multirun_end`` compares the jobs and writes the page when any job finished or
+was skipped, then ends the parent ``FINISHED`` (every job finished or skipped) or
 ``FAILED``, with the tag ``ragexp.jobs`` counting finished, failed, killed and skipped jobs, after
 logging the sweep's page ``report.html`` on it (``ragexp.report.html``; ``sweep_report=false`` skips
 it; a failure to build it is the tag ``ragexp.report_error``, never a failed sweep); a
@@ -214,8 +215,12 @@ class SweepCallback(Callback):
         """Compare the jobs (``_select``), write the sweep's page (``_report``), end the parent
         run and print what every job did. Raises ``SystemExit(1)`` when a job did not finish."""
         sweep_dir = str(config.hydra.sweep.dir)
-        self._select(config, sweep_dir)
-        self._report(config)
+        if any(s["status"] in ("FINISHED", "SKIPPED") for s in tracking.read_statuses(
+                sweep_dir, skip_unreadable=True)):
+            self._select(config, sweep_dir)
+            self._report(config)
+        else:  # nothing to compare or show: the lines below say why each job did not finish
+            print("no comparison and no report.html: no job of this sweep finished")
         try:
             counts = end_parent(self.parent_id, sweep_dir)
         except Exception as exc:
@@ -232,8 +237,9 @@ class SweepCallback(Callback):
                       f"finished as run {s['run_id']} (force=true reruns it)")
         failed = [s for s in done if s["status"] not in ("FINISHED", "SKIPPED")]
         for s in failed:
-            print(f"  {s['status']} {s['overrides']}: {s.get('error', '')} "
-                  f"(run {s.get('run_id')})")
+            run = (f"run {s['run_id']}" if s.get("run_id") else
+                   "no run: the job failed before its run was created")
+            print(f"  {s['status']} {s['overrides']}: {s.get('error', '')} ({run})")
         if failed:
             print(f"{len(failed)} job(s) did not finish", file=sys.stderr)
             raise SystemExit(1)
