@@ -314,6 +314,39 @@ def test_a_local_folder_outside_the_catalogue_runs_with_its_declared_recipe(tmp_
                                minilm.embed([SENTENCE, UNRELATED]), atol=1e-6)
 
 
+def test_a_model_folder_s_tokenizer_is_read_once_per_process_until_it_changes(
+        tmp_path, minilm, minilm_files, monkeypatch):
+    """The jobs of a sweep each build an embedder: its token counter is read from the folder's
+    tokenizer.json once (shared, the same counts as a fresh read), and read again once the file
+    changes."""
+    import os
+
+    from fastembed.common import preprocessor_utils
+
+    from ragexp.index import embedders
+
+    texts = ["word " * 400, "Ünïcode straße naïve café", "short"]
+    expected = minilm.tokens().counts(texts)
+    reads = []
+    real = preprocessor_utils.load_tokenizer
+    monkeypatch.setattr(preprocessor_utils, "load_tokenizer",
+                        lambda model_dir: reads.append(model_dir) or real(model_dir=model_dir))
+    folder = _copy_folder(tmp_path / "mine", minilm_files)
+
+    def counter():
+        return FastEmbedEmbedder("acme/my-minilm", model_path=str(folder), dim=384,
+                                 pooling="mean", cache_dir=str(tmp_path / "cache")).tokens()
+
+    first, second = counter(), counter()
+    assert len(reads) == 1 and first.tokenizer is second.tokenizer
+    assert (first.counts(texts) == expected).all()
+    assert first.window == 256
+    stat = (folder / "tokenizer.json").stat()
+    os.utime(folder / "tokenizer.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert counter().tokenizer is not first.tokenizer and len(reads) == 2
+    embedders._folder_counter.cache_clear()
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({}, "needs embedder.dim and embedder.pooling"),
     ({"dim": 384}, "needs embedder.pooling"),

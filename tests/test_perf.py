@@ -148,6 +148,41 @@ def test_compose_once_answers_the_sweepers_and_launchers_compositions():
     assert loader.calls[2:] == [["a=3"], ["a=1"]]
 
 
+VALIDATE_COUNT = """
+import sys
+from ragexp.run import app, validation
+real, calls = validation.validate, []
+validation.validate = lambda cfg, where="": calls.append(where) or real(cfg, where)
+sys.argv = ["ragexp", *sys.argv[1:]]
+try:
+    app.entry()
+finally:
+    print("validated:", repr(calls))
+"""
+
+
+@pytest.mark.slow
+def test_a_sweep_validates_each_job_once(tmp_path):
+    """The up-front check validates every job; the job does not validate its config again in
+    the same process (it did: two validations a job). A single run still validates."""
+    import ast
+    import subprocess
+    import sys
+
+    from cli_runs import ROOT, cli_env
+
+    common = ["embedder=hash", "reranker=none", "progress=false", f"cache_dir={tmp_path / 'c'}"]
+    for argv, expected in (
+            (["-m", "retriever=bm25,dense", f"hydra.sweep.dir={tmp_path / 's'}"],
+             ["job #0: retriever=bm25", "job #1: retriever=dense"]),
+            ([f"hydra.run.dir={tmp_path / 'r'}", "retriever=bm25"], [""])):
+        done = subprocess.run([sys.executable, "-c", VALIDATE_COUNT, *argv, *common], cwd=ROOT,
+                              env=cli_env(tmp_path), capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        calls = ast.literal_eval(done.stdout.strip().splitlines()[-1].split(": ", 1)[1])
+        assert [w.split(" embedder")[0] for w in calls] == expected, calls
+
+
 @pytest.mark.parametrize("n", [2, 3, 5, 13, 14, 20, 53, 120])
 def test_randomisation_p_equals_scipys_permutation_test_to_the_last_digit(n):
     """The sign-flip p from the shared flips equals scipy's ``permutation_test`` exactly, for

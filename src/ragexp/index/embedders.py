@@ -392,6 +392,32 @@ _SESSIONS: dict[tuple, Any] = {}
 MAX_SESSIONS = 4
 
 
+def _counter(loaded) -> tuple[int, Any]:
+    """``(window, counter)`` of fastembed's tokenizer ``loaded``: its truncation length and a
+    copy with truncation and padding off; ``(0, None)`` when it has no truncation."""
+    if loaded is None or not loaded.truncation:
+        return 0, None
+    # defer heavy import
+    from tokenizers import Tokenizer
+
+    counter = Tokenizer.from_str(loaded.to_str())
+    counter.no_truncation()
+    counter.no_padding()
+    return int(loaded.truncation["max_length"]), counter
+
+
+@lru_cache(maxsize=MAX_SESSIONS)
+def _folder_counter(folder: str, mtime_ns: int, size: int) -> tuple[int, Any]:
+    """``_counter`` of the tokenizer fastembed's own ``load_tokenizer`` reads from a model's
+    ``folder``, once per process for its ``tokenizer.json``'s modification time and size: the
+    jobs of a sweep each build an embedder, and each read the file again (nine reads a
+    12-ablation sweep). The counter is shared: ``TokenCounter`` only encodes with it."""
+    # defer heavy import
+    from fastembed.common.preprocessor_utils import load_tokenizer
+
+    return _counter(load_tokenizer(model_dir=Path(folder))[0])
+
+
 @dataclass
 class FastEmbedEmbedder:
     """An ONNX sentence embedder run by fastembed.
@@ -577,23 +603,17 @@ class FastEmbedEmbedder:
         Raises ``EmbedderError`` when the model exposes no such tokenizer."""
         folder = self._model_folder() if self._session is None else None
         if folder is not None:
-            # defer heavy import
-            from fastembed.common.preprocessor_utils import load_tokenizer
-
-            loaded = load_tokenizer(model_dir=folder)[0]
+            tokenizer = folder / "tokenizer.json"
+            stat = tokenizer.stat()
+            window, counter = _folder_counter(str(folder.resolve()), stat.st_mtime_ns,
+                                              stat.st_size)
         else:
-            loaded = getattr(self._model.model, "tokenizer", None)
-        if loaded is None or not loaded.truncation:
+            window, counter = _counter(getattr(self._model.model, "tokenizer", None))
+        if counter is None:
             raise EmbedderError(f"{self.spec.name}: fastembed exposes no truncating tokenizer, "
                                 f"so the model's token window cannot be read")
-        # defer heavy import
-        from tokenizers import Tokenizer
-
-        counter = Tokenizer.from_str(loaded.to_str())
-        counter.no_truncation()
-        counter.no_padding()
-        return TokenCounter(self.identity.key, int(loaded.truncation["max_length"]), counter,
-                            self.spec.query_prefix, self.spec.passage_prefix)
+        return TokenCounter(self.identity.key, window, counter, self.spec.query_prefix,
+                            self.spec.passage_prefix)
 
     def batches(self, texts: list[str], mode: str = "passage") -> list[list[int]]:
         """Positions of ``texts`` in the batches ``embed`` hands the model, every position once.

@@ -30,7 +30,7 @@ from ragexp.report.abstain_svg import abstain_svg
 from ragexp.run import build as stages
 from ragexp.run import repeats, schema, validation
 from ragexp.run.pipeline import RunResult, run_experiment
-from ragexp.run.sweep import SKIP_LINK, refuse
+from ragexp.run.sweep import SKIP_LINK, refuse, validated
 from ragexp.tracking import failures, lifecycle, provenance, runs
 from ragexp.tracking import store as tracking
 
@@ -173,10 +173,11 @@ def run_logged(cfg: DictConfig) -> dict:
     after marking it. Relative paths are the launch folder's (``stages.anchor_paths``), with
     ``hydra.job.chdir=true`` too."""
     stages.anchor_paths(cfg, tracking.launch_dir())
-    validation.validate(cfg)
-    if HydraConfig.initialized():
-        warn_shadowed(tuple((s.provider, s.schema, s.path)
-                            for s in HydraConfig.get().runtime.config_sources))
+    hc = HydraConfig.get() if HydraConfig.initialized() else None
+    if hc is None or not validated(list(hc.overrides.task)):
+        validation.validate(cfg)
+    if hc is not None:
+        warn_shadowed(tuple((s.provider, s.schema, s.path) for s in hc.runtime.config_sources))
     job = resolve(cfg)
     done = already_finished(cfg, job)
     if done:

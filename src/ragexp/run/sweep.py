@@ -37,6 +37,9 @@ from ragexp.tracking import store as tracking
 log = logging.getLogger(__name__)
 
 SKIP_LINK = "ragexp.in_sweep."  # tag on a finished run a sweep reused: <prefix><parent id>
+# The overrides of the jobs ``check_jobs`` validated, while their sweep runs in this process:
+# the runner does not validate them again (``validated``).
+VALIDATED: set[tuple[str, ...]] = set()
 
 
 def compose_jobs(config: DictConfig) -> list[tuple[list[str], DictConfig]] | None:
@@ -108,6 +111,7 @@ def check_jobs(config: DictConfig) -> list | None:
     """Compose and validate every job; print the first bad job and every bad value in it (or
     why the sweep has no job) and raise ``SystemExit(2)``. Returns the jobs as ``(overrides, config)`` (``None`` when the sweep cannot
     be expanded)."""
+    VALIDATED.clear()
     try:
         jobs = compose_jobs(config)
     except Exception as exc:
@@ -117,7 +121,17 @@ def check_jobs(config: DictConfig) -> list | None:
             validation.validate(cfg, where=f"job #{i}: {' '.join(overrides)}")
         except validation.ConfigRangeError as exc:
             refuse(f"{exc}\nnothing was run")
+    VALIDATED.update(tuple(ov) for ov, _ in jobs or [])
     return jobs
+
+
+def validated(overrides: list[str]) -> bool:
+    """Whether the job with these overrides was composed and validated by ``check_jobs`` for
+    the sweep this process runs: its config is the one composed there (``compose_once``), so
+    validating it again in the job repeated the work (issue #21: compose and validate once). A
+    job of another process (a joblib worker) or of an optimiser's sweep is not, and is
+    validated as it starts."""
+    return tuple(overrides) in VALIDATED
 
 
 def refuse(message: str) -> NoReturn:
@@ -228,6 +242,7 @@ class SweepCallback(Callback):
                              f"{tracking.error_summary(exc)}") from None
         finally:
             lifecycle.closed(self.parent_id)
+            VALIDATED.clear()
         done = tracking.read_statuses(sweep_dir)
         summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
         print(f"\nsweep done: {summary} (parent run {self.parent_id})")
