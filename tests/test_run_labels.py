@@ -102,3 +102,13 @@ def test_a_key_the_config_copies_from_another_is_named_once():
     frame = pd.DataFrame([{"run_id": r, **{f"params.{k}": v for k, v in p.items()}}
                           for r, p in params.items()])
     assert compare.differing_params(frame) == [f"params.{k}" for k in labels.differing(params)]
+
+
+@pytest.mark.parametrize(("overrides", "label"), [
+    (["retriever=bm25", "embedder=hash", "progress=false", "cache_dir=/tmp/c"],
+     "retriever=bm25 embedder=hash"),
+    (["+ablation=x", "hydra.sweep.dir=s", "force=true", "embedder.dim=256", "~reranker"],
+     "embedder.dim=256 ~reranker"),
+    (["force=true", "experiment=e"], "custom"), ([], "custom")])
+def test_a_run_of_overrides_is_named_by_its_overrides_less_bookkeeping(overrides, label):
+    assert labels.of_overrides(overrides) == label

@@ -60,6 +60,24 @@ def test_failed_jobs_are_recorded_and_reported(sweep):
     assert all("bad.jsonl" in ln and "not found" in ln for ln in failed_lines)
 
 
+def test_jobs_of_overrides_are_named_by_them_on_the_console_and_in_mlflow(sweep):
+    """A job of overrides only (no ablation) is printed and named by its overrides, less the
+    bookkeeping ones (it was ``[custom]``, with a random MLflow name)."""
+    tmp, proc = sweep
+    printed = dict(line.split(" ", 2)[1:3] for line in proc.stdout.splitlines()
+                   if line.startswith("run "))
+    df = runs(tmp)
+    finished = df[df["status"] == "FINISHED"].set_index("run_id")
+    assert set(printed) == set(finished.index) and len(printed) == 2
+    for run_id, rest in printed.items():
+        label = rest.split("]", 1)[0].lstrip("[")
+        retriever = finished.loc[run_id, "params.retriever.name"]
+        assert label.startswith(f"embedder=hash retriever={retriever} reranker=none "
+                                f"dataset.questions="), label
+        assert "cache_dir" not in label and "progress" not in label
+        assert finished.loc[run_id, "tags.mlflow.runName"] == label
+
+
 def test_finished_runs_have_params_metrics_tags_artifacts(sweep):
     tmp, _ = sweep
     df = runs(tmp)

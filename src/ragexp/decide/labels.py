@@ -27,6 +27,16 @@ BOOKKEEPING = frozenset({"progress", "force", "experiment", "cache_dir", "ablati
 _INTEGRAL = re.compile(r"-?\d+\.0+")
 
 
+def of_overrides(overrides: list[str]) -> str:
+    """The console and MLflow run name of a run of overrides only, before other runs are known:
+    its command-line overrides less the bookkeeping ones (``BOOKKEEPING``, ``hydra.*``), e.g.
+    ``retriever=bm25 embedder=hash``; ``custom`` when none is left. Every job of a sweep of
+    overrides was shown as ``[custom]``, and named at random by MLflow."""
+    kept = [o for o in overrides
+            if o.lstrip("+~").split("=", 1)[0].split(".", 1)[0] not in BOOKKEEPING | {"hydra"}]
+    return " ".join(kept) or CUSTOM
+
+
 def shown(value: str) -> str:
     """A recorded value as a label prints it: ``"10.0"`` -> ``"10"``; anything else unchanged."""
     return value.split(".")[0] if _INTEGRAL.fullmatch(value) else value

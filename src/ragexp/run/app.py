@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ragexp.data import shipped, split
 from ragexp.data.readers import DataError
-from ragexp.decide import selection
+from ragexp.decide import labels, selection
 from ragexp.errors import InvalidValue, MissingInput, NotFound, RagexpError, WouldOverwrite
 from ragexp.evaluation import measures
 from ragexp.report.abstain_svg import abstain_svg
@@ -195,8 +195,10 @@ def run_logged(cfg: DictConfig) -> dict:
     if job.parent:
         tags["mlflow.parentRunId"] = job.parent
     # repeated log lines are said once with a count, before the run (and its app.log) ends
+    label = (cfg.ablation if cfg.ablation != labels.CUSTOM else
+             labels.of_overrides(hc.overrides.task if hc is not None else []))
     with runs.tracked_run(job.experiment_id, tags=tags,
-                          run_name=cfg.ablation if cfg.ablation != "custom" else None,
+                          run_name=label if label != labels.CUSTOM else None,
                           params=tracking.flatten(job.resolved), output_dir=job.output_dir,
                           overrides=job.overrides) as run, repeats.collapsed():
         log.info("MLflow run %s (experiment %s)", run.run_id, job.resolved["experiment"])
@@ -216,7 +218,7 @@ def run_logged(cfg: DictConfig) -> dict:
     m = result.metrics
     keys = [ms.key for ms in measures.parse_all(cfg.measures)]
     summary = "  ".join(f"{k}={m[k]:.3f}" for k in (*keys, "abstain.auc") if k in m)
-    print(f"run {run.run_id} [{cfg.ablation}] {summary}")
+    print(f"run {run.run_id} [{label}] {summary}")
     return {"status": "FINISHED", "run_id": run.run_id, **m}
 
 
