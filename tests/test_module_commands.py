@@ -91,3 +91,12 @@ def test_a_config_dir_that_is_no_folder_is_one_line(tmp_path, args):
     proc = module(tmp_path, *args, "embedder=hash")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == "error: --config-dir nosuch: no such folder\n"
+
+
+def test_ragexp_runs_points_to_the_commands_that_list_runs(capsys):
+    """A trial looked for a run listing under ``ragexp runs``: its help names ``compare``."""
+    with pytest.raises(SystemExit) as done:
+        cli.main(["runs", "--help"])
+    assert done.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "To list runs with their measures: ragexp compare (--parent SWEEP_RUN" in shown

@@ -131,3 +131,15 @@ def test_a_sweep_without_finished_runs_says_so(mlflow_store, capsys):
     # any other artifact: the refusal itself, wherever a run's files are read
     with pytest.raises(tracking.SweepParentRun, match="none of its runs finished"):
         tracking.artifact_path(parent, "per_question.csv")
+
+
+@pytest.mark.parametrize(("jobs", "parent", "warning"), [
+    (["proj", "proj"], "proj", None),
+    ([], "own", None),
+    (["proj", "ragexp-handbook", "proj"], "own",
+     "this sweep's jobs go to 2 experiments (2 job(s) to 'proj', 1 job(s) to 'ragexp-handbook'); "
+     "its parent run is in 'own': set experiment=NAME to keep them together")])
+def test_the_parent_goes_where_its_jobs_go_and_a_split_is_said(jobs, parent, warning):
+    from ragexp.run.sweep import parent_experiment
+
+    assert parent_experiment(jobs, "own") == (parent, warning)

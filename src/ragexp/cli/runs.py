@@ -52,8 +52,11 @@ def cmd_sync(args) -> int:
 
 def add_parser(sub) -> None:
     """The ``runs`` command group, added to ``ragexp``'s subcommands."""
-    r = sub.add_parser("runs", help="close abandoned runs; log results kept on disk")
-    rsub = r.add_subparsers(dest="runs_cmd", required=True)
+    r = sub.add_parser("runs", help="close abandoned runs; log results kept on disk",
+                       description="Close abandoned runs and log results kept on disk. To list "
+                       "runs with their measures: ragexp compare (--parent SWEEP_RUN for one "
+                       "sweep's), or ragexp ui.")
+    rsub = r.add_subparsers(dest="runs_cmd", required=True, metavar="{cleanup,sync}")
     cl = rsub.add_parser("cleanup", help="mark FAILED the RUNNING runs whose process is gone",
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     cl.add_argument("--experiment", nargs="+", help="experiment names (default: all)")

@@ -134,6 +134,25 @@ def validated(overrides: list[str]) -> bool:
     return tuple(overrides) in VALIDATED
 
 
+def parent_experiment(jobs: list[str], own: str) -> tuple[str, str | None]:
+    """The experiment of a sweep's parent run, and a warning when its jobs go to more than one.
+    ``jobs``: each job's ``experiment``, in job order; ``own``: the sweep config's. The parent
+    lives where its children do: when every job resolves to one experiment (ablations that
+    override the dataset, say), that one; else ``own``, and the warning counts the jobs of each
+    experiment (a sweep mixing a project's ablation with a shipped one split its runs between
+    two experiments without a word, and ``ragexp report`` shows one experiment at a time)."""
+    counts: dict[str, int] = {}
+    for name in jobs:
+        counts[name] = counts.get(name, 0) + 1
+    if len(counts) == 1:
+        return jobs[0], None
+    if not counts:
+        return own, None
+    where = ", ".join(f"{n} job(s) to {e!r}" for e, n in counts.items())
+    return own, (f"this sweep's jobs go to {len(counts)} experiments ({where}); its parent run "
+                 f"is in {own!r}: set experiment=NAME to keep them together")
+
+
 def refuse(message: str) -> NoReturn:
     """Print ``error: MESSAGE`` to stderr and stop with exit code 2 (a refused input)."""
     print(f"error: {message}", file=sys.stderr)
@@ -184,10 +203,10 @@ class SweepCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         jobs = check_jobs(config)
-        # The parent lives where its children do: when every job resolves to one experiment
-        # (ablations that override the dataset, say), that one; else the sweep's own config's.
-        experiments = {str(cfg.experiment) for _, cfg in jobs or []}
-        name = experiments.pop() if len(experiments) == 1 else str(config.experiment)
+        name, split_note = parent_experiment([str(cfg.experiment) for _, cfg in jobs or []],
+                                             str(config.experiment))
+        if split_note:
+            log.warning("%s", split_note)
         # Likewise the baseline: the ablations of a starter (ragexp init) each name theirs.
         baselines = {str(cfg.baseline) for _, cfg in jobs or []}
         self.baseline = baselines.pop() if len(baselines) == 1 else str(config.baseline)
