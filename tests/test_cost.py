@@ -34,7 +34,9 @@ def test_a_noisy_latency_tie_makes_no_claim():
     assert found == cost.Cheapest("best", (), "time.query_p95_ms")
     line = selection.cheapest_line(found, "best", metrics, {r: r for r in metrics},
                                    {r: {"time.query_p95_ms": 20} for r in metrics})
-    assert "no cheaper run measurably than the best, best" in line and "20 questions" in line
+    assert line == ("cheapest tied with the best: the best itself, best (no tied run is "
+                    "measurably cheaper; time.query_p95_ms counts as lower only below the other "
+                    "run's median, 20 questions timed)")
     assert "vs" not in line
 
 
@@ -114,7 +116,8 @@ def test_the_parent_tags_read_back_as_lines_and_a_page_section():
     same = {"ragexp.cheapest_tied": "a" * 32, "ragexp.best_run": "a" * 32,
             "ragexp.cheapest_tied_costs": "{}"}
     assert compare.cost_lines(same, names) == [
-        "cheapest tied with the best: no cheaper run measurably than the best, default"]
+        "cheapest tied with the best: the best itself, default (no tied run is measurably "
+        "cheaper)"]
     data = SweepData("p" * 32, "e", None, {}, {}, "nDCG@10", None, parent_tags=tags)
     html = "\n".join(cost_section(data, names))
     assert "cheapest tied with the best: hnsw_dense" in html and "<h2>" in html

@@ -218,3 +218,22 @@ def test_the_tables_name_the_command_that_printed_them_with_its_flags(monkeypatc
     assert seen["config_dir"] == tmp_path / "conf" and capsys.readouterr().out == "tables\n"
     report.print_tables("e")
     assert seen["command"] == "ragexp report --experiment e"
+
+
+def test_a_sweep_of_its_baseline_alone_says_why_nothing_is_compared_or_confirmed(
+        store, monkeypatch):
+    """A re-trial: with only the baseline's run, ``report --confirm`` said nothing of a winner,
+    and the paired table's caption read "Holm-adjusted over the 0 tests ... x 0 groups"."""
+    from ragexp.evaluation import significance
+
+    real = report.ablation_runs
+    monkeypatch.setattr(report, "ablation_runs", lambda *a, **k: real(*a, **k).assign(
+        **{"params.baseline": "bm25"}))
+    content = report.build("ragexp-handbook", run_confirm=True)
+    assert ("**Against `bm25`**: no paired test: the baseline is the only ablation with a run "
+            "here, so there is nothing to compare it with.") in content.splitlines()
+    assert ("**Winner on dev and test**: none chosen and nothing confirmed: a winner needs two "
+            "runs scored on the same questions, and the runs here are `bm25`.") in content
+    assert "0 tests" not in content and "0 groups" not in content
+    assert significance.note("holm", {}, ("nDCG@10",)) == (
+        "No paired tests: no run besides the baseline.")

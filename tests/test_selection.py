@@ -4,6 +4,7 @@ with it, confirmation on held-out test questions, and an Optuna search driving r
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import mlflow
@@ -117,6 +118,10 @@ def test_confirm_evaluates_both_on_test_and_logs_the_held_out_difference(sweep, 
     assert cli.main(["confirm", run_id]) == 0
     out = capsys.readouterr().out
     assert "held-out test" in out and "p_adj" in out and "Holm" in out
+    table = out.split("\n\n")[1].splitlines()
+    assert table[0].startswith("| measure | run dev | run test | baseline dev | baseline test |")
+    for row in table[2:]:  # every mean with three decimals (round(4) printed 0.875 by 0.9262)
+        assert all(re.fullmatch(r"\d\.\d{3}", v) for v in row.split(" | ")[1:5]), row
     after = runs(tmp).set_index("run_id")
     tags = after.loc[run_id]
     test_run, base_test = tags["tags.ragexp.confirm.test_run"], \
@@ -136,6 +141,10 @@ def test_confirm_evaluates_both_on_test_and_logs_the_held_out_difference(sweep, 
     assert cli.main(["confirm", run_id]) == 0  # the test evaluations are reused
     assert len(runs(tmp)) == n_runs
     assert cli.main(["confirm", kids.loc["default", "run_id"]]) == 2  # its own baseline
+    others = kids.drop(index="default")
+    second = others["run_id"][others["metrics.ndcg_at_10"].idxmax()]
+    assert (f"is its own baseline: pass --baseline {second} (the runner-up of its sweep)"
+            in capsys.readouterr().err)
 
 
 @pytest.mark.slow

@@ -42,12 +42,17 @@ class Store(NamedTuple):
 
 @contextmanager
 def tracking_store(folder: Path) -> Iterator[Store]:
-    """``MLFLOW_TRACKING_URI`` set to a sqlite store in ``folder`` and no inherited sweep parent,
-    until exit (then both are as they were)."""
+    """``MLFLOW_TRACKING_URI`` and MLflow's own tracking URI (``mlflow.set_tracking_uri``, which
+    the fluent calls read ahead of the variable) set to a sqlite store in ``folder`` and no
+    inherited sweep parent, until exit (then all three are as they were: a module whose fixture
+    set MLflow's URI made a later module's ``mlflow.search_runs`` read the earlier store)."""
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_TRACKING_URI", store_uri(folder))
         mp.delenv(PARENT_ENV, raising=False)
-        yield Store(folder, store_uri(folder), folder / STORE_FILE)
+        with _use_tracking_uri(store_uri(folder)):
+            yield Store(folder, store_uri(folder), folder / STORE_FILE)
 
 
 def compose_config(*overrides: str):

@@ -53,6 +53,14 @@ def tied_table(df: pd.DataFrame, objective: str) -> tuple[list[str], list[str]]:
     return lines + source_lines(df, objective, every), [r for r, _ in ranked]
 
 
+def no_winner(df: pd.DataFrame) -> str:
+    """Why the tables name no winner and confirm nothing: fewer than two runs were scored on
+    the same questions (a sweep of its baseline alone said nothing, ``--confirm`` included)."""
+    names = ", ".join(f"`{n}`" for n in df["tags.ragexp.ablation"])
+    return (f"**Winner on dev and test**: none chosen and nothing confirmed: a winner needs two "
+            f"runs scored on the same questions, and the runs here are {names}.")
+
+
 def source_lines(df: pd.DataFrame, objective: str,
                  every: dict[str, pd.DataFrame] | None = None) -> list[str]:
     """Markdown lines comparing the question sources' choices (``decide.sources``: each
@@ -124,5 +132,5 @@ def build(df: pd.DataFrame, objective: str = "nDCG@10", run_confirm: bool = Fals
           measures: tuple[str, ...] = significance.DEFAULT_MEASURES) -> list[str]:
     lines, ranked = tied_table(df, objective)
     if not ranked:
-        return lines
+        return lines + ([] if df.empty else [no_winner(df)])
     return lines + [""] + winner_table(df, ranked[0], measures, run_confirm, ranked[1])

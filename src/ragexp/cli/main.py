@@ -182,14 +182,14 @@ def cmd_confirm(args) -> int:
     # defer heavy import
     from ragexp.decide import compare
     from ragexp.evaluation import significance, stats
-    from ragexp.run.confirm import confirm
+    from ragexp.run.confirm import confirm, shown
 
     measures = tuple(args.measure or significance.DEFAULT_MEASURES)
     args.run_id, args.baseline = _full_id(args.run_id), _full_id(args.baseline)
     table, tests, baseline = confirm(args.run_id, args.baseline, measures, args.correction)
     print(f"run {args.run_id[:8]} against baseline {baseline[:8]}, chosen on dev, evaluated on "
           f"the held-out test questions:\n")
-    print(compare.render(table.round(4)))
+    print(compare.render(shown(table)))
     print("\nPer kind on test:\n")
     names = compare.run_labels(compare.runs_frame("", run_ids=[args.run_id, baseline]))
     print(compare.render(significance.long_table({args.run_id: tests}, names)))

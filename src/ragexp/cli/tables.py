@@ -183,7 +183,10 @@ def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...]
     named = df.get("params.baseline", pd.Series(dtype=str)).dropna()  # the config key baseline
     baseline = str(named.iloc[0]) if len(named) else "default"
     base = df[df["tags.ragexp.ablation"] == baseline]
-    if not base.empty:
+    if not base.empty and len(df) == 1:
+        parts += ["", f"**Against `{baseline}`**: no paired test: the baseline is the only "
+                      f"ablation with a run here, so there is nothing to compare it with."]
+    elif not base.empty:
         tab, results = compare.with_baseline(
             df, pd.DataFrame({"ablation": df["tags.ragexp.ablation"]}), base["run_id"].iloc[0],
             significance.DEFAULT_MEASURES)

@@ -172,8 +172,8 @@ def cost_lines(tags: dict[str, str], names: dict[str, str]) -> list[str]:
     lines = []
     chosen = tags.get("ragexp.cheapest_tied")
     if chosen and chosen == tags.get("ragexp.best_run"):
-        lines.append(f"cheapest tied with the best: no cheaper run measurably than the best, "
-                     f"{label(chosen)}")
+        lines.append(f"cheapest tied with the best: the best itself, {label(chosen)} (no tied "
+                     f"run is measurably cheaper)")
     elif chosen:
         costs = json.loads(tags.get("ragexp.cheapest_tied_costs", "{}"))
         detail = "; ".join(f"{c} {v['cheapest']:.4g} vs {v['best']:.4g} for the best"

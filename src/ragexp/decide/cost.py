@@ -84,7 +84,7 @@ def cheapest_tied(runs: list[str], best: str, metrics: Mapping[str, Mapping[str,
        95th percentile (ties: fewer ``EXACT`` costs, then the earlier run);
     2. else, of the runs not measurably slower than the best, the least ``EXACT`` costs
        (compared in order, among those every run logged), if lower than the best's;
-    3. else the best itself, ``cheaper`` empty: no cheaper run measurably.
+    3. else the best itself, ``cheaper`` empty: no tied run is measurably cheaper.
 
     None when ``runs`` is empty or no cost is known for all of them."""
     if not runs:

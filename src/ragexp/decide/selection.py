@@ -267,17 +267,18 @@ def _log_cheapest(parent_id: str, tied: stats.Tied, quality: dict[str, float],
 
 def cheapest_line(found: cost.Cheapest, best: str, metrics: Mapping[str, Mapping[str, float]],
                   label: Mapping[str, str], timed: Mapping[str, dict[str, int]]) -> str:
-    """The console line for ``found``: what it is cheaper on, or ``no cheaper run measurably``
-    when it is the best itself; with the latency compared and how many questions were timed."""
+    """The console line for ``found``: what it is cheaper on, or ``the best itself`` when no
+    tied run is measurably cheaper; with the rule the latency was compared by and how many
+    questions were timed."""
     lat = found.latency
     noise = ""
     if lat is not None:
         n = sorted({timed[r][lat] for r in (found.run, best)})
-        noise = (f"{lat} compared beyond its spread (one's p95 below the other's median), "
+        noise = (f"{lat} counts as lower only below the other run's median, "
                  f"{' and '.join(map(str, n))} questions timed")
     if not found.cheaper:
-        return (f"cheapest tied with the best: no cheaper run measurably than the best, "
-                f"{label[best]}" + (f" ({noise})" if noise else ""))
+        return (f"cheapest tied with the best: the best itself, {label[best]} (no tied run is "
+                f"measurably cheaper" + (f"; {noise})" if noise else ")"))
     detail = "; ".join(cost_phrase(c, metrics[found.run][c], metrics[best][c])
                        for c in found.cheaper)
     return f"cheapest tied with the best: {label[found.run]} ({detail}" \

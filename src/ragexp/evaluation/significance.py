@@ -172,6 +172,8 @@ def long_table(results: Mapping[str, list[Paired]], names: Mapping[str, str] | N
 def note(method: str, results: Mapping[str, list[Paired]], measures: Sequence[str]) -> str:
     """What the tests are and which family their p-values were adjusted over."""
     n_tests = sum(len(t) for t in results.values())
+    if not n_tests:
+        return "No paired tests: no run besides the baseline."
     groups = len(next(iter(results.values()))) // max(len(measures), 1) if results else 0
     fam = (f"the {n_tests} tests of this table ({len(results)} run(s) x {len(measures)} "
            f"measure(s) x {groups} groups: all questions and each kind)")

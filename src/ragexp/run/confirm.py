@@ -56,6 +56,24 @@ def sweep_baseline(run) -> str | None:
     return found[0].info.run_id if found else None
 
 
+def runner_up(run) -> str | None:
+    """The run id of the best other finished run of ``run``'s sweep by the run's objective on
+    its ``objective_source`` questions (the report's runner-up: what a sweep's baseline that
+    won is confirmed against), or None outside a sweep or without another run."""
+    parent = run.data.tags.get("mlflow.parentRunId")
+    if not parent:
+        return None
+    name = run.data.params.get("objective", "nDCG@10")
+    source = run.data.params.get("objective_source", HAND)
+    others = [r for r in tracking.client().search_runs(
+        [run.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent}' and "
+        f"attributes.status = 'FINISHED'", max_results=50000)
+        if r.info.run_id != run.info.run_id and measure_key(name) in r.data.metrics]
+    if not others:
+        return None
+    return max(others, key=lambda r: objective(r.data.metrics, name, source)).info.run_id
+
+
 def on_test(run_id: str) -> str:
     """Id of the finished run that evaluates ``run_id``'s configuration on the test split
     (created, or reused when it already exists)."""
@@ -83,6 +101,19 @@ def on_test(run_id: str) -> str:
         if parent is not None:
             os.environ[tracking.PARENT_ENV] = parent
     return out["run_id"]
+
+
+MEANS = ("run dev", "run test", "baseline dev", "baseline test")  # the table's measure means
+
+
+def shown(table: pd.DataFrame) -> pd.DataFrame:
+    """``confirm``'s table as ``ragexp confirm`` prints it: every mean (``MEANS``) with three
+    decimals, as its Δ column and the report's confirm table print them, blank where the run
+    logged none (``round(4)`` printed ``0.875`` beside ``0.9262``)."""
+    out = table.copy()
+    for col in MEANS:
+        out[col] = ["" if v is None or pd.isna(v) else f"{v:.3f}" for v in table[col]]
+    return out
 
 
 def confirm(run_id: str, baseline_id: str | None = None,
@@ -113,7 +144,9 @@ def confirm(run_id: str, baseline_id: str | None = None,
                                    f"and there is no champion; pass --baseline RUN_ID")
             baseline_id = champion.run_id
     if baseline_id == run_id:
-        raise ConfirmError(f"run {run_id[:8]} is its own baseline: pass --baseline RUN_ID")
+        other = runner_up(run)
+        raise ConfirmError(f"run {run_id[:8]} is its own baseline: pass --baseline "
+                           + (f"{other} (the runner-up of its sweep)" if other else "RUN_ID"))
     if base is None:  # the sweep's baseline job or the champion
         base = c.get_run(baseline_id)
     differ = [k for k in DATA_TAGS if run.data.tags.get(k) != base.data.tags.get(k)]
