@@ -87,6 +87,8 @@ CASES = [
     (["dataset=markdown"], "dataset.corpus_dir is required", dataset),
     (["dataset=markdown", "dataset.corpus_dir={tmp}/nowhere", f"dataset.questions={GOLDEN}"],
      "dataset.corpus_dir={tmp}/nowhere: no such folder", dataset),
+    (["dataset=markdown", "dataset.corpus_dir={tmp}/x.run", f"dataset.questions={GOLDEN}"],
+     "dataset.corpus_dir={tmp}/x.run: a file, not a folder", dataset),
     (["dataset.questions={tmp}/nowhere.jsonl"], "no such file or folder", dataset),
     ([f"dataset.questions=[{GOLDEN},{{tmp}}/nowhere.jsonl]"],
      "dataset.questions={tmp}/nowhere.jsonl: no such file or folder", dataset),
@@ -95,6 +97,8 @@ CASES = [
     (["retriever=trec_run"], "retriever.path is required", retriever),
     (["retriever=trec_run", "retriever.path={tmp}/none.run"], "retriever.path={tmp}/none.run: no "
      "such file", retriever),
+    (["retriever=trec_run", "retriever.path={tmp}"], "retriever.path={tmp}: a folder, not a file",
+     retriever),
     (["retriever=trec_run", "retriever.path={tmp}/x.run", "retriever.unit=page"],
      "retriever.unit='page' is not one of", retriever),
     (["retriever=hybrid", "retriever.parts.dense=null", "retriever.parts.bm25=null"],

@@ -74,6 +74,8 @@ def test_the_project_adds_options_and_the_shipped_ones_win_on_a_name(tmp_path):
     assert tables.ablation_files(conf)["bm25"] == tables.ABLATIONS / "bm25.yaml"
     with pytest.raises(MissingInput, match="--config-dir .*nowhere: no such folder"):
         compose.compose("config", [], tmp_path / "nowhere")
+    with pytest.raises(MissingInput, match="--config-dir .*mine.yaml: a file, not a folder"):
+        compose.compose("config", [], conf / "dataset" / "mine.yaml")
 
 
 def test_it_composes_what_the_runner_composes_with_config_dir(tmp_path):
@@ -99,7 +101,8 @@ def test_embed_finds_the_project_s_dataset(tmp_path, capsys):
     passages = int(re.search(r"(\d+) passages, (\d+) questions; embedded (\d+)", line)[1])
     assert passages > 0, line
     assert cli(["embed", *overrides]) == 2  # without the folder: no dataset option "mine"
-    assert "mine" in capsys.readouterr().err
+    assert capsys.readouterr().err == ("error: In 'config': Could not find 'dataset/mine'; "
+                                       "options in 'dataset': beir, handbook, markdown\n")
     assert cli(["embed", "--config-dir", str(tmp_path / "nowhere"), *overrides]) == 2
     assert "--config-dir" in capsys.readouterr().err
 
@@ -113,6 +116,40 @@ def test_questions_are_drawn_from_the_project_s_own_documents(tmp_path, capsys):
     assert len(records) == 3
     text = json.dumps(records)
     assert ("kettles.md" in text or "ladders.md" in text) and "brindle" not in text.lower()
+
+
+def test_an_option_of_the_project_without_its_folder_names_the_folder(tmp_path, capsys,
+                                                                       monkeypatch):
+    """A trial ran ``ragexp questions generate dataset=mine`` in its ``ragexp init`` project
+    and read Hydra's search path in one long line; the runner and ``embed`` said nothing of
+    the project's ``conf/dataset/mine.yaml`` either."""
+    from ragexp.run import validation
+
+    _project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    expected = ("Could not find 'dataset/mine'; options in 'dataset': beir, handbook, markdown "
+                "(conf/dataset/mine.yaml is here: pass --config-dir conf)")
+    assert cli(["questions", "generate", "--n", "3", "--out", "q.jsonl", "dataset=mine"]) == 2
+    assert capsys.readouterr().err == f"error: In 'questions': {expected}\n"
+    assert cli(["embed", "dataset=mine"]) == 2
+    assert capsys.readouterr().err == f"error: In 'config': {expected}\n"
+    with pytest.raises(HydraException) as refused:  # the runner's one line is this function's
+        compose.compose("config", ["dataset=mine"])
+    assert validation.composition_error(refused.value) == f"In 'config': {expected}"
+    assert not (tmp_path / "q.jsonl").exists()
+
+
+def test_the_commands_name_a_project_file_the_shipped_one_hides(tmp_path, caplog):
+    """``embed``, ``questions generate`` and the tables compose with ``--config-dir`` outside
+    the runner: they warned of no hidden file (the runner does: the test below)."""
+    conf = _project(tmp_path)
+    with caplog.at_level("WARNING", logger="ragexp"):
+        compose.compose("config", [], conf)
+        compose.compose("config", ["+ablation=bm25"], conf)  # the same folder: said once
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{conf / 'ablation' / 'bm25.yaml'} is not used: the shipped ablation/bm25.yaml has "
+        f"that name and Hydra reads the shipped config folder first; give yours a name of its "
+        f"own"]
 
 
 def test_embed_refuses_a_stage_s_bad_input_in_one_line(tmp_path, capsys):
@@ -155,8 +192,8 @@ def test_a_project_file_the_shipped_one_hides_is_named_once(tmp_path, caplog):
     sources = (("hydra", "pkg", "hydra.conf"), ("main", "file", app.CONF_DIR),
                ("command-line", "file", str(conf)), ("schema", "structured", ""))
     with caplog.at_level("WARNING", logger="ragexp"):
-        lines = app.warn_shadowed(sources)
-        app.warn_shadowed(sources)  # the next job of the sweep: no second warning
+        lines = compose.warn_shadowed(sources)
+        compose.warn_shadowed(sources)  # the next job of the sweep: no second warning
     assert lines == [f"{conf / 'ablation' / 'bm25.yaml'} is not used: the shipped ablation/"
                      f"bm25.yaml has that name and Hydra reads the shipped config folder first; "
                      f"give yours a name of its own"]

@@ -105,8 +105,12 @@ def test_beir_missing_folder_and_files(tmp_path):
         BeirDataset(path="")
     root = _beir(tmp_path)
     (root / "queries.jsonl").unlink()
-    with pytest.raises(BeirFormatError, match=r"queries\.jsonl: file not found"):
+    with pytest.raises(BeirFormatError, match=r"queries\.jsonl: no such file"):
         BeirDataset(path=str(root))
+    (root / "queries.jsonl").mkdir()
+    with pytest.raises(BeirFormatError, match=r"queries\.jsonl: a folder, not a file"):
+        BeirDataset(path=str(root))
+    (root / "queries.jsonl").rmdir()
     with pytest.raises(BeirFormatError, match="check dataset.split"):
         BeirDataset(path=str(root), split="dev")
 

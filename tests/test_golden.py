@@ -204,7 +204,10 @@ def test_find_quote_collapses_whitespace_in_the_quote_too(tmp_path):
 def test_missing_folders_are_reported(tmp_path, capsys):
     rc = main(["check", "--corpus", str(tmp_path / "nope"), "--golden", str(GOLDEN)])
     assert rc == 2
-    assert "corpus folder not found" in capsys.readouterr().err
+    assert f"corpus folder {tmp_path / 'nope'}: no such folder" in capsys.readouterr().err
+    (tmp_path / "a.md").write_text("# A\n")
+    assert main(["check", "--corpus", str(tmp_path / "a.md"), "--golden", str(GOLDEN)]) == 2
+    assert f"corpus folder {tmp_path / 'a.md'}: a file, not a folder" in capsys.readouterr().err
     rc = main(["check", "--corpus", str(CORPUS), "--golden", str(tmp_path / "nope")])
     assert rc == 2
     assert "golden set not found" in capsys.readouterr().err

@@ -93,6 +93,14 @@ def test_a_config_dir_that_is_no_folder_is_one_line(tmp_path, args):
     assert proc.stderr == "error: --config-dir nosuch: no such folder\n"
 
 
+def test_a_config_dir_that_is_a_file_says_so(tmp_path):
+    """A trial passed a yaml file as --config-dir and was told "no such folder"."""
+    (tmp_path / "mine.yaml").write_text("k: 1\n")
+    proc = module(tmp_path, "--config-dir", "mine.yaml", "embedder=hash")
+    assert (proc.returncode, proc.stderr) == (2, "error: --config-dir mine.yaml: a file, not a "
+                                                 "folder\n")
+
+
 def test_ragexp_runs_points_to_the_commands_that_list_runs(capsys):
     """A trial looked for a run listing under ``ragexp runs``: its help names ``compare``."""
     with pytest.raises(SystemExit) as done:
@@ -100,3 +108,13 @@ def test_ragexp_runs_points_to_the_commands_that_list_runs(capsys):
     assert done.value.code == 0
     shown = " ".join(capsys.readouterr().out.split())
     assert "To list runs with their measures: ragexp compare (--parent SWEEP_RUN" in shown
+
+
+def test_help_shows_defaults_only_where_an_option_has_one(capsys):
+    """A trial read ``--kinds ... (default: every kind the generator writes) (default: None)``."""
+    with pytest.raises(SystemExit):
+        cli.main(["questions", "generate", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "(default: None)" not in shown and "(default: False)" not in shown
+    assert "questions the file should hold (default: 100)" in shown
+    assert "kinds to ask for, in turn (default: every kind the generator writes) --out" in shown

@@ -58,6 +58,31 @@ def test_a_cut_off_file_continues_to_the_same_bytes(tmp_path, capsys):
     assert "kept 31" in out and "holds 50" in out  # 19 whole lines survived the cut
 
 
+def test_a_corpus_too_small_for_n_says_why_the_file_is_short(tmp_path, capsys):
+    """A trial asked for 500 questions of two short documents and got 3 without a word of why:
+    every job (passages x draws) was asked."""
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    (corpus / "k.md").write_text("# Kettles\n\nThe copper kettle in the east kitchen is "
+                                 "descaled every Thursday with citric acid.\n")
+    (corpus / "l.md").write_text("# Ladders\n\nThe aluminium stepladder is inspected each "
+                                 "quarter by the facilities team.\n")
+    n_passages = len(passages_of(golden.load_corpus(corpus).values()))
+    out = tmp_path / "q.jsonl"
+    assert generate(out, "--n", "500", "dataset=markdown", f"dataset.corpus_dir={corpus}",
+                    "draws=2") == 0
+    captured = capsys.readouterr()
+    held = len(lines(out))
+    assert 0 < held < 500 and f"holds {held} questions" in captured.out
+    assert f"asked {2 * n_passages}," in captured.out
+    assert captured.err == (f"warning: {out} holds fewer than --n 500: every job was asked "
+                            f"({n_passages} passages of 8+ words x draws=2); add documents, "
+                            f"raise draws or ask for fewer\n")
+    assert generate(tmp_path / "r.jsonl", "--n", str(held), "dataset=markdown",
+                    f"dataset.corpus_dir={corpus}", "draws=2") == 0
+    assert capsys.readouterr().err == ""  # as many as the corpus gives: no warning
+
+
 def test_a_file_is_continued_only_with_its_own_settings(tmp_path, capsys):
     out = tmp_path / "ki.jsonl"
     assert generate(out, "--n", "5") == 0
@@ -117,7 +142,8 @@ def test_the_sample_order_is_stratified_over_documents(docs):
     (["--kinds", "factual"], "not a kind the known_item generator writes"),
     (["--n", "5", "dataset=markdown", "dataset.corpus_dir=EMPTY"], "no markdown documents"),
     (["--n", "5", "dataset=markdown", "dataset.corpus_dir=SHORT"], "no passage"),
-    (["--n", "5", "generator=nope"], "config"),
+    (["--n", "5", "generator=nope"],
+     "Could not find 'generator/nope'; options in 'generator': known_item, llm"),
     (["--n", "5", "--generator", "llm", "llm.api_key_env=RAGEXP_UNSET_KEY_VAR"],
      "RAGEXP_UNSET_KEY_VAR"),
 ])

@@ -6,7 +6,6 @@ SIGTERM or Ctrl-C exits 128 + the signal with the runs it started ended KILLED.
 (those are ``key=value``), and Hydra read ``embed`` as one that does not parse. A bare word
 close to a command (``compar``) is refused naming it, exit 2; ``--version`` is ragexp's."""
 
-import os
 import signal
 import sys
 
@@ -15,6 +14,7 @@ from ragexp.cli import process
 process.own()  # before the heavy imports below: they are what the collector's settings are for
 
 from ragexp.cli import main as cli  # noqa: E402
+from ragexp.errors import path_problem  # noqa: E402
 
 if len(sys.argv) > 1 and (cli.is_command(sys.argv[1]) or sys.argv[1:] == ["--version"]):
     sys.exit(cli.main(sys.argv[1:]))  # --version: ragexp's, not Hydra's
@@ -27,8 +27,8 @@ for i, arg in enumerate(sys.argv[1:], 1):  # Hydra's own check of it ends in a t
     if arg in ("--config-dir", "-cd") or arg.startswith("--config-dir="):
         folder = arg.split("=", 1)[1] if "=" in arg else (
             sys.argv[i + 1] if i + 1 < len(sys.argv) else None)
-        if folder is not None and not os.path.isdir(folder):
-            print(f"error: --config-dir {folder}: no such folder", file=sys.stderr)
+        if folder is not None and (problem := path_problem(folder, "dir")):
+            print(f"error: --config-dir {folder}: {problem}", file=sys.stderr)
             sys.exit(2)
 
 from ragexp.run.app import entry  # noqa: E402

@@ -7,6 +7,8 @@ what was wrong, where (file and line, config key) and what to do instead.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class RagexpError(Exception):
     """Root of ragexp's user-facing errors: a message a person can act on, no traceback."""
@@ -28,3 +30,22 @@ class NotFound(RagexpError, LookupError):
 
 class WouldOverwrite(RagexpError, FileExistsError):
     """Writing would replace a file the user has; nothing was written."""
+
+
+PATH_KINDS = {"dir": "folder", "file": "file", "any": "file or folder"}
+
+
+def path_problem(path: str | Path, kind: str) -> str | None:
+    """What keeps ``path`` from being the ``kind`` of input asked for (``"dir"``, ``"file"``,
+    ``"any"``: ``PATH_KINDS``), as a message's tail: ``"no such folder"``, ``"a file, not a
+    folder"``, ``"a folder, not a file"``; None when it is one. ``~`` is expanded. One wording
+    for every path ragexp is given (config keys, ``--config-dir``): "no such folder" for a
+    file that exists sent its user looking for a typo."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        return f"no such {PATH_KINDS[kind]}"
+    if kind == "dir" and not p.is_dir():
+        return "a file, not a folder"
+    if kind == "file" and not p.is_file():
+        return "a folder, not a file"
+    return None

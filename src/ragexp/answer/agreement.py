@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Hashable, Optional, Sequence
 
-from ragexp.errors import InvalidValue
+from ragexp.errors import InvalidValue, path_problem
 
 FIELDS = {"id": str, "question": str, "answer": str, "reference": str, "passages": list,
           "grounded": bool, "correct": bool}
@@ -54,8 +54,8 @@ def load_labels(path: str | Path) -> list[Label]:
     """Read the labels file. Raises ValueError naming ``file:line`` on invalid JSON, a missing
     or mistyped field, a duplicate id, or a passage without ``n``/``doc``/``text``."""
     path = Path(path)
-    if not path.is_file():
-        raise InvalidValue(f"judge.labels={str(path)!r}: no such file (run from the project root "
+    if problem := path_problem(path, "file"):
+        raise InvalidValue(f"judge.labels={str(path)!r}: {problem} (run from the project root "
                            f"or give an absolute path)")
     out, seen = [], set()
     for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):

@@ -294,14 +294,14 @@ def cmd_embed(args) -> int:
     from hydra.errors import HydraException
 
     # defer heavy import
-    from ragexp.run import embed
+    from ragexp.run import embed, validation
     from ragexp.run.compose import compose
 
     shard = embed.Shard.parse(args.shard)
     try:
         cfg = compose("config", list(args.overrides), args.config_dir)
     except HydraException as exc:
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        print(f"error: {validation.composition_error(exc)}", file=sys.stderr)
         return 2
     print(embed.embed_shard(cfg, shard).line())
     return 0

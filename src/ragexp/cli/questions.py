@@ -4,9 +4,10 @@
 
 from __future__ import annotations
 
-import argparse
 import math
+import sys
 
+from ragexp.cli import helptext
 from ragexp.errors import RagexpError
 
 GENERATORS = ("known_item", "llm")
@@ -45,7 +46,7 @@ def compose(generator: str, overrides: list[str], config_dir: str | None = None)
     try:
         cfg = composing.compose("questions", [f"generator={generator}", *overrides], config_dir)
     except (HydraException, OmegaConfBaseException) as exc:
-        raise validation.ConfigRangeError(f"config: {' '.join(str(exc).split())}") from None
+        raise validation.ConfigRangeError(validation.composition_error(exc)) from None
     problems = validation.check_fields(cfg)
     if problems:
         raise validation.ConfigRangeError("invalid config: " + "; ".join(problems))
@@ -85,6 +86,8 @@ def cmd_generate(args) -> int:
              f"out, {usage['retries']} retries" + (f", ${cost:.4f}" if cost is not None else "")
              if usage else "")
     print(f"{summary.line()}; {args.out} holds {summary.total} questions{calls}")
+    if summary.short:
+        print(f"warning: {args.out} holds {summary.short}", file=sys.stderr)
     return 0
 
 
@@ -128,7 +131,7 @@ def add_parser(sub) -> None:
     qsub = q.add_subparsers(dest="questions_cmd", required=True)
     g = qsub.add_parser("generate", help="write questions from sampled passages into --out "
                         "(a rerun continues the file)",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                        formatter_class=helptext.Defaults)
     g.add_argument("--generator", choices=GENERATORS, default="known_item",
                    help="known_item: simulated known-item queries, offline; llm: an "
                         "OpenAI-compatible model (llm.* settings)")
@@ -146,7 +149,7 @@ def add_parser(sub) -> None:
     g.set_defaults(fn=cmd_generate)
     p = qsub.add_parser("plan", help="from a pilot sweep, the questions a paired test needs to "
                         "tell its top configurations apart (so how many to generate)",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                        formatter_class=helptext.Defaults)
     p.add_argument("--parent", help="the pilot sweep's parent run id or a unique prefix "
                    "(default: the experiment's latest sweep whose parent run is FINISHED)")
     p.add_argument("--experiment", help="where the latest sweep is looked for without "

@@ -3,9 +3,9 @@ results that were kept on disk while the store was unreachable."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from ragexp.cli import helptext
 from ragexp.tracking import lifecycle, outbox
 from ragexp.tracking import store as tracking
 
@@ -58,12 +58,12 @@ def add_parser(sub) -> None:
                        "sweep's), or ragexp ui.")
     rsub = r.add_subparsers(dest="runs_cmd", required=True, metavar="{cleanup,sync}")
     cl = rsub.add_parser("cleanup", help="mark FAILED the RUNNING runs whose process is gone",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                         formatter_class=helptext.Defaults)
     cl.add_argument("--experiment", nargs="+", help="experiment names (default: all)")
     cl.add_argument("--dry-run", action="store_true", help="list, change nothing")
     cl.set_defaults(fn=cmd_cleanup)
     sy = rsub.add_parser("sync", help="log results a run kept on disk when the store was down",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                         formatter_class=helptext.Defaults)
     sy.add_argument("paths", nargs="*", default=["outputs", "multirun"],
                     help="folders searched for mlflow_record/record.json")
     sy.set_defaults(fn=cmd_sync)

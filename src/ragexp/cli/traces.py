@@ -11,7 +11,6 @@ every problem, naming the candidate file and line, and changes nothing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from ragexp.cli import helptext
 from ragexp.data import shipped
 from ragexp.errors import NotFound, RagexpError
 from ragexp.serving import mining, tracing
@@ -134,7 +134,7 @@ def add_parser(sub) -> None:
     tsub = t.add_subparsers(dest="traces_cmd", required=True)
     m = tsub.add_parser("mine", help="flag traces that look wrong, group them into failure "
                         "modes, write candidate golden questions",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                        formatter_class=helptext.Defaults)
     m.add_argument("--experiment", default=tracing.EXPERIMENT, help="where the traces are")
     m.add_argument("--run", help="only traces of this served run (id or unique prefix)")
     m.add_argument("--out", default=DEFAULT_OUT, help="candidate file (JSON lines)")
@@ -145,7 +145,7 @@ def add_parser(sub) -> None:
     m.add_argument("--max-traces", type=int, default=None, help="newest traces read")
     m.set_defaults(fn=cmd_mine)
     a = tsub.add_parser("accept", help="add checked candidates to a golden file, validated "
-                        "like the whole golden set", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                        "like the whole golden set", formatter_class=helptext.Defaults)
     a.add_argument("candidates", help="the file `traces mine` wrote (after your corrections)")
     a.add_argument("--into", required=True, help="golden file to append to (JSON lines)")
     a.add_argument("--id", action="append", help="accept only this candidate, repeatable")

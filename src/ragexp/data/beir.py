@@ -31,6 +31,7 @@ from ragexp.data.readers import (
     shown,
     string_id,
 )
+from ragexp.errors import path_problem
 from ragexp.records import Document, Qrels
 
 log = logging.getLogger(__name__)
@@ -46,8 +47,8 @@ def _records(path: Path, required: tuple[str, ...],
              text: str | None = None) -> Iterator[tuple[int, dict]]:
     """``(line number, JSON object)`` per record of ``path`` (``text``: its text, already read),
     parsed one line at a time. Raises ``BeirFormatError`` naming file and line."""
-    if text is None and not path.is_file():
-        raise BeirFormatError(path, None, "file not found (a BEIR folder needs corpus.jsonl, "
+    if text is None and (problem := path_problem(path, "file")):
+        raise BeirFormatError(path, None, f"{problem} (a BEIR folder needs corpus.jsonl, "
                               "queries.jsonl and qrels/<split>.tsv)")
     empty = True
     try:

@@ -39,7 +39,7 @@ import yaml
 
 from ragexp.data import readers, shipped, split
 from ragexp.data.readers import label, shown
-from ragexp.errors import MissingInput
+from ragexp.errors import MissingInput, path_problem
 from ragexp.records import HAND, UNANSWERABLE, Document, Query, Span
 from ragexp.text import markdown
 from ragexp.text.analysis import content_words, normalize_ws
@@ -115,8 +115,8 @@ def load_corpus(corpus_dir: str | Path) -> dict[str, Document]:
     (file, line, byte offset) for a file that is not UTF-8 text or whose name is not UTF-8, and
     for front matter that cannot be read (``front_matter_meta``)."""
     root = Path(corpus_dir)
-    if not root.is_dir():
-        raise MissingInput(f"corpus folder not found: {root}")
+    if problem := path_problem(root, "dir"):
+        raise MissingInput(f"corpus folder {root}: {problem}")
     docs: dict[str, Document] = {}
     for path in sorted(root.rglob("*.md")):
         doc_id = path.relative_to(root).as_posix()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ragexp.data import readers
-from ragexp.errors import InvalidValue
+from ragexp.errors import InvalidValue, path_problem
 from ragexp.records import Qrels, Ranking, ordered
 
 _WS = re.compile(r"\s")
@@ -82,8 +82,8 @@ def _write(path: Path, text: str) -> Path:
 def _lines(path: Path) -> Iterable[tuple[int, list[str]]]:
     """Whitespace-split fields of each non-blank line, read as every ragexp reader reads text
     (``readers.py``: UTF-8, BOM and CRLF accepted, undecodable bytes named by offset)."""
-    if not path.is_file():
-        raise TrecFormatError(f"{path}: file not found")
+    if problem := path_problem(path, "file"):
+        raise TrecFormatError(f"{path}: {problem}")
     try:
         numbered = list(readers.lines(path))
     except readers.InputError as exc:

@@ -39,12 +39,14 @@ class Generator(Protocol):
 @dataclass
 class Summary:
     """What one invocation did: ``asked`` jobs, ``kept`` questions written, drops by reason,
-    and how many questions the file holds at the end (``total``)."""
+    how many questions the file holds at the end (``total``), and ``short``: why that is fewer
+    than asked for (every job was asked), None when it is not."""
 
     asked: int = 0
     kept: int = 0
     dropped: Counter = field(default_factory=Counter)
     total: int = 0
+    short: str | None = None
 
     def line(self) -> str:
         """``asked N, kept M, dropped K (reason: count, ...)``, reasons by count then name."""
@@ -85,10 +87,10 @@ def check_settings(settings: Settings, generator: Generator) -> tuple[str, ...]:
 
 def generate(docs: Sequence[Document], generator: Generator, settings: Settings,
              out: str | Path, progress: bool = True) -> Summary:
-    """Append questions to ``out`` until it holds ``settings.n`` (or every job was asked) and
-    return the summary. Raises ``InvalidValue`` (bad settings, an ``--out`` that cannot be
-    written or was written with other settings) and ``MissingInput`` (no passage in ``docs``)
-    before anything is written."""
+    """Append questions to ``out`` until it holds ``settings.n`` (or every job was asked, said
+    in ``Summary.short``) and return the summary. Raises ``InvalidValue`` (bad settings, an
+    ``--out`` that cannot be written or was written with other settings) and ``MissingInput``
+    (no passage in ``docs``) before anything is written."""
     kinds = check_settings(settings, generator)
     passages = passages_of(docs)
     if not passages:
@@ -131,6 +133,10 @@ def generate(docs: Sequence[Document], generator: Generator, settings: Settings,
     finally:
         bar.close()
         file.close()
+    if summary.total < settings.n:  # the loop ends early only when no job is left
+        summary.short = (f"fewer than --n {settings.n}: every job was asked ({len(passages)} "
+                         f"passages of {MIN_WORDS}+ words x draws={settings.draws}); add "
+                         f"documents, raise draws or ask for fewer")
     return summary
 
 

@@ -10,7 +10,6 @@ import os
 import sys
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -29,6 +28,7 @@ from ragexp.evaluation import measures
 from ragexp.report.abstain_svg import abstain_svg
 from ragexp.run import build as stages
 from ragexp.run import repeats, schema, validation
+from ragexp.run.compose import warn_shadowed
 from ragexp.run.pipeline import RunResult, run_experiment
 from ragexp.run.sweep import SKIP_LINK, refuse, validated
 from ragexp.tracking import failures, lifecycle, provenance, runs
@@ -139,31 +139,6 @@ def already_finished(cfg: DictConfig, job: Job) -> str | None:
     if done and job.parent:
         tracking.client().set_tag(done, f"{SKIP_LINK}{job.parent}", "skipped")
     return done
-
-
-@lru_cache(maxsize=8)
-def warn_shadowed(sources: tuple[tuple[str, str, str], ...]) -> list[str]:
-    """Warn, once per process, of each yaml of a folder added to the search path (``--config-dir
-    DIR``: Hydra's ``command-line`` provider, or ``hydra.searchpath``) that has the same path
-    as a shipped one: Hydra reads the shipped folder first, so that file of the project is
-    never used (a trial: a project's ``ablation/bm25.yaml`` ran as the shipped BM25, silently).
-    ``sources``: Hydra's ``runtime.config_sources`` as ``(provider, schema, path)``. Returns the
-    warnings."""
-    shipped_root = Path(CONF_DIR).resolve()
-    out = []
-    for provider, scheme, path in sources:
-        root = Path(path).resolve()
-        if provider == "main" or scheme != "file" or root == shipped_root or not root.is_dir():
-            continue
-        for f in sorted(root.rglob("*.yaml")):
-            rel = f.relative_to(root)
-            if (shipped_root / rel).is_file():
-                out.append(f"{f} is not used: the shipped {rel.as_posix()} has that name and "
-                           f"Hydra reads the shipped config folder first; give yours a name of "
-                           f"its own")
-    for line in out:
-        log.warning("%s", line)
-    return out
 
 
 def run_logged(cfg: DictConfig) -> dict:

@@ -12,13 +12,42 @@ puts the folder in that same place, so these commands compose exactly what the r
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 
 from omegaconf import DictConfig
 
 from ragexp.data import shipped
-from ragexp.errors import MissingInput
+from ragexp.errors import MissingInput, path_problem
+
+log = logging.getLogger("ragexp")
+
+
+@lru_cache(maxsize=8)
+def warn_shadowed(sources: tuple[tuple[str, str, str], ...]) -> list[str]:
+    """Warn, once per process, of each yaml of a folder added to the search path (``--config-dir
+    DIR``: Hydra's ``command-line`` provider, or ``hydra.searchpath``) that has the same path
+    as a shipped one: Hydra reads the shipped folder first, so that file of the project is
+    never used (a trial: a project's ``ablation/bm25.yaml`` ran as the shipped BM25, silently).
+    ``sources``: Hydra's ``runtime.config_sources`` as ``(provider, schema, path)``. Returns the
+    warnings."""
+    shipped_root = Path(shipped.conf_dir()).resolve()
+    out = []
+    for provider, scheme, path in sources:
+        root = Path(path).resolve()
+        if provider == "main" or scheme != "file" or root == shipped_root or not root.is_dir():
+            continue
+        for f in sorted(root.rglob("*.yaml")):
+            rel = f.relative_to(root)
+            if (shipped_root / rel).is_file():
+                out.append(f"{f} is not used: the shipped {rel.as_posix()} has that name and "
+                           f"Hydra reads the shipped config folder first; give yours a name of "
+                           f"its own")
+    for line in out:
+        log.warning("%s", line)
+    return out
 
 
 def project_dir(config_dir: str | Path | None) -> Path | None:
@@ -26,10 +55,10 @@ def project_dir(config_dir: str | Path | None) -> Path | None:
     ``--config-dir`` when it is not a folder."""
     if config_dir is None:
         return None
-    path = Path(config_dir).expanduser().resolve()
-    if not path.is_dir():
-        raise MissingInput(f"--config-dir {config_dir}: no such folder")
-    return path
+    problem = path_problem(config_dir, "dir")
+    if problem:
+        raise MissingInput(f"--config-dir {config_dir}: {problem}")
+    return Path(config_dir).expanduser().resolve()
 
 
 def compose(config_name: str, overrides: Sequence[str],
@@ -45,5 +74,7 @@ def compose(config_name: str, overrides: Sequence[str],
 
     project = project_dir(config_dir)
     search = [f"hydra.searchpath=[{project.as_uri()}]"] if project is not None else []
+    if project is not None:
+        warn_shadowed((("command-line", "file", str(project)),))
     with initialize_config_dir(config_dir=shipped.conf_dir(), version_base="1.3"):
         return hydra_compose(config_name, overrides=[*search, *overrides])

@@ -30,7 +30,7 @@ from omegaconf.errors import OmegaConfBaseException
 from ragexp import legacy
 from ragexp.data import sizes
 from ragexp.decide import selection
-from ragexp.errors import RagexpError
+from ragexp.errors import PATH_KINDS, RagexpError, path_problem
 from ragexp.evaluation import measures
 from ragexp.index import embedders, precomputed
 from ragexp.run import build, schema
@@ -42,12 +42,6 @@ BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
 }
 CrossFieldRule = Callable[[DictConfig], list[str]]
 _RULES: list[CrossFieldRule] = []
-
-
-PATH_KINDS: dict[str, tuple[Callable[[Path], bool], str]] = {
-    "dir": (Path.is_dir, "no such folder"), "file": (Path.is_file, "no such file"),
-    "any": (Path.exists, "no such file or folder"),
-}
 
 
 class ConfigRangeError(RagexpError, ValueError):
@@ -92,11 +86,11 @@ def field_problems(key: str, value: Any, meta: Any) -> list[str]:
     if "choices" in meta and value not in meta["choices"]:
         return [f"{key}={value!r} is not one of {', '.join(map(str, meta['choices']))}"]
     if "path" in meta:  # one path, or a list of them (dataset.questions)
-        exists, absent = PATH_KINDS[meta["path"]]
         paths = list(value) if isinstance(value, (list, ListConfig)) else [value]
-        return [f"{key}={p}: {absent} ({Path(str(p)).expanduser().resolve()}); give a path "
-                f"that exists (relative paths start from the folder ragexp runs in)"
-                for p in paths if not exists(Path(str(p)).expanduser())]
+        wrong = [(p, path_problem(str(p), meta["path"])) for p in paths]
+        return [f"{key}={p}: {problem} ({Path(str(p)).expanduser().resolve()}); give the path "
+                f"of a {PATH_KINDS[meta['path']]} that exists (relative paths start from the "
+                f"folder ragexp runs in)" for p, problem in wrong if problem]
     return []
 
 
@@ -801,14 +795,19 @@ def endpoints_named(cfg: DictConfig) -> list[str]:
 def composition_error(exc: BaseException) -> str:
     """Hydra's composition error as one line: ``Could not find 'retriever/hybrd'; options in
     'retriever': bm25, dense, ...`` (the ``*_schema`` entries of the ConfigStore left out: they
-    are no option), or the error and its cause (``Could not override 'k'. ...: Key 'x' is not in
-    struct``) without Hydra's config search path."""
+    are no option; with ``(conf/dataset/mine.yaml is here: pass --config-dir conf)`` when the
+    current folder's ``conf/``, as ``ragexp init`` writes it, has the option), or the error and
+    its cause (``Could not override 'k'. ...: Key 'x' is not in struct``) without Hydra's
+    config search path."""
     options = [o for o in getattr(exc, "options", None) or [] if not o.endswith("_schema")]
     text = str(exc).split("\nAvailable options")[0].split("\nConfig search path")[0]
     message = " ".join(text.split())
     if options:
         group = getattr(exc, "missing_cfg_file", "") or ""
         message += f"; options in '{group.rpartition('/')[0]}': {', '.join(options)}"
+        project = Path("conf") / f"{group}.yaml"
+        if group and project.is_file():  # ragexp init's layout, not on the search path
+            message += f" ({project} is here: pass --config-dir conf)"
     cause = exc.__cause__
     if isinstance(cause, OmegaConfBaseException):
         message += f": {' '.join(str(cause).splitlines()[0].split())}"
