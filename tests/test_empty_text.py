@@ -122,3 +122,29 @@ def test_a_document_of_front_matter_only_is_named_as_such(caplog):
            "only score 0: lead.md, meta.md" in said
     assert "1 documents have no terms (empty, or stopwords only) and can only score 0: " \
            "empty.md" in said
+
+
+def test_a_markdown_chunker_that_drops_words_of_beir_passages_says_which(tmp_path, caplog):
+    # A BEIR passage is text: under chunking=markdown a leading --- block became front matter
+    # ('zebra' lost) and a title with no text got no chunk, told as "have no terms (empty, or
+    # stopwords only)" although its title has one; chunking=none keeps both.
+    corpus = [{"_id": "m1", "title": "T", "text": "---\nzebra: striped\n---\nhorse"},
+              {"_id": "t1", "title": "Bananas", "text": ""},
+              {"_id": "z", "title": "", "text": "plain giraffe text"}]
+    queries = [{"_id": "q1", "text": "zebra"}, {"_id": "q2", "text": "bananas"}]
+    folder = write_tree(tmp_path / "b", {
+        "corpus.jsonl": jsonl(corpus), "queries.jsonl": jsonl(queries),
+        "qrels/test.tsv": "q1\tm1\t1\nq2\tt1\t1\n"})
+    whole = _run(tmp_path, BeirDataset(str(folder)), "bm25")
+    assert whole.metrics["rr_at_10"] == 1.0
+    assert "lose text" not in caplog.text
+    marked = _run(tmp_path, BeirDataset(str(folder)), "bm25", MarkdownChunker())
+    assert marked.metrics["rr_at_10"] == 0.0
+    said = [r.getMessage() for r in caplog.records if "lose text" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("2 of 3 documents lose text under "
+                                                 "chunking=markdown")
+    assert "m1 (its opening --- block is read as front matter, not text)" in said[0]
+    assert "t1 (no chunk, though its title or text has words)" in said[0]
+    assert "chunking=none indexes every passage whole" in said[0]
+    assert "1 documents have words but no chunk holding any" in caplog.text
+    assert "have no terms (empty, or stopwords only) and can only score 0: t1" not in caplog.text

@@ -72,3 +72,16 @@ def test_questions_the_file_does_not_rank_score_zero(tmp_path, caplog):
     assert table.loc["1", "rr_at_10"] == 1.0 and table.loc["2", "rr_at_10"] == 0.0
     assert result.metrics["rr_at_10"] == 0.5
     assert "ranks no item for 3 question(s)" in caplog.text
+
+
+def test_query_ids_of_the_file_that_no_question_has_are_counted(tmp_path, caplog):
+    # A run of another question set, or ids written otherwise ("Q1" for "1"), was dropped
+    # without a word; only "ranks no item for N question(s)" hinted at it.
+    ds = dataset(tmp_path, "document")
+    path = write_run({"1": {"a.md": 2.0}, "Q2": {"b.md": 1.0}, "qZ": {"c.md": 1.0}},
+                     tmp_path / "stray.trec")
+    result = run(ds, tmp_path, lambda res: TrecRunRetriever(res, str(path), unit="document"))
+    assert result.metrics["rr_at_10"] == 0.5
+    said = [r.getMessage() for r in caplog.records if "does not score" in r.getMessage()]
+    assert len(said) == 1 and "ranks 2 query id(s) this run does not score" in said[0]
+    assert "'Q2', 'qZ'" in said[0] and "'1'" in said[0]

@@ -14,6 +14,7 @@ import json
 import tarfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
@@ -38,6 +39,20 @@ TODAY = {"k60_depth100": [],
 def recorded():
     with gzip.open(FIXTURES / "hybrid_rrf_rankings.json.gz", "rt") as f:
         return json.load(f)
+
+
+@pytest.fixture(autouse=True)
+def index_tie_cut(monkeypatch):
+    """The parts cut ties at their depth as the index does (the lower position), as the code
+    that recorded the rankings did: since then a part cuts them by id as trec_eval orders them
+    (``index.cutoff``), which changes which tied chunks enter fusion, not how fusion ranks."""
+    from ragexp.stages import retrievers
+
+    def index_cut(search, n_rows, k, n_items, key):
+        scores, ids = search(np.arange(n_rows), min(k, n_items))
+        return list(zip(ids, scores))
+
+    monkeypatch.setattr(retrievers, "top_k_by_id", index_cut)
 
 
 def _search(cfg, chunks, golden, k, tmp_path):

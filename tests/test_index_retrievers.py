@@ -230,3 +230,54 @@ def test_cross_encoder_needs_a_model_path(tmp_path):
     assert "reranker=lexical" in str(err.value)
     with pytest.raises(ValueError, match="has no model.onnx"):
         CrossEncoderReranker(model_path=str(tmp_path))
+
+
+# ---------------------------------------------------------------- ties at the k-th score
+
+def _trec_top_k(scores: dict[str, float], k: int) -> dict[str, float]:
+    """Independent reference: trec_eval's order (score descending, id descending) cut at k."""
+    return {c: scores[c] for c in sorted(scores, key=lambda c: (-scores[c], _neg(c)))[:k]}
+
+
+def _neg(cid: str) -> tuple:
+    return tuple(-ord(ch) for ch in cid) + (1,)  # id descending; a prefix after its extensions
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_top_k_by_id_cuts_ties_as_trec_eval_orders_them(seed):
+    from ragexp.index.cutoff import top_k_by_id
+
+    rng = np.random.default_rng(seed)
+    n, rows = 60, 8
+    scores = rng.integers(0, 4, size=(rows, n)).astype(np.float32)  # many ties everywhere
+    scores[:, rng.integers(0, n, 5)] = -np.inf  # unmatched items: padding, as BM25 pads
+    keys = [f"doc{rng.integers(0, 10 ** 6):06d}-{i}" for i in range(n)]
+
+    def search(r, depth):  # an exact index cutting ties by the lower position, as FAISS
+        order = np.argsort(-scores[r], axis=1, kind="stable")[:, :depth]
+        s = np.take_along_axis(scores[r], order, axis=1)
+        return s, np.where(np.isfinite(s), order, -1)
+
+    for k in (1, 3, 7, 20, 59, 60, 80):
+        got = top_k_by_id(search, rows, k, n, lambda i: keys[i])
+        for row, (ids, s) in enumerate(got):
+            full = {keys[i]: float(scores[row, i]) for i in range(n) if np.isfinite(scores[row, i])}
+            assert {keys[i]: float(v) for i, v in zip(ids, s)} == _trec_top_k(full, k)
+
+
+def test_retrievers_cut_tied_passages_at_k_as_trec_eval_orders_them(tmp_path):
+    # Three identical passages tie for every query: RR@1 read 1.0 at k=1 (the index kept the
+    # lowest position, 'a') and 0.5 at k=10 ('c' first, as trec_eval orders ties by id).
+    texts = {"a": "the red fruit apple", "b": "the red fruit apple", "c": "the red fruit apple",
+             "x": "yellow banana", "y": "green kiwi"}
+    chunks = [Chunk(cid, cid, t) for cid, t in texts.items()]
+    res = Resources(chunks, lambda: HashEmbedder(), EmbeddingCache(str(tmp_path)),
+                    progress=False)
+    queries = {"q1": "red apple", "q2": "green kiwi"}
+    for retriever in (DenseRetriever(res), BM25Retriever(res)):
+        deep = retriever.search(queries, 10)
+        assert ordered(deep["q1"])[:3] == ["c", "b", "a"]
+        for k in (1, 2, 3, 4):
+            cut = retriever.search(queries, k)
+            assert {q: ordered(r) for q, r in cut.items()} == \
+                {q: ordered(r)[:k] for q, r in deep.items()}, (retriever.name, k)

@@ -152,3 +152,25 @@ def test_the_entry_point_refuses_before_any_run_is_created(overrides, says, mlfl
     with pytest.raises(ValueError, match=says.replace("(", r"\(").replace(")", r"\)")):
         run_logged(cfg)
     assert not db.exists()  # no experiment, no run: nothing was logged
+
+
+@pytest.mark.parametrize("bad", ["measures=[AP]", "measures=[nDCG@10,MRR@10]"])
+def test_a_measure_that_does_not_parse_is_reported_once_not_as_the_objective(bad):
+    # it also printed "objective='nDCG@10': measures: unknown measure 'AP'"
+    from workspaces import compose_config
+
+    from ragexp.run import validation
+
+    with pytest.raises(validation.ConfigRangeError) as err:
+        validation.validate(compose_config("embedder=hash", bad))
+    said = str(err.value)
+    assert said.count("unknown measure") == 1 and "objective=" not in said
+
+
+def test_an_objective_outside_the_measures_is_still_refused():
+    from workspaces import compose_config
+
+    from ragexp.run import validation
+
+    with pytest.raises(validation.ConfigRangeError, match="objective='AP@10'"):
+        validation.validate(compose_config("embedder=hash", "objective=AP@10"))

@@ -120,7 +120,10 @@ def test_document_ids_with_chunks_need_chunking_none(tmp_path):
     emb = PrecomputedEmbedder(str(_folder(tmp_path / "v")))
     split = [Chunk(f"{c.doc_id}#{n}", c.doc_id, f"{c.text} part {n}") for c in CHUNKS
              for n in range(2)]
-    with pytest.raises(PrecomputedError, match="document ids need chunking=none"):
+    # it said "made 4 chunks of 2 documents" of a corpus whose other documents made no chunk
+    with pytest.raises(PrecomputedError, match=r"the chunking names its 8 chunks otherwise "
+                                               r"\(e\.g\. '.+#0'\): document ids need "
+                                               r"chunking=none"):
         emb.bind(split, QUESTIONS)
 
 

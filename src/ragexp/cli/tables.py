@@ -57,7 +57,7 @@ def ablation_hashes(names: list[str] | None = None, overrides: tuple[str, ...] =
     from hydra.utils import instantiate
 
     # defer heavy import
-    from ragexp.run import schema
+    from ragexp.run import inputs, schema
     from ragexp.run.app import choose_split
     from ragexp.run.compose import compose
     from ragexp.tracking import store as tracking
@@ -71,7 +71,7 @@ def ablation_hashes(names: list[str] | None = None, overrides: tuple[str, ...] =
         if data_key not in fingerprints:
             fingerprints[data_key] = instantiate(cfg.dataset).fingerprint()
         resolved = OmegaConf.to_container(cfg, resolve=True)
-        out[tracking.config_hash(resolved, fingerprints[data_key])] = name
+        out[tracking.config_hash(resolved, {**fingerprints[data_key], **inputs.hashes(cfg)})] = name
     return out
 
 

@@ -15,7 +15,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from ragexp.data.beir import (
     BeirFormatError,
@@ -137,6 +137,8 @@ class BeirDataset:
     _queries: list[Query] = field(default_factory=list, init=False, repr=False)
     _qrels: Qrels = field(default_factory=dict, init=False, repr=False)
     _fingerprint: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+    # passages are plain text: a markdown chunker's losses are warned of (pipeline.read_corpus)
+    plain_text: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         root = Path(self.path)

@@ -391,9 +391,9 @@ class PrecomputedEmbedder:
             docs = {c.doc_id for c in chunks}
             if docs and all(d in files.row for d in docs):
                 raise PrecomputedError(
-                    f"{self.path}/passages.txt holds document ids but the chunking made "
-                    f"{len(chunks)} chunks of {len(docs)} documents: document ids need "
-                    f"chunking=none (one chunk per document, chunking.windows=truncate)")
+                    f"{self.path}/passages.txt holds document ids but the chunking names "
+                    f"its {len(chunks)} chunks otherwise (e.g. {missing[0]!r}): document ids "
+                    f"need chunking=none (one chunk per document, chunking.windows=truncate)")
             named = (f"; it names {len(unknown)} ids the run does not hold: {_first(unknown)}"
                      if unknown else "")
             raise PrecomputedError(f"{len(missing)} of the run's {len(chunks)} passages have "

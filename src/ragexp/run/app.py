@@ -27,6 +27,7 @@ from ragexp.errors import InvalidValue, MissingInput, NotFound, RagexpError, Wou
 from ragexp.evaluation import measures
 from ragexp.report.abstain_svg import abstain_svg
 from ragexp.run import build as stages
+from ragexp.run import inputs as run_inputs
 from ragexp.run import repeats, schema, validation
 from ragexp.run.compose import warn_shadowed
 from ragexp.run.pipeline import RunResult, run_experiment
@@ -102,7 +103,7 @@ def choose_split(cfg: DictConfig) -> tuple[str, str | None]:
 def resolve(cfg: DictConfig) -> Job:
     """Resolve the config (``choose_split`` first), load the data (a loading error is kept: it
     fails the run), log how many questions it scores and by which rule, and compute the run
-    identity: config, data fingerprint and code."""
+    identity: config, data fingerprint, the other files it reads (``run.inputs``) and code."""
     requested, own_split = choose_split(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     exp_id = tracking.ensure_experiment(resolved["experiment"])
@@ -114,8 +115,9 @@ def resolve(cfg: DictConfig) -> Job:
         log.info("%s", split.rule(requested, cfg.split, own_split, len(dataset.queries()),
                                   len(whole.queries()), cfg.split_seed, cfg.split_test_share))
         data = dataset.fingerprint()
+        inputs = run_inputs.hashes(cfg)  # the other files it reads: part of its identity
     except Exception as exc:
-        early = exc
+        early, inputs = exc, {}
     try:
         hc = HydraConfig.get()
         output_dir, overrides = hc.runtime.output_dir, " ".join(hc.overrides.task)
@@ -126,7 +128,8 @@ def resolve(cfg: DictConfig) -> Job:
     if multirun and not parent:
         raise RagexpError("a multirun job without a sweep parent run: ragexp.run.sweep."
                            "SweepCallback must be among hydra.callbacks")
-    return Job(resolved, exp_id, dataset, data, early, tracking.config_hash(resolved, data),
+    return Job(resolved, exp_id, dataset, data, early,
+               tracking.config_hash(resolved, {**data, **inputs}),
                output_dir, overrides, parent, answerer, judge)
 
 

@@ -32,7 +32,7 @@ from ragexp.index import truncation
 from ragexp.index.embedders import EmbedderIdentity
 from ragexp.index.resources import Resources
 from ragexp.index.stagestore import StageStore, stage_key
-from ragexp.records import Chunk, Qrels, Query, Ranking, ordered
+from ragexp.records import Chunk, Document, Qrels, Query, Ranking, ordered
 from ragexp.run.build import Stages
 from ragexp.stages.abstain import AbstainResult, AbstainSignal, evaluate_abstain
 from ragexp.stages.chunking import Chunker
@@ -201,6 +201,7 @@ class Corpus:
     unit_of: dict[str, str]
     chunk_s: float
     parents: dict[str, Chunk] = field(default_factory=dict)
+    plain_text: bool = False  # passages, not markdown (BEIR): a title is the passage's words
 
     @property
     def rolls_up(self) -> bool:
@@ -222,9 +223,37 @@ def read_corpus(dataset: Dataset, chunker: Chunker, store: StageStore) -> Corpus
     judged = judged_chunks(chunks, parents)
     qrels = dataset.qrels(judged)
     log.info("%d documents -> %d chunks; %d questions", len(docs), len(chunks), len(queries))
+    plain_text = bool(getattr(dataset, "plain_text", False))
+    if plain_text:
+        lost = markup_losses(docs, chunks)
+        if lost:
+            log.warning("%d of %d documents lose text under chunking=%s, which reads each "
+                        "passage as CommonMark: %s; chunking=none indexes every passage whole, "
+                        "title first, as BEIR does", len(lost), len(docs),
+                        getattr(chunker, "name", type(chunker).__name__),
+                        "; ".join(f"{d} ({why})" for d, why in lost[:5]))
     return Corpus(docs, queries, {q.qid: q.text for q in queries}, chunks, chunks_key, qrels,
                   dataset.unit, unit_through(chunks, parents, units.unit_of(judged, dataset.unit)),
-                  chunk_s, parents)
+                  chunk_s, parents, plain_text)
+
+
+def markup_losses(docs: list[Document], chunks: list[Chunk]) -> list[tuple[str, str]]:
+    """``(doc id, why)`` for each plain-text passage (a BEIR document) whose words a markdown
+    chunker left out: its text opens with a ``---`` block (front matter, metadata to
+    CommonMark), or it got no chunk although its title or text has words. A passage is text,
+    not markup; this says so rather than measuring the documents as if they were whole."""
+    texts: dict[str, list[str]] = {}
+    for c in chunks:
+        texts.setdefault(c.doc_id, []).append(c.text)
+    out = []
+    for d in docs:
+        if d.doc_id not in texts and tokenize(f"{d.title} {d.text}"):
+            out.append((d.doc_id, "no chunk, though its title or text has words"))
+            continue
+        start = markdown.text_start(d.text)
+        if start and set(tokenize(d.text[:start])) - set(tokenize(" ".join(texts[d.doc_id]))):
+            out.append((d.doc_id, "its opening --- block is read as front matter, not text"))
+    return out
 
 
 def index_corpus(corpus: Corpus, stages: Stages, store: StageStore,
@@ -369,7 +398,7 @@ def run_facts(corpus: Corpus, resources: Resources, store: StageStore) -> dict[s
     (``without_terms``), seconds and milliseconds per stage (``time.*``), embedding-cache hits
     and misses, the chunk count (and the parent count, with parents), and where each stage
     came from (``stages.*``, with reuse off too: everything built, and said so)."""
-    out = without_terms(corpus.docs, resources, corpus.queries)
+    out = without_terms(corpus.docs, resources, corpus.queries, titled=corpus.plain_text)
     out.update({key: float(v) for key, v in resources.timings.items()})
     out.update({"cache.hits": float(resources.cache.hits),
                 "cache.misses": float(resources.cache.misses),
@@ -391,10 +420,12 @@ def answer_table(queries: list[Query], answers: dict[str, Answer], graded: Judge
                                    for c in answers[q.qid].cited_chunks) for q in queries]}
 
 
-def without_terms(docs, res: Resources, queries) -> dict[str, float]:
+def without_terms(docs, res: Resources, queries, titled: bool = False) -> dict[str, float]:
     """Counts of documents, chunks and questions that yield no terms (``text.tokenize``: empty,
     punctuation or stopwords only). They can only score 0 (BM25) or cosine 0 (hash embedder), so
-    a run reports them, with a warning naming the first few, rather than measuring them silently."""
+    a run reports them, with a warning naming the first few, rather than measuring them silently.
+    A document whose text (and title, when ``titled``: a passage's title is its words, a
+    markdown file's is its name) has terms that no chunk holds is named as the chunking's loss."""
     lengths = res.terms.lengths()
     chunks = res.chunks
     with_terms = {chunks[i].doc_id for i in np.flatnonzero(lengths)}
@@ -410,8 +441,13 @@ def without_terms(docs, res: Resources, queries) -> dict[str, float]:
     if meta_only:
         log.warning("%d documents hold only front matter (metadata, not text: no chunk holds "
                     "it) and can only score 0: %s", len(meta_only), ", ".join(meta_only[:5]))
+    worded = {d.doc_id for d in docs if d.doc_id not in with_terms and d.doc_id not in meta_only
+              and tokenize(f"{d.title} {d.text}" if titled else d.text)}
+    if worded:  # the chunking left their words out (a title with no text, markup only)
+        log.warning("%d documents have words but no chunk holding any (the chunking left them "
+                    "out) and can only score 0: %s", len(worded), ", ".join(sorted(worded)[:5]))
     for what, ids in empty.items():
-        ids = [i for i in ids if i not in meta_only]
+        ids = [i for i in ids if i not in meta_only and i not in worded]
         if ids:
             log.warning("%d %s have no terms (empty, or stopwords only) and can only score 0: "
                         "%s", len(ids), what, ", ".join(ids[:5]))

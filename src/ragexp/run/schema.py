@@ -161,7 +161,8 @@ class PrecomputedEmbedderConf:
 
     _target_: str = "ragexp.index.precomputed.PrecomputedEmbedder"
     name: str = "precomputed"
-    path: str = MISSING
+    # checked by the embedder itself (``precomputed.folder_problems``); an input of the run
+    path: str = field(default=MISSING, metadata={"input": "dir"})
     # the questions' vectors from a named embedder option (e.g. minilm) instead of queries.npy
     queries: Optional[str] = None
 

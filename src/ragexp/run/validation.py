@@ -676,8 +676,14 @@ def convex_fuses_two_parts(cfg: DictConfig) -> list[str]:
 
 @cross_field_rule
 def objective_is_measured(cfg: DictConfig) -> list[str]:
-    """``objective`` is one of ``measures`` (``selection.check_objective``)."""
+    """``objective`` is one of ``measures`` (``selection.check_objective``); measures that do
+    not parse are ``depth_covers_measures``' to report, once (``measures=[AP]`` was also
+    reported as the objective's fault)."""
     if "objective" not in cfg or "measures" not in cfg:
+        return []
+    try:
+        measures.parse_all(cfg.measures)
+    except ValueError:
         return []
     try:
         selection.check_objective(cfg.objective, cfg.measures)

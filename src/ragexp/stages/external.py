@@ -44,11 +44,19 @@ class TrecRunRetriever:
                                f"corpus under this chunking ({', '.join(unknown[:5])}); {hint}")
         self.run: Ranking = {q: {first[i]: s for i, s in scores.items()}
                              for q, scores in run.items()}
+        asked = resources.questions
+        stray = sorted(q for q in run if asked and q not in asked)
+        if stray:  # said, not refused: another split's questions are in the file too
+            log.warning("%s ranks %d query id(s) this run does not score, left out (another "
+                        "split's or question set's, or ids written otherwise: %s; the scored "
+                        "questions' ids look like %s)", path, len(stray),
+                        ", ".join(map(repr, stray[:3])), ", ".join(map(repr, list(asked)[:3])))
         self._warned: set[str] = set()
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
         """The file's top ``k`` items per query; a query the file does not rank gets an empty
-        ranking (it scores 0, as trec_eval scores a topic a run left out), said once."""
+        ranking (it scores 0 and counts in the mean, as ``trec_eval -c`` scores a topic a run
+        left out), said once."""
         missing = [q for q in queries if q not in self.run and q not in self._warned]
         if missing:
             self._warned.update(missing)

@@ -12,9 +12,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+import numpy as np
+
 from ragexp.data.docrank import rank_documents
 from ragexp.errors import InvalidValue
 from ragexp.index.bm25 import BM25Params
+from ragexp.index.cutoff import top_k_by_id
 from ragexp.index.embedders import Embedder, EmbedderIdentity
 from ragexp.index.resources import Resources
 from ragexp.records import Ranking, ordered
@@ -66,13 +69,19 @@ class DenseRetriever:
     def _search(self, queries: dict[str, str], k: int, cached: bool) -> Ranking:
         qids = list(queries)
         vectors = self.resources.query_vectors([queries[q] for q in qids], cached=cached)
-        scores, ids = self.index.search(vectors, k)
         chunks = self.resources.chunks
         # A zero query vector (nothing to embed) ties every chunk at cosine 0: no ranking.
-        empty = ~vectors.any(axis=1)
-        return {q: {} if blank else {chunks[i].chunk_id: float(s)
-                                     for s, i in zip(srow, irow) if i >= 0}
-                for q, srow, irow, blank in zip(qids, scores, ids, empty)}
+        asked = np.flatnonzero(vectors.any(axis=1))
+        if self.resources.index_spec.exact:  # ties at the k-th score cut as trec_eval orders
+            rows = top_k_by_id(lambda r, depth: self.index.search(vectors[asked[r]], depth),
+                               len(asked), k, len(chunks), lambda i: chunks[i].chunk_id)
+        else:  # an approximate index's own top k
+            rows = list(zip(*self.index.search(vectors[asked], k)[::-1]))
+        ranking: Ranking = {q: {} for q in qids}
+        for row, (irow, srow) in zip(asked, rows):
+            ranking[qids[row]] = {chunks[i].chunk_id: float(s) for s, i in zip(srow, irow)
+                                  if i >= 0}
+        return ranking
 
 
 class BM25Retriever:
@@ -117,10 +126,17 @@ class BM25Retriever:
         # for 1,000 queries over a million passages if done at once.
         for start in range(0, len(qids), self.block):
             block = qids[start:start + self.block]
-            idx, scores = self.index.top_k([queries[q] for q in block], k)
+            texts = [queries[q] for q in block]
+
+            def scored(r: np.ndarray, depth: int, texts: list[str] = texts):
+                return self.index.top_k([texts[j] for j in r], depth)[::-1]
+
+            # ties at the k-th score cut as trec_eval orders them (``index.cutoff``)
+            rows = top_k_by_id(scored, len(block), k, len(chunks),
+                               lambda i: chunks[i].chunk_id)
             # Every chunk holding a query term, even one scoring 0 (see bm25.py); -1 pads rows.
             out.update({q: {chunks[i].chunk_id: float(s) for i, s in zip(irow, srow) if i >= 0}
-                        for q, irow, srow in zip(block, idx, scores)})
+                        for q, (irow, srow) in zip(block, rows)})
         return out
 
 
