@@ -198,3 +198,73 @@ def test_tests_need_the_same_questions_scored_in_both_runs():
     same = significance.tests_against(a, a, ["nDCG@10"])
     assert [(x.kind, x.n, x.mean_diff) for x in same] == [("all", 2, 0.0), ("factual", 2, 0.0)]
     assert stats.adjust_family(same)[0].p_adj == 1.0
+
+
+# ---- runs that hold no measurement, runs on the test split, measures the runs lack ---------
+
+@pytest.fixture(scope="module")
+def unusable(runs, module_mlflow_store):
+    from workspaces import FAILING, record_failed_run
+
+    base = [*BASE, f"cache_dir={module_mlflow_store.folder / 'cache'}", "progress=false"]
+    deleted = record_run(*base, "answer.max_sentences=4")["run_id"]
+    tracking.client().delete_run(deleted)
+    return {"failed": record_failed_run(*base, *FAILING), "deleted": deleted,
+            "test": record_run(*base, "split=test")["run_id"]}
+
+
+def test_a_failed_or_deleted_run_is_refused_by_name_not_blamed_on_other_data(runs, unusable,
+                                                                             capsys):
+    # gate and confirm said "evaluated on different data (corpus_hash, golden_hash differ)",
+    # exit 1, of a FAILED run (it has no data hashes); promote of a deleted run ended in
+    # MLflow's traceback and left a logged model behind.
+    failed, deleted = unusable["failed"], unusable["deleted"]
+    for argv in (["gate", failed, "--against", runs["base"]],
+                 ["gate", runs["base"], "--against", failed],
+                 ["confirm", failed, "--baseline", runs["base"]],
+                 ["confirm", runs["base"], "--baseline", failed]):
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert f"run {failed} is FAILED" in err and "different data" not in err, argv
+    for argv in (["gate", deleted, "--against", runs["base"]], ["promote", deleted],
+                 ["search", "--run", deleted, "refund policy"]):
+        assert cli.main(argv) == 2, argv
+        assert f"run {deleted} is deleted: restore it" in capsys.readouterr().err, argv
+    assert not tracking.client().search_logged_models(
+        experiment_ids=[tracking.client().get_run(deleted).info.experiment_id],
+        filter_string=f"source_run_id = '{deleted}'")
+
+
+def test_confirm_refuses_a_run_of_the_test_split_as_chosen_on_dev(runs, unusable, capsys):
+    # its test score stood in the table's "run dev" column (0.510 for a run whose dev is 0.482)
+    for argv in (["confirm", unusable["test"], "--baseline", runs["base"]],
+                 ["confirm", runs["base"], "--baseline", unusable["test"]]):
+        assert cli.main(argv) == 2, argv
+        assert "was evaluated on the test split (split=test)" in capsys.readouterr().err
+
+
+def test_a_measure_the_runs_lack_is_a_refused_input_not_a_regression(runs, capsys):
+    assert cli.main(["gate", runs["neutral"], "--against", runs["base"],
+                     "--measure", "nDCG@5"]) == 2  # it exited 1, a regression's code
+    assert "was not scored on nDCG@5" in capsys.readouterr().err
+
+
+def test_compare_refuses_a_baseline_on_other_data_with_exit_2(runs, capsys):
+    c = tracking.client()
+    c.set_tag(runs["neutral"], "golden_hash", "something-else")
+    try:  # compare paired them silently while the gate refused; its refusal exited 1
+        assert cli.main(["compare", "--runs", runs["neutral"], runs["base"],
+                         "--baseline", runs["base"]]) == 2
+        err = capsys.readouterr().err
+        assert f"{runs['neutral'][:8]}: golden_hash differ" in err and "other data" in err
+    finally:
+        c.set_tag(runs["neutral"], "golden_hash", c.get_run(runs["base"]).data.tags["golden_hash"])
+
+
+@pytest.mark.parametrize("p, alpha, shown", [(0.17298, 0.173, "0.17298"), (0.1731, 0.173,
+                                             "0.1731"), (0.5, 0.05, "0.500"),
+                                             (0.0004, 0.05, "<0.001"), (0.05, 0.05, "0.050")])
+def test_a_p_compared_with_alpha_shows_the_digits_that_make_the_line_true(p, alpha, shown):
+    from ragexp.evaluation.significance import format_p_against
+
+    assert format_p_against(p, alpha) == shown

@@ -118,3 +118,23 @@ def test_help_shows_defaults_only_where_an_option_has_one(capsys):
     assert "(default: None)" not in shown and "(default: False)" not in shown
     assert "questions the file should hold (default: 100)" in shown
     assert "kinds to ask for, in turn (default: every kind the generator writes) --out" in shown
+
+
+def test_a_reader_that_leaves_the_pipe_ends_the_command_without_a_traceback(tmp_path):
+    # `ragexp compare --format csv | head -1` ended in BrokenPipeError's traceback
+    import os
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line is written
+    done = subprocess.run([sys.executable, "-m", "ragexp.cli.main", "runs", "sync",
+                           str(tmp_path)], stdout=write, stderr=subprocess.PIPE, text=True,
+                          cwd=tmp_path, env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
+                          timeout=300)
+    os.close(write)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_runs_sync_names_a_folder_that_is_not_there(tmp_path, capsys):
+    # it printed "0 record(s) synced" for a mistyped folder
+    assert cli.main(["runs", "sync", str(tmp_path / "nowhere")]) == 2
+    assert f"{tmp_path / 'nowhere'}: no such folder" in capsys.readouterr().err

@@ -231,3 +231,14 @@ def test_cli_compare_promote_search_ask(store, capsys):
     assert cli.main(["ask", "What does BD-2110 mean?", "--run", ids["bm25"], "--json"]) == 0
     body = __import__("json").loads(capsys.readouterr().out)
     assert body["run_id"] == ids["bm25"] and {"text", "refused", "sources"} <= set(body)
+
+
+def test_search_says_when_no_passage_matched(store, capsys):
+    # it printed only "(run ...)" for a query sharing no term with the corpus
+    from ragexp.cli import main as cli
+
+    _, ids = store
+    assert cli.main(["search", "死信", "--run", ids["bm25"]]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["no passage matched the query (none shares a term with it)",
+                   f"(run {ids['bm25']})"]

@@ -164,7 +164,7 @@ def cmd_gate(args) -> int:
     # defer heavy import
     from ragexp.tracking import store as tracking
 
-    tracking.refuse_sweep_parent(tracking.client().get_run(run_id))  # before the champion's
+    tracking.refuse_unusable(tracking.client().get_run(run_id))  # before the champion's
     if reference == "champion":
         try:
             reference, label = champion_run_id(args.model), "champion"
@@ -204,10 +204,13 @@ def cmd_search(args) -> int:
 
     query, k = check_question(args.query, "query"), check_k(args.k)
     engine = _engine(args)
-    for hit in engine.search(query, k):
+    hits = engine.search(query, k)
+    for hit in hits:
         print(f"{hit.rank:>2}. {hit.score:.4f}  {hit.chunk_id}  ({hit.heading})")
         if args.show_text:
             print("    " + " ".join(hit.text.split())[:300])
+    if not hits:  # BM25 ranks only passages sharing a term with the query
+        print("no passage matched the query (none shares a term with it)")
     print(f"(run {engine.run_id})")
     return 0
 
@@ -544,7 +547,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parser().parse_args(argv)
     try:
-        return args.fn(args)
+        code = args.fn(args)
+        sys.stdout.flush()  # a closed pipe raises here, inside the try
+        return code
+    except BrokenPipeError:  # `ragexp compare --format csv | head -1`: the reader left
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except RagexpError as exc:  # every verb's user-facing errors: one line, exit 2
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -6,8 +6,11 @@ from __future__ import annotations
 import sys
 
 from ragexp.cli import helptext
+from ragexp.errors import MissingInput, path_problem
 from ragexp.tracking import lifecycle, outbox
 from ragexp.tracking import store as tracking
+
+SYNCED = ("outputs", "multirun")  # the run and sweep folders Hydra writes by default
 
 
 def cmd_cleanup(args) -> int:
@@ -38,6 +41,11 @@ def cmd_cleanup(args) -> int:
 def cmd_sync(args) -> int:
     """Deliver pending on-disk records under the given folders to the current store."""
     uri = tracking.tracking_uri()
+    given, args.paths = bool(args.paths), args.paths or list(SYNCED)
+    wrong = [f"{p}: {why}" for p in args.paths
+             if (why := path_problem(p, "dir")) and (given or "no such" not in why)]
+    if wrong:  # a folder named but not there said "0 record(s) synced"
+        raise MissingInput("runs sync: " + "; ".join(wrong))
     waiting = outbox.pending(args.paths)
     other = [b for b in waiting if b.read().get("tracking_uri") != uri]
     done = outbox.sync(args.paths, uri)
@@ -64,6 +72,7 @@ def add_parser(sub) -> None:
     cl.set_defaults(fn=cmd_cleanup)
     sy = rsub.add_parser("sync", help="log results a run kept on disk when the store was down",
                          formatter_class=helptext.Defaults)
-    sy.add_argument("paths", nargs="*", default=["outputs", "multirun"],
-                    help="folders searched for mlflow_record/record.json")
+    sy.add_argument("paths", nargs="*",
+                    help=f"folders searched for mlflow_record/record.json (default: "
+                         f"{', '.join(SYNCED)}, those of them that exist)")
     sy.set_defaults(fn=cmd_sync)

@@ -131,13 +131,33 @@ def baseline_tests(df: pd.DataFrame, baseline_id: str,
     p adjusted over all of these tests as one family (``significance.family``). With questions
     from several sources, on those of the deciding source (``deciding_source``), as the sweep's
     own ``vs_baseline`` tests are."""
+    differ = other_data(df, baseline_id)
+    if differ:  # as the gate and confirm refuse them (paired tests on other data said nothing)
+        raise significance.NotPaired(
+            f"{len(differ)} run(s) were evaluated on other data than baseline "
+            f"{baseline_id[:8]} ({'; '.join(differ[:3])}): pair runs of the same corpus and "
+            f"questions")
     source = deciding_source(df)
     tables = {r: sources.deciding(per_question(r), source)
               for r in dict.fromkeys([baseline_id, *df["run_id"]])}
-    try:
-        return significance.family(tables, baseline_id, measures, method)
-    except significance.NotPaired as exc:
-        raise SystemExit(str(exc)) from None
+    return significance.family(tables, baseline_id, measures, method)
+
+
+def other_data(df: pd.DataFrame, baseline_id: str) -> list[str]:
+    """``"<run id[:8]>: corpus_hash, golden_hash differ"`` for each run of ``df`` whose data
+    tags (``gate.DATA_TAGS``) differ from the baseline's row; a tag a run lacks (a FAILED run
+    has none) is not a difference: its missing table is refused by name later."""
+    cols = [f"tags.{t}" for t in ("corpus_hash", "golden_hash") if f"tags.{t}" in df]
+    base = df[df["run_id"] == baseline_id]
+    if not cols or base.empty:
+        return []
+    ref = base.iloc[0]
+    out = []
+    for _, row in df.iterrows():
+        keys = [c[5:] for c in cols if pd.notna(row[c]) and pd.notna(ref[c]) and row[c] != ref[c]]
+        if keys and row["run_id"] != baseline_id:
+            out.append(f"{row['run_id'][:8]}: {', '.join(keys)} differ")
+    return out
 
 
 def with_baseline(df: pd.DataFrame, tab: pd.DataFrame, baseline_id: str,

@@ -133,7 +133,8 @@ def decide(tests: list[Paired], run_metrics: dict[str, float], run_params: dict[
     for t in tests:
         if t.mean_diff < -rule.margin and t.significant(rule.alpha):
             reasons.append(f"{t.measure} {t.kind}: {t.mean_diff:+.3f} (p_adj "
-                           f"{significance.format_p(t.p_adj)} < {rule.alpha}, drop beyond "
+                           f"{significance.format_p_against(t.p_adj, rule.alpha)} < "
+                           f"{rule.alpha}, drop beyond "
                            f"margin {rule.margin})")
     refusal = ""
     if CV_REFUSED in run_metrics and BUDGET_PARAM in run_params:
@@ -170,7 +171,7 @@ def _gain(first: Paired, rule: Rule) -> list[str]:
                 f"{rule.min_effect:.4f} needed to promote"]
     if not first.significant(rule.alpha):
         return [f"{first.measure} gain {d:+.4f} is not significant (p_adj "
-                f"{significance.format_p(first.p_adj)} >= {rule.alpha})"]
+                f"{significance.format_p_against(first.p_adj, rule.alpha)} >= {rule.alpha})"]
     return []
 
 
@@ -195,8 +196,9 @@ def family_tests(run_table: pd.DataFrame, ref_table: pd.DataFrame, rule: Rule,
 
 def evaluate(run_id: str, reference_id: str, rule: Rule, label: str = "") -> Verdict:
     """Load both runs (MLflow edge) and decide. Different data or questions -> a failing verdict
-    saying so; an unknown run id -> ``InvalidValue``; a sweep's parent run, either of them ->
-    ``tracking.SweepParentRun`` (``refuse_sweep_parent``), before any other check."""
+    saying so; an unknown run id -> ``InvalidValue``; a sweep's parent run, a deleted run or
+    one not FINISHED, either of them -> ``tracking.SweepParentRun`` / ``UnusableRun``
+    (``refuse_unusable``), before any other check."""
 
     c = tracking.client()
 
@@ -207,8 +209,8 @@ def evaluate(run_id: str, reference_id: str, rule: Rule, label: str = "") -> Ver
             raise InvalidValue(f"no run {rid!r} in {tracking.tracking_uri()}") from None
 
     run, ref = get(run_id), get(reference_id)
-    tracking.refuse_sweep_parent(run)  # a refused input (exit 2), not a failing verdict
-    tracking.refuse_sweep_parent(ref)
+    tracking.refuse_unusable(run)  # a refused input (exit 2), not a failing verdict
+    tracking.refuse_unusable(ref)
     header = (f"gate: run {run_id[:8]} ({run.data.tags.get('ragexp.ablation', '-')}) against "
               f"{label or 'run'} {reference_id[:8]} ({ref.data.tags.get('ragexp.ablation', '-')})"
               f"; {stats.CORRECTION_NAMES[rule.correction]} over {len(rule.measures)} "
@@ -234,6 +236,8 @@ def evaluate(run_id: str, reference_id: str, rule: Rule, label: str = "") -> Ver
         tests = family_tests(sources.deciding(run_table, source),
                              sources.deciding(ref_table, source), rule,
                              (run_id[:8], reference_id[:8]))
+    except significance.NotScored:
+        raise  # a --measure the runs lack: a refused input (exit 2), not a regression
     except significance.NotPaired as exc:
         return Verdict(False, [str(exc)], header=header)
     verdict = decide(tests, run.data.metrics, run.data.params, rule)

@@ -25,6 +25,10 @@ class NotPaired(RagexpError, ValueError):
     """Two runs were not scored on the same questions, so they cannot be compared pairwise."""
 
 
+class NotScored(NotPaired):
+    """A run was not scored on the measure asked for: the request's fault, not the runs'."""
+
+
 def column(measure: str) -> str:
     """``per_question.csv`` column of a measure: its MLflow key (``nDCG@10`` -> ``ndcg_at_10``).
     Raises ``ValueError`` for a name ``measures.parse`` does not know."""
@@ -35,7 +39,7 @@ def _check_scored(table: pd.DataFrame, measure: str, label: str) -> str:
     col = column(measure)
     if col not in table:
         known = [c for c in table.columns if measures.from_key(c) is not None]
-        raise NotPaired(f"{label} was not scored on {measure} (its per_question.csv has "
+        raise NotScored(f"{label} was not scored on {measure} (its per_question.csv has "
                         f"{', '.join(known) or 'no measure columns'}): add it to the config key "
                         f"measures and rerun")
     return col
@@ -99,6 +103,17 @@ def format_p(p: float) -> str:
     """A p value as every table and line of ragexp shows it (compare, confirm, gate, report,
     the sweep's page): three decimals, or ``<0.001``."""
     return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def format_p_against(p: float, alpha: float) -> str:
+    """``format_p``, with as many more decimals as a line comparing ``p`` with ``alpha`` needs
+    to read true: ``p_adj 0.17298 < 0.173``, not ``p_adj 0.173 < 0.173`` (at most 12)."""
+    shown, digits = format_p(p), 3
+    while not shown.startswith("<") and digits < 12 and (
+            (float(shown) == alpha) != (p == alpha) or (float(shown) < alpha) != (p < alpha)):
+        digits += 1
+        shown = f"{p:.{digits}f}"
+    return shown
 
 
 def format_p_adj(p_adj: float, alpha: float = stats.ALPHA) -> str:

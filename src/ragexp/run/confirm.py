@@ -126,14 +126,20 @@ def confirm(run_id: str, baseline_id: str | None = None,
 
     c = tracking.client()
     run = c.get_run(run_id)
-    tracking.refuse_sweep_parent(run)
+    tracking.refuse_unusable(run)
     base = c.get_run(baseline_id) if baseline_id is not None else None
     if base is not None:  # a given baseline: refused as early
-        tracking.refuse_sweep_parent(base)
-    if run.data.params.get("split") == "all":
-        raise ConfirmError(f"run {run_id[:8]} was selected on all questions (split=all), so "
-                           f"nothing is held out to confirm it on: run the sweep with "
-                           f"split=dev, then confirm its choice")
+        tracking.refuse_unusable(base)
+    for who, r in (("run", run), ("baseline", base)):
+        split = r.data.params.get("split") if r is not None else None
+        if split == "all":
+            raise ConfirmError(f"{who} {r.info.run_id[:8]} was selected on all questions "
+                               f"(split=all), so nothing is held out to confirm it on: run the "
+                               f"sweep with split=dev, then confirm its choice")
+        if split == "test":  # its numbers would stand in the table's dev column
+            raise ConfirmError(f"{who} {r.info.run_id[:8]} was evaluated on the test split "
+                               f"(split=test), not chosen on dev: confirm the run of its "
+                               f"configuration with split=dev")
     if baseline_id is None:
         baseline_id = sweep_baseline(run)
         if baseline_id is None:
@@ -149,6 +155,10 @@ def confirm(run_id: str, baseline_id: str | None = None,
                            + (f"{other} (the runner-up of its sweep)" if other else "RUN_ID"))
     if base is None:  # the sweep's baseline job or the champion
         base = c.get_run(baseline_id)
+        tracking.refuse_unusable(base)
+        if base.data.params.get("split") == "test":
+            raise ConfirmError(f"baseline {baseline_id[:8]} was evaluated on the test split "
+                               f"(split=test), not on dev: pass --baseline RUN_ID of a dev run")
     differ = [k for k in DATA_TAGS if run.data.tags.get(k) != base.data.tags.get(k)]
     if differ:
         raise ConfirmError(f"run {run_id[:8]} and baseline {baseline_id[:8]} were evaluated on "

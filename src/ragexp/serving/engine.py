@@ -186,7 +186,12 @@ class Engine:
             raise ServingError(str(exc)) from None
         except Exception as exc:
             raise ServingError(f"no run {run_id!r} in {tracking.tracking_uri()}") from exc
-        tracking.refuse_sweep_parent(run)
+        try:
+            tracking.refuse_unusable(run)
+        except tracking.SweepParentRun:
+            raise
+        except tracking.UnusableRun as exc:
+            raise ServingError(str(exc)) from None
         try:
             cfg = OmegaConf.load(tracking.artifact_path(run_id, "config.yaml"))
         except tracking.RunNotFound as exc:

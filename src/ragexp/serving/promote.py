@@ -43,6 +43,9 @@ def check_promotable(run_id: str):
     except Exception:
         raise PromotionRefused(f"no run {run_id!r} in {tracking.tracking_uri()}") from None
     tracking.refuse_sweep_parent(run)
+    if run.info.lifecycle_stage == "deleted":
+        raise PromotionRefused(f"run {run_id} is deleted: restore it (mlflow runs restore "
+                               f"--run-id {run_id}) or promote another run")
     status = run.info.status
     if status != "FINISHED":
         detail = run.data.tags.get("ragexp.error", "")

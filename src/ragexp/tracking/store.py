@@ -487,6 +487,27 @@ def _named(run_id: str, label: str | None) -> str:
     return run_id[:8] + (f" ({label})" if label and label not in ("custom", run_id[:8]) else "")
 
 
+class UnusableRun(RunNotFound):
+    """A run given to be gated, confirmed, promoted or served that holds no measurement to use:
+    deleted, or not FINISHED (failed, killed, still running)."""
+
+
+def refuse_unusable(run) -> None:
+    """``refuse_sweep_parent``, then raise ``UnusableRun`` for a deleted run (it was served
+    and gated as if alive, and promoting it ended in MLflow's traceback) or one not FINISHED,
+    naming its status and recorded error: a FAILED run has no data hashes, and the gate and
+    confirm said it was "evaluated on different data"."""
+    refuse_sweep_parent(run)
+    rid = run.info.run_id
+    if run.info.lifecycle_stage == "deleted":
+        raise UnusableRun(f"run {rid} is deleted: restore it (mlflow runs restore --run-id "
+                          f"{rid}) or pick another run")
+    if run.info.status != "FINISHED":
+        error = run.data.tags.get("ragexp.error")
+        raise UnusableRun(f"run {rid} is {run.info.status}" + (f" ({error})" if error else "")
+                          + ": it holds no finished measurement; pick a FINISHED run")
+
+
 def refuse_sweep_parent(run) -> None:
     """Raise ``SweepParentRun`` when ``run`` (an MLflow ``Run``) is a sweep's parent run (tag
     ``ragexp.role=sweep``); nothing otherwise. Every command given a run id to evaluate, serve,
