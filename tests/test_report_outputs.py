@@ -189,10 +189,21 @@ def test_failed_jobs_from_status_files_and_child_runs(mlflow_store):
         sweep_data.FailedJob("bm25.k1=1.5", "KILLED", "KILLED: sweep stopped by SIGTERM",
                              killed),
         sweep_data.FailedJob("bm25.k1=2.0", "FAILED", "EmbedderError: no model", lost)]
-    section = "\n".join(report_html.failed_jobs_section(SimpleNamespace(failed_jobs=got)))
+    section = "\n".join(report_html.failed_jobs_section(SimpleNamespace(failed_jobs=got,
+                                                                         never_ran=0)))
     assert "3 jobs of this sweep did not finish and are not on this page" in section
     assert section.count('data-k="failedjob|') == 3 and "no run" in section
-    assert report_html.failed_jobs_section(SimpleNamespace(failed_jobs=[])) == []
+    assert report_html.failed_jobs_section(SimpleNamespace(failed_jobs=[], never_ran=0)) == []
+    # a sweep of 6 jobs stopped after these 4 (3 status files, 1 run no file names): the page
+    # said only that 3 did not finish, as if the sweep were whole
+    c.set_tag(parent, "ragexp.n_jobs", "6")
+    assert sweep_data.never_ran(c.get_run(parent)) == 2
+    section = "\n".join(report_html.failed_jobs_section(SimpleNamespace(
+        failed_jobs=got, never_ran=2, parent_tags={"ragexp.n_jobs": "6"})))
+    assert "2 of the sweep's 6 jobs never ran (the sweep stopped before them): this sweep " \
+           "is incomplete." in section
+    c.set_tag(parent, "ragexp.n_jobs", "4")
+    assert sweep_data.never_ran(c.get_run(parent)) == 0
 
 
 @pytest.mark.slow

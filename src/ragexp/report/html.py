@@ -306,8 +306,13 @@ def cost_section(data: SweepData, labels) -> list[str]:
 def failed_jobs_section(data: SweepData) -> list[str]:
     """The sweep's jobs that did not finish (``sweep_data.failed_jobs``): overrides, status and
     error of each; nothing when every job finished or was skipped."""
-    if not data.failed_jobs:
+    if not data.failed_jobs and not data.never_ran:
         return []
+    missing = ([f'<p class="note">{data.never_ran} of the sweep\'s '
+                f'{data.parent_tags.get("ragexp.n_jobs")} jobs never ran (the sweep stopped '
+                "before them): this sweep is incomplete.</p>"] if data.never_ran else [])
+    if not data.failed_jobs:
+        return ["<h2>Failed jobs</h2>", *missing]
     rows = "".join(
         f'<tr data-k="failedjob|{i}"><td class="l">{esc(j.overrides or "(no overrides)")}</td>'
         f'<td class="l">{esc(j.status)}</td><td class="l">{esc(j.error or "–")}</td>'
@@ -316,7 +321,7 @@ def failed_jobs_section(data: SweepData) -> list[str]:
     n = len(data.failed_jobs)
     jobs = "1 job of this sweep did not finish and is" if n == 1 else (
         f"{n} jobs of this sweep did not finish and are")
-    return ["<h2>Failed jobs</h2>",
+    return ["<h2>Failed jobs</h2>", *missing,
             f'<p class="note">{jobs} not on this page; the error is the run\'s '
             "<code>ragexp.error</code> tag (its traceback: the run's <code>error.txt</code>)."
             "</p>",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
@@ -72,6 +73,7 @@ class SweepData:
     every_table: dict[str, pd.DataFrame] = field(default_factory=dict)
     parent_tags: dict[str, str] = field(default_factory=dict)  # the cheapest tied, the fronts
     failed_jobs: list[FailedJob] = field(default_factory=list)
+    never_ran: int = 0  # jobs the sweep launched no run for (``never_ran``)
 
 
 def sweep_parents(experiment: str) -> pd.DataFrame:
@@ -184,6 +186,23 @@ def failed_jobs(parent_id: str) -> list[FailedJob]:
     return out
 
 
+def never_ran(parent) -> int:
+    """How many of sweep ``parent``'s jobs (its ``ragexp.n_jobs`` tag) left no record: no
+    status file in its ``ragexp.sweep_dir`` (a job writes one when its run starts, is
+    skipped or is refused) and no run among ``tracking.sweep_runs`` (a worker killed before
+    it wrote its file). A
+    sweep killed after its first jobs showed "1 job did not finish" of 4 whose 2 never ran."""
+    tags = parent.data.tags
+    if not str(tags.get("ragexp.n_jobs", "")).isdigit():
+        return 0
+    folder = tags.get("ragexp.sweep_dir")
+    statuses = (tracking.read_statuses(folder, skip_unreadable=True)
+                if folder and Path(folder).is_dir() else [])
+    named = {s.get("run_id") for s in statuses}
+    unnamed = [r for r in tracking.sweep_runs(parent) if r.info.run_id not in named]
+    return max(0, int(tags["ragexp.n_jobs"]) - len(statuses) - len(unnamed))
+
+
 def _curve(run_id: str) -> dict | None:
     try:
         with open(tracking.artifact_path(run_id, "abstain_curve.json")) as fh:
@@ -209,7 +228,8 @@ def load(parent_id: str) -> SweepData:
     base = runs[runs.get("tags.ragexp.ablation", pd.Series(dtype=str)) == baseline]
     data = SweepData(parent_id, experiment, runs, tables, curves, objective,
                      str(base["run_id"].iloc[0]) if len(base) else None, every_table=every,
-                     parent_tags=dict(parent.data.tags), failed_jobs=failed_jobs(parent_id))
+                     parent_tags=dict(parent.data.tags), failed_jobs=failed_jobs(parent_id),
+                     never_ran=never_ran(parent))
     if data.baseline_id is None:
         data.notes.append(f"no job with ablation {baseline!r} (config key baseline): the "
                           f"per-kind tests compare every run with the best one instead")

@@ -36,6 +36,7 @@ from ragexp.records import Chunk, Document, Qrels, Query, Ranking, ordered
 from ragexp.run.build import Stages
 from ragexp.stages.abstain import AbstainResult, AbstainSignal, evaluate_abstain
 from ragexp.stages.chunking import Chunker
+from ragexp.stages.external import TrecRunRetriever
 from ragexp.stages.parent_child import (
     answer_context,
     judged_chunks,
@@ -140,6 +141,10 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
                            f"(judged), so no measure can score this run: add answerable "
                            f"questions, or choose a split that holds some (split=all)")
     res, retriever = index_corpus(corpus, stages, store, progress)
+    if isinstance(retriever, TrecRunRetriever) and stages.reranker.top_n > 0:
+        log.warning("reranker=%s reorders the top %d of %s's ranking before it is scored: "
+                    "reranker=none scores the file's own order", stages.reranker.name,
+                    stages.reranker.top_n, retriever.path)
     judged, ranking, first_stage = retrieve_all(corpus, retriever, stages.reranker, res, k,
                                                latency_sample)
     scores = metrics.per_query(judged, corpus.qrels, measures)
