@@ -325,3 +325,35 @@ def test_span_qrels_ignores_chunk_ids_and_unanswerable_questions():
 def test_heading_keeps_a_trailing_hash_that_is_part_of_the_text():
     doc = Document("x.md", "X", "# X\n\n## Using C#\n\nSome text.\n\n## Closed ##\n\nMore text.\n")
     assert [h for h, _ in parse_sections(doc)] == ["X > Using C#", "X > Closed"]
+
+
+COLLIDING = ("# Install\n\nIntro.\n\n## Upgrade\n\nrun widget migrate\n\n# Install/Upgrade\n\n"
+             "legacy hosts combined paths\n\n# Cold storage\n\ntape one\n\n# Cold-storage\n\n"
+             "tape two\n")
+
+
+def test_distinct_heading_paths_are_distinct_section_units():
+    # A top-level "Install/Upgrade" and the nested "Install > Upgrade" were both the unit
+    # guide.md#Install/Upgrade (a question labelled with one scored RR 1.0 on the other's chunk),
+    # and "Cold storage" / "Cold-storage" were one unit too.
+    from ragexp.data.units import unit_of
+    from ragexp.stages.parent_child import ParentChildChunker
+
+    doc = Document("guide.md", "Install", COLLIDING)
+    chunks = MarkdownChunker().chunk([doc])
+    units = unit_of(chunks, "section")
+    by_heading = {c.heading: units[c.chunk_id] for c in chunks}
+    assert len(set(by_heading.values())) == len(by_heading) == 5
+    assert by_heading["Install > Upgrade"] == "guide.md#Install/Upgrade"  # reads as its path
+    assert re.fullmatch(r"guide\.md#Install/Upgrade~[0-9a-f]{6}", by_heading["Install/Upgrade"])
+    assert by_heading["Cold storage"] == "guide.md#Cold-storage"
+    assert re.fullmatch(r"guide\.md#Cold-storage~[0-9a-f]{6}", by_heading["Cold-storage"])
+    assert by_heading["Install"] == "guide.md#Install"  # no collision: the id as before
+    # parent_child: each section's parent carries the same unit id, one parent per path
+    chunker = ParentChildChunker()
+    parents = chunker.parents([doc], chunker.chunk([doc]))
+    for child, parent in parents.items():
+        assert parent.heading == next(c.heading for c in chunker.chunk([doc])
+                                      if c.chunk_id == child)
+    ids = {p.heading: p.chunk_id for p in parents.values()}
+    assert ids == by_heading

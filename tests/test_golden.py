@@ -280,6 +280,9 @@ def test_document_label_and_mixed_levels(tmp_path):
     ([{"doc": "install.md", "heading": "Docker"}], "unknown evidence field(s) 'heading'"),
     ([{"doc": "install.md", "section": ""}], "'section' must be a non-empty string"),
     ([{"doc": "nope.md"}], "document not found in corpus: nope.md"),
+    # an UPPER.MD file in the folder is not read: the message said only "not found"
+    ([{"doc": "UPPER.MD"}], "document not found in corpus: UPPER.MD (the corpus reads only "
+                            "*.md files; a .MD file is not read: rename it to .md)"),
 ])
 def test_bad_section_and_document_labels(tmp_path, capsys, evidence, fragment):
     corpus, golden = _sectioned(tmp_path, evidence)
@@ -392,3 +395,40 @@ def test_front_matter_is_no_text_to_label(tmp_path, capsys, evidence, fragment):
         rec["evidence"] = [{"doc": "intro.md", "quote": "title: Intro\n---"}]
         golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
     _assert_reported(capsys, corpus, golden, "g.jsonl", 2, fragment)
+
+
+@pytest.mark.parametrize("section, relevant", [
+    ("Only Headings", {"headings.md#0", "headings.md#1", "headings.md#2"}),
+    ("Alpha topic", {"headings.md#1"})])
+def test_a_heading_only_section_owns_its_own_chunk_and_its_subsections(tmp_path, section,
+                                                                         relevant):
+    """A trial: a label on "# Gamma topic" over "## Delta topic" judged Delta's chunk only,
+    leaving out Gamma's own (ranked first: RR@10 0.5 where it is 1.0)."""
+    from ragexp.data.relevance import span_qrels
+    from ragexp.stages.chunking import MarkdownChunker
+
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "headings.md": HEADINGS_ONLY})
+    rec = {"id": "h-01", "kind": "factual", "question": "Which topics are there?",
+           "answer": "Alpha and Beta.", "evidence": [{"doc": "headings.md", "section": section}]}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    docs = load_corpus(corpus)
+    query = load_golden(golden, docs)[1]
+    chunks = MarkdownChunker().chunk([docs["headings.md"]])
+    assert [c.text.splitlines()[-1] for c in chunks] == ["Only Headings", "Alpha topic",
+                                                         "Beta topic"]
+    assert span_qrels([query], chunks) == {"h-01": dict.fromkeys(relevant, 1)}
+
+
+def test_a_question_file_given_twice_is_named_once(tmp_path):
+    # 'dataset.questions=[qs/one.jsonl,qs/one.jsonl]' said "duplicate id 'a1' (first at
+    # qs/one.jsonl:1)", reported at qs/one.jsonl:1 itself
+    from ragexp.data.golden import golden_files
+    from ragexp.errors import InvalidValue
+
+    folder = write_tree(tmp_path / "qs", {"one.jsonl": jsonl([GOOD])})
+    one = folder / "one.jsonl"
+    for given in ([one, one], [folder, one], [str(one), str(tmp_path / "qs" / ".." / "qs" /
+                                                        "one.jsonl")]):
+        with pytest.raises(InvalidValue, match=r"the question file .*one\.jsonl is given twice"):
+            golden_files(given)
+    assert golden_files([one]) == [one]

@@ -39,7 +39,7 @@ import yaml
 
 from ragexp.data import readers, shipped, split
 from ragexp.data.readers import label, shown
-from ragexp.errors import MissingInput, path_problem
+from ragexp.errors import InvalidValue, MissingInput, path_problem
 from ragexp.records import HAND, UNANSWERABLE, Document, Query, Span
 from ragexp.text import markdown
 from ragexp.text.analysis import content_words, normalize_ws
@@ -143,6 +143,12 @@ def golden_files(golden: str | Path | list) -> list[Path]:
             raise MissingInput(f"golden set not found: {p}")
     if not files:
         raise MissingInput(f"no *.jsonl golden files in {', '.join(map(str, paths))}")
+    seen: dict[Path, Path] = {}
+    for f in files:  # every question would be its own duplicate, "first at" itself
+        first = seen.setdefault(f.resolve(), f)
+        if first is not f:
+            raise InvalidValue(f"the question file {f} is given twice (dataset.questions lists "
+                               f"it, or a folder holding it, more than once): list it once")
     return files
 
 
@@ -179,7 +185,10 @@ def _resolve_evidence(qid: str, ev: object, docs: dict[str, Document], bad) -> S
         return None
     doc = docs.get(ev["doc"])
     if doc is None:
-        bad(f"{qid}: document not found in corpus: {label(ev['doc'])}")
+        suffix = Path(str(ev["doc"])).suffix
+        hint = (f" (the corpus reads only *.md files; a {suffix} file is not read: rename it "
+                f"to .md)" if suffix and suffix != ".md" else "")
+        bad(f"{qid}: document not found in corpus: {label(ev['doc'])}{hint}")
         return None
     if "quote" in ev:
         return _quote_span(qid, doc, ev["doc"], ev["quote"], bad)

@@ -9,6 +9,7 @@ when any of its chunks is (labels at quote, section or document level all reach 
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from ragexp.errors import InvalidValue
@@ -26,19 +27,43 @@ def check_unit(unit: str, key: str = "dataset.unit") -> str:
 
 def section_id(chunk: Chunk) -> str:
     """``doc#Heading-path/Sub-heading``: whitespace-free (TREC files split on whitespace). Two
-    sections with the same heading path in one document are one unit."""
+    sections with the same heading path in one document are one unit. Not one-to-one: a title
+    holding ``/`` or ``-`` can give another path's id (``section_ids`` tells them apart)."""
     path = "/".join(re.sub(r"\s+", "-", p.strip()) for p in chunk.heading.split(" > "))
     return f"{chunk.doc_id}#{path}"
 
 
+def section_ids(chunks: list[Chunk]) -> dict[str, str]:
+    """``{chunk_id: section id}``, one id per heading path of a document: ``section_id``,
+    except where two paths of one document give the same id (a top-level ``Install/Upgrade``
+    beside ``Install > Upgrade``; ``Cold storage`` beside ``Cold-storage``), which made two
+    sections one unit. Then every path but the one the id reads as (``/`` between titles,
+    ``-`` for a space) takes ``~`` and 6 hex digits of its sha256: ``guide.md#Install/Upgrade~
+    3f2a9c``. Ids of paths that collide with none are as ``section_id`` gives them."""
+    by_path = {(c.doc_id, c.heading): section_id(c) for c in chunks}
+    paths_of: dict[str, list[str]] = {}
+    for (_, heading), sid in by_path.items():
+        paths_of.setdefault(sid, []).append(heading)
+    for (doc, heading), sid in by_path.items():
+        if len(paths_of[sid]) > 1 and heading != _read_as(sid[len(doc) + 1:]):
+            digest = hashlib.sha256(heading.encode()).hexdigest()[:6]
+            by_path[(doc, heading)] = f"{sid}~{digest}"
+    return {c.chunk_id: by_path[(c.doc_id, c.heading)] for c in chunks}
+
+
+def _read_as(path: str) -> str:
+    """The heading path a section id's path reads as: titles between ``/``, ``-`` a space."""
+    return " > ".join(t.replace("-", " ") for t in path.split("/"))
+
+
 def unit_of(chunks: list[Chunk], unit: str) -> dict[str, str]:
-    """``{chunk_id: unit id}`` for every chunk."""
+    """``{chunk_id: unit id}`` for every chunk (sections: ``section_ids``)."""
     check_unit(unit)
     if unit == "chunk":
         return {c.chunk_id: c.chunk_id for c in chunks}
     if unit == "document":
         return {c.chunk_id: c.doc_id for c in chunks}
-    return {c.chunk_id: section_id(c) for c in chunks}
+    return section_ids(chunks)
 
 
 def lift_qrels(qrels: Qrels, mapping: dict[str, str]) -> Qrels:

@@ -103,6 +103,20 @@ def on_test(run_id: str) -> str:
     return out["run_id"]
 
 
+def _chosen_on_dev(who: str, run) -> None:
+    """Raise ``ConfirmError`` unless ``run`` was evaluated on dev: on ``split=all`` nothing is
+    held out, and a ``split=test`` run's test score would stand in the table's dev column
+    (0.510 printed as "run dev" for a run whose dev nDCG@10 is 0.482)."""
+    split, rid = run.data.params.get("split"), run.info.run_id[:8]
+    if split == "all":
+        raise ConfirmError(f"{who} {rid} was selected on all questions (split=all), so nothing "
+                           f"is held out to confirm it on: run the sweep with split=dev, then "
+                           f"confirm its choice")
+    if split == "test":
+        raise ConfirmError(f"{who} {rid} was evaluated on the test split (split=test), not "
+                           f"chosen on dev: confirm the run of its configuration with split=dev")
+
+
 MEANS = ("run dev", "run test", "baseline dev", "baseline test")  # the table's measure means
 
 
@@ -130,16 +144,9 @@ def confirm(run_id: str, baseline_id: str | None = None,
     base = c.get_run(baseline_id) if baseline_id is not None else None
     if base is not None:  # a given baseline: refused as early
         tracking.refuse_unusable(base)
-    for who, r in (("run", run), ("baseline", base)):
-        split = r.data.params.get("split") if r is not None else None
-        if split == "all":
-            raise ConfirmError(f"{who} {r.info.run_id[:8]} was selected on all questions "
-                               f"(split=all), so nothing is held out to confirm it on: run the "
-                               f"sweep with split=dev, then confirm its choice")
-        if split == "test":  # its numbers would stand in the table's dev column
-            raise ConfirmError(f"{who} {r.info.run_id[:8]} was evaluated on the test split "
-                               f"(split=test), not chosen on dev: confirm the run of its "
-                               f"configuration with split=dev")
+    _chosen_on_dev("run", run)
+    if base is not None:
+        _chosen_on_dev("baseline", base)
     if baseline_id is None:
         baseline_id = sweep_baseline(run)
         if baseline_id is None:
@@ -156,9 +163,7 @@ def confirm(run_id: str, baseline_id: str | None = None,
     if base is None:  # the sweep's baseline job or the champion
         base = c.get_run(baseline_id)
         tracking.refuse_unusable(base)
-        if base.data.params.get("split") == "test":
-            raise ConfirmError(f"baseline {baseline_id[:8]} was evaluated on the test split "
-                               f"(split=test), not on dev: pass --baseline RUN_ID of a dev run")
+        _chosen_on_dev("baseline", base)
     differ = [k for k in DATA_TAGS if run.data.tags.get(k) != base.data.tags.get(k)]
     if differ:
         raise ConfirmError(f"run {run_id[:8]} and baseline {baseline_id[:8]} were evaluated on "

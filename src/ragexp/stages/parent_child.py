@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterable, Protocol, runtime_checkable
 
-from ragexp.data.units import section_id, unit_of
+from ragexp.data.units import section_ids, unit_of
 from ragexp.index.embedders import TokenCounter
 from ragexp.records import Chunk, Document
 from ragexp.stages.chunking import Chunker, MarkdownChunker, TokenSized, parse_sections
@@ -35,24 +35,27 @@ class ParentChunker(Protocol):
     def parents(self, docs: Iterable[Document], chunks: list[Chunk]) -> dict[str, Chunk]: ...
 
 
-def section_parents(docs: Iterable[Document], include_headings: bool = True) -> dict[str, Chunk]:
-    """``{section unit id: parent chunk}`` for every section of ``docs``: its id is the section's
-    ``units.section_id``, its text the heading path (when ``include_headings``) and then the
-    section's source text, its spans the exact source ranges of that text."""
-    parents: dict[str, Chunk] = {}
+def section_parents(docs: Iterable[Document],
+                    include_headings: bool = True) -> dict[tuple[str, str], Chunk]:
+    """``{(doc id, heading path): parent chunk}`` for every section of ``docs``: its id is the
+    section's unit id (``units.section_ids`` over every section of its document), its text the
+    heading path (when ``include_headings``) and then the section's source text, its spans the
+    exact source ranges of that text."""
+    found: dict[tuple[str, str], tuple[str, tuple]] = {}
     for doc in docs:
         for heading, units in parse_sections(doc):
             span = (units[0].start, units[-1].end)
-            key = section_id(Chunk("", doc.doc_id, "", heading))
-            held = parents.get(key)
+            key = (doc.doc_id, heading)
+            held = found.get(key)
             if held is None:
                 text = f"{heading}\n" if include_headings else ""
-                parents[key] = Chunk(key, doc.doc_id, text + doc.text[span[0]:span[1]], heading,
-                                     (span,))
+                found[key] = (text + doc.text[span[0]:span[1]], (span,))
             else:
-                parents[key] = Chunk(key, doc.doc_id, f"{held.text}\n{doc.text[span[0]:span[1]]}",
-                                     heading, held.spans + (span,))
-    return parents
+                found[key] = (f"{held[0]}\n{doc.text[span[0]:span[1]]}", held[1] + (span,))
+    drafts = [Chunk(f"{i}", doc, text, heading, spans)
+              for i, ((doc, heading), (text, spans)) in enumerate(found.items())]
+    ids = section_ids(drafts)
+    return {(c.doc_id, c.heading): replace(c, chunk_id=ids[c.chunk_id]) for c in drafts}
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ class ParentChildChunker:
         A child whose section is not one of ``docs``' (a child chunker that does not keep to
         sections) is its own parent."""
         by_section = section_parents(docs, self.include_headings)
-        return {c.chunk_id: by_section.get(section_id(c), c) for c in chunks}
+        return {c.chunk_id: by_section.get((c.doc_id, c.heading), c) for c in chunks}
 
 
 def read_through(chunks: list[Chunk], parent_of: dict[str, Chunk]) -> list[Chunk]:
