@@ -26,7 +26,7 @@ from ragexp.data.beir import (
 )
 from ragexp.data.golden import KIND_NAME, golden_files, load_corpus, load_golden
 from ragexp.data.readers import label, shown
-from ragexp.data.relevance import span_qrels
+from ragexp.data.relevance import span_qrels, why_unjudged
 from ragexp.data.units import check_unit, lift_qrels, unit_of
 from ragexp.errors import InvalidValue
 from ragexp.records import UNANSWERABLE, Chunk, Document, Qrels, Query
@@ -99,9 +99,10 @@ class MarkdownDataset:
         qrels = span_qrels(self._queries, chunks)
         empty = sorted(q for q, rel in qrels.items() if not rel)
         if empty:
+            by_id = {q.qid: q for q in self._queries}
             raise InvalidValue(f"{len(empty)} answerable question(s) have no relevant chunk under "
-                               f"this chunking ({', '.join(empty[:5])}); the chunker lost source "
-                               f"offsets or the evidence spans are outside every chunk")
+                               f"this chunking ({', '.join(empty[:5])}): "
+                               + " | ".join(why_unjudged(by_id[q], chunks) for q in empty[:3]))
         return lift_qrels(qrels, unit_of(chunks, self.unit))
 
     def fingerprint(self) -> dict[str, str]:
