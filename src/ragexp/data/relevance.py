@@ -54,8 +54,9 @@ def span_qrels(queries: Iterable[Query], chunks: list[Chunk]) -> Qrels:
 def why_unjudged(query: Query, chunks: list[Chunk], shown: int = 3) -> str:
     """Why no chunk is relevant to ``query``: per evidence span, the chunks overlapping it and
     by how many characters, against the rule (``is_relevant``: at least ``MIN_SHARE`` of the
-    span or of the chunk, whichever is shorter), or that no chunk's source range reaches it (a quote of heading text
-    only: headings are prepended to chunks, not part of their source ranges)."""
+    span or of the chunk, whichever is shorter), or that no chunk's source range reaches it (a
+    quote of heading text only: headings are prepended to chunks, not part of their source
+    ranges)."""
     parts = []
     for span in query.evidence:
         hits = sorted(((overlap(c, span), c) for c in chunks if overlap(c, span)),
