@@ -32,6 +32,12 @@ def test_rule_fails_only_significant_drops_beyond_the_margin():
     rule = gate.Rule(margin=0.02)
     ok = gate.decide([t("all", -0.01, 0.001), t("factual", -0.2, 0.2)], METRICS, PARAMS, rule)
     assert ok.passed, ok.reasons  # significant but within margin; big but not significant
+    # a kind's drop beyond the margin, not significant: said, where a plain PASS hid it
+    assert ok.outcome(rule) == ("PASS (inconclusive for 1 kind(s): nDCG@10 factual -0.200 (30 "
+                                "questions) beyond the margin, not significant: too few "
+                                "questions of the kind to tell)")
+    calm = gate.decide([t("all", -0.01, 0.001), t("factual", -0.01, 0.2)], METRICS, PARAMS, rule)
+    assert calm.outcome(rule) == "PASS"
     bad = gate.decide([t("all", 0.0, 1.0), t("semantic", -0.03, 0.01)], METRICS, PARAMS, rule)
     assert not bad.passed and "semantic" in bad.reasons[0]
     assert "REGRESSION" in bad.render(rule) and bad.render(rule).endswith(bad.reasons[0])

@@ -107,13 +107,20 @@ class Verdict:
         """``PASS``, ``PASS (inconclusive: ...)`` or ``FAIL: reasons``: a pass is inconclusive
         when the first measure's overall drop is beyond the margin but not significant, so the
         golden set may be too small to see it (it says how many questions 80% power needs,
-        ``stats.questions_needed``)."""
+        ``stats.questions_needed``), or, without such a drop, when a kind's is (a plain PASS
+        hid an identifier kind's -0.400)."""
         if not self.passed:
             return "FAIL: " + "; ".join(self.reasons)
         drop = next((t for t in self.tests if t.measure == rule.measures[0] and t.kind == ALL
                      and t.mean_diff < -rule.margin), None)
         if drop is None:
-            return "PASS"
+            kinds = [t for t in self.tests if t.kind != ALL and t.mean_diff < -rule.margin]
+            if not kinds:
+                return "PASS"
+            shown = ", ".join(f"{t.measure} {t.kind} {t.mean_diff:+.3f} ({t.n} questions)"
+                              for t in kinds[:3])
+            return (f"PASS (inconclusive for {len(kinds)} kind(s): {shown} beyond the margin, "
+                    f"not significant: too few questions of the kind to tell)")
         needed = drop.n_needed
         if math.isnan(needed) or math.isinf(needed):
             why = f"no power estimate from {drop.n} questions (too few, or differences " \

@@ -28,6 +28,8 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from ragexp.run import schema
+
 HASHED_MAX = 256 << 20  # bytes: a larger file counts by size and modification time
 
 
@@ -74,8 +76,6 @@ def _input_fields(node: DictConfig) -> set[str]:
 @lru_cache(maxsize=1)
 def _schemas_by_target() -> dict[str, type]:
     """Each schema dataclass of ``run.schema`` by the ``_target_`` it builds."""
-    from ragexp.run import schema
-
     out = {}
     for value in vars(schema).values():
         if isinstance(value, type) and dataclasses.is_dataclass(value):
