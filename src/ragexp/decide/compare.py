@@ -24,6 +24,8 @@ REFUSAL = ("abstain.refused_unanswerable", "abstain.refused_answerable",
 HIDDEN_PARAMS = labels.BOOKKEEPING
 # per_question.csv columns never parsed
 TEXT_COLUMNS = ("id", "kind", "question", "top_item", "answer", "cited", "refusal_reason")
+# the data a run was evaluated on: runs to pair, gate or confirm must agree on both
+DATA_TAGS = ("corpus_hash", "golden_hash")
 
 
 def runs_frame(experiment: str, parent: str | None = None,
@@ -145,9 +147,9 @@ def baseline_tests(df: pd.DataFrame, baseline_id: str,
 
 def other_data(df: pd.DataFrame, baseline_id: str) -> list[str]:
     """``"<run id[:8]>: corpus_hash, golden_hash differ"`` for each run of ``df`` whose data
-    tags (``gate.DATA_TAGS``) differ from the baseline's row; a tag a run lacks (a FAILED run
+    tags (``DATA_TAGS``, the gate's and confirm's too) differ from the baseline's row; a tag a run lacks (a FAILED run
     has none) is not a difference: its missing table is refused by name later."""
-    cols = [f"tags.{t}" for t in ("corpus_hash", "golden_hash") if f"tags.{t}" in df]
+    cols = [f"tags.{t}" for t in DATA_TAGS if f"tags.{t}" in df]
     base = df[df["run_id"] == baseline_id]
     if not cols or base.empty:
         return []

@@ -39,7 +39,7 @@ from ragexp.tracking import store as tracking
 
 CV_REFUSED = "abstain.cv.refused_answerable"
 BUDGET_PARAM = "abstain.budget"
-DATA_TAGS = ("corpus_hash", "golden_hash")
+DATA_TAGS = compare.DATA_TAGS  # confirm reads them from here
 
 
 @dataclass(frozen=True)

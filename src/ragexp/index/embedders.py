@@ -296,7 +296,7 @@ def resolve_spec(model: str, model_path: str | None, dim: int | None, pooling: s
                         f"embedder.pooling=MEAN|CLS")
 
 
-def _file_sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     """sha256 of a file, hashed once per process for its path, size and modification time."""
     st = path.stat()
     return _sha256(path, st.st_size, st.st_mtime_ns)
@@ -459,7 +459,7 @@ class FastEmbedEmbedder:
         else:  # the file is known: hash it, and load the ONNX session when a text needs it
             model_file = (folder / self.spec.model_file).resolve()
             self.identity = EmbedderIdentity(self._backend(), self.spec.name, str(model_file),
-                                             _file_sha256(model_file), self.spec.dim)
+                                             file_sha256(model_file), self.spec.dim)
             self._check_pin(self.identity.model_sha256, folder / self.spec.model_file)
 
     @property
@@ -578,7 +578,7 @@ class FastEmbedEmbedder:
             raise EmbedderError(f"embedder.device=cuda but onnxruntime runs {self.spec.name} on "
                                 f"{ran_on} (the CUDA libraries did not load); ragexp never "
                                 f"falls back to the CPU")
-        digest = _file_sha256(model_file.resolve())
+        digest = file_sha256(model_file.resolve())
         self._check_pin(digest, model_file)
         probe = np.stack(list(self._session.embed(["dimension probe"], batch_size=1)))
         if probe.shape[1] != self.spec.dim:

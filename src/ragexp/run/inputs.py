@@ -11,7 +11,8 @@ Which keys: every field whose schema declares ``path`` (the runner checks those 
 ``input`` metadata (``embedder.path``, checked by the precomputed embedder itself), in typed
 nodes and in untyped ones whose ``_target_`` is a schema's (a hybrid part's retriever or
 embedder), the ``dataset`` group left out (its fingerprint has them). A file's digest is the
-sha256 of its bytes, hashed once per process for its path, size and modification time; a file
+sha256 of its bytes, hashed once per process for its path, size and modification time (the
+cache the embedders' model files go through: ``embedders.file_sha256``); a file
 over ``HASHED_MAX`` bytes counts by its size and modification time instead (hashing 1.5 GB of
 precomputed vectors would double their import; ``precomputed`` keys its cache the same way). A
 folder's digest covers each file under it (names starting with ``.`` left out) by relative
@@ -28,6 +29,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from ragexp.index.embedders import file_sha256
 from ragexp.run import schema
 
 HASHED_MAX = 256 << 20  # bytes: a larger file counts by size and modification time
@@ -88,7 +90,9 @@ def _schemas_by_target() -> dict[str, type]:
 def _digest(path: Path) -> str:
     if path.is_file():
         st = path.stat()
-        return _file_digest(str(path.resolve()), st.st_size, st.st_mtime_ns)
+        if st.st_size > HASHED_MAX:
+            return f"size={st.st_size},mtime_ns={st.st_mtime_ns}"
+        return file_sha256(path.resolve())
     if path.is_dir():
         h = hashlib.sha256()
         for p in sorted(q for q in path.rglob("*") if q.is_file()):
@@ -97,14 +101,3 @@ def _digest(path: Path) -> str:
                 h.update(f"{rel.as_posix()}\0{_digest(p)}\0".encode())
         return h.hexdigest()
     return "missing"
-
-
-@lru_cache(maxsize=256)
-def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    if size > HASHED_MAX:
-        return f"size={size},mtime_ns={mtime_ns}"
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
