@@ -190,8 +190,8 @@ def never_ran(parent) -> int:
     """How many of sweep ``parent``'s jobs (its ``ragexp.n_jobs`` tag) left no record: no
     status file in its ``ragexp.sweep_dir`` (a job writes one when its run starts, is
     skipped or is refused) and no run among ``tracking.sweep_runs`` (a worker killed before
-    it wrote its file). A
-    sweep killed after its first jobs showed "1 job did not finish" of 4 whose 2 never ran."""
+    it wrote its file). A sweep killed after its first jobs showed "1 job did not finish" of 4
+    whose 2 never ran."""
     tags = parent.data.tags
     if not str(tags.get("ragexp.n_jobs", "")).isdigit():
         return 0
