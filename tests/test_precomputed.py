@@ -377,6 +377,54 @@ def test_a_beir_query_without_test_qrels_is_ignored(tmp_path, mlflow_store):
     assert run["status"] == "FINISHED"
 
 
+def test_chunks_of_one_text_keep_their_own_vectors_in_a_run(tmp_path, mlflow_store):
+    """Two BEIR passages of one text, each with its own row: the run reads each by its id. Read
+    by text (as before), ``b`` got ``z``'s row, ranked third behind ``c`` and ``z``, and RR@10
+    read 1/3 where ``b``'s own row is the question's vector (RR@10 1)."""
+    from conftest import jsonl, write_tree
+    from workspaces import record_run
+
+    same = {"title": "Broker", "text": "The broker restarts on its own."}
+    beir = write_tree(tmp_path / "beir", {
+        "corpus.jsonl": jsonl([{"_id": "z", **same}, {"_id": "b", **same},
+                               {"_id": "c", "title": "Disk", "text": "Disks fill up."}]),
+        "queries.jsonl": jsonl([{"_id": "q1", "text": "Does the broker restart?"}]),
+        "qrels/test.tsv": "query-id\tcorpus-id\tscore\nq1\tb\t1\n"})
+    folder = tmp_path / "vectors"
+    folder.mkdir()
+    np.save(folder / "passages.npy", np.array([[1, 0, 0], [0, 1, 0], [0.6, 0.8, 0]],
+                                              dtype=np.float32))
+    (folder / "passages.txt").write_text("z\nb\nc\n")
+    np.save(folder / "queries.npy", np.array([[0, 1, 0]], dtype=np.float32))
+    (folder / "queries.txt").write_text("q1\n")
+    run = record_run("dataset=beir", f"dataset.path={beir}", "chunking=none", "reranker=none",
+                     "retriever=dense", "progress=false", f"cache_dir={tmp_path / 'cache'}",
+                     "embedder=precomputed", f"embedder.path={folder}")
+    assert run["status"] == "FINISHED" and run["rr_at_10"] == 1.0
+
+
+def test_a_text_of_two_rows_names_no_vector_and_questions_of_one_text_are_refused(tmp_path):
+    chunks = [Chunk("d0", "d0", "same text"), Chunk("d1", "d1", "same text"), *CHUNKS[2:]]
+    emb = PrecomputedEmbedder(str(_folder(tmp_path / "v")))
+    emb.bind(chunks, QUESTIONS)
+    rows = emb.files["passage"].vectors
+    assert np.array_equal(emb.passage_vectors(["d1", "d0", "d3"]), rows[[1, 0, 3]])
+    with pytest.raises(PrecomputedError, match="1 passage texts belong to chunks with "
+                                               "different precomputed vectors, so a text "
+                                               "names no one vector: 'same text'"):
+        emb.embed(["same text"], "passage")
+    assert np.array_equal(emb.embed([CHUNKS[2].text], "passage"), rows[[2]])
+    same = np.repeat(_unit(1, 8), 2, axis=0)  # one vector under two ids: one text, one row
+    alike = PrecomputedEmbedder(str(_folder(tmp_path / "w", passages=np.vstack([same, same]))))
+    alike.bind(chunks, QUESTIONS)
+    assert np.array_equal(alike.embed(["same text"], "passage"), same[:1])
+
+    with pytest.raises(PrecomputedError, match=r"queries.txt: 'q1' \(line 1\), 'q2' \(line 2\)"
+                                               r" have the same text \('what is it'\) but "
+                                               r"different rows of queries.npy"):
+        emb.bind(CHUNKS, {"q1": "what is it", "q2": "what is it"})
+
+
 def test_a_nan_row_is_refused_before_any_run_exists(tmp_path, mlflow_store):
     from workspaces import record_run
 

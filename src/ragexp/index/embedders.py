@@ -156,9 +156,14 @@ class Embedder(Protocol):
 @runtime_checkable
 class BoundById(Protocol):
     """An embedder whose vectors belong to ids, not texts (``embedder=precomputed``): it is
-    told the run's chunks and questions (``{qid: text}``) before it embeds any of them."""
+    told the run's chunks and questions (``{qid: text}``) before it embeds any of them, and a
+    run's passage vectors are read by chunk id (``passage_vectors``), not through the
+    text-keyed embedding cache: two chunks of one text may have different vectors."""
 
     def bind(self, chunks: list[Chunk], questions: dict[str, str]) -> None:
+        ...
+
+    def passage_vectors(self, chunk_ids: list[str]) -> np.ndarray:
         ...
 
 

@@ -12,8 +12,12 @@ passage and question has a row and that passages.txt names no id the run does no
 queries.txt may hold more questions than the run scores (the other split's). Composition
 checks all but the rows' contents first (``folder_problems``).
 
-The cache keys vectors by text: ``bind`` maps each chunk's text to its id's row, so a sweep's
-ablations read the files once per process (``_read``) and the vectors once from the stage store.
+A run's passage vectors are read by chunk id (``passage_vectors``), not through the text-keyed
+embedding cache, so two chunks of one text keep their own rows; a sweep's ablations read the
+files once per process (``_read``) and the vectors once from the stage store. Questions are
+looked up by their text (the retrievers are given texts), so two of the run's questions with
+one text and different rows are refused at ``bind``; a passage looked up by text (``embed``)
+whose text has two different rows is refused there.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -337,6 +340,7 @@ class PrecomputedEmbedder:
                                          str((folder / FILES["passage"][0]).resolve()),
                                          self._fingerprint(folder), dim)
         self._by_text: dict[str, dict[str, int]] = {}
+        self._shared: set[str] = set()  # passage texts of chunks with different rows
 
     def _check_queries(self, folder: Path, dim: int) -> None:
         if self.queries and self.query_embedder is None:
@@ -402,8 +406,8 @@ class PrecomputedEmbedder:
         if unknown:
             raise PrecomputedError(f"{self.path}/passages.txt names {len(unknown)} ids the run "
                                    f"does not hold: {_first(unknown)}")
-        self._by_text["passage"] = self._texts(files, chunk_ids, [c.text for c in chunks],
-                                               "passages")
+        self._by_text["passage"], self._shared = self._texts(files, chunk_ids,
+                                                             [c.text for c in chunks])
         if "query" in self.files:
             qfile = self.files["query"]
             absent = [q for q in questions if q not in qfile.row]
@@ -416,24 +420,43 @@ class PrecomputedEmbedder:
                 log.info("%s/queries.txt: %d of its %d questions are not among the run's %d "
                          "(another split's, or without qrels): ignored", self.path, extra,
                          len(qfile.ids), len(questions))
-            self._by_text["query"] = self._texts(qfile, list(questions),
-                                                 list(questions.values()), "questions")
+            by_text, shared = self._texts(qfile, list(questions), list(questions.values()))
+            if shared:
+                raise PrecomputedError(self._same_text(qfile, questions, shared))
+            self._by_text["query"] = by_text
 
     @staticmethod
-    def _texts(files: VectorFile, ids: list[str], texts: list[str], what: str) -> dict:
-        """``{text: row}``; texts shared by ids of different vectors keep the first id's row,
-        with one warning (the cache keys a vector by its text)."""
+    def _texts(files: VectorFile, ids: list[str],
+               texts: list[str]) -> tuple[dict[str, int], set[str]]:
+        """``{text: row}`` (a text's first id's row), and the texts that ids of different
+        vectors share: those name no one vector."""
         out: dict[str, int] = {}
-        clashes = 0
+        shared: set[str] = set()
         for own, text in zip(files.rows_of(ids), texts):
             r = out.setdefault(text, own)
             if r != own and not np.array_equal(files.vectors[r], files.vectors[own]):
-                clashes += 1
-        if clashes:
-            warnings.warn(f"{clashes} {what} share their text with an earlier one but have "
-                          f"another vector; the first one's is used (vectors are cached by "
-                          f"text)", UserWarning, stacklevel=3)
-        return out
+                shared.add(text)
+        return out, shared
+
+    def _same_text(self, files: VectorFile, questions: dict[str, str], shared: set[str]) -> str:
+        """How many of ``shared`` (texts of the run's questions, ``{qid: text}``, with two
+        different rows of queries.npy) there are, the first named by its ids and lines."""
+        text = next(t for t in questions.values() if t in shared)
+        ids = [q for q, t in questions.items() if t == text]
+        lines = ", ".join(f"{q!r} (line {r + 1})" for q, r in zip(ids, files.rows_of(ids)))
+        more = f" ({len(shared) - 1} more texts alike)" if len(shared) > 1 else ""
+        return (f"{self.path}/queries.txt: {lines} have the same text ({text[:60]!r}) but "
+                f"different rows of queries.npy{more}; a question's vector is looked up by its "
+                f"text, so give them one vector or different texts")
+
+    def passage_vectors(self, chunk_ids: list[str]) -> np.ndarray:
+        """(len(chunk_ids), dim) float32 unit rows of ``passages.npy``, by id (each one of the
+        bound chunks'). Raises ``PrecomputedError`` before ``bind``."""
+        if "passage" not in self._by_text:
+            raise PrecomputedError("embedder=precomputed has not been bound to the run's "
+                                   "passages (Resources binds it)")
+        files = self.files["passage"]
+        return files.vectors[np.asarray(files.rows_of(chunk_ids), dtype=np.intp)]
 
     def embed(self, texts: list[str], mode: str = "passage") -> np.ndarray:
         """(len(texts), dim) float32 unit rows: each text's row, found through ``bind``; the
@@ -448,6 +471,12 @@ class PrecomputedEmbedder:
                                    f"{'passages' if mode == 'passage' else 'questions'} "
                                    f"(Resources binds it)")
         unknown = [t for t in texts if t not in rows_of]
+        shared = [t for t in texts if t in self._shared] if mode == "passage" else []
+        if shared:
+            raise PrecomputedError(f"{len(shared)} passage texts belong to chunks with "
+                                   f"different precomputed vectors, so a text names no one "
+                                   f"vector: {_first([t[:60] for t in shared])} (a run reads "
+                                   f"them by chunk id)")
         if unknown:
             hint = " (serving a new question needs embedder.queries=NAME)" \
                 if mode == "query" else ""

@@ -161,11 +161,18 @@ class Resources:
         if self._passages is None:
             start = time.perf_counter()
             self._passages = self.stages.get(
-                self.dense_stage("vectors"), self._vectors_key(),
-                lambda: self.cache.embed(self.embedder, [c.text for c in self.chunks], "passage",
-                                         progress=self.progress))
+                self.dense_stage("vectors"), self._vectors_key(), self._embedded_passages)
             self.add_time("time.embed_s", start)
         return self._passages
+
+    def _embedded_passages(self) -> np.ndarray:
+        """(len(chunks), dim) float32: by chunk id for vectors that belong to ids
+        (``BoundById``), else each chunk's text through the embedding cache."""
+        embedder = self.embedder
+        if isinstance(embedder, BoundById):
+            return embedder.passage_vectors([c.chunk_id for c in self.chunks])
+        return self.cache.embed(embedder, [c.text for c in self.chunks], "passage",
+                                progress=self.progress)
 
     def passage_tokens(self, tokens: TokenCounter) -> np.ndarray:
         """(len(chunks),) int64: tokens the model is given for each chunk as a passage
