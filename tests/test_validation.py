@@ -128,6 +128,16 @@ def test_issue_examples_are_refused_at_composition(override, message):
         validation.validate(cfg_with(override))
 
 
+def test_section_units_over_whole_documents_are_refused_naming_both_keys():
+    """Whole-document chunks give one section per document: scored as sections, they would be
+    document scores under another name."""
+    with pytest.raises(validation.ConfigRangeError, match=r"dataset.unit=section scores heading "
+                       r"sections, but chunking=none keeps each document whole"):
+        validation.validate(cfg_with("dataset.unit=section", "chunking=none"))
+    for ok in (("dataset.unit=section",), ("dataset.unit=document", "chunking=none")):
+        validation.validate(cfg_with(*ok))
+
+
 def test_rrf_k_negative_is_refused():
     with pytest.raises(validation.ConfigRangeError, match=r"fusion\.k=-5\.0 .* >= 0"):
         validation.validate(cfg_with("retriever=hybrid", "fusion.k=-5"))

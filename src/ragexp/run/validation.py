@@ -712,6 +712,23 @@ def bm25l_lower_bound(cfg: DictConfig) -> list[str]:
 
 
 @cross_field_rule
+def sections_need_headings(cfg: DictConfig) -> list[str]:
+    """``dataset.unit=section`` scores a chunk's heading path (``data.units``); a chunker that
+    keeps every document whole (``WholeDocumentChunker``, ``chunking=none``) gives each
+    document one chunk and so one section, and the run would score documents under the name
+    of sections (a trial: silently)."""
+    target = OmegaConf.select(cfg, "chunking._target_", default="")
+    if (OmegaConf.select(cfg, "dataset.unit", default=None) != "section"
+            or not str(target).endswith(".WholeDocumentChunker")):
+        return []
+    return [f"dataset.unit=section scores heading sections, but chunking="
+            f"{OmegaConf.select(cfg, 'chunking.name', default='none')} keeps each document "
+            f"whole (one chunk, so one section per document): the run would score documents; "
+            f"use a chunking that splits at headings (chunking=markdown, sentences, semantic, "
+            f"parent_child) or dataset.unit=document"]
+
+
+@cross_field_rule
 def markdown_folder_has_documents(cfg: DictConfig) -> list[str]:
     """A markdown dataset's ``corpus_dir`` holds at least one ``*.md`` file (``golden.load_corpus``
     reads only those), checked once it is a folder: a fresh ``ragexp init`` folder has an empty
