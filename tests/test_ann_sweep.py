@@ -78,3 +78,30 @@ def test_the_parent_names_the_cheapest_tied_run_and_promote_takes_it(sweep, caps
     kind = {"flat": ann.FlatSpec, "hnsw": ann.HNSWSpec}[by_id.loc[expected, "params.index.name"]]
     assert isinstance(engine.resources.index_spec, kind)
     assert engine.search("How do I rotate an API key?", k=3)
+
+
+@pytest.mark.slow
+def test_an_incomplete_sweep_is_noted_by_compare_and_refused_by_promote_cheapest_tied(
+        sweep, capsys):
+    """A sweep that ended FAILED chose its best and its cheapest tied among the runs that
+    finished: ``compare --parent`` says so on stderr (the table is unchanged) and
+    ``promote --cheapest-tied`` refuses it, exit 2; a run named by its id is still promoted."""
+    _, parent, _ = sweep
+    client, pid = mlflow.MlflowClient(), parent["run_id"]
+    jobs = client.get_run(pid).data.tags["ragexp.jobs"]
+    client.set_tag(pid, "ragexp.jobs", json.dumps({"failed": 1, "finished": 2}))
+    client.set_terminated(pid, "FAILED")
+    try:
+        assert cli.main(["compare", "--parent", pid[:8]]) == 0
+        out = capsys.readouterr()
+        assert "cheapest tied with the best:" in out.out
+        assert (f"note: sweep {pid[:8]} is incomplete: it is FAILED (jobs: 1 failed, 2 finished)"
+                f": its best and its cheapest tied are chosen among the runs that finished"
+                in out.err)
+        assert cli.main(["promote", "--cheapest-tied", pid[:8]]) == 2
+        assert f"error: sweep {pid[:8]} is incomplete" in capsys.readouterr().err
+    finally:
+        client.set_tag(pid, "ragexp.jobs", jobs)
+        client.set_terminated(pid, "FINISHED")
+    assert cli.main(["compare", "--parent", pid[:8]]) == 0
+    assert "incomplete" not in capsys.readouterr().err

@@ -66,6 +66,13 @@ def cmd_compare(args) -> int:
                                    compare.run_labels(df))
         if lines:
             print("\n" + "\n".join(lines))
+    if args.parent:  # on stderr: the csv and json outputs stay the table alone
+        # defer heavy import
+        from ragexp.report import sweep_data
+
+        note = sweep_data.incomplete(tracking.client().get_run(args.parent))
+        if note:
+            print(f"note: {note}", file=sys.stderr)
     return 0
 
 
@@ -147,6 +154,14 @@ def _cheapest_tied(sweep: str) -> str | None:
         print(f"error: sweep {sweep} names no cheapest run tied with the best (tag "
               f"ragexp.cheapest_tied): it ended before this ragexp, or no tied run logged a "
               f"cost; promote a run by its id", file=sys.stderr)
+        return None
+    # defer heavy import
+    from ragexp.report import sweep_data
+
+    note = sweep_data.incomplete(parent)
+    if note:
+        print(f"error: {note}; rerun the sweep (its finished jobs are skipped) or promote a "
+              f"run by its id", file=sys.stderr)
         return None
     print(f"cheapest tied with the best in sweep {parent.info.run_id[:8]}: "
           f"{parent.data.tags.get('ragexp.cheapest_tied_label', chosen)} ({chosen[:8]})")

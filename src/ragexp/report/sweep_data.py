@@ -203,6 +203,28 @@ def never_ran(parent) -> int:
     return max(0, int(tags["ragexp.n_jobs"]) - len(statuses) - len(unnamed))
 
 
+def incomplete(parent) -> str | None:
+    """One line saying that sweep ``parent`` (its MLflow ``Run``) is not whole: it did not end
+    ``FINISHED`` (a job failed, the sweep was stopped, or it is still running) or some of its
+    jobs never ran (``never_ran``), with its jobs by outcome (its ``ragexp.jobs`` tag); None for
+    a whole sweep. Its best and its cheapest tied are then chosen among the runs that finished,
+    which ``compare --parent`` says and ``promote --cheapest-tied`` refuses."""
+    status, missing = parent.info.status, never_ran(parent)
+    if status == "FINISHED" and not missing:
+        return None
+    try:
+        jobs = json.loads(parent.data.tags.get("ragexp.jobs", "{}"))
+    except ValueError:
+        jobs = {}
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(jobs.items())) if isinstance(
+        jobs, dict) else ""
+    never = (f"; {missing} of its {parent.data.tags.get('ragexp.n_jobs')} jobs never ran"
+             if missing else "")
+    return (f"sweep {parent.info.run_id[:8]} is incomplete: it is {status}"
+            + (f" (jobs: {counts})" if counts else "") + never
+            + ": its best and its cheapest tied are chosen among the runs that finished")
+
+
 def _curve(run_id: str) -> dict | None:
     try:
         with open(tracking.artifact_path(run_id, "abstain_curve.json")) as fh:
