@@ -58,10 +58,30 @@ def test_replaying_ragexp_own_run_file_gives_the_same_numbers(tmp_path, unit):
 def test_a_document_run_scored_per_chunk_is_refused(tmp_path):
     ds = dataset(tmp_path, "chunk")
     path = write_run({"1": {"a.md": 2.0, "b.md": 1.0}}, tmp_path / "docs.trec")
-    with pytest.raises(ValueError, match=r"2 item id\(s\) are not chunk ids .*\(a\.md, b\.md\); a "
-                                         r"run that ranks documents is scored with "
+    with pytest.raises(ValueError, match=r"docs.trec:1: 2 item id\(s\) are not chunk ids .*"
+                                         r"\('a\.md', 'b\.md'; the first on this line: 'a\.md'\);"
+                                         r" a run that ranks documents is scored with "
                                          r"dataset.unit=document"):
         run(ds, tmp_path, lambda res: TrecRunRetriever(res, str(path), unit="chunk"))
+
+
+def test_an_unknown_id_that_looks_like_a_known_one_is_told_apart_by_its_code_points(tmp_path):
+    """``café.md`` on disk (NFC) and in the run file decomposed (NFD, as macOS file systems
+    write names): printed alike, so the message names the line and the code points."""
+    q = tmp_path / "q.jsonl"
+    q.write_text(jsonl(QS))
+    docs = write_tree(tmp_path / "docs", {**DOCS, "caf\u00e9.md": "# Cafe\n\nCoffee.\n"})
+    ds = MarkdownDataset(str(docs), str(q), unit="document")
+    path = tmp_path / "nfd.trec"
+    path.write_text("1 Q0 a.md 1 2.0 x\n1 Q0 cafe\u0301.md 2 1.0 x\n")
+    with pytest.raises(ValueError) as info:
+        run(ds, tmp_path, lambda res: TrecRunRetriever(res, str(path), unit="document"))
+    message = str(info.value)
+    assert message.startswith(f"{path}:2: 1 item id(s) are not document ids")
+    assert ("'cafe\u0301.md' is not the known 'caf\u00e9.md': the same characters in other "
+            "code points (U+0063 U+0061 U+0066 U+0065 U+0301 U+002E U+006D U+0064, NFD, "
+            "against U+0063 U+0061 U+0066 U+00E9 U+002E U+006D U+0064, NFC: Unicode "
+            "normalisation)") in message
 
 
 def test_questions_the_file_does_not_rank_score_zero(tmp_path, caplog):

@@ -105,6 +105,24 @@ def test_an_unknown_passage_id_in_place_of_a_known_one_names_both(tmp_path):
     assert "names 1 ids the run does not hold: 'nope'" in message
 
 
+def test_ids_alike_on_screen_but_not_in_code_points_are_told_apart(tmp_path):
+    """A chunk id written NFC by the corpus and NFD in passages.txt (or a question id in
+    queries.txt): both named with their code points, not printed alike."""
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    chunks = [*CHUNKS[:3], Chunk(nfc, nfc, "coffee")]
+    with pytest.raises(PrecomputedError) as info:
+        PrecomputedEmbedder(str(_folder(tmp_path / "w", ids=["d0", "d1", "d2", nfd]))).bind(
+            chunks, QUESTIONS)
+    assert (f"{nfd!r} is not the known {nfc!r}: the same characters in other code points "
+            f"(U+0063 U+0061 U+0066 U+0065 U+0301, NFD, against U+0063 U+0061 U+0066 "
+            f"U+00E9, NFC: Unicode normalisation)") in str(info.value)
+    with pytest.raises(PrecomputedError, match=r"1 of the run's 2 questions have no row .*"
+                                               r"is not the known 'qe\u0301'.*, NFC, against "
+                                               r"U\+0071 U\+0065 U\+0301, NFD"):
+        PrecomputedEmbedder(str(_folder(tmp_path / "x", qids=["q1", "qe\u0301"]))).bind(
+            CHUNKS, {"q1": "what is one", "q\u00e9": "what is two"})
+
+
 def test_question_ids_the_run_does_not_score_are_ignored_with_one_info_line(tmp_path, caplog):
     queries = _unit(3, 8, 1)
     emb = PrecomputedEmbedder(str(_folder(tmp_path / "v", queries=queries,

@@ -19,8 +19,9 @@ import csv
 import io
 import json
 import re
+import unicodedata
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ragexp.errors import RagexpError
 
@@ -65,6 +66,40 @@ def label(value: object, limit: int = SHOWN_CHARS) -> str:
     if isinstance(value, str) and value and len(value) <= limit and value.isprintable():
         return value
     return shown(value, limit)
+
+
+def look_alikes(unknown: list[str], known: Iterable[str], limit: int = 3) -> str:
+    """``"; 'é5' is not the known 'é5': the same characters in other code points (U+0065
+    U+0301 U+0035, NFD, against U+00E9 U+0035, NFC: Unicode normalisation)"`` for up to
+    ``limit`` of the ``unknown`` ids that equal a ``known`` id once both are NFC-normalised (an
+    editor or a file system wrote one of them decomposed); ``""`` when none does. For messages
+    that refuse ids as unknown, which would otherwise print the two alike."""
+    unknown = [u for u in unknown if not u.isascii()]
+    if not unknown:
+        return ""
+    by_nfc: dict[str, str] = {}
+    for k in known:
+        by_nfc.setdefault(unicodedata.normalize("NFC", k), k)
+    out = []
+    for u in unknown:
+        twin = by_nfc.get(unicodedata.normalize("NFC", u))
+        if twin is not None and twin != u:
+            out.append(f"{shown(u)} is not the known {shown(twin)}: the same characters in "
+                       f"other code points ({_points(u)}, {_form(u)}, against "
+                       f"{_points(twin)}, {_form(twin)}: Unicode normalisation)")
+        if len(out) == limit:
+            break
+    return "".join(f"; {line}" for line in out)
+
+
+def _form(text: str) -> str:
+    return next((f for f in ("NFC", "NFD") if unicodedata.normalize(f, text) == text),
+                "neither NFC nor NFD")
+
+
+def _points(text: str, limit: int = 12) -> str:
+    return " ".join(f"U+{ord(ch):04X}" for ch in text[:limit]) + (" ..." if len(
+        text) > limit else "")
 
 
 def decode(data: bytes, path: str | Path) -> str:

@@ -122,6 +122,16 @@ def read_run(path: str | Path) -> Ranking:
     return run
 
 
+def first_line_of(path: str | Path, items: set[str]) -> tuple[int, str] | None:
+    """``(line number, item)`` of the first run line of ``path`` whose item id is one of
+    ``items``, None when none is: for a message about items already read (``read_run``
+    keeps no line numbers)."""
+    for lineno, cols in _lines(Path(path)):
+        if len(cols) == 6 and cols[2] in items:
+            return lineno, cols[2]
+    return None
+
+
 def read_qrels(path: str | Path) -> Qrels:
     """Read TREC qrels into ``{qid: {item_id: grade}}``; ``TrecFormatError`` names file and line
     for a line without 4 columns, a grade that is not an integer, or a pair judged twice."""

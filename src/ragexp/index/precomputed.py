@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragexp.data import readers
 from ragexp.errors import InvalidValue
 from ragexp.index.embedders import Embedder, EmbedderError, EmbedderIdentity
 from ragexp.records import Chunk
@@ -402,10 +403,11 @@ class PrecomputedEmbedder:
                      if unknown else "")
             raise PrecomputedError(f"{len(missing)} of the run's {len(chunks)} passages have "
                                    f"no row in {self.path}/passages.txt: {_first(missing)}"
-                                   f"{named}")
+                                   f"{named}{readers.look_alikes(unknown, missing)}")
         if unknown:
             raise PrecomputedError(f"{self.path}/passages.txt names {len(unknown)} ids the run "
-                                   f"does not hold: {_first(unknown)}")
+                                   f"does not hold: {_first(unknown)}"
+                                   f"{readers.look_alikes(unknown, chunk_ids)}")
         self._by_text["passage"], self._shared = self._texts(files, chunk_ids,
                                                              [c.text for c in chunks])
         if "query" in self.files:
@@ -414,7 +416,8 @@ class PrecomputedEmbedder:
             if absent:
                 raise PrecomputedError(f"{len(absent)} of the run's {len(questions)} questions "
                                        f"have no row in {self.path}/queries.txt: "
-                                       f"{_first(absent)}")
+                                       f"{_first(absent)}"
+                                       f"{readers.look_alikes(absent, qfile.ids)}")
             extra = len(qfile.ids) - len(questions)  # all the run's questions have a row
             if extra and questions:  # serving binds no questions: each is looked up as asked
                 log.info("%s/queries.txt: %d of its %d questions are not among the run's %d "

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 
-from ragexp.data.trec import read_run
+from ragexp.data import readers
+from ragexp.data.trec import first_line_of, read_run
 from ragexp.data.units import check_unit, unit_of
 from ragexp.errors import InvalidValue
 from ragexp.index.resources import Resources
@@ -40,8 +41,13 @@ class TrecRunRetriever:
             hint = {"chunk": "a run that ranks documents is scored with dataset.unit=document",
                     "document": "ids must be document ids (file paths for markdown corpora)",
                     "section": "section ids look like guide.md#Install/Docker"}[unit]
-            raise InvalidValue(f"{path}: {len(unknown)} item id(s) are not {unit} ids of this "
-                               f"corpus under this chunking ({', '.join(unknown[:5])}); {hint}")
+            at = first_line_of(path, set(unknown))
+            where = f"{path}:{at[0]}" if at else str(path)
+            shown = ", ".join(readers.shown(u) for u in unknown[:5])
+            raise InvalidValue(f"{where}: {len(unknown)} item id(s) are not {unit} ids of this "
+                               f"corpus under this chunking ({shown}; the first on this line: "
+                               f"{readers.shown(at[1]) if at else '?'}); {hint}"
+                               f"{readers.look_alikes(unknown, first)}")
         self.run: Ranking = {q: {first[i]: s for i, s in scores.items()}
                              for q, scores in run.items()}
         asked = resources.questions
