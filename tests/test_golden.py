@@ -148,6 +148,22 @@ def test_answerable_without_evidence(tmp_path, capsys, evidence):
     _assert_reported(capsys, corpus, golden, "g.jsonl", 2, "has no evidence")
 
 
+@pytest.mark.parametrize("kind", ["Unanswerable", "UNANSWERABLE"])
+def test_unanswerable_in_another_case_is_named_as_the_kind_meant(tmp_path, capsys, kind):
+    bad = {"id": "t-02", "kind": kind, "question": "What is the moon made of?"}
+    corpus, golden = _setup(tmp_path, [GOOD, bad])
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
+                     f"answerable question ({kind}) has no evidence; the kind that marks a "
+                     f"question the corpus does not answer is 'unanswerable', in lower case")
+
+
+def test_an_evidence_item_given_twice_is_reported_once(tmp_path):
+    item = {"doc": "guide.md", "quote": "holds a lease for sixty seconds"}
+    corpus, golden = _setup(tmp_path, [GOOD, {**GOOD, "id": "t-02", "evidence": [item, item]}])
+    _, problems = check_golden(golden, load_corpus(corpus))
+    assert [p.message.count("quote not found") for p in problems] == [1]
+
+
 def test_missing_document(tmp_path, capsys):
     bad = {**GOOD, "id": "t-02", "evidence": [{"doc": "nope.md", "quote": "anything"}]}
     corpus, golden = _setup(tmp_path, [GOOD, bad])

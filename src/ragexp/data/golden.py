@@ -298,11 +298,15 @@ def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document]
     if kind == UNANSWERABLE and evidence:
         bad(f"{name}: unanswerable question has evidence")
     if kind != UNANSWERABLE and not evidence:
-        bad(f"{name}: answerable question ({kind}) has no evidence")
+        alike = (f"; the kind that marks a question the corpus does not answer is "
+                 f"{UNANSWERABLE!r}, in lower case" if kind.casefold() == UNANSWERABLE else "")
+        bad(f"{name}: answerable question ({kind}) has no evidence{alike}")
     if kind != UNANSWERABLE and not str(rec.get("answer", "")).strip():
         bad(f"{name}: answerable question has no reference answer")
     spans: list[Span] = []
-    for ev in evidence:
+    for i, ev in enumerate(evidence):
+        if ev in evidence[:i]:  # the same item again: judged once, a problem of it said once
+            continue
         span = _resolve_evidence(name, ev, docs, bad)
         if span is not None:
             spans.append(span)
