@@ -379,6 +379,25 @@ def test_report_command_writes_html_and_chart_and_markdown_still_works(sweeps, t
     assert "**Overall** (answerable questions)" in md and "| bm25 | BM25 alone." in md
 
 
+@pytest.mark.slow
+def test_a_previous_sweep_that_did_not_end_whole_is_named_as_incomplete(sweeps, tmp_path):
+    from mlflow import MlflowClient
+
+    from ragexp.cli import main as cli
+
+    _, sweep1, sweep2, _, _, _ = sweeps
+    client, out = MlflowClient(), tmp_path / "r.html"
+    args = ["report", "--html", str(out), "--parent", sweep2[:8], "--no-upload"]
+    client.set_terminated(sweep1, "KILLED")
+    try:
+        assert cli.main(args) == 0
+        assert f"previous sweep {sweep1[:8]} (KILLED: incomplete) (" in out.read_text()
+    finally:
+        client.set_terminated(sweep1, "FINISHED")
+    assert cli.main(args) == 0
+    assert f"previous sweep {sweep1[:8]} (2 of 3 runs matched" in out.read_text()
+
+
 def test_artifact_path_gives_a_local_run_its_own_file(mlflow_store, tmp_path, monkeypatch):
     """A local artifact root answers with the run's own file (no temporary copy), the bytes
     logged, reading the run's record once; an artifact the run lacks is still

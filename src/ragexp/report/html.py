@@ -354,9 +354,11 @@ def build(data: SweepData, method: str = "holm") -> tuple[str, str]:
     title = (f"Which configuration wins on which question kind: {data.objective}, "
              f"{data.experiment}, {split} questions")
     wins_svg = report_charts.wins_svg(wins, labels, title, recorded)
-    prev = (f"previous sweep {data.previous_id[:8]} ({len(data.previous_match)} of "
-            f"{len(data.runs)} runs matched by configuration or name)" if data.previous_id
-            else "no previous sweep")
+    whole = data.previous_status in (None, "FINISHED")
+    prev = (f"previous sweep {data.previous_id[:8]}"
+            + ("" if whole else f" ({data.previous_status}: incomplete)")
+            + f" ({len(data.previous_match)} of {len(data.runs)} runs matched by configuration "
+              f"or name)" if data.previous_id else "no previous sweep")
     champ = (f"champion run {data.champion['run_id'].iloc[0][:8]}"
              if data.champion is not None else "no champion registered")
     body = [f"<h1>Sweep {esc(data.parent_id[:8])}: {esc(data.experiment)}</h1>",

@@ -66,6 +66,7 @@ class SweepData:
     objective: str
     baseline_id: str | None
     previous_id: str | None = None
+    previous_status: str | None = None  # FINISHED, or FAILED/KILLED/RUNNING: not whole
     previous: pd.DataFrame | None = None
     previous_match: dict[str, str] = field(default_factory=dict)
     champion: pd.DataFrame | None = None
@@ -137,15 +138,18 @@ def _frame(experiment: str, parent: str) -> pd.DataFrame:
     return df.assign(label=labels(df))  # a new frame: search_runs' is fragmented (pandas warns)
 
 
-def _previous(experiment: str, parent_id: str, started) -> tuple[str | None, pd.DataFrame | None]:
+def _previous(experiment: str, parent_id: str,
+              started) -> tuple[str | None, pd.DataFrame | None, str | None]:
+    """``(run id, runs, status)`` of the latest sweep before this one with finished runs,
+    ``(None, None, None)`` without one."""
     parents = sweep_parents(experiment)
     older = parents[(parents["start_time"] < started) & (parents["run_id"] != parent_id)]
-    for prev in older["run_id"].head(20):
+    for prev, status in zip(older["run_id"].head(20), older["status"].head(20)):
         try:
-            return str(prev), _frame(experiment, prev)
+            return str(prev), _frame(experiment, prev), str(status)
         except NotFound:  # a sweep whose jobs all failed: look further back
             continue
-    return None, None
+    return None, None, None
 
 
 def _champion() -> pd.DataFrame | None:
@@ -256,7 +260,8 @@ def load(parent_id: str) -> SweepData:
         data.notes.append(f"no job with ablation {baseline!r} (config key baseline): the "
                           f"per-kind tests compare every run with the best one instead")
     started = pd.to_datetime(parent.info.start_time, unit="ms", utc=True)
-    data.previous_id, data.previous = _previous(experiment, parent_id, started)
+    data.previous_id, data.previous, data.previous_status = _previous(experiment, parent_id,
+                                                                      started)
     if data.previous is not None:
         data.previous_match = match_runs(runs, data.previous)
     data.champion = _champion()
