@@ -77,6 +77,21 @@ def test_randomisation_p_value_is_exact_on_small_samples():
     assert stats.randomisation_p(d) == pytest.approx(exact)
 
 
+def test_zero_differences_leave_the_p_exact_where_the_others_can_be_enumerated():
+    """26 questions: 2**26 flips are too many to enumerate, but a zero's flip changes no mean,
+    so they are copies of the non-zero differences' flips and the exact p is theirs. Seven
+    differing, all by -0.1: the share of flips reaching |mean| is 2/2**7 exactly. Nine random
+    ones among 17 zeros: brute force over their 2**9 flips."""
+    d = np.zeros(26)
+    d[[1, 4, 6, 9, 15, 20, 25]] = -0.1
+    assert stats.randomisation_p(d) == 2 / 128
+    nine = np.round(np.random.default_rng(11).random(9) - 0.5, 2)
+    flips = np.array(list(itertools.product((1, -1), repeat=len(nine))))
+    exact = np.mean(np.abs((flips * nine).mean(axis=1)) >= abs(nine.mean()) - 1e-12)
+    assert stats.randomisation_p(np.concatenate([nine, np.zeros(17)])) == pytest.approx(
+        exact, abs=1e-12)
+
+
 def test_randomisation_p_on_large_samples_is_close_to_the_t_test():
     rng = np.random.default_rng(5)
     d = rng.normal(0.05, 0.3, 300)
