@@ -105,6 +105,63 @@ def test_chunk_unit_judges_chunks_inside_the_labelled_section(tmp_path):
     assert set(result.qrels["d1"]) == {c.chunk_id for c in chunks if c.doc_id == "c.md"}
 
 
+def test_text_before_the_first_heading_is_a_section_of_its_own(tmp_path):
+    """A preamble is under no heading: at the section unit it was filed under the document's
+    title (its first heading), so a question on that section scored Success@1 1.0 on the
+    preamble chunk, which does not answer it (0.0 at the chunk unit); now both units say 0."""
+    docs = write_tree(tmp_path / "docs", {
+        "m.md": "Different preamble about the hiking trail closing in winter.\n\n# Trails\n\n"
+                "Trail maps are available at the visitor centre.\n"})
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text(jsonl([{"id": "g2", "kind": "k", "question": "Is the hiking trail closed "
+                             "in winter?", "answer": "yes", "evidence": [
+                                 {"doc": "m.md", "quote": "Trail maps are available at the "
+                                                         "visitor centre."}]}]))
+    chunker = MarkdownChunker(max_words=25, overlap_words=0)
+    chunks = chunker.chunk(MarkdownDataset(str(docs), str(qfile)).documents())
+    assert [(c.heading, c.text.splitlines()[0]) for c in chunks] == [
+        ("", "Different preamble about the hiking trail closing in winter."),
+        ("Trails", "Trails")]
+    for unit in ("chunk", "section"):
+        ds = MarkdownDataset(str(docs), str(qfile), unit=unit)
+        result = run_experiment(ds, Stages(chunker, lambda: HashEmbedder(), BM25Retriever,
+                                           NoReranker(), LexicalSignal(),
+                                           cache=EmbeddingCache(str(tmp_path / "c"))),
+                                k=10, measures=_measures(), progress=False)
+        top = next(iter(result.judged["g2"]))
+        assert top == ("m.md#0" if unit == "chunk" else "m.md#"), (unit, result.judged)
+        assert result.metrics["rr_at_10"] == 0.5, unit
+
+
+def test_whole_markdown_documents_hold_no_front_matter(tmp_path):
+    """chunking=none on a markdown corpus: the front matter is metadata, as under the markdown
+    chunkers. Indexed, its words made a.md outrank the relevant b.md (RR@10 0.5, not 1)."""
+    from ragexp.stages.chunking import WholeDocumentChunker
+
+    docs = write_tree(tmp_path / "docs", {
+        "a.md": "---\ntitle: Release notes\ndescription: Which release first documented how to "
+                "store mangoes\n---\n# Release notes\n\nVersion 2 adds dark mode and faster "
+                "startup.\n",
+        "b.md": "# Storage\n\nKeep mangoes at room temperature until they ripen, then "
+                "refrigerate.\n"})
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text(jsonl([{"id": "e1", "kind": "k", "question": "How should I store mangoes?",
+                             "answer": "room temperature", "evidence": [
+                                 {"doc": "b.md", "quote": "Keep mangoes at room temperature"}]}]))
+    ds = MarkdownDataset(str(docs), str(qfile), unit="document")
+    result = run_experiment(ds, Stages(WholeDocumentChunker(), lambda: HashEmbedder(),
+                                       BM25Retriever, NoReranker(), LexicalSignal(),
+                                       cache=EmbeddingCache(str(tmp_path / "c"))),
+                            k=10, measures=_measures(), progress=False)
+    assert result.metrics["rr_at_10"] == 1.0
+    assert [c.text for c in result.chunks] == [
+        "Release notes\n# Release notes\n\nVersion 2 adds dark mode and faster startup.\n",
+        "Storage\n# Storage\n\nKeep mangoes at room temperature until they ripen, then "
+        "refrigerate.\n"]
+    plain = WholeDocumentChunker().chunk(ds.documents())  # as for BEIR passages: text as is
+    assert plain[0].text.startswith("Release notes\n---\ntitle:")
+
+
 def test_unknown_unit_is_refused_with_the_choices(tmp_path):
     with pytest.raises(ValueError, match="dataset.unit='page' is not a scoring unit; choose one "
                                          "of chunk, section, document"):

@@ -13,7 +13,7 @@ import functools
 import logging
 import time
 from collections import ChainMap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -75,11 +75,23 @@ class RunResult:
     tags: dict[str, str] = field(default_factory=dict)
 
 
+def reading(chunker: Chunker, dataset: Dataset) -> Chunker:
+    """``chunker`` as it reads ``dataset``'s documents: a whole-document chunker
+    (``chunking=none``) told the documents are markdown unless the dataset is plain text
+    (BEIR), so a markdown document's front matter is no chunk's text, as under the other
+    chunkers (a trial: its YAML keys and values were indexed as words and outranked the
+    relevant document). Every caller that chunks a dataset goes through it."""
+    if getattr(chunker, "markdown", None) is False and not getattr(dataset, "plain_text", False):
+        return replace(chunker, markdown=True)
+    return chunker
+
+
 def chunked(dataset: Dataset, chunker: Chunker, stages: StageStore,
             docs: list | None = None) -> tuple[list[Chunk], str]:
     """``(chunks, their stage key)``: the dataset's documents (``docs`` if already read)
     chunked, or the chunks an earlier job or run stored under the same key (data fingerprint +
     dataset type + chunker + ragexp code; see ``stagestore.py``)."""
+    chunker = reading(chunker, dataset)
     key = stage_key("chunks", dataset.fingerprint() if stages.enabled else "",
                     type(dataset).__qualname__, getattr(dataset, "level", ""),
                     f"{type(chunker).__module__}.{chunker!r}")
@@ -221,6 +233,7 @@ def read_corpus(dataset: Dataset, chunker: Chunker, store: StageStore) -> Corpus
     when the chunker has them (qrels at the scoring unit). Raises what the dataset raises on
     bad data (``DataError`` naming file and line)."""
     queries, docs = dataset.queries(), dataset.documents()
+    plain_text = bool(getattr(dataset, "plain_text", False))
     start = time.perf_counter()
     chunks, chunks_key = chunked(dataset, chunker, store, docs)
     chunk_s = time.perf_counter() - start
@@ -228,7 +241,6 @@ def read_corpus(dataset: Dataset, chunker: Chunker, store: StageStore) -> Corpus
     judged = judged_chunks(chunks, parents)
     qrels = dataset.qrels(judged)
     log.info("%d documents -> %d chunks; %d questions", len(docs), len(chunks), len(queries))
-    plain_text = bool(getattr(dataset, "plain_text", False))
     if plain_text:
         lost = markup_losses(docs, chunks)
         if lost:

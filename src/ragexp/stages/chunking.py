@@ -111,19 +111,28 @@ def parse_sections(doc: Document) -> list[tuple[str, list[Unit]]]:
     A paragraph gives its sentences, a list item one ``item`` unit (its marker kept; a nested
     item is a unit of its own), code, tables and HTML blocks one ``block`` unit each (a block
     quote's ``>`` markers are not part of any unit's text). A heading with no text of its own
-    makes no section. A document whose only text is headings gives one section per heading,
-    the heading's text its one ``heading`` unit, so it stays findable by its headings."""
+    makes no section. Text before the first heading is a section of its own whose path is ""
+    (under no heading: no heading line is prepended to its chunks, and at
+    ``dataset.unit=section`` it is a unit apart, not the first heading's); a document without
+    headings is one section named by its title. A document whose only text is headings gives
+    one section per heading, the heading's text its one ``heading`` unit, so it stays findable
+    by its headings."""
     sections: list[tuple[str, list[Unit]]] = []
     path: list[tuple[int, str]] = []
     units: list[Unit] = []
     headings: list[tuple[str, Unit]] = []
+    blocks = list(markdown.blocks(doc.text))
+    # text before the first heading is under no heading (CommonMark): its own section, path "",
+    # not the document's title (the first heading's, which merged it into that section's unit);
+    # a document without headings is one section named by its title, as before
+    untitled = "" if any(b.kind == "heading" for b in blocks) else doc.title
 
     def flush_section() -> None:
         if units:
-            sections.append((" > ".join(t for _, t in path) or doc.title, list(units)))
+            sections.append((" > ".join(t for _, t in path) or untitled, list(units)))
         units.clear()
 
-    for block in markdown.blocks(doc.text):
+    for block in blocks:
         if block.kind == "heading":
             flush_section()
             path = [(lv, t) for lv, t in path if lv < block.level] + [(block.level, block.title)]
@@ -316,7 +325,7 @@ class MarkdownChunker:
             return (self.max_words, max(self.max_words, self.max_block_words),
                     self.overlap_words)
         if heading not in cache:
-            head = f"{heading}\n" if self.include_headings else ""
+            head = f"{heading}\n" if self.include_headings and heading else ""
             room = self.max_tokens - int(self.tokenizer.counts([head])[0])
             if room < 8:
                 raise InvalidValue(f"chunking.max_tokens={self.max_tokens} leaves {room} tokens "
@@ -335,7 +344,7 @@ class MarkdownChunker:
                 units = fit(measure.sized(units), doc.text, size, block, overlap, measure)
                 for window in _windows(units, size, overlap):
                     body = "\n".join(u.text for u in window)
-                    text = f"{heading}\n{body}" if self.include_headings else body
+                    text = f"{heading}\n{body}" if self.include_headings and heading else body
                     chunks.append(Chunk(chunk_id=f"{doc.doc_id}#{n}", doc_id=doc.doc_id,
                                         text=text, heading=heading, spans=spans_of(window)))
                     n += 1
@@ -360,6 +369,10 @@ class WholeDocumentChunker:
     name: str = "none"
     windows: str = "truncate"
     tokenizer: TokenCounter | None = None
+    # the documents are markdown (not BEIR passages): a leading YAML front matter block is
+    # metadata, held by no chunk, as under the markdown chunkers (``text.markdown.text_start``);
+    # ``run.pipeline.read_corpus`` sets it for a dataset that is not plain text
+    markdown: bool = False
 
     def __post_init__(self) -> None:
         if self.windows not in WINDOWS:
@@ -382,10 +395,16 @@ class WholeDocumentChunker:
     def _head(self, d: Document) -> str:
         return f"{d.title}\n" if self.include_title and d.title else ""
 
+    def _start(self, d: Document) -> int:
+        """Where ``d``'s text starts: after its front matter in a markdown document."""
+        return markdown.text_start(d.text) if self.markdown else 0
+
     def chunk(self, docs: Iterable[Document]) -> list[Chunk]:
         docs = list(docs)
-        whole = [Chunk(chunk_id=d.doc_id, doc_id=d.doc_id, text=self._head(d) + d.text,
-                       heading=d.title, spans=((0, len(d.text)),)) for d in docs]
+        starts = [self._start(d) for d in docs]
+        whole = [Chunk(chunk_id=d.doc_id, doc_id=d.doc_id, text=self._head(d) + d.text[at:],
+                       heading=d.title, spans=((at, len(d.text)),))
+                 for d, at in zip(docs, starts)]
         if self.windows == "truncate":
             return whole
         if self.tokenizer is None:
@@ -408,6 +427,9 @@ class WholeDocumentChunker:
             raise InvalidValue(f"document {d.doc_id!r}: its title takes all but {room} of the "
                                f"embedder's {self.tokenizer.window} tokens; set "
                                f"chunking.include_title=false")
-        return [Chunk(chunk_id=f"{d.doc_id}#{i}", doc_id=d.doc_id, text=head + d.text[s:e],
-                      heading=d.title, spans=((s, e),))
-                for i, (s, e, _) in enumerate(self.tokenizer.pieces(d.text, room, room // 2))]
+        at = self._start(d)
+        return [Chunk(chunk_id=f"{d.doc_id}#{i}", doc_id=d.doc_id,
+                      text=head + d.text[at + s:at + e], heading=d.title,
+                      spans=((at + s, at + e),))
+                for i, (s, e, _) in enumerate(self.tokenizer.pieces(d.text[at:], room,
+                                                                    room // 2))]

@@ -48,7 +48,7 @@ def section_parents(docs: Iterable[Document],
             key = (doc.doc_id, heading)
             held = found.get(key)
             if held is None:
-                text = f"{heading}\n" if include_headings else ""
+                text = f"{heading}\n" if include_headings and heading else ""
                 found[key] = (text + doc.text[span[0]:span[1]], (span,))
             else:
                 found[key] = (f"{held[0]}\n{doc.text[span[0]:span[1]]}", held[1] + (span,))

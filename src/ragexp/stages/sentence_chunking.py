@@ -65,7 +65,8 @@ def make_chunk(doc: Document, n: int, heading: str, units: list[Unit],
     texts one per line, after the heading path when ``include_headings``."""
     body = "\n".join(u.text for u in units)
     return Chunk(chunk_id=f"{doc.doc_id}#{n}", doc_id=doc.doc_id,
-                 text=f"{heading}\n{body}" if include_headings else body, heading=heading,
+                 text=f"{heading}\n{body}" if include_headings and heading else body,
+                 heading=heading,
                  spans=spans_of(units))
 
 
