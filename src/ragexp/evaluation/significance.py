@@ -194,7 +194,8 @@ def note(method: str, results: Mapping[str, list[Paired]], measures: Sequence[st
            f"measure(s) x {groups} groups: all questions and each kind)")
     return ("Paired tests over per-question scores of the answerable questions: Δ = run − "
             "baseline; 95% CI by BCa bootstrap (10,000 resamples); p from a two-sided paired "
-            "randomisation (sign-flip) test, 10,000 permutations. "
+            "randomisation (sign-flip) test, 10,000 random sign flips, or every one (exact) "
+            "where the non-zero differences have at most that many. "
             + stats.correction_note(method, fam)
             + " 'n for 80% power': questions a paired t-test would need to detect the observed "
               "difference (effect size mean/sd of the differences) at alpha 0.05, against the "
