@@ -442,8 +442,9 @@ class PrecomputedEmbedder:
         return out, shared
 
     def _same_text(self, files: VectorFile, questions: dict[str, str], shared: set[str]) -> str:
-        """How many of ``shared`` (texts of the run's questions, ``{qid: text}``, with two
-        different rows of queries.npy) there are, the first named by its ids and lines."""
+        """The refusal of ``shared`` (texts of the run's ``questions``, ``{qid: text}``, with
+        different rows of queries.npy): the first such text by its ids and their lines, and how
+        many more there are."""
         text = next(t for t in questions.values() if t in shared)
         ids = [q for q, t in questions.items() if t == text]
         lines = ", ".join(f"{q!r} (line {r + 1})" for q, r in zip(ids, files.rows_of(ids)))

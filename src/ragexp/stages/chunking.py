@@ -152,6 +152,12 @@ def parse_sections(doc: Document) -> list[tuple[str, list[Unit]]]:
     return sections or [(path, [unit]) for path, unit in headings]
 
 
+def heading_line(heading: str, include: bool) -> str:
+    """The line a chunk's text starts with: its heading path and a line end, when ``include``
+    (``chunking.include_headings``) and the chunk is under a heading; else ``""``."""
+    return f"{heading}\n" if include and heading else ""
+
+
 def _word_pieces(text: str, start: int, end: int, max_words: int, overlap: int) -> list[Unit]:
     """``text[start:end]`` cut at word boundaries into pieces of at most ``max_words`` words,
     each next piece starting ``overlap`` words back (as windows do), each with the exact
@@ -325,7 +331,7 @@ class MarkdownChunker:
             return (self.max_words, max(self.max_words, self.max_block_words),
                     self.overlap_words)
         if heading not in cache:
-            head = f"{heading}\n" if self.include_headings and heading else ""
+            head = heading_line(heading, self.include_headings)
             room = self.max_tokens - int(self.tokenizer.counts([head])[0])
             if room < 8:
                 raise InvalidValue(f"chunking.max_tokens={self.max_tokens} leaves {room} tokens "
@@ -344,7 +350,7 @@ class MarkdownChunker:
                 units = fit(measure.sized(units), doc.text, size, block, overlap, measure)
                 for window in _windows(units, size, overlap):
                     body = "\n".join(u.text for u in window)
-                    text = f"{heading}\n{body}" if self.include_headings and heading else body
+                    text = heading_line(heading, self.include_headings) + body
                     chunks.append(Chunk(chunk_id=f"{doc.doc_id}#{n}", doc_id=doc.doc_id,
                                         text=text, heading=heading, spans=spans_of(window)))
                     n += 1
@@ -371,7 +377,7 @@ class WholeDocumentChunker:
     tokenizer: TokenCounter | None = None
     # the documents are markdown (not BEIR passages): a leading YAML front matter block is
     # metadata, held by no chunk, as under the markdown chunkers (``text.markdown.text_start``);
-    # ``run.pipeline.read_corpus`` sets it for a dataset that is not plain text
+    # ``run.pipeline.reading`` sets it for a dataset that is not plain text
     markdown: bool = False
 
     def __post_init__(self) -> None:

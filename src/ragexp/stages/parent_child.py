@@ -23,7 +23,8 @@ from typing import Iterable, Protocol, runtime_checkable
 from ragexp.data.units import section_ids, unit_of
 from ragexp.index.embedders import TokenCounter
 from ragexp.records import Chunk, Document
-from ragexp.stages.chunking import Chunker, MarkdownChunker, TokenSized, parse_sections
+from ragexp.stages.chunking import (Chunker, MarkdownChunker, TokenSized, heading_line,
+                                    parse_sections)
 
 
 @runtime_checkable
@@ -48,7 +49,7 @@ def section_parents(docs: Iterable[Document],
             key = (doc.doc_id, heading)
             held = found.get(key)
             if held is None:
-                text = f"{heading}\n" if include_headings and heading else ""
+                text = heading_line(heading, include_headings)
                 found[key] = (text + doc.text[span[0]:span[1]], (span,))
             else:
                 found[key] = (f"{held[0]}\n{doc.text[span[0]:span[1]]}", held[1] + (span,))

@@ -19,7 +19,7 @@ from typing import Iterable
 
 from ragexp.errors import InvalidValue
 from ragexp.records import Chunk, Document
-from ragexp.stages.chunking import Unit, fit, parse_sections, spans_of
+from ragexp.stages.chunking import Unit, fit, heading_line, parse_sections, spans_of
 from ragexp.text.analysis import layout_word_count, normalize_ws
 from ragexp.text.sentences import sentence_spans
 
@@ -65,8 +65,7 @@ def make_chunk(doc: Document, n: int, heading: str, units: list[Unit],
     texts one per line, after the heading path when ``include_headings``."""
     body = "\n".join(u.text for u in units)
     return Chunk(chunk_id=f"{doc.doc_id}#{n}", doc_id=doc.doc_id,
-                 text=f"{heading}\n{body}" if include_headings and heading else body,
-                 heading=heading,
+                 text=heading_line(heading, include_headings) + body, heading=heading,
                  spans=spans_of(units))
 
 
