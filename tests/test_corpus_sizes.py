@@ -50,8 +50,9 @@ def test_an_empty_file_has_no_lines_and_a_changed_file_is_counted_again(tmp_path
 def test_markdown_documents_are_the_files_load_corpus_reads(tmp_path):
     from ragexp.data.golden import load_corpus
 
-    for name in ("a.md", "sub/b.md", "sub/deeper/c.md", "notes.txt", "d.markdown"):
+    for name in ("a.md", "sub/b.md", "sub/deeper/c.md", "notes.txt", "d.markdown", "E.MD",
+                 "folder.md/f.txt"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("# T\n\nText.\n")
-    assert sizes.markdown_documents(tmp_path) == len(load_corpus(tmp_path)) == 3
+    assert sizes.markdown_documents(tmp_path) == len(load_corpus(tmp_path)) == 5
     assert sizes.markdown_documents(tmp_path / "nowhere") == 0

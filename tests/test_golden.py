@@ -296,13 +296,48 @@ def test_document_label_and_mixed_levels(tmp_path):
     ([{"doc": "install.md", "heading": "Docker"}], "unknown evidence field(s) 'heading'"),
     ([{"doc": "install.md", "section": ""}], "'section' must be a non-empty string"),
     ([{"doc": "nope.md"}], "document not found in corpus: nope.md"),
-    # an UPPER.MD file in the folder is not read: the message said only "not found"
-    ([{"doc": "UPPER.MD"}], "document not found in corpus: UPPER.MD (the corpus reads only "
-                            "*.md files; a .MD file is not read: rename it to .md)"),
+    # a notes.txt file in the folder is not read: the message said only "not found"
+    ([{"doc": "notes.txt"}], "document not found in corpus: notes.txt (the corpus reads only "
+                             "markdown files, .md, .markdown; a .txt file is not read: rename it "
+                             "to .md)"),
 ])
 def test_bad_section_and_document_labels(tmp_path, capsys, evidence, fragment):
     corpus, golden = _sectioned(tmp_path, evidence)
     _assert_reported(capsys, corpus, golden, "g.jsonl", 2, fragment)
+
+
+def test_markdown_files_in_any_case_and_dot_markdown_are_documents(tmp_path):
+    # README.MD and a Jekyll post.markdown were skipped: questions on them were refused as
+    # "not found", and a sweep over the folder measured a corpus without them
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "README.MD": "# Read me\n\nHi.\n",
+                                              "post.markdown": "# Post\n\nBody text.\n",
+                                              "notes.txt": "# Notes\n", "dir.md/x.txt": "x"})
+    docs = load_corpus(corpus)
+    assert sorted(docs) == ["README.MD", "guide.md", "post.markdown"]
+    rec = {"id": "m-01", "kind": "x", "question": "q?", "answer": "a",
+           "evidence": [{"doc": "post.markdown", "quote": "Body text."}]}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    (span,) = load_golden(golden, docs)[1].evidence
+    assert docs["post.markdown"].text[span.start:span.end] == "Body text."
+
+
+def test_documents_of_the_same_text_are_named(tmp_path, caplog):
+    # two copies of one page: a question labelled in one scored 0 for retrieving the other, and
+    # which came first was decided by the file name, without a word
+    page = "# Leases\n\nA worker holds a lease for thirty seconds.\n"
+    corpus = write_tree(tmp_path / "corpus", {
+        "a.md": page, "old/a.md": "---\ntitle: Old\n---\n" + page + "\n\n", "b.md": "# B\n\nb\n",
+        "empty1.md": "", "empty2.md": "\n"})
+    with caplog.at_level("WARNING", logger="ragexp.data.golden"):
+        docs = load_corpus(corpus)
+    assert len(docs) == 5
+    (record,) = [r for r in caplog.records if "same text" in r.getMessage()]
+    assert "1 group(s) of documents hold the same text (front matter aside): a.md = old/a.md." \
+        in record.getMessage()
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="ragexp.data.golden"):
+        load_corpus(write_tree(tmp_path / "other", {"a.md": page, "b.md": page + "More.\n"}))
+    assert not caplog.records
 
 
 def test_ambiguous_section_names_every_candidate(tmp_path, capsys):

@@ -25,7 +25,7 @@ from ragexp.data.beir import (
     warn_unknown_queries,
 )
 from ragexp.data.golden import KIND_NAME, golden_files, load_corpus, load_golden
-from ragexp.data.readers import label, shown
+from ragexp.data.readers import label, markdown_files, shown
 from ragexp.data.relevance import span_qrels, why_unjudged
 from ragexp.data.units import check_unit, lift_qrels, unit_of
 from ragexp.errors import InvalidValue
@@ -114,7 +114,7 @@ class MarkdownDataset:
             files = golden_files(self.questions)
             groot = Path(os.path.commonpath([f.resolve().parent for f in files]))
             files = [f.resolve() for f in files]
-        return {"corpus_hash": _hash_files(list(root.rglob("*.md")), root),
+        return {"corpus_hash": _hash_files(markdown_files(root), root),
                 "golden_hash": _hash_files(files, groot)}
 
 

@@ -27,6 +27,8 @@ on any problem, and on a set no run could score (no question, or no answerable o
 from __future__ import annotations
 
 import argparse
+import hashlib
+import logging
 import re
 import sys
 from collections import Counter
@@ -44,6 +46,8 @@ from ragexp.records import HAND, UNANSWERABLE, Document, Query, Span
 from ragexp.text import markdown
 from ragexp.text.analysis import content_words, normalize_ws
 from ragexp.text.sections import find_section, outline
+
+log = logging.getLogger(__name__)
 
 MAX_SEMANTIC_OVERLAP = 1
 DEFAULT_KIND = "general"
@@ -107,7 +111,8 @@ def document_title(doc_id: str, text: str, meta: dict) -> str:
 
 
 def load_corpus(corpus_dir: str | Path) -> dict[str, Document]:
-    """Every ``*.md`` under ``corpus_dir``, keyed by its path relative to it (posix), read as
+    """Every markdown file (``readers.markdown_files``: ``*.md``, ``*.markdown``, any case) under
+    ``corpus_dir``, keyed by its path relative to it (posix), read as
     ``readers.read_text`` reads (UTF-8, byte-order mark dropped, line ends made ``\n``), its
     front matter kept as metadata (``Document.meta``) and its title from ``document_title``.
 
@@ -118,7 +123,7 @@ def load_corpus(corpus_dir: str | Path) -> dict[str, Document]:
     if problem := path_problem(root, "dir"):
         raise MissingInput(f"corpus folder {root}: {problem}")
     docs: dict[str, Document] = {}
-    for path in sorted(root.rglob("*.md")):
+    for path in readers.markdown_files(root):
         doc_id = path.relative_to(root).as_posix()
         if readers.has_surrogate(doc_id) >= 0:  # bytes of the name that are not UTF-8
             raise readers.InputError(shown(str(path), 200), None, "the file name is not UTF-8; "
@@ -128,7 +133,26 @@ def load_corpus(corpus_dir: str | Path) -> dict[str, Document]:
         docs[doc_id] = Document(doc_id, document_title(doc_id, text, meta), text, meta)
     if not docs:
         raise MissingInput(f"no markdown documents under {root}")
+    if same := same_text(docs):
+        log.warning("%s: %d group(s) of documents hold the same text (front matter aside): %s. "
+                    "A question labelled in one is not credited for retrieving another, and "
+                    "their tied scores are ordered by document id (as trec_eval orders ties): "
+                    "remove the copies, or label the question in each", root, len(same),
+                    "; ".join(" = ".join(map(label, ids)) for ids in same[:5])
+                    + ("; ..." if len(same) > 5 else ""))
     return docs
+
+
+def same_text(docs: dict[str, Document]) -> list[list[str]]:
+    """Groups (two or more ids, sorted; groups sorted by first id) of documents whose text after
+    the front matter (``markdown.text_start``) is the same, whitespace at its ends aside; empty
+    documents are not grouped (``load_golden`` names a question on one)."""
+    by_text: dict[bytes, list[str]] = {}
+    for doc_id, doc in docs.items():
+        body = doc.text[markdown.text_start(doc.text):].strip()
+        if body:
+            by_text.setdefault(hashlib.sha256(body.encode()).digest(), []).append(doc_id)
+    return sorted(sorted(ids) for ids in by_text.values() if len(ids) > 1)
 
 
 def golden_files(golden: str | Path | list) -> list[Path]:
@@ -186,8 +210,9 @@ def _resolve_evidence(qid: str, ev: object, docs: dict[str, Document], bad) -> S
     doc = docs.get(ev["doc"])
     if doc is None:
         suffix = Path(str(ev["doc"])).suffix
-        hint = (f" (the corpus reads only *.md files; a {suffix} file is not read: rename it "
-                f"to .md)" if suffix and suffix != ".md" else "")
+        hint = (f" (the corpus reads only markdown files, {', '.join(readers.MARKDOWN_SUFFIXES)}; a "
+                f"{suffix} file is not read: rename it to .md)"
+                if suffix and not readers.is_markdown(Path(str(ev["doc"]))) else "")
         bad(f"{qid}: document not found in corpus: {label(ev['doc'])}{hint}")
         return None
     if "quote" in ev:

@@ -46,6 +46,22 @@ class InputError(DataError):
         super().__init__(f"{where}: {message}")
 
 
+# The file extensions of text/markdown (RFC 7763); a name's case does not make it another kind of file (``.MD``
+# from Windows tools, ``.markdown`` from Jekyll were skipped, their questions then refused).
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+
+
+def is_markdown(path: Path) -> bool:
+    """Whether ``path``'s name ends in a markdown suffix (``MARKDOWN_SUFFIXES``, any case)."""
+    return path.suffix.lower() in MARKDOWN_SUFFIXES
+
+
+def markdown_files(root: Path) -> list[Path]:
+    """The markdown files under ``root`` (``is_markdown``, recursively), sorted by path; a folder
+    named like one is not a file. ``[]`` for a folder that does not exist."""
+    return sorted(p for p in Path(root).rglob("*") if is_markdown(p) and p.is_file())
+
+
 def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     """A value read from a file, for an error message: a string as its ``repr`` (control
     characters, lone surrogates and other unprintable characters escaped), any other value as

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ragexp.data import readers
+
 BUFFER = 1 << 20  # bytes read at a time
 
 
@@ -44,6 +46,6 @@ def jsonl_lines(path: str | Path) -> int:
 
 
 def markdown_documents(folder: str | Path) -> int:
-    """The ``*.md`` files under ``folder``, recursively: the documents ``golden.load_corpus``
-    reads from it (0 for a folder that does not exist)."""
-    return sum(1 for p in Path(folder).expanduser().rglob("*.md") if p.is_file())
+    """The markdown files under ``folder`` (``readers.markdown_files``), recursively: the
+    documents ``golden.load_corpus`` reads from it (0 for a folder that does not exist)."""
+    return len(readers.markdown_files(Path(folder).expanduser()))

@@ -322,7 +322,7 @@ def known_passages(cfg: DictConfig) -> tuple[int, str] | None:
     if kind is schema.MarkdownDatasetConf and not OmegaConf.is_missing(ds, "corpus_dir"):
         n = sizes.markdown_documents(str(ds.corpus_dir))
         if n:  # none: markdown_folder_has_documents reports it
-            return n, (f"dataset.corpus_dir={ds.corpus_dir}: {n:,} passages, one per *.md "
+            return n, (f"dataset.corpus_dir={ds.corpus_dir}: {n:,} passages, one per markdown "
                        f"document with chunking=none")
     return None
 
@@ -730,17 +730,17 @@ def sections_need_headings(cfg: DictConfig) -> list[str]:
 
 @cross_field_rule
 def markdown_folder_has_documents(cfg: DictConfig) -> list[str]:
-    """A markdown dataset's ``corpus_dir`` holds at least one ``*.md`` file (``golden.load_corpus``
-    reads only those), checked once it is a folder: a fresh ``ragexp init`` folder has an empty
-    ``docs/``."""
+    """A markdown dataset's ``corpus_dir`` holds at least one markdown file
+    (``sizes.markdown_documents``: ``golden.load_corpus`` reads only those), checked once it is
+    a folder: a fresh ``ragexp init`` folder has an empty ``docs/``."""
     ds = cfg.get("dataset")
     if ds is None or "corpus_dir" not in ds or OmegaConf.is_missing(ds, "corpus_dir"):
         return []
     root = Path(str(ds.corpus_dir)).expanduser()
-    if not root.is_dir() or next(root.rglob("*.md"), None) is not None:
+    if not root.is_dir() or sizes.markdown_documents(root):
         return []  # check_fields reports a missing folder
-    return [f"dataset.corpus_dir={ds.corpus_dir} holds no markdown documents (*.md): put your "
-            f"documents there, or point dataset.corpus_dir at their folder"]
+    return [f"dataset.corpus_dir={ds.corpus_dir} holds no markdown documents (*.md, *.markdown):"
+            f" put your documents there, or point dataset.corpus_dir at their folder"]
 
 
 @cross_field_rule
