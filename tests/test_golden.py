@@ -321,6 +321,39 @@ def test_markdown_files_in_any_case_and_dot_markdown_are_documents(tmp_path):
     assert docs["post.markdown"].text[span.start:span.end] == "Body text."
 
 
+@pytest.mark.parametrize("doc, quote, line, section", [
+    ("# Guide\n\n## Install with Docker\n\nRun the image.\n", "Install with Docker", 3,
+     "Install with Docker"),
+    ("# Guide\n\n## Install with Docker\n\nRun the image.\n", "## Install", 3,
+     "Install with Docker"),
+    ("Setext Title\n============\n\nBody words.\n", "Title ====", 1, "Setext Title"),
+])
+def test_a_quote_of_a_heading_is_refused_with_its_section_label(tmp_path, capsys, doc, quote,
+                                                                 line, section):
+    # golden check accepted it; every run but chunking=none then refused the question (no chunk's
+    # source text holds a heading), so a chunking ablation could not include it
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "h.md": doc})
+    rec = {"id": "h-01", "kind": "x", "question": "q?", "answer": "a",
+           "evidence": [{"doc": "h.md", "quote": quote}]}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
+                     f"quote lies in the heading at line {line} of h.md")
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
+                     f'label the section, {{"doc": "h.md", "section": "{section}"}}')
+    rec["evidence"] = [{"doc": "h.md", "section": section}]  # the label the message gives
+    write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    assert len(load_golden(golden, load_corpus(corpus))) == 2
+
+
+def test_a_quote_from_a_heading_into_its_text_is_kept(tmp_path):
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE,
+                                              "h.md": "# Guide\n\nRun the image now.\n"})
+    rec = {"id": "h-01", "kind": "x", "question": "q?", "answer": "a",
+           "evidence": [{"doc": "h.md", "quote": "Guide Run the image"}]}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    assert len(load_golden(golden, load_corpus(corpus))[1].evidence) == 1
+
+
 def test_documents_of_the_same_text_are_named(tmp_path, caplog):
     # two copies of one page: a question labelled in one scored 0 for retrieving the other, and
     # which came first was decided by the file name, without a word

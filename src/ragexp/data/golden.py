@@ -12,7 +12,8 @@ Blank lines and lines starting with ``//`` (comments) are skipped. ``kind`` is a
 three levels, mixable in one file:
 
 - ``{"doc": PATH, "quote": TEXT}``: matched with whitespace runs collapsed (so it may span
-  hard-wrapped lines); must occur exactly once;
+  hard-wrapped lines); must occur exactly once, and not within a heading (a chunk's context,
+  never its source text: label the section instead);
 - ``{"doc": PATH, "section": "Install > Docker"}``: a heading path, or its unambiguous tail
   (``"Docker"``); the section owns its subsections, so a heading-only section is labellable;
 - ``{"doc": PATH}``: the whole document.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import logging
 import re
 import sys
@@ -262,9 +264,22 @@ def _quote_span(qid: str, doc: Document, name: str, quote: str, bad) -> Span | N
     elif len(found) > 1:
         bad(f"{qid}: quote is ambiguous, found {len(found)} times in {label(name)}: "
             f"{shown(quote)}")
+    elif heading := _heading_holding(doc.text, found[0]):
+        bad(f"{qid}: quote lies in the heading at line {heading.line} of {label(name)} (a "
+            f"heading is its chunks' context, not source text: no chunk but a whole document's "
+            f"holds it, so a chunking ablation could not judge it): quote the text under it, "
+            f"or label the section, {{\"doc\": {json.dumps(name)}, \"section\": "
+            f"{json.dumps(heading.title)}}}: {shown(quote)}")
     else:
         return found[0]
     return None
+
+
+def _heading_holding(text: str, span: Span) -> markdown.Block | None:
+    """The heading block (ATX line, or setext text and underline) whose range holds all of
+    ``span``, if any: ``markdown.blocks`` reads headings as the chunkers do."""
+    return next((b for b in markdown.blocks(text) if b.kind == "heading"
+                 and b.start <= span.start and span.end <= b.end), None)
 
 
 def _section_span(qid: str, doc: Document, name: str, section: str, bad) -> Span | None:
