@@ -91,7 +91,9 @@ def test_questions_the_file_does_not_rank_score_zero(tmp_path, caplog):
     table = result.per_question.set_index("id")
     assert table.loc["1", "rr_at_10"] == 1.0 and table.loc["2", "rr_at_10"] == 0.0
     assert result.metrics["rr_at_10"] == 0.5
+    # 3 of the 4: one answerable ("2") and two unanswerable, which the message said "score 0"
     assert "ranks no item for 3 question(s)" in caplog.text
+    assert "an unanswerable one retrieves nothing and so abstains" in caplog.text
 
 
 def test_query_ids_of_the_file_that_no_question_has_are_counted(tmp_path, caplog):

@@ -66,7 +66,9 @@ class TrecRunRetriever:
         missing = [q for q in queries if q not in self.run and q not in self._warned]
         if missing:
             self._warned.update(missing)
-            log.warning("%s ranks no item for %d question(s) (e.g. %s): they score 0",
-                        self.path, len(missing), missing[0])
+            log.warning("%s ranks no item for %d question(s) (e.g. %s): an answerable one "
+                        "scores 0 (as trec_eval -c scores a topic the run leaves out), an "
+                        "unanswerable one retrieves nothing and so abstains", self.path,
+                        len(missing), missing[0])
         return {q: {i: self.run.get(q, {})[i] for i in ordered(self.run.get(q, {}))[:k]}
                 for q in queries}
