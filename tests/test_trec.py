@@ -56,6 +56,10 @@ def test_ranks_follow_trec_eval_order():
 @pytest.mark.parametrize("body, message", [
     ("q Q0 d 1 0.5\n", ":1: expected 6 columns"),
     ("q Q0 d 1 0.5 t\nq Q0 d 2 0.4 t\n", ":2: item 'd' listed twice for query 'q' (first at line 1)"),
+    # two systems' runs concatenated: the message did not say the second line is another run's
+    ("q Q0 d 1 0.5 bm25\nq Q0 e 2 0.4 bm25\nq Q0 d 1 0.9 dense\n",
+     ":3: item 'd' listed twice for query 'q' (first at line 1); the file holds two runs, tag "
+     "'bm25' from line 1 and 'dense' from line 3: one file per run"),
     ("q Q0 d 1 high t\n", ":1: score 'high' is not a finite number"),
     ("q Q0 d 1 nan t\n", ":1: score 'nan' is not a finite number"),
     ("\n\n", "no run lines"),
@@ -66,6 +70,21 @@ def test_bad_run_files_name_file_and_line(tmp_path, body, message):
     with pytest.raises(TrecFormatError, match=str(path).replace("\\", "\\\\")) as err:
         read_run(path)
     assert message in str(err.value)
+
+
+def test_a_run_of_two_tags_is_merged_as_trec_eval_merges_it_and_said(tmp_path, caplog):
+    # disjoint items: read as one run (trec_eval does too), which was silent
+    path = tmp_path / "run.trec"
+    path.write_text("q1 Q0 a 1 2 bm25\nq1 Q0 b 2 1 bm25\nq1 Q0 c 1 3 dense\nq2 Q0 a 1 1 bm25\n")
+    with caplog.at_level("WARNING", logger="ragexp.data.trec"):
+        assert read_run(path) == {"q1": {"a": 2.0, "b": 1.0, "c": 3.0}, "q2": {"a": 1.0}}
+    assert (f"{path} holds 2 run tags ('bm25' from line 1, 'dense' from line 3): read as one "
+            f"run, every line merged") in caplog.text
+    caplog.clear()
+    path.write_text("q1 Q0 a 1 2 bm25\nq2 Q0 a 1 1 bm25\n")
+    with caplog.at_level("WARNING", logger="ragexp.data.trec"):
+        read_run(path)
+    assert not caplog.records
 
 
 def test_crlf_bom_and_tabs_are_read(tmp_path):

@@ -15,6 +15,7 @@ in ragexp and in trec_eval. Ids are strings and stay strings ("007" is not "7").
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from pathlib import Path
@@ -25,6 +26,7 @@ from ragexp.errors import InvalidValue, path_problem
 from ragexp.records import Qrels, Ranking, ordered
 
 _WS = re.compile(r"\s")
+log = logging.getLogger(__name__)
 
 
 class TrecFormatError(readers.DataError):
@@ -97,28 +99,43 @@ def read_run(path: str | Path) -> Ranking:
 
     Raises ``TrecFormatError`` naming file and line for: a line without 6 columns, a score that
     is not a finite number, and an item listed twice for one query (trec_eval would silently
-    keep one of them, so the file does not say what its author meant)."""
+    keep one of them, so the file does not say what its author meant; where the two lines' run
+    tags differ, the message says the file holds two runs).
+
+    A file of several run tags is read as one run, every line merged, as trec_eval reads it, with
+    a warning naming each tag and its first line: two systems' runs in one file look alike."""
     path = Path(path)
     run: Ranking = {}
-    first_line: dict[tuple[str, str], int] = {}
+    first_line: dict[tuple[str, str], tuple[int, str]] = {}  # and the line's tag
+    tags: dict[str, int] = {}  # each tag's first line
     for lineno, cols in _lines(path):
         if len(cols) != 6:
             raise TrecFormatError(f"{path}:{lineno}: expected 6 columns (query_id Q0 item_id rank "
                                   f"score tag), got {len(cols)}")
-        qid, _, item, _, score, _ = cols
+        qid, _, item, _, score, tag = cols
         try:
             value = float(score)
         except ValueError:
             value = math.nan
         if not math.isfinite(value):
             raise TrecFormatError(f"{path}:{lineno}: score {score[:40]!r} is not a finite number")
-        seen = first_line.setdefault((qid, item), lineno)
+        tags.setdefault(tag, lineno)
+        seen, seen_tag = first_line.setdefault((qid, item), (lineno, tag))
         if seen != lineno:
+            two = (f"; the file holds two runs, tag {readers.shown(seen_tag)} from line "
+                   f"{tags[seen_tag]} and {readers.shown(tag)} from line {tags[tag]}: one file "
+                   f"per run" if seen_tag != tag else "")
             raise TrecFormatError(f"{path}:{lineno}: item {item[:80]!r} listed twice for query "
-                                  f"{qid[:80]!r} (first at line {seen})")
+                                  f"{qid[:80]!r} (first at line {seen}){two}")
         run.setdefault(qid, {})[item] = value
     if not run:
         raise TrecFormatError(f"{path}: no run lines")
+    if len(tags) > 1:
+        log.warning("%s holds %d run tags (%s): read as one run, every line merged, as trec_eval "
+                    "reads it; two systems' runs belong in a file each", path, len(tags),
+                    ", ".join(f"{readers.shown(t)} from line {at}"
+                              for t, at in list(tags.items())[:5])
+                    + (", ..." if len(tags) > 5 else ""))
     return run
 
 
