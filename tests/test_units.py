@@ -162,6 +162,30 @@ def test_whole_markdown_documents_hold_no_front_matter(tmp_path):
     assert plain[0].text.startswith("Release notes\n---\ntitle:")
 
 
+def test_whole_markdown_documents_without_text_get_no_chunk(tmp_path):
+    """chunking=none gave an empty markdown file a chunk of its title, which is its file name:
+    "empty.md" ranked first for "empty queue" (RR@10 0.5, not 1), where no markdown chunker
+    gives it a chunk. A BEIR passage (plain text) keeps its chunk of title alone."""
+    from ragexp.records import Document
+    from ragexp.stages.chunking import WholeDocumentChunker
+
+    docs = write_tree(tmp_path / "docs", {
+        "empty.md": "", "meta.md": "---\ntitle: Empty queue\n---\n\n",
+        "real.md": "# Draining\n\nThe worker pool drains the empty queue first.\n"})
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text(jsonl([{"id": "e1", "kind": "k", "question": "empty queue", "answer": "x",
+                             "evidence": [{"doc": "real.md"}]}]))
+    ds = MarkdownDataset(str(docs), str(qfile), unit="document")
+    result = run_experiment(ds, Stages(WholeDocumentChunker(), lambda: HashEmbedder(),
+                                       BM25Retriever, NoReranker(), LexicalSignal(),
+                                       cache=EmbeddingCache(str(tmp_path / "c"))),
+                            k=10, measures=_measures(), progress=False)
+    assert [c.chunk_id for c in result.chunks] == ["real.md"]
+    assert result.metrics["rr_at_10"] == 1.0
+    passage = Document("p1", "Empty queue", "", {})
+    assert [c.text for c in WholeDocumentChunker().chunk([passage])] == ["Empty queue\n"]
+
+
 def test_unknown_unit_is_refused_with_the_choices(tmp_path):
     with pytest.raises(ValueError, match="dataset.unit='page' is not a scoring unit; choose one "
                                          "of chunk, section, document"):

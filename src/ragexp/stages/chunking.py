@@ -367,7 +367,8 @@ class WholeDocumentChunker:
     given by ``with_tokenizer``) into windows that fill it, title prepended to each, each
     next one starting half a window on (the stride of Dai & Callan, SIGIR 2019); chunk ids
     ``<doc_id>#<i>``, and the document scores as its best window (MaxP, ``docrank``).
-    Passages that fit stay one chunk with the document's id. Raises ``InvalidValue`` for an
+    Passages that fit stay one chunk with the document's id; a markdown document
+    (``markdown``) with no text after its front matter gets none. Raises ``InvalidValue`` for an
     unknown ``windows``, and from ``chunk`` for maxp without a tokenizer or a title that
     leaves no room in the window."""
 
@@ -406,11 +407,14 @@ class WholeDocumentChunker:
         return markdown.text_start(d.text) if self.markdown else 0
 
     def chunk(self, docs: Iterable[Document]) -> list[Chunk]:
+        # a markdown document with no text (empty, or front matter only) gets no chunk, as under
+        # the markdown chunkers: a chunk of its title alone held only its file name's words
         docs = list(docs)
-        starts = [self._start(d) for d in docs]
+        starts = {d.doc_id: self._start(d) for d in docs}
+        docs = [d for d in docs if not self.markdown or d.text[starts[d.doc_id]:].strip()]
         whole = [Chunk(chunk_id=d.doc_id, doc_id=d.doc_id, text=self._head(d) + d.text[at:],
                        heading=d.title, spans=((at, len(d.text)),))
-                 for d, at in zip(docs, starts)]
+                 for d in docs for at in (starts[d.doc_id],)]
         if self.windows == "truncate":
             return whole
         if self.tokenizer is None:
