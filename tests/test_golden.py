@@ -354,6 +354,46 @@ def test_a_quote_from_a_heading_into_its_text_is_kept(tmp_path):
     assert len(load_golden(golden, load_corpus(corpus))[1].evidence) == 1
 
 
+NFC, NFD = "Caf\u00e9 hours", "Cafe\u0301 hours"  # print alike
+
+
+@pytest.mark.parametrize("doc_form, quote_form", [(NFC, NFD), (NFD, NFC)])
+def test_a_quote_in_other_code_points_says_so(tmp_path, capsys, doc_form, quote_form):
+    # "quote not found: 'Café hours'" printed the quote as the document shows it
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE,
+                                              "c.md": f"# C\n\n{doc_form} are nine to five.\n"})
+    rec = {"id": "u-01", "kind": "x", "question": "q?", "answer": "a",
+           "evidence": [{"doc": "c.md", "quote": quote_form}]}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    quote, doc = ("NFD", "NFC") if quote_form == NFD else ("NFC", "NFD")
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
+                     f"quote not found in c.md: {quote_form!r}; the document has it in other "
+                     f"code points (the quote's are {quote}, the document's {doc}: Unicode "
+                     f"normalisation)")
+
+
+@pytest.mark.parametrize("heading, label", [(NFC, NFD), (NFD, NFC), (NFC, f"C > {NFD}")])
+def test_a_section_label_in_other_code_points_names_its_section(tmp_path, heading, label):
+    # refused as "no section", the document's headings printed just like the label
+    corpus = write_tree(tmp_path / "corpus", {
+        "guide.md": GUIDE, "c.md": f"# C\n\n## {heading}\n\nNine to five.\n\n## Other\n\nx\n"})
+    rec = {"id": "u-01", "kind": "x", "question": "q?", "answer": "a",
+           "evidence": [{"doc": "c.md", "section": label}]}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    docs = load_corpus(corpus)
+    (span,) = load_golden(golden, docs)[1].evidence
+    assert docs["c.md"].text[span.start:span.end].strip() == "Nine to five."
+
+
+def test_a_document_named_in_other_code_points_says_so(tmp_path, capsys):
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "caf\u00e9.md": "# C\n\nx\n"})
+    rec = {"id": "u-01", "kind": "x", "question": "q?", "answer": "a",
+           "evidence": [{"doc": "cafe\u0301.md"}]}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
+                     "is not the known 'caf\u00e9.md': the same characters in other code points")
+
+
 def test_documents_of_the_same_text_are_named(tmp_path, caplog):
     # two copies of one page: a question labelled in one scored 0 for retrieving the other, and
     # which came first was decided by the file name, without a word

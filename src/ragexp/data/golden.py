@@ -33,6 +33,7 @@ import json
 import logging
 import re
 import sys
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
@@ -215,7 +216,8 @@ def _resolve_evidence(qid: str, ev: object, docs: dict[str, Document], bad) -> S
         hint = (f" (the corpus reads only markdown files, {', '.join(readers.MARKDOWN_SUFFIXES)}; a "
                 f"{suffix} file is not read: rename it to .md)"
                 if suffix and not readers.is_markdown(Path(str(ev["doc"]))) else "")
-        bad(f"{qid}: document not found in corpus: {label(ev['doc'])}{hint}")
+        bad(f"{qid}: document not found in corpus: {label(ev['doc'])}{hint}"
+            f"{readers.look_alikes([str(ev['doc'])], docs)}")
         return None
     if "quote" in ev:
         return _quote_span(qid, doc, ev["doc"], ev["quote"], bad)
@@ -260,7 +262,7 @@ def _quote_span(qid: str, doc: Document, name: str, quote: str, bad) -> Span | N
         bad(f"{qid}: quote lies in the front matter of {label(name)} (metadata, which no chunk "
             f"holds), not in its text: {shown(quote)}")
     elif not found:
-        bad(f"{qid}: quote not found in {label(name)}: {shown(quote)}")
+        bad(f"{qid}: quote not found in {label(name)}: {shown(quote)}{_other_form(doc, quote)}")
     elif len(found) > 1:
         bad(f"{qid}: quote is ambiguous, found {len(found)} times in {label(name)}: "
             f"{shown(quote)}")
@@ -273,6 +275,23 @@ def _quote_span(qid: str, doc: Document, name: str, quote: str, bad) -> Span | N
     else:
         return found[0]
     return None
+
+
+def _other_form(doc: Document, quote: str) -> str:
+    """``"; the document has it in other code points (...)"`` when ``quote`` is found once both
+    it and the document are NFC-normalised, else ``""``: the two print alike, and only the code
+    points tell them apart (a quote is matched as written: its span is the file's)."""
+    nfc = unicodedata.normalize
+    if nfc("NFC", quote) == quote and nfc("NFC", doc.text) == doc.text:
+        return ""
+    norm_doc = normalize_ws(nfc("NFC", doc.text))[0]
+    norm_quote = normalize_ws(nfc("NFC", quote))[0]
+    if not norm_quote or norm_quote not in norm_doc:
+        return ""
+    form = "NFD" if nfc("NFC", quote) != quote else "NFC"
+    return (f"; the document has it in other code points (the quote's are {form}, the "
+            f"document's {'NFC' if form == 'NFD' else 'NFD'}: Unicode normalisation): copy the "
+            f"quote from the document")
 
 
 def _heading_holding(text: str, span: Span) -> markdown.Block | None:

@@ -9,6 +9,7 @@ with nothing but subsections under it is labellable as a whole.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 from ragexp.records import Document, Span
@@ -55,19 +56,25 @@ def outline(doc: Document) -> list[Section]:
     return sections
 
 
+def _fold(part: str) -> str:
+    """One heading part as labels match it: whitespace runs collapsed, NFC (an editor that writes
+    ``é`` as ``e`` + U+0301 writes the same heading), case folded."""
+    return unicodedata.normalize("NFC", " ".join(part.split())).casefold()
+
+
 def _parts(label: str) -> tuple[str, ...]:
-    return tuple(" ".join(p.split()).casefold() for p in label.split(">") if p.strip())
+    return tuple(_fold(p) for p in label.split(">") if p.strip())
 
 
 def find_section(doc: Document, label: str) -> list[Section]:
     """Sections a label names: the full heading path (``"Install > Docker"``), or failing that,
-    the sections whose path ends with the label's parts (``"Docker"``). Case and whitespace
-    insensitive. More than one result means the label is ambiguous; none, that it is unknown."""
+    the sections whose path ends with the label's parts (``"Docker"``). Case, whitespace and
+    Unicode normalisation (NFC against NFD) insensitive. More than one result means the label is ambiguous; none, that it is unknown."""
     want = _parts(label)
     if not want:
         return []
     secs = outline(doc)
-    full = [s for s in secs if tuple(p.casefold() for p in s.path) == want]
+    full = [s for s in secs if tuple(map(_fold, s.path)) == want]
     if full:
         return full
-    return [s for s in secs if tuple(p.casefold() for p in s.path[-len(want):]) == want]
+    return [s for s in secs if tuple(map(_fold, s.path[-len(want):])) == want]
