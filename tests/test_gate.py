@@ -36,6 +36,14 @@ def test_rule_fails_only_significant_drops_beyond_the_margin():
     assert ok.outcome(rule) == ("PASS (inconclusive for 1 kind(s): nDCG@10 factual -0.200 (30 "
                                 "questions) beyond the margin, not significant: too few "
                                 "questions of the kind to tell)")
+    # a second measure's overall drop: the outcome named only the first measure's overall drop
+    # and otherwise the kinds', so RR@10's went unsaid
+    two = gate.decide([t("all", -0.01, 0.001), t("all", -0.3, 0.4, "RR@10"),
+                       t("factual", -0.2, 0.2)], METRICS, PARAMS,
+                      gate.Rule(margin=0.02, measures=("nDCG@10", "RR@10")))
+    assert two.outcome(rule) == (
+        "PASS (inconclusive: RR@10 -0.300 is not significant; 30 of the 40 questions needed to "
+        "detect this difference)")
     calm = gate.decide([t("all", -0.01, 0.001), t("factual", -0.01, 0.2)], METRICS, PARAMS, rule)
     assert calm.outcome(rule) == "PASS"
     bad = gate.decide([t("all", 0.0, 1.0), t("semantic", -0.03, 0.01)], METRICS, PARAMS, rule)

@@ -105,31 +105,35 @@ class Verdict:
 
     def outcome(self, rule: Rule) -> str:
         """``PASS``, ``PASS (inconclusive: ...)`` or ``FAIL: reasons``: a pass is inconclusive
-        when the first measure's overall drop is beyond the margin but not significant, so the
-        golden set may be too small to see it (it says how many questions 80% power needs,
-        ``stats.questions_needed``), or, without such a drop, when a kind's is (a plain PASS
-        hid an identifier kind's -0.400)."""
+        when a measure's overall drop is beyond the margin but not significant, so the golden set
+        may be too small to see it (each says how many questions 80% power needs,
+        ``stats.questions_needed``), or when a kind's is (a plain PASS hid an identifier kind's
+        -0.400), said when no overall drop is. Every measure of the rule is named, not only the
+        first (a second measure's overall drop was not said at all)."""
         if not self.passed:
             return "FAIL: " + "; ".join(self.reasons)
-        drop = next((t for t in self.tests if t.measure == rule.measures[0] and t.kind == ALL
-                     and t.mean_diff < -rule.margin), None)
-        if drop is None:
-            kinds = [t for t in self.tests if t.kind != ALL and t.mean_diff < -rule.margin]
-            if not kinds:
-                return "PASS"
-            shown = ", ".join(f"{t.measure} {t.kind} {t.mean_diff:+.3f} ({t.n} questions)"
-                              for t in kinds[:3])
-            return (f"PASS (inconclusive for {len(kinds)} kind(s): {shown} beyond the margin, "
-                    f"not significant: too few questions of the kind to tell)")
-        needed = drop.n_needed
-        if math.isnan(needed) or math.isinf(needed):
-            why = f"no power estimate from {drop.n} questions (too few, or differences " \
-                  f"without spread)"
-        else:
-            why = f"{drop.n} of the {significance.format_n_needed(needed)} questions needed " \
-                  f"to detect this difference"
-        return f"PASS (inconclusive: {drop.measure} {drop.mean_diff:+.3f} is not significant; " \
-               f"{why})"
+        drops = [t for t in self.tests if t.mean_diff < -rule.margin]  # none significant here
+        overall = [t for t in drops if t.kind == ALL]
+        kinds = [t for t in drops if t.kind != ALL]
+        if overall:
+            return "PASS (inconclusive: " + "; ".join(
+                f"{t.measure} {t.mean_diff:+.3f} is not significant; {_power(t)}"
+                for t in overall) + ")"
+        if not kinds:
+            return "PASS"
+        shown = ", ".join(f"{t.measure} {t.kind} {t.mean_diff:+.3f} ({t.n} questions)"
+                          for t in kinds[:3])
+        return (f"PASS (inconclusive for {len(kinds)} kind(s): {shown} beyond the margin, "
+                f"not significant: too few questions of the kind to tell)")
+
+
+def _power(t: Paired) -> str:
+    """How far ``t``'s questions are from detecting its difference (80% power)."""
+    needed = t.n_needed
+    if math.isnan(needed) or math.isinf(needed):
+        return f"no power estimate from {t.n} questions (too few, or differences without spread)"
+    return (f"{t.n} of the {significance.format_n_needed(needed)} questions needed to detect "
+            f"this difference")
 
 
 def decide(tests: list[Paired], run_metrics: dict[str, float], run_params: dict[str, str],
