@@ -186,6 +186,45 @@ def test_whole_markdown_documents_without_text_get_no_chunk(tmp_path):
     assert [c.text for c in WholeDocumentChunker().chunk([passage])] == ["Empty queue\n"]
 
 
+QUEUE = ("# Queue Basics\n\nA queue holds jobs until a worker takes them. Each job has a priority "
+         "between one and nine. Workers poll the queue every two seconds and take the job with "
+         "the highest priority first.\n\n## Retries\n\nA failed job is retried up to five times "
+         "with exponential backoff starting at ten seconds. After the fifth failure the job moves "
+         "to the dead letter queue where it stays for seven days.\n\n## Dead Letters\n\nThe dead "
+         "letter queue can be inspected with the command brindle dlq list. Jobs there can be "
+         "replayed with brindle dlq replay.\n")
+STRADDLING = ("After the fifth failure the job moves to the dead letter queue where it stays for "
+              "seven days. ## Dead Letters The dead letter queue can be inspected")
+
+
+@pytest.mark.parametrize("unit", ["section", "document"])
+def test_unit_judgements_do_not_move_with_the_chunk_size(tmp_path, unit):
+    """A unit is judged on its chunks' source text merged: lifted from chunk judgements, the
+    quote crossing into "Dead Letters" made that section relevant at 15-word chunks (a chunk
+    holding half of itself from the quote) and not at 120 (the section one chunk): R@1 of one
+    ranking read 0.75 and 0.8125 in a new user's sweep."""
+    from ragexp.data.units import unit_chunks
+    from ragexp.stages.parent_child import ParentChildChunker
+    from ragexp.stages.sentence_chunking import SentenceChunker
+
+    docs = write_tree(tmp_path / "docs", {"a.md": QUEUE, "b.md": "# Other\n\nUnrelated text.\n"})
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text(jsonl([{"id": "r7", "kind": "k", "question": "where do failed jobs go",
+                             "answer": "dlq", "evidence": [{"doc": "a.md", "quote": STRADDLING}]}]))
+    ds = MarkdownDataset(str(docs), str(qfile), unit=unit)
+    chunkers = [MarkdownChunker(max_words=15, overlap_words=5), MarkdownChunker(max_words=120),
+                MarkdownChunker(max_words=40, overlap_words=0, include_headings=False),
+                SentenceChunker(sentences=1, overlap_sentences=0), ParentChildChunker()]
+    judged = [ds.qrels(c.chunk(ds.documents())) for c in chunkers]
+    want = {"r7": {"a.md#Queue-Basics/Retries" if unit == "section" else "a.md": 1}}
+    assert judged == [want] * len(chunkers)
+    small = MarkdownChunker(max_words=15, overlap_words=5).chunk(ds.documents())
+    # the chunk that made Dead Letters relevant: still relevant at unit=chunk
+    assert any(c.heading.endswith("Dead Letters") for c in small
+               if c.chunk_id in MarkdownDataset(str(docs), str(qfile)).qrels(small)["r7"])
+    assert sum(len(u.spans) for u in unit_chunks(small, unit)) < len(small)  # merged
+
+
 def test_unknown_unit_is_refused_with_the_choices(tmp_path):
     with pytest.raises(ValueError, match="dataset.unit='page' is not a scoring unit; choose one "
                                          "of chunk, section, document"):

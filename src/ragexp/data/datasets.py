@@ -27,7 +27,7 @@ from ragexp.data.beir import (
 from ragexp.data.golden import KIND_NAME, golden_files, load_corpus, load_golden
 from ragexp.data.readers import label, markdown_files, shown
 from ragexp.data.relevance import span_qrels, why_unjudged
-from ragexp.data.units import check_unit, lift_qrels, unit_of
+from ragexp.data.units import check_unit, unit_chunks, unit_of
 from ragexp.errors import InvalidValue
 from ragexp.records import UNANSWERABLE, Chunk, Document, Qrels, Query
 
@@ -96,14 +96,28 @@ class MarkdownDataset:
         return list(self._queries)
 
     def qrels(self, chunks: list[Chunk]) -> Qrels:
+        """``{qid: {unit id: 1}}`` by the span rule (``relevance``), at ``dataset.unit``: a unit
+        is judged on its chunks' source text merged (``units.unit_chunks``), not lifted from its
+        chunks' judgements. Raises ``InvalidValue`` naming the questions no chunk, or no unit,
+        is relevant to, and why (``why_unjudged``)."""
+        by_id = {q.qid: q for q in self._queries}
         qrels = span_qrels(self._queries, chunks)
         empty = sorted(q for q, rel in qrels.items() if not rel)
         if empty:
-            by_id = {q.qid: q for q in self._queries}
             raise InvalidValue(f"{len(empty)} answerable question(s) have no relevant chunk under "
                                f"this chunking ({', '.join(empty[:5])}): "
                                + " | ".join(why_unjudged(by_id[q], chunks) for q in empty[:3]))
-        return lift_qrels(qrels, unit_of(chunks, self.unit))
+        if self.unit == "chunk":
+            return qrels
+        units = unit_chunks(chunks, self.unit)
+        qrels = span_qrels(self._queries, units)
+        empty = sorted(q for q, rel in qrels.items() if not rel)
+        if empty:
+            raise InvalidValue(f"{len(empty)} answerable question(s) have no relevant "
+                               f"{self.unit} at dataset.unit={self.unit} ({', '.join(empty[:5])})"
+                               f": " + " | ".join(why_unjudged(by_id[q], units, self.unit)
+                                                   for q in empty[:3]))
+        return qrels
 
     def fingerprint(self) -> dict[str, str]:
         root = Path(self.corpus_dir)

@@ -51,25 +51,27 @@ def span_qrels(queries: Iterable[Query], chunks: list[Chunk]) -> Qrels:
     return qrels
 
 
-def why_unjudged(query: Query, chunks: list[Chunk], shown: int = 3) -> str:
-    """Why no chunk is relevant to ``query``: per evidence span, the chunks overlapping it and
-    by how many characters, against the rule (``is_relevant``: at least ``MIN_SHARE`` of the
-    span or of the chunk, whichever is shorter), or that no chunk's source range reaches it (a
-    quote of heading text only: headings are prepended to chunks, not part of their source
-    ranges)."""
+def why_unjudged(query: Query, chunks: list[Chunk], what: str = "chunk", shown: int = 3) -> str:
+    """Why no chunk (``what``: or section, or document, judged as ``units.unit_chunks`` makes
+    them) is relevant to ``query``: per evidence span, the ones overlapping it and by how many
+    characters, against the rule (``is_relevant``: at least ``MIN_SHARE`` of the span or of
+    itself, whichever is shorter), or that no source range reaches it (a quote of heading text
+    only: headings are prepended to chunks, not part of their source ranges)."""
     parts = []
     for span in query.evidence:
         hits = sorted(((overlap(c, span), c) for c in chunks if overlap(c, span)),
                       key=lambda x: -x[0])
         where = f"{span.doc_id} chars {span.start}-{span.end}"
         if not hits:
-            parts.append(f"{where}: no chunk's source text reaches it (heading text only, or "
+            parts.append(f"{where}: no {what}'s source text reaches it (heading text only, or "
                          f"text the chunker leaves out)")
             continue
         near = ", ".join(f"{c.chunk_id} holds {n} of its {len(span)} chars"
-                         f" ({sum(e - s for s, e in c.spans)} in the chunk)"
+                         f" ({sum(e - s for s, e in c.spans)} in the {what})"
                          for n, c in hits[:shown])
-        parts.append(f"{where}: {near}; a chunk is relevant when it holds a share of at least "
+        fix = ("quote less, or chunk larger" if what == "chunk" else
+               f"quote less, or within one {what}")
+        parts.append(f"{where}: {near}; a {what} is relevant when it holds a share of at least "
                      f"{MIN_SHARE:g} of the span or of itself, whichever is shorter (the span "
-                     f"straddles chunks: quote less, or chunk larger)")
+                     f"straddles {what}s: {fix})")
     return f"{query.qid}: " + "; ".join(parts)
