@@ -345,6 +345,20 @@ def test_a_quote_of_a_heading_is_refused_with_its_section_label(tmp_path, capsys
     assert len(load_golden(golden, load_corpus(corpus))) == 2
 
 
+def test_a_quote_of_a_heading_in_a_document_of_headings_only_is_kept(tmp_path):
+    # such a document's chunks are its headings' text (chunking.parse_sections)
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "h.md": "# Todo\n\n## Later\n"})
+    rec = {"id": "h-01", "kind": "x", "question": "q?", "answer": "a",
+           "evidence": [{"doc": "h.md", "quote": "Later"}]}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    docs = load_corpus(corpus)
+    (span,) = load_golden(golden, docs)[1].evidence
+    from ragexp.data.relevance import span_qrels
+    from ragexp.stages.chunking import MarkdownChunker
+    chunks = MarkdownChunker().chunk(docs.values())
+    assert span_qrels(load_golden(golden, docs), chunks)["h-01"]
+
+
 def test_a_quote_from_a_heading_into_its_text_is_kept(tmp_path):
     corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE,
                                               "h.md": "# Guide\n\nRun the image now.\n"})

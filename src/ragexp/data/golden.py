@@ -296,8 +296,12 @@ def _other_form(doc: Document, quote: str) -> str:
 
 def _heading_holding(text: str, span: Span) -> markdown.Block | None:
     """The heading block (ATX line, or setext text and underline) whose range holds all of
-    ``span``, if any: ``markdown.blocks`` reads headings as the chunkers do."""
-    return next((b for b in markdown.blocks(text) if b.kind == "heading"
+    ``span``, if any: ``markdown.blocks`` reads headings as the chunkers do. None in a document
+    of headings only, whose chunks hold their headings' text (``chunking.parse_sections``)."""
+    blocks = markdown.blocks(text)
+    if all(b.kind == "heading" for b in blocks):
+        return None
+    return next((b for b in blocks if b.kind == "heading"
                  and b.start <= span.start and span.end <= b.end), None)
 
 
