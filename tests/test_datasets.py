@@ -230,6 +230,11 @@ def test_beir_kind_from_a_configured_field_and_bad_kinds(tmp_path):
     with pytest.raises(BeirFormatError, match="query 'q1': metadata.kind 'two words' is not a "
                                               "kind name"):
         BeirDataset(path=str(root2))
+    overall = [{**QUERY_ROWS[0], "metadata": {"kind": "All"}}]  # the group of every question
+    root3 = _beir(tmp_path / "c", **{"queries.jsonl": jsonl(overall)})
+    with pytest.raises(BeirFormatError, match="query 'q1': metadata.kind 'All' is the name of "
+                                              "the group of every question"):
+        BeirDataset(path=str(root3))
 
 
 def test_beir_query_marked_unanswerable_with_relevant_documents_is_refused(tmp_path):

@@ -408,6 +408,20 @@ def test_a_document_named_in_other_code_points_says_so(tmp_path, capsys):
                      "is not the known 'caf\u00e9.md': the same characters in other code points")
 
 
+@pytest.mark.parametrize("field, value, fragment", [
+    ("kind", "all", "kind 'all' is the name of the group of every question"),
+    ("kind", "ALL", "kind 'ALL' is the name of the group of every question"),
+    ("source", "all", "source 'all' is the name of every source together"),
+])
+def test_a_kind_or_source_named_all_is_refused(tmp_path, capsys, field, value, fragment):
+    # kind "all": compare and the gate printed two rows "all" (the gate's note quoting the
+    # kind's), and the sweep's page was not written (a TypeError in its charts)
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE})
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, {**GOOD, "id": "t-02",
+                                                                        field: value}])})
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2, fragment)
+
+
 def test_documents_of_the_same_text_are_named(tmp_path, caplog):
     # two copies of one page: a question labelled in one scored 0 for retrieving the other, and
     # which came first was decided by the file name, without a word

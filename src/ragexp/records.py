@@ -13,6 +13,9 @@ Qrels = dict[str, dict[str, int]]
 # Question kinds come from the data (any name); this one marks a question with no answer in the
 # corpus, which feeds the abstain curve instead of the ranking metrics.
 UNANSWERABLE = "unanswerable"
+# the group of every question in per-kind tables, tests and metric names: no kind may be named so
+# (a kind "all" gave two rows "all", and the sweep's page no file)
+OVERALL = "all"
 HAND = "hand"  # the source of a question written by hand: one whose line names no ``source``
 
 

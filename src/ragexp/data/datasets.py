@@ -29,7 +29,7 @@ from ragexp.data.readers import label, markdown_files, shown
 from ragexp.data.relevance import span_qrels, why_unjudged
 from ragexp.data.units import check_unit, unit_chunks, unit_of
 from ragexp.errors import InvalidValue
-from ragexp.records import UNANSWERABLE, Chunk, Document, Qrels, Query
+from ragexp.records import OVERALL, UNANSWERABLE, Chunk, Document, Qrels, Query
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +205,12 @@ class BeirDataset:
             raise BeirFormatError(Path(self.path) / "queries.jsonl", None,
                                   f"query {shown(row['_id'])}: {self.kind_field} {shown(kind)} "
                                   f"is not a kind name (1-40 letters, digits, '_' or '-')")
+        if str(kind).casefold() == OVERALL:
+            raise BeirFormatError(Path(self.path) / "queries.jsonl", None,
+                                  f"query {shown(row['_id'])}: {self.kind_field} {shown(kind)} "
+                                  f"is the name of the group of every question (the "
+                                  f"'{OVERALL}' rows of compare, gate and the sweep's page): "
+                                  f"name the kind otherwise, or set dataset.kind_field=null")
         return str(kind)
 
     def fingerprint(self) -> dict[str, str]:

@@ -5,8 +5,8 @@ Format: ``golden/*.jsonl``, one question per line::
     {"id": "a-01", "kind": "factual", "question": "...", "answer": "...",
      "evidence": [{"doc": "concepts/scheduling.md", "quote": "verbatim text"}]}
 
-Blank lines and lines starting with ``//`` (comments) are skipped. ``kind`` is any name (default
-``general``); ``unanswerable`` marks a question the corpus does not answer (no evidence).
+Blank lines and lines starting with ``//`` (comments) are skipped. ``kind`` is any name but ``all``, the
+group of every question (default ``general``); ``unanswerable`` marks a question the corpus does not answer (no evidence).
 ``source`` names who wrote a question (default ``hand``; ``ragexp questions generate`` writes
 ``generated``): measures are logged per source when a dataset holds several. Evidence comes at
 three levels, mixable in one file:
@@ -45,7 +45,7 @@ import yaml
 from ragexp.data import readers, shipped, split
 from ragexp.data.readers import label, shown
 from ragexp.errors import InvalidValue, MissingInput, path_problem
-from ragexp.records import HAND, UNANSWERABLE, Document, Query, Span
+from ragexp.records import HAND, OVERALL, UNANSWERABLE, Document, Query, Span
 from ragexp.text import markdown
 from ragexp.text.analysis import content_words, normalize_ws
 from ragexp.text.sections import find_section, outline
@@ -349,10 +349,18 @@ def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document]
         bad(f"{name}: kind {shown(kind)} is not a name of 1-40 letters, digits, '_' or '-' "
             f"(it becomes part of metric names such as ndcg_at_10.<kind>)")
         return None
+    if kind.casefold() == OVERALL:
+        bad(f"{name}: kind {shown(kind)} is the name of the group of every question (the "
+            f"'{OVERALL}' rows of compare, gate and the sweep's page): name the kind otherwise")
+        return None
     source = rec.get("source", HAND)
     if not isinstance(source, str) or not KIND_NAME.fullmatch(source):
         bad(f"{name}: source {shown(source)} is not a name of 1-40 letters, digits, '_' or '-' "
             f"(it becomes part of metric names such as ndcg_at_10.source.<source>)")
+        return None
+    if source.casefold() == OVERALL:
+        bad(f"{name}: source {shown(source)} is the name of every source together "
+            f"(objective_source={OVERALL}): name the source otherwise")
         return None
     evidence = rec.get("evidence") or []
     if not isinstance(evidence, list):

@@ -28,9 +28,9 @@ import pandas as pd
 
 from ragexp.errors import InvalidValue
 from ragexp.evaluation import significance, stats
-from ragexp.records import HAND
+from ragexp.records import HAND, OVERALL
 
-ALL_SOURCES = "all"
+ALL_SOURCES = OVERALL  # every source together: no source may be named so
 TAU_FLOOR = 0.6
 
 

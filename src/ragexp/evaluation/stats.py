@@ -38,6 +38,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from ragexp.errors import InvalidValue
+from ragexp.records import OVERALL
 
 N_RESAMPLES = 10_000
 ALPHA = 0.05
@@ -49,7 +50,7 @@ SHARED_MAX = 4_000_000
 # name -> statsmodels method. Holm by default.
 CORRECTIONS = {"holm": "holm", "bh": "fdr_bh"}
 CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
-ALL = "all"  # the "kind" of a test over every question
+ALL = OVERALL  # the "kind" of a test over every question
 
 
 @dataclass(frozen=True)
