@@ -5,8 +5,9 @@ Format: ``golden/*.jsonl``, one question per line::
     {"id": "a-01", "kind": "factual", "question": "...", "answer": "...",
      "evidence": [{"doc": "concepts/scheduling.md", "quote": "verbatim text"}]}
 
-Blank lines and lines starting with ``//`` (comments) are skipped. ``kind`` is any name but ``all``, the
-group of every question (default ``general``); ``unanswerable`` marks a question the corpus does not answer (no evidence).
+Blank lines and lines starting with ``//`` (comments) are skipped. ``kind`` is any name but
+``all``, the group of every question (default ``general``); ``unanswerable`` marks a question the
+corpus does not answer (no evidence).
 ``source`` names who wrote a question (default ``hand``; ``ragexp questions generate`` writes
 ``generated``): measures are logged per source when a dataset holds several. Evidence comes at
 three levels, mixable in one file:
