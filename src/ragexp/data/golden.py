@@ -214,8 +214,9 @@ def _resolve_evidence(qid: str, ev: object, docs: dict[str, Document], bad) -> S
     doc = docs.get(ev["doc"])
     if doc is None:
         suffix = Path(str(ev["doc"])).suffix
-        hint = (f" (the corpus reads only markdown files, {', '.join(readers.MARKDOWN_SUFFIXES)}; a "
-                f"{suffix} file is not read: rename it to .md)"
+        kinds = ", ".join(readers.MARKDOWN_SUFFIXES)
+        hint = (f" (the corpus reads only markdown files, {kinds}; a {suffix} file is not read: "
+                f"rename it to .md)"
                 if suffix and not readers.is_markdown(Path(str(ev["doc"]))) else "")
         bad(f"{qid}: document not found in corpus: {label(ev['doc'])}{hint}"
             f"{readers.look_alikes([str(ev['doc'])], docs)}")

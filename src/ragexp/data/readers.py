@@ -46,8 +46,9 @@ class InputError(DataError):
         super().__init__(f"{where}: {message}")
 
 
-# The file extensions of text/markdown (RFC 7763); a name's case does not make it another kind of file (``.MD``
-# from Windows tools, ``.markdown`` from Jekyll were skipped, their questions then refused).
+# The file extensions of text/markdown (RFC 7763); a name's case does not make it another kind
+# of file (``.MD`` from Windows tools, ``.markdown`` from Jekyll were skipped, their questions
+# then refused).
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 
 

@@ -69,7 +69,8 @@ def _parts(label: str) -> tuple[str, ...]:
 def find_section(doc: Document, label: str) -> list[Section]:
     """Sections a label names: the full heading path (``"Install > Docker"``), or failing that,
     the sections whose path ends with the label's parts (``"Docker"``). Case, whitespace and
-    Unicode normalisation (NFC against NFD) insensitive. More than one result means the label is ambiguous; none, that it is unknown."""
+    Unicode normalisation (NFC against NFD) insensitive. More than one result means the label
+    is ambiguous; none, that it is unknown."""
     want = _parts(label)
     if not want:
         return []
