@@ -275,6 +275,20 @@ def test_compare_refuses_a_baseline_on_other_data_with_exit_2(runs, capsys):
         c.set_tag(runs["neutral"], "golden_hash", c.get_run(runs["base"]).data.tags["golden_hash"])
 
 
+def test_runs_scored_at_another_unit_are_not_paired(runs, module_mlflow_store, capsys):
+    # a section-unit run against a chunk-unit run: compare read +0.288 [+0.135, +0.429] p 0.016
+    # and the gate passed it, a gain of the unit read as one of retrieval
+    base = [*BASE, f"cache_dir={module_mlflow_store.folder / 'cache'}", "progress=false"]
+    section = record_run(*base, "dataset.unit=section")["run_id"]
+    v = gate.evaluate(section, runs["base"], gate.Rule())
+    assert not v.passed and v.reasons == ["run and reference were evaluated on different data "
+                                          "(dataset.unit differ): the gate cannot compare them"]
+    assert cli.main(["compare", "--runs", section, runs["base"], "--baseline", runs["base"]]) == 2
+    assert f"{section[:8]}: dataset.unit differ" in capsys.readouterr().err
+    assert cli.main(["confirm", section, "--baseline", runs["base"]]) == 2
+    assert "different data (dataset.unit differ)" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("p, alpha, shown", [(0.17298, 0.173, "0.17298"), (0.1731, 0.173,
                                              "0.1731"), (0.5, 0.05, "0.500"),
                                              (0.0004, 0.05, "<0.001"), (0.05, 0.05, "0.050")])

@@ -188,3 +188,25 @@ def test_objective_must_be_a_configured_measure():
     assert selection.objective({"status": "FINISHED", "ndcg_at_10": 0.4}, "nDCG@10") == 0.4
     with pytest.raises(ValueError, match="no metric 'rr_at_10'"):
         selection.objective({"status": "FINISHED", "run_id": "x", "ndcg_at_10": 0.4}, "RR@10")
+
+
+@pytest.mark.slow
+def test_a_sweep_over_scoring_units_names_no_best_and_writes_no_page(tmp_path):
+    # dataset.unit=chunk,section: the sweep named the section run best (nDCG@10 0.553 against
+    # 0.480, p_adj 0.020), a gain of the unit read as one of retrieval, and its page ranked them
+    proc = run_ragexp(tmp_path, "-m", "dataset.unit=chunk,section", "retriever=bm25",
+                      "reranker=none", *HASH, f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = "the runs differ in dataset.unit (chunk, section), so their measures do not compare"
+    assert f"no best run, baseline comparison or tie: {said}" in proc.stdout
+    df = runs(tmp_path)
+    parent = df[df["tags.ragexp.role"] == "sweep"].iloc[0]
+    assert f"no page for sweep {parent['run_id'][:8]}: {said}" in proc.stdout + proc.stderr
+    assert pd_missing(parent.get("tags.ragexp.best_run"))
+    kids = df[df["tags.mlflow.parentRunId"] == parent["run_id"]]
+    assert sorted(kids["params.dataset.unit"]) == ["chunk", "section"]
+    assert not any(c.startswith("metrics.vs_baseline.") and kids[c].notna().any() for c in kids)
+
+
+def pd_missing(value) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value))

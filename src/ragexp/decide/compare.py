@@ -8,6 +8,8 @@ power) and the families of tests in ``significance.py``.
 from __future__ import annotations
 
 import json
+import math
+from typing import Iterable, Mapping
 
 import pandas as pd
 
@@ -26,6 +28,32 @@ HIDDEN_PARAMS = labels.BOOKKEEPING
 TEXT_COLUMNS = ("id", "kind", "question", "top_item", "answer", "cited", "refusal_reason")
 # the data a run was evaluated on: runs to pair, gate or confirm must agree on both
 DATA_TAGS = ("corpus_hash", "golden_hash")
+# what a run's measures are of: a section-unit run's per-question values paired with a chunk-unit
+# run's read a gain of the unit as one of retrieval (+0.288, p 0.016), and the gate passed it
+SCORING_PARAMS = ("dataset.unit",)
+
+
+def not_comparable(runs: Iterable[tuple[Mapping, Mapping]]) -> str:
+    """Why runs given as ``(tags, params)`` pairs cannot be ranked against one another (they
+    differ in a data tag, ``DATA_TAGS``, or a scoring param, ``SCORING_PARAMS``: their measures
+    are of other questions or units), or ``""``. A sweep over ``dataset.unit=chunk,section``
+    named the section run best at p < 0.05, a gain of the unit read as one of retrieval."""
+    runs = list(runs)
+    for key in (*DATA_TAGS, *SCORING_PARAMS):
+        values = {str(v) for tags, params in runs
+                  if (v := (tags if key in DATA_TAGS else params).get(key)) is not None
+                  and not (isinstance(v, float) and math.isnan(v))}
+        if len(values) > 1:
+            return (f"the runs differ in {key} ({', '.join(sorted(values)[:4])}), so their "
+                    f"measures do not compare: sweep each apart")
+    return ""
+
+
+def scoring_differs(params: dict, other: dict) -> list[str]:
+    """The ``SCORING_PARAMS`` both runs' params hold with different values (``dataset.unit``):
+    with the data tags, what makes two runs' per-question tables not a pair."""
+    return [k for k in SCORING_PARAMS
+            if k in params and k in other and str(params[k]) != str(other[k])]
 
 
 def runs_frame(experiment: str, parent: str | None = None,
@@ -137,8 +165,8 @@ def baseline_tests(df: pd.DataFrame, baseline_id: str,
     if differ:  # as the gate and confirm refuse them (paired tests on other data said nothing)
         raise significance.NotPaired(
             f"{len(differ)} run(s) were evaluated on other data than baseline "
-            f"{baseline_id[:8]} ({'; '.join(differ[:3])}): pair runs of the same corpus and "
-            f"questions")
+            f"{baseline_id[:8]} ({'; '.join(differ[:3])}): pair runs of the same corpus, "
+            f"questions and dataset.unit")
     source = deciding_source(df)
     tables = {r: sources.deciding(per_question(r), source)
               for r in dict.fromkeys([baseline_id, *df["run_id"]])}
@@ -147,16 +175,19 @@ def baseline_tests(df: pd.DataFrame, baseline_id: str,
 
 def other_data(df: pd.DataFrame, baseline_id: str) -> list[str]:
     """``"<run id[:8]>: corpus_hash, golden_hash differ"`` for each run of ``df`` whose data
-    tags (``DATA_TAGS``, the gate's and confirm's too) differ from the baseline's row; a tag a run lacks (a FAILED run
+    tags (``DATA_TAGS``, the gate's and confirm's too) or scoring params (``SCORING_PARAMS``)
+    differ from the baseline's row; a tag a run lacks (a FAILED run
     has none) is not a difference: its missing table is refused by name later."""
-    cols = [f"tags.{t}" for t in DATA_TAGS if f"tags.{t}" in df]
+    cols = [f"tags.{t}" for t in DATA_TAGS if f"tags.{t}" in df] + [
+        f"params.{k}" for k in SCORING_PARAMS if f"params.{k}" in df]
     base = df[df["run_id"] == baseline_id]
     if not cols or base.empty:
         return []
     ref = base.iloc[0]
     out = []
     for _, row in df.iterrows():
-        keys = [c[5:] for c in cols if pd.notna(row[c]) and pd.notna(ref[c]) and row[c] != ref[c]]
+        keys = [c.split(".", 1)[1] for c in cols
+                if pd.notna(row[c]) and pd.notna(ref[c]) and row[c] != ref[c]]
         if keys and row["run_id"] != baseline_id:
             out.append(f"{row['run_id'][:8]}: {', '.join(keys)} differ")
     return out

@@ -229,6 +229,7 @@ def evaluate(run_id: str, reference_id: str, rule: Rule, label: str = "") -> Ver
               + (f", min effect {rule.min_effect}" if rule.min_effect is not None else "")
               + (", promoted if non-inferior within the margin" if rule.non_inferior else ""))
     differ = [k for k in DATA_TAGS if run.data.tags.get(k) != ref.data.tags.get(k)]
+    differ += compare.scoring_differs(run.data.params, ref.data.params)
     if differ:
         return Verdict(False, [f"run and reference were evaluated on different data "
                                f"({', '.join(differ)} differ): the gate cannot compare them"],

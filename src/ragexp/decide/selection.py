@@ -133,6 +133,8 @@ def summarise_sweep(parent_id: str, statuses: list[dict], baseline: str, objecti
     if not runs:
         return []
     own = [r for r, run in runs.items() if run.data.tags.get("mlflow.parentRunId") == parent_id]
+    if apart := compare.not_comparable([(r.data.tags, r.data.params) for r in runs.values()]):
+        return [f"no best run, baseline comparison or tie: {apart}"]
     every = {r: compare.per_question(r) for r in runs}
     tables = {r: sources.deciding(t, objective_source) for r, t in every.items()}
     name = {r: run.data.tags.get("ragexp.ablation", "custom") for r, run in runs.items()}

@@ -444,11 +444,18 @@ def write(parent_id: str, out: Path | None = None, chart: Path | None = None,
     """Write the page of sweep ``parent_id`` to ``out`` and/or its wins-by-kind chart to
     ``chart`` (an SVG document), and log the page as ``report.html`` on the parent run when
     ``upload``. Returns one line saying what was written. Raises ``InvalidValue`` for an output
-    path ``check_outputs`` refuses (before reading anything); a write that fails midway leaves
+    path ``check_outputs`` refuses (before reading anything), for runs whose measures do not
+    compare (``compare.not_comparable``: other data or ``dataset.unit``); a write that fails midway leaves
     neither output nor temporary file (``_write_all``) and is re-raised as ``InvalidValue``
     naming the path."""
     check_outputs(out, chart)
     data = sweep_data.load(parent_id)
+    if apart := compare.not_comparable(
+            ({k[5:]: v for k, v in row.items() if k.startswith("tags.")},
+             {k[7:]: v for k, v in row.items() if k.startswith("params.")})
+            for row in data.runs.to_dict("records")):
+        raise InvalidValue(f"no page for sweep {parent_id[:8]}: {apart} (its best run, wins and "
+                           f"paired tests would rank them)")
     page, chart_svg = build(data)
     texts = {p: t for p, t in ((chart, chart_svg), (out, page)) if p is not None}
     try:

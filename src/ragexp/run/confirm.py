@@ -165,6 +165,7 @@ def confirm(run_id: str, baseline_id: str | None = None,
         tracking.refuse_unusable(base)
         _chosen_on_dev("baseline", base)
     differ = [k for k in DATA_TAGS if run.data.tags.get(k) != base.data.tags.get(k)]
+    differ += compare.scoring_differs(run.data.params, base.data.params)
     if differ:
         raise ConfirmError(f"run {run_id[:8]} and baseline {baseline_id[:8]} were evaluated on "
                            f"different data ({', '.join(differ)} differ): confirm cannot "

@@ -30,6 +30,7 @@ from hydra.core.override_parser.types import ValueType
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from ragexp.errors import RagexpError
 from ragexp.run import validation
 from ragexp.tracking import lifecycle, outbox
 from ragexp.tracking import store as tracking
@@ -313,6 +314,7 @@ class SweepCallback(Callback):
             raise
         except BaseException as exc:  # noqa: BLE001 - a report never fails the sweep
             log.warning("no report.html for sweep %s: %s", self.parent_id,
-                        tracking.error_summary(exc), exc_info=not isinstance(exc, SystemExit))
+                        tracking.error_summary(exc),
+                        exc_info=not isinstance(exc, (SystemExit, RagexpError)))
             tracking.client().set_tag(self.parent_id, "ragexp.report_error",
                                       tracking.error_summary(exc)[:5000])
