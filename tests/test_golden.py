@@ -422,6 +422,21 @@ def test_a_kind_or_source_named_all_is_refused(tmp_path, capsys, field, value, f
     _assert_reported(capsys, corpus, golden, "g.jsonl", 2, fragment)
 
 
+def test_questions_asked_twice_are_named(tmp_path, capsys, caplog):
+    # a copy of a question under another id passed golden check without a word; split=dev
+    # scored one copy and split=test the other
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE})
+    copy = {**GOOD, "id": "t-01b", "question": "  how long is a LEASE held? "}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, copy])})
+    assert main(["check", "--corpus", str(corpus), "--golden", str(golden)]) == 0
+    said = ("1 question text(s) are asked more than once (t-01 = t-01b): each copy counts again "
+            "in every mean; ragexp's dev/test split puts copies of one kind on one side")
+    assert f"warning: {said}" in capsys.readouterr().err
+    with caplog.at_level("WARNING", logger="ragexp.data.golden"):
+        load_golden(golden, load_corpus(corpus))
+    assert said in caplog.text
+
+
 def test_documents_of_the_same_text_are_named(tmp_path, caplog):
     # two copies of one page: a question labelled in one scored 0 for retrieving the other, and
     # which came first was decided by the file name, without a word

@@ -56,7 +56,7 @@ class Tiny:
     name, unit = "tiny", "chunk"
 
     def __init__(self):
-        self.qs = [Query(f"q{i}", "text", "a" if i % 2 else "b") for i in range(10)]
+        self.qs = [Query(f"q{i}", f"text {i}", "a" if i % 2 else "b") for i in range(10)]
 
     def documents(self):
         return ["doc"]
@@ -87,3 +87,18 @@ def test_split_dataset_filters_questions_and_judgements():
         split.select(inner, "test", 0, test_share=0.0)
     with pytest.raises(ValueError, match="split_test_share"):
         split.assign(inner.qs, 0, 1.5)
+
+
+def test_copies_of_a_question_go_to_one_side_in_any_order():
+    # q1 copied as q1b was scored on dev and on test: confirm re-measured what dev chose on
+    qs = [Query(f"q{i}", f"question number {i}?", "factual") for i in range(12)]
+    plain = split.assign(qs, seed=0)
+    copies = [*qs, Query("q1b", "Question  number 1?", "factual"),
+              Query("q7b", "question number 7?", "factual"),
+              Query("q7c", "question number 7?", "factual")]
+    side = split.assign(copies, seed=0)
+    assert {k: side[k] for k in plain} == plain  # the copies move no other question
+    assert side["q1b"] == side["q1"] and side["q7b"] == side["q7c"] == side["q7"]
+    assert split.assign(list(reversed(copies)), seed=0) == side
+    other_kind = split.assign([*qs, Query("x", "question number 1?", "procedural")], seed=0)
+    assert other_kind["x"] == "test"  # a kind of one question: stratified as before

@@ -441,11 +441,30 @@ def _unscorable(queries: list[Query], golden, problems: list[Problem]) -> list[P
 
 
 def load_golden(golden, docs: dict[str, Document]) -> list[Query]:
-    """Validated questions; raises :class:`GoldenError` listing every problem."""
+    """Validated questions; raises :class:`GoldenError` listing every problem. Questions of the
+    same text are named in a warning (``repeated``)."""
     queries, problems = check_golden(golden, docs)
     if problems:
         raise GoldenError(problems)
+    if said := repeated(queries):
+        log.warning("%s", said)
     return queries
+
+
+def repeated(queries: Sequence[Query]) -> str:
+    """``""``, or a line naming the groups of questions whose text is the same
+    (``split.same_text_key``): each copy counts again in every mean, and ragexp's dev/test split
+    keeps copies of one kind on one side (a copy in test confirmed what its twin chose on dev)."""
+    groups: dict[str, list[str]] = {}
+    for q in queries:
+        groups.setdefault(split.same_text_key(q.text), []).append(q.qid)
+    same = [ids for ids in groups.values() if len(ids) > 1]
+    if not same:
+        return ""
+    shown_ = "; ".join(" = ".join(map(label, ids[:4])) for ids in same[:5])
+    return (f"{len(same)} question text(s) are asked more than once ({shown_}"
+            f"{'; ...' if len(same) > 5 else ''}): each copy counts again in every mean; "
+            f"ragexp's dev/test split puts copies of one kind on one side")
 
 
 def kind_counts(queries: list[Query]) -> dict[str, int]:
@@ -482,6 +501,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(counts_table(len(docs), queries))
     small = not problems and split.too_small(queries, "dev", split.SEED, split.TEST_SHARE)
+    if said := not problems and repeated(queries):
+        print(f"warning: {said}", file=sys.stderr)
     if small:
         print(f"warning: a run with the default split=auto scores ragexp's dev split: {small}",
               file=sys.stderr)

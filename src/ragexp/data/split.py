@@ -7,7 +7,9 @@ part of its lead is luck that will not repeat (the winner's curse). So a sweep s
 
 Split rule, stratified by question kind and the same in every process and on every machine:
 within each kind, questions are ordered by ``sha256(f"{seed}:{kind}:{id}")`` and the first
-``floor(test_share * n_kind + 0.5)`` go to ``test``, the rest to ``dev``. Adding a question moves
+``floor(test_share * n_kind + 0.5)`` go to ``test``, the rest to ``dev``; questions of a kind
+with the same text (``same_text_key``) count as one, the one whose id sorts first, and go where
+it goes. Adding a question moves
 no other question between splits unless it lands at the cut of its own kind.
 
 Which questions a run scores (config key ``split``, default ``auto``; ``effective``): a dataset
@@ -63,18 +65,32 @@ def _digest(seed: int, kind: str, qid: str) -> str:
     return hashlib.sha256(f"{seed}:{kind}:{qid}".encode()).hexdigest()
 
 
+def same_text_key(text: str) -> str:
+    """What makes two questions the same question: their text, whitespace runs collapsed and
+    case folded."""
+    return " ".join(text.split()).casefold()
+
+
 def assign(queries: Iterable[Query], seed: int, test_share: float = 0.5) -> dict[str, str]:
-    """``{question id: "dev" | "test"}``. Raises ``ValueError`` for a share outside [0, 1]."""
+    """``{question id: "dev" | "test"}`` by the module's rule. Questions of one kind and the same
+    text (``same_text_key``) go to one side as one question, the one of them whose id sorts
+    first, so a copy never confirms on test what was chosen on its twin in dev; a set without
+    such copies is split exactly as the rule says, and no set depends on its order. Raises
+    ``ValueError`` for a share outside [0, 1]."""
     if not 0 <= test_share <= 1:
         raise InvalidValue(f"split_test_share must be in [0, 1], got {test_share}")
-    by_kind: dict[str, list[str]] = {}
-    for q in queries:
-        by_kind.setdefault(q.kind, []).append(q.qid)
+    copies: dict[tuple[str, str], list[str]] = {}  # (kind, text) -> its questions' ids
+    for q in queries:  # a question without text (none reaches a run) is a copy of none
+        copies.setdefault((q.kind, same_text_key(q.text) or f"\0{q.qid}"), []).append(q.qid)
+    by_kind: dict[str, list[list[str]]] = {}
+    for (kind, _), qids in copies.items():
+        by_kind.setdefault(kind, []).append(sorted(qids))
     out: dict[str, str] = {}
-    for kind, qids in by_kind.items():
-        ranked = sorted(qids, key=lambda qid: _digest(seed, kind, qid))
+    for kind, groups in by_kind.items():
+        ranked = sorted(groups, key=lambda g: _digest(seed, kind, g[0]))
         n_test = math.floor(test_share * len(ranked) + 0.5)
-        out.update({qid: "test" if i < n_test else "dev" for i, qid in enumerate(ranked)})
+        out.update({qid: "test" if i < n_test else "dev"
+                    for i, group in enumerate(ranked) for qid in group})
     return out
 
 
