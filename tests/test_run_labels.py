@@ -1,16 +1,23 @@
 """One naming rule for runs (``decide.labels``), as ``compare``'s table, its paired tests,
-``confirm``, the sweep's console lines and its page use it: a trial named one run of overrides
-``custom`` (compare), by its id (the paired table) and ``fusion.k=10.0 retriever.name=bm25``
-(the page, naming a setting a BM25 run ignores, an integer as a float). Pure: hand-written
-recorded params, labels written out by the rule in the module docstring."""
+``confirm``, ``gate``, the sweep's console lines and its page use it: a trial named one run of
+overrides ``custom`` (compare), by its id (the paired table) and ``fusion.k=10.0
+retriever.name=bm25`` (the page, naming a setting a BM25 run ignores, an integer as a float).
+Mostly pure: hand-written recorded params, labels written out by the rule in the module
+docstring; the last tests record chunking runs in a temporary store, as a new user's were."""
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
+from workspaces import record_run
 
-from ragexp.decide import compare, labels
+from ragexp.cli import main as cli
+from ragexp.decide import compare, gate, labels
 from ragexp.report import sweep_data
+from ragexp.run import schema
+from ragexp.tracking import store as tracking
 
 A, B, C, D = "a" * 32, "b" * 32, "c" * 32, "d" * 32
 CUSTOM = dict.fromkeys((A, B, C), "custom")
@@ -112,3 +119,121 @@ def test_a_key_the_config_copies_from_another_is_named_once():
     (["force=true", "experiment=e"], "custom"), ([], "custom")])
 def test_a_run_of_overrides_is_named_by_its_overrides_less_bookkeeping(overrides, label):
     assert labels.of_overrides(overrides) == label
+
+
+def chunked(name: str, **values: str) -> dict:
+    """Recorded params of a BM25 run of chunking option ``name``: its own keys only, as the
+    schema records them (``chunking.sentences`` exists only on a sentence-chunking run)."""
+    own = {"markdown": {"max_words": "120", "overlap_words": "20", "include_headings": "True"},
+           "sentences": {"sentences": "6", "overlap_sentences": "1", "max_words": "120",
+                         "include_headings": "True"},
+           "none": {"include_title": "True", "windows": "truncate"}}[name]
+    return {**run("bm25", "60.0"), "chunking.name": name,
+            **{f"chunking.{k}": v for k, v in {**own, **values}.items()}}
+
+
+def test_a_key_only_some_runs_have_tells_apart_the_runs_that_have_it():
+    """A new user's ``compare --experiment``: two sentence-chunking runs were both
+    ``chunking.name=sentences`` with an id (nDCG 0.914 and 0.802; ``chunking.sentences``, 2 and
+    1, appeared nowhere), and markdown runs of ``max_words`` 10 and 15 showed neither that nor
+    ``include_headings``: only keys every run had counted, and a ``chunking=none`` run has
+    none of them. A key a run lacks differs from one it has; the option's own values still go
+    with its name (``overlap_sentences`` is 1 in both sentence runs: not named)."""
+    E = "e" * 32
+    params = {A: chunked("sentences", sentences="2"), B: chunked("sentences", sentences="1"),
+              C: chunked("markdown", max_words="10"),
+              D: chunked("markdown", max_words="15", include_headings="False"),
+              E: chunked("none")}
+    got = labels.labels(dict.fromkeys(params, "custom"), params)
+    assert got == {A: "chunking.name=sentences chunking.sentences=2",
+                   B: "chunking.name=sentences chunking.sentences=1",
+                   C: "chunking.include_headings=True chunking.max_words=10 "
+                      "chunking.name=markdown",
+                   D: "chunking.include_headings=False chunking.max_words=15 "
+                      "chunking.name=markdown",
+                   E: "chunking.name=none"}
+    # compare's columns: the keys every run has, and those a label names
+    assert labels.columns(dict.fromkeys(params), params) == [
+        "chunking.include_headings", "chunking.max_words", "chunking.name",
+        "chunking.sentences"]
+    # a key one run of an option records and another lacks (recorded before it existed)
+    old = {k: v for k, v in chunked("markdown").items() if k != "chunking.include_headings"}
+    assert labels.labels({A: None, B: None}, {A: chunked("markdown"), B: old}) == {
+        A: "chunking.include_headings=True", B: "bbbbbbbb"}
+
+
+def test_runs_of_one_named_ablation_are_told_apart_by_what_differs_between_them():
+    """``-m +ablation=chunks_sentences chunking.sentences=2,1``: both were the ablation's name
+    with an id. The settings that differ between them follow the name; a run of another
+    ablation keeps its name alone, and runs that differ in nothing they measure keep the id."""
+    params = {A: chunked("sentences", sentences="2"), B: chunked("sentences", sentences="1"),
+              C: chunked("markdown"), D: {**chunked("markdown"), "experiment": "other"}}
+    got = labels.labels({A: "chunks_sentences", B: "chunks_sentences", C: "default",
+                         D: "default"}, params)
+    assert got == {A: "chunks_sentences chunking.sentences=2",
+                   B: "chunks_sentences chunking.sentences=1",
+                   C: "default (cccccccc)", D: "default (dddddddd)"}
+    assert labels.labels({A: "chunks_sentences", B: "chunks_sentences", C: "default",
+                          D: "default"}, params, ids=False)[C] == "default"
+    assert labels.beside_id(A, "chunks_sentences") == "aaaaaaaa (chunks_sentences)"
+    assert labels.beside_id(A, "aaaaaaaa") == "aaaaaaaa"
+
+
+# ---- the new user's runs, recorded: compare, gate and confirm name them alike ---------------
+
+schema.register()
+ONE = ["chunking=sentences", "chunking.overlap_sentences=0"]  # less than sentences=1
+SENTENCES = {"s2": [*ONE, "chunking.sentences=2"], "s1": [*ONE, "chunking.sentences=1"],
+             "m10": ["chunking=markdown", "chunking.overlap_words=5", "chunking.max_words=10"],
+             "m15": ["chunking=markdown", "chunking.overlap_words=5", "chunking.max_words=15",
+                     "chunking.include_headings=false"],
+             "none": ["chunking=none"]}
+
+
+@pytest.fixture(scope="module")
+def chunking_runs(module_mlflow_store):
+    """BM25 runs of the handbook (dev split) that differ in chunking only, as ablation
+    ``custom`` (overrides only)."""
+    base = ["retriever=bm25", "reranker=none", "embedder=hash", "progress=false",
+            f"cache_dir={module_mlflow_store.folder / 'cache'}"]
+    return {k: record_run(*base, *o)["run_id"] for k, o in SENTENCES.items()}
+
+
+def test_compare_names_every_recorded_run_by_the_settings_that_tell_it_apart(chunking_runs):
+    ids = chunking_runs
+    df = compare.runs_frame("ragexp-handbook")
+    assert set(df["run_id"]) == set(ids.values())
+    tab = compare.table(df).set_index("run")
+    name = {k: tab.loc[r[:8], "name"] for k, r in ids.items()}
+    assert name == {"s2": "chunking.name=sentences chunking.sentences=2",
+                    "s1": "chunking.name=sentences chunking.sentences=1",
+                    "m10": "chunking.include_headings=True chunking.max_words=10 "
+                           "chunking.name=markdown",
+                    "m15": "chunking.include_headings=False chunking.max_words=15 "
+                           "chunking.name=markdown",
+                    "none": "chunking.name=none"}
+    # the keys named are columns, blank for a run that lacks the key
+    assert tab.loc[ids["s2"][:8], "chunking.sentences"] == "2"
+    assert tab.loc[ids["none"][:8], "chunking.max_words"] == ""
+    assert "chunking.overlap_sentences" not in tab and "chunking.include_title" not in tab
+    # compare --runs of the two sentence runs names the key too, alone
+    pair = compare.runs_frame("", run_ids=[ids["s2"], ids["s1"]])
+    assert compare.run_labels(pair) == {ids["s2"]: "chunking.sentences=2",
+                                        ids["s1"]: "chunking.sentences=1"}
+
+
+def test_gate_and_confirm_name_a_run_of_overrides_by_its_settings_not_custom(chunking_runs,
+                                                                             capsys):
+    """The gate's header said ``(custom)`` of both runs, and confirm's console lines
+    ``[custom]`` of both test runs (named at random in MLflow)."""
+    s1, s2 = chunking_runs["s1"], chunking_runs["s2"]
+    header = gate.evaluate(s1, s2, gate.Rule()).header.splitlines()[0]
+    assert header.startswith(f"gate: run {s1[:8]} (chunking.sentences=1) against run "
+                             f"{s2[:8]} (chunking.sentences=2); ")
+    assert cli.main(["confirm", s1, "--baseline", s2]) == 0
+    out = capsys.readouterr().out
+    assert "custom" not in out
+    printed = re.findall(r"^run [0-9a-f]{32} \[(.*?)\] ", out, re.M)  # the two test runs
+    assert sorted(printed) == ["chunking.sentences=1", "chunking.sentences=2"]
+    test_run = tracking.client().get_run(s1).data.tags["ragexp.confirm.test_run"]
+    assert tracking.client().get_run(test_run).info.run_name == "chunking.sentences=1"

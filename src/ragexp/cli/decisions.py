@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ragexp.decide import compare, sources
+from ragexp.decide import compare, labels, sources
 from ragexp.decide.selection import aligned_scores, measure_key, objective
 from ragexp.evaluation import significance, stats
 from ragexp.records import HAND
@@ -90,7 +90,9 @@ def winner_table(df: pd.DataFrame, winner: str, measures: tuple[str, ...],
 
     c = tracking.client()
     run = c.get_run(winner)
-    name = run.data.tags.get("ragexp.ablation", winner[:8])
+    # the ablations' own names (the tables'), else the rule's (``decide.labels``)
+    names = {} if df is None else dict(zip(df["run_id"], df["tags.ragexp.ablation"]))
+    name = names.get(winner) or labels.of_runs({winner: run}, ids=False)[winner]
     if "ragexp.confirm.test_run" not in run.data.tags:
         against = runner_up if runner_up and sweep_baseline(run) == winner else None
         if not run_confirm:
@@ -100,7 +102,9 @@ def winner_table(df: pd.DataFrame, winner: str, measures: tuple[str, ...],
         confirm(winner, against, measures)
         run = c.get_run(winner)
     base = c.get_run(run.data.tags["ragexp.confirm.baseline"])
-    base_name = base.data.tags.get("ragexp.ablation", base.info.run_id[:8])
+    # a baseline not among the ablations (the champion) is named as beside the winner
+    base_name = names.get(base.info.run_id) or labels.of_runs(
+        {winner: run, base.info.run_id: base}, ids=False)[base.info.run_id]
     source = run.data.params.get("objective_source", HAND)
     dev = {r.info.run_id: {m: objective(r.data.metrics, m, source) for m in measures}
            for r in (run, base)}  # the objective_source questions', as confirm's test numbers

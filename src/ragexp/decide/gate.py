@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ragexp.decide import compare, sources
+from ragexp.decide import compare, labels, sources
 from ragexp.errors import InvalidValue
 from ragexp.evaluation import significance, stats
 from ragexp.evaluation.stats import ALL, Paired
@@ -222,8 +222,9 @@ def evaluate(run_id: str, reference_id: str, rule: Rule, label: str = "") -> Ver
     run, ref = get(run_id), get(reference_id)
     tracking.refuse_unusable(run)  # a refused input (exit 2), not a failing verdict
     tracking.refuse_unusable(ref)
-    header = (f"gate: run {run_id[:8]} ({run.data.tags.get('ragexp.ablation', '-')}) against "
-              f"{label or 'run'} {reference_id[:8]} ({ref.data.tags.get('ragexp.ablation', '-')})"
+    names = labels.of_runs({run_id: run, reference_id: ref}, ids=False)
+    header = (f"gate: run {labels.beside_id(run_id, names[run_id])} against {label or 'run'} "
+              f"{labels.beside_id(reference_id, names.get(reference_id, reference_id[:8]))}"
               f"; {stats.CORRECTION_NAMES[rule.correction]} over {len(rule.measures)} "
               f"measure(s) x (all + each kind), alpha {rule.alpha}, margin {rule.margin}"
               + (f", min effect {rule.min_effect}" if rule.min_effect is not None else "")

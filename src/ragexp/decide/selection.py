@@ -137,8 +137,8 @@ def summarise_sweep(parent_id: str, statuses: list[dict], baseline: str, objecti
         return [f"no best run, baseline comparison or tie: {apart}"]
     every = {r: compare.per_question(r) for r in runs}
     tables = {r: sources.deciding(t, objective_source) for r, t in every.items()}
-    name = {r: run.data.tags.get("ragexp.ablation", "custom") for r, run in runs.items()}
-    label = labels.labels(name, {r: dict(run.data.params) for r, run in runs.items()})
+    name = {r: run.data.tags.get("ragexp.ablation", labels.CUSTOM) for r, run in runs.items()}
+    label = labels.of_runs(runs)
     measures = tuple(dict.fromkeys([objective_name, *significance.DEFAULT_MEASURES]))
     per_run: dict[str, dict[str, float]] = {r: {} for r in own}
     lines = [_log_vs_baseline(tables, own, name, label, baseline, measures, method, per_run)]

@@ -144,12 +144,14 @@ def already_finished(cfg: DictConfig, job: Job) -> str | None:
     return done
 
 
-def run_logged(cfg: DictConfig) -> dict:
+def run_logged(cfg: DictConfig, label: str | None = None) -> dict:
     """Resolve, skip-check, run, log: one job, owned from start to end by
-    ``tracking.tracked_run``. Raises ``ConfigRangeError`` before anything is created when a
-    value is one the job would refuse (``validation.validate``), and whatever failed the run
-    after marking it. Relative paths are the launch folder's (``stages.anchor_paths``), with
-    ``hydra.job.chdir=true`` too."""
+    ``tracking.tracked_run``. ``label`` names it on the console and as its MLflow run (what
+    ``confirm`` gives a test run: its dev run's label, ``decide.labels``); else its ablation,
+    or for a run of overrides only its overrides (``labels.of_overrides``). Raises
+    ``ConfigRangeError`` before anything is created when a value is one the job would refuse
+    (``validation.validate``), and whatever failed the run after marking it. Relative paths are
+    the launch folder's (``stages.anchor_paths``), with ``hydra.job.chdir=true`` too."""
     stages.anchor_paths(cfg, tracking.launch_dir())
     hc = HydraConfig.get() if HydraConfig.initialized() else None
     if hc is None or not validated(list(hc.overrides.task)):
@@ -173,8 +175,8 @@ def run_logged(cfg: DictConfig) -> dict:
     if job.parent:
         tags["mlflow.parentRunId"] = job.parent
     # repeated log lines are said once with a count, before the run (and its app.log) ends
-    label = (cfg.ablation if cfg.ablation != labels.CUSTOM else
-             labels.of_overrides(hc.overrides.task if hc is not None else []))
+    label = label or (cfg.ablation if cfg.ablation != labels.CUSTOM else
+                      labels.of_overrides(hc.overrides.task if hc is not None else []))
     with runs.tracked_run(job.experiment_id, tags=tags,
                           run_name=label if label != labels.CUSTOM else None,
                           params=tracking.flatten(job.resolved), output_dir=job.output_dir,

@@ -28,7 +28,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from ragexp import legacy
-from ragexp.decide import compare, sources
+from ragexp.decide import compare, labels, sources
 from ragexp.decide.gate import DATA_TAGS
 from ragexp.decide.selection import measure_key, objective, vs_baseline_metrics
 from ragexp.errors import RagexpError
@@ -74,9 +74,10 @@ def runner_up(run) -> str | None:
     return max(others, key=lambda r: objective(r.data.metrics, name, source)).info.run_id
 
 
-def on_test(run_id: str) -> str:
+def on_test(run_id: str, label: str | None = None) -> str:
     """Id of the finished run that evaluates ``run_id``'s configuration on the test split
-    (created, or reused when it already exists)."""
+    (created, or reused when it already exists); ``label`` names a created one on the console
+    and in MLflow (``run_logged``)."""
 
     c = tracking.client()
     run = c.get_run(run_id)
@@ -91,7 +92,7 @@ def on_test(run_id: str) -> str:
     cfg.split, cfg.force, cfg.progress = "test", False, False
     parent = os.environ.pop(tracking.PARENT_ENV, None)  # not a job of any sweep
     try:
-        out = run_logged(cfg)
+        out = run_logged(cfg, label)
     except RagexpError:
         raise
     except Exception as exc:  # e.g. a relative path of the run's config that is not here
@@ -170,7 +171,10 @@ def confirm(run_id: str, baseline_id: str | None = None,
         raise ConfirmError(f"run {run_id[:8]} and baseline {baseline_id[:8]} were evaluated on "
                            f"different data ({', '.join(differ)} differ): confirm cannot "
                            f"compare them; pass --baseline RUN_ID of a run on the same data")
-    test_run, test_base = on_test(run_id), on_test(baseline_id)
+    # each test run is named as its dev run is beside the other (``decide.labels``): a run of
+    # overrides by the settings that tell it apart, not as ``custom``
+    names = labels.of_runs({run_id: run, baseline_id: base}, ids=False)
+    test_run, test_base = on_test(run_id, names[run_id]), on_test(baseline_id, names[baseline_id])
     source = run.data.params.get("objective_source", HAND)
     try:
         tests = stats.adjust_family(significance.tests_against(
