@@ -176,11 +176,26 @@ def test_questions_needed_is_what_one_n_at_a_time_gives():
     cases += [row for row in ties if not np.all(row == row[0])]
     for d in cases:
         old, new = questions_needed_one_n_at_a_time(d), stats.questions_needed(d)
-        assert old == new or (math.isnan(old) and math.isnan(new)), (d.mean(), d.std())
-    # d_z = 3 needs 4 questions: the noncentral t's power crosses 80% between 3 and 4
-    assert {stats.questions_needed(d) for d in cases[:4]} == {4.0}
+        # never below the 6 questions the sign-flip test needs to reach alpha 0.05 at all
+        assert max(old, 6.0) == new or (math.isnan(old) and math.isnan(new)), (d.mean(), d.std())
+    # d_z = 3: the noncentral t's power crosses 80% between 3 and 4 questions, but the
+    # sign-flip test's least p over 5 is 2/32 = 0.0625 > 0.05: 6 questions
+    assert {stats.questions_needed(d) for d in cases[:4]} == {6.0}
     assert noncentral_t_power(4, 3.0) >= 0.8 > noncentral_t_power(3, 3.0)
+    assert questions_needed_one_n_at_a_time(cases[0]) == 4.0
     assert stats.questions_needed(cases[-len(ties) - 1]) == math.inf  # dz 1e-5, 200 questions
+
+
+def test_least_testable_n_is_where_the_sign_flip_p_can_go_below_alpha():
+    def least_p(n):  # every sign vector of n equal differences: only the two uniform reach it
+        means = [abs(sum(s)) / n for s in itertools.product((1, -1), repeat=n)]
+        return sum(m >= 1 for m in means) / len(means)
+
+    for alpha in (0.05, 0.01, 0.1, 0.5):
+        n = stats.least_testable_n(alpha)
+        assert least_p(n) < alpha <= least_p(n - 1)
+        assert stats.randomisation_p(np.ones(n)) < alpha
+    assert stats.least_testable_n(0.05) == 6
 
 
 def test_questions_needed_edge_cases():
@@ -218,7 +233,7 @@ def test_paired_rejects_mismatched_or_unscored_questions():
 
 def test_a_run_against_itself_is_no_difference():
     x = np.array([0.5, 1.0, 0.0, 0.25])
-    t = stats.paired(x, x, "RR@10")
+    t = stats.paired(np.tile(x, 2), np.tile(x, 2), "RR@10")
     assert (t.mean_diff, t.ci_low, t.ci_high, t.p) == (0, 0, 0, 1.0)
     assert math.isnan(t.n_needed)  # every difference 0: no spread, d_z = 0/0 is undefined
 

@@ -122,9 +122,10 @@ def format_p_adj(p_adj: float, alpha: float = stats.ALPHA) -> str:
 
 
 def format_delta(t: Paired) -> str:
-    """A difference and its 95% interval as tables show them: ``+0.500 [n/a]`` for one
-    question (a bootstrap of one value has no interval), else ``+0.500 [+0.250, +0.750]``."""
-    if t.n < 2:
+    """A difference and its 95% interval as tables show them: ``+0.500 [n/a]`` where there is
+    none (fewer questions than a test needs to be significant, ``stats.paired``), else
+    ``+0.500 [+0.250, +0.750]``."""
+    if t.n < 2 or math.isnan(t.ci_low) or math.isnan(t.ci_high):
         return f"{t.mean_diff:+.3f} [n/a]"
     return f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]"
 
@@ -198,6 +199,8 @@ def note(method: str, results: Mapping[str, list[Paired]], measures: Sequence[st
             "where the non-zero differences have at most that many. "
             + stats.correction_note(method, fam)
             + " 'n for 80% power': questions a paired t-test would need to detect the observed "
-              "difference (effect size mean/sd of the differences) at alpha 0.05, against the "
-              "number compared; n/a when that effect size is undefined (one question, or "
-              "differences without spread), ∞ when the mean difference is 0.")
+              "difference (effect size mean/sd of the differences) at alpha 0.05, and never "
+              f"fewer than the {stats.least_testable_n()} the sign-flip test needs to reach it, "
+              "against the number compared; n/a when that effect size is undefined (one "
+              "question, or differences without spread), ∞ when the mean difference is 0. "
+              f"Below {stats.least_testable_n()} questions no interval is shown (n/a).")

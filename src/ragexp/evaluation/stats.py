@@ -279,9 +279,25 @@ def _jackknife_indices(n: int) -> np.ndarray:
     return idx
 
 
+def least_testable_n(alpha: float = ALPHA) -> int:
+    """The fewest paired questions whose two-sided sign-flip test can reach ``p < alpha``: over
+    ``n`` non-zero differences its least p is ``2 / 2**n`` (every sign alike, and the mirror
+    image), so 6 at alpha 0.05 (``2/64 = 0.031``; ``2/32 = 0.0625`` at 5). Below it no paired
+    test of ragexp can be significant, whatever the difference."""
+    if not 0 < alpha < 1:
+        raise InvalidValue(f"alpha must be in (0, 1), got {alpha}")
+    n = 1
+    while 2.0 ** (1 - n) >= alpha:
+        n += 1
+    return n
+
+
 def questions_needed(d: Sequence[float], power: float = POWER, alpha: float = ALPHA) -> float:
     """Questions a two-sided paired t-test needs to detect ``mean(d)`` with ``power`` at
-    ``alpha``, for effect size ``d_z = mean(d) / sd(d, ddof=1)`` (statsmodels ``TTestPower``).
+    ``alpha``, for effect size ``d_z = mean(d) / sd(d, ddof=1)`` (statsmodels ``TTestPower``),
+    and never fewer than the sign-flip test needs to reach ``alpha`` at all
+    (``least_testable_n``: the t-test's 2 of a large effect read "2 of the 2 questions needed"
+    beside a p of 0.5).
 
     Returns NaN when ``d_z`` is undefined because the differences have no spread (every
     ``d_i`` equal, zero or not: ``0/0`` or ``x/0``; the t-test's limit of 2 questions would
@@ -297,7 +313,7 @@ def questions_needed(d: Sequence[float], power: float = POWER, alpha: float = AL
         return math.nan
     if mean == 0:
         return math.inf
-    return _least_n(abs(mean) / sd, power, alpha)
+    return max(_least_n(abs(mean) / sd, power, alpha), float(least_testable_n(alpha)))
 
 
 # bisection levels whose midpoints one power call evaluates (2**5 - 1 = 31 n's a call)
@@ -349,10 +365,12 @@ def paired(run: Sequence[float], base: Sequence[float], measure: str,
     ``interval=False`` leaves the interval and ``n_needed`` NaN, not computed: for callers that
     read only the difference and p (``tied_with_best``'s ``intervals``).
 
-    Any ``n >= 1`` gives numbers: with one question the interval is the point itself and the
-    exact sign-flip p is 1.0 (both signs give the same ``|mean|``); ``n_needed`` is NaN
-    (undefined: no spread to estimate) for one question, whatever its difference, and as
-    :func:`questions_needed` says for more. Tables show a one-question interval as ``n/a``
+    Any ``n >= 1`` gives numbers: the exact sign-flip p (1.0 for one question: both signs give
+    the same ``|mean|``); ``n_needed`` is NaN (undefined: no spread to estimate) for one
+    question, whatever its difference, and as :func:`questions_needed` says for more. Below
+    ``least_testable_n`` questions (6) the interval is NaN, not computed: no test can be
+    significant there, and a bootstrap of so few values is no 95% interval (at 2 questions BCa
+    gives their range, which excluded 0 beside p 0.5). Tables show it as ``n/a``
     (:func:`ragexp.evaluation.significance.format_delta`).
     Raises ``InvalidValue`` on unequal lengths, no questions, or non-finite scores.
     """
@@ -360,7 +378,7 @@ def paired(run: Sequence[float], base: Sequence[float], measure: str,
     if not interval:
         return Paired(measure, kind, len(d), float(d.mean()), math.nan, math.nan,
                       randomisation_p(d), math.nan)
-    low, high = bootstrap_ci(d)
+    low, high = bootstrap_ci(d) if len(d) >= least_testable_n() else (math.nan, math.nan)
     if len(d) >= 2:
         n_needed = questions_needed(d)
     else:
