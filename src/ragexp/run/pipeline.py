@@ -439,8 +439,9 @@ def answer_table(queries: list[Query], answers: dict[str, Answer], graded: Judge
 
 def without_terms(docs, res: Resources, queries, titled: bool = False) -> dict[str, float]:
     """Counts of documents, chunks and questions that yield no terms (``text.tokenize``: empty,
-    punctuation or stopwords only). They can only score 0 (BM25) or cosine 0 (hash embedder), so
-    a run reports them, with a warning naming the first few, rather than measuring them silently.
+    punctuation or stopwords only). They can only score 0 (BM25) or cosine 0 (hash embedder; a
+    dense model reads them, "what is it" found its document at rank 1), so a run reports them,
+    with a warning naming the first few, rather than measuring them silently.
     A document whose text (and title, when ``titled``: a passage's title is its words, a
     markdown file's is its name) has terms that no chunk holds is named as the chunking's loss."""
     lengths = res.terms.lengths()
@@ -466,8 +467,9 @@ def without_terms(docs, res: Resources, queries, titled: bool = False) -> dict[s
     for what, ids in empty.items():
         ids = [i for i in ids if i not in meta_only and i not in worded]
         if ids:
-            log.warning("%d %s have no terms (empty, or stopwords only) and can only score 0: "
-                        "%s", len(ids), what, ", ".join(ids[:5]))
+            log.warning("%d %s have no terms (empty, or stopwords only), so BM25 and the hash "
+                        "embedder can only score them 0 (a dense model still reads them): %s",
+                        len(ids), what, ", ".join(ids[:5]))
     return {"data.docs_without_terms": float(len(empty["documents"])),
             "data.chunks_without_terms": float((lengths == 0).sum()),
             "data.queries_without_terms": float(len(empty["questions"]))}
