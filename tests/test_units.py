@@ -229,3 +229,24 @@ def test_unknown_unit_is_refused_with_the_choices(tmp_path):
     with pytest.raises(ValueError, match="dataset.unit='page' is not a scoring unit; choose one "
                                          "of chunk, section, document"):
         check_unit("page")
+
+
+def test_a_document_without_headings_or_title_gets_no_file_name_line():
+    """Its chunks started with its file name ("b.md"), whose words (b, md) it does not hold; so
+    BM25 credited every such document for "md", and a stopwords-only one had terms. A given
+    title (front matter, a BEIR passage's) still heads its chunks."""
+    from ragexp.data.golden import document_title
+    from ragexp.records import Document
+    from ragexp.stages.chunking import WholeDocumentChunker
+    from ragexp.stages.sentence_chunking import SentenceChunker
+
+    plain = Document("b.md", document_title("b.md", "To be or not to be.\n", {}),
+                     "To be or not to be.\n", {})
+    titled = Document("c.md", "Hamlet", "---\ntitle: Hamlet\n---\nTo be or not to be.\n",
+                      {"title": "Hamlet"})
+    passage = Document("p1", "Hamlet", "To be or not to be.", {})
+    for chunker in (MarkdownChunker(), SentenceChunker(), WholeDocumentChunker(markdown=True)):
+        texts = {c.doc_id: c.text for c in chunker.chunk([plain, titled])}
+        assert texts["b.md"].strip() == "To be or not to be.", chunker
+        assert texts["c.md"].startswith("Hamlet\n"), chunker
+    assert WholeDocumentChunker().chunk([passage])[0].text == "Hamlet\nTo be or not to be."

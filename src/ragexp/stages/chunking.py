@@ -103,6 +103,14 @@ def _title_unit(heading: markdown.Block) -> Unit:
     return Unit(heading.title, start, end, layout_word_count(heading.title), "heading")
 
 
+def given_title(doc: Document) -> str:
+    """``doc``'s title where one is given (front matter, a heading, a BEIR passage's title),
+    ``""`` where it is only the file name ``golden.document_title`` falls back to: a chunk of a
+    document without headings started with ``notes.md``, whose words (``notes``, ``md``) no
+    text holds."""
+    return "" if doc.title == doc.doc_id else doc.title
+
+
 def parse_sections(doc: Document) -> list[tuple[str, list[Unit]]]:
     """Split a markdown document into (heading path, units) sections, its blocks read as
     CommonMark reads them (``text.markdown.blocks``: setext and ATX headings, fenced and
@@ -114,7 +122,8 @@ def parse_sections(doc: Document) -> list[tuple[str, list[Unit]]]:
     makes no section. Text before the first heading is a section of its own whose path is ""
     (under no heading: no heading line is prepended to its chunks, and at
     ``dataset.unit=section`` it is a unit apart, not the first heading's); a document without
-    headings is one section named by its title. A document whose only text is headings gives
+    headings is one section named by its title (or by none where its title is only its file
+    name: ``given_title``). A document whose only text is headings gives
     one section per heading, the heading's text its one ``heading`` unit, so it stays findable
     by its headings."""
     sections: list[tuple[str, list[Unit]]] = []
@@ -125,7 +134,7 @@ def parse_sections(doc: Document) -> list[tuple[str, list[Unit]]]:
     # text before the first heading is under no heading (CommonMark): its own section, path "",
     # not the document's title (the first heading's, which merged it into that section's unit);
     # a document without headings is one section named by its title, as before
-    untitled = "" if any(b.kind == "heading" for b in blocks) else doc.title
+    untitled = "" if any(b.kind == "heading" for b in blocks) else given_title(doc)
 
     def flush_section() -> None:
         if units:
@@ -400,7 +409,7 @@ class WholeDocumentChunker:
         return replace(self, tokenizer=tokens)
 
     def _head(self, d: Document) -> str:
-        return f"{d.title}\n" if self.include_title and d.title else ""
+        return f"{given_title(d)}\n" if self.include_title and given_title(d) else ""
 
     def _start(self, d: Document) -> int:
         """Where ``d``'s text starts: after its front matter in a markdown document."""
