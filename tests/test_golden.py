@@ -437,6 +437,17 @@ def test_questions_asked_twice_are_named(tmp_path, capsys, caplog):
     assert said in caplog.text
 
 
+def test_hidden_files_and_folders_are_not_documents(tmp_path, caplog):
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, ".hidden.md": "# H\n\nx\n",
+                                              ".git/inside.md": "# I\n\ny\n",
+                                              "sub/.github/ISSUE.md": "# T\n\nz\n"})
+    with caplog.at_level("INFO", logger="ragexp.data.golden"):
+        assert sorted(load_corpus(corpus)) == ["guide.md"]
+    assert "3 hidden markdown file(s) not read" in caplog.text
+    hidden = write_tree(tmp_path / ".dotted" / "docs", {"a.md": "# A\n\ntext\n"})
+    assert sorted(load_corpus(hidden)) == ["a.md"]  # only names below the corpus folder count
+
+
 def test_documents_of_the_same_text_are_named(tmp_path, caplog):
     # two copies of one page: a question labelled in one scored 0 for retrieving the other, and
     # which came first was decided by the file name, without a word

@@ -135,6 +135,9 @@ def load_corpus(corpus_dir: str | Path) -> dict[str, Document]:
         text = readers.read_text(path)
         meta = front_matter_meta(text, path)
         docs[doc_id] = Document(doc_id, document_title(doc_id, text, meta), text, meta)
+    if hidden := readers.markdown_files(root, hidden=True):
+        log.info("%s: %d hidden markdown file(s) not read (a name starting with '.': %s)", root,
+                 len(hidden), ", ".join(p.relative_to(root).as_posix() for p in hidden[:3]))
     if not docs:
         raise MissingInput(f"no markdown documents under {root}")
     if same := same_text(docs):

@@ -57,10 +57,15 @@ def is_markdown(path: Path) -> bool:
     return path.suffix.lower() in MARKDOWN_SUFFIXES
 
 
-def markdown_files(root: Path) -> list[Path]:
+def markdown_files(root: Path, hidden: bool = False) -> list[Path]:
     """The markdown files under ``root`` (``is_markdown``, recursively), sorted by path; a folder
-    named like one is not a file. ``[]`` for a folder that does not exist."""
-    return sorted(p for p in Path(root).rglob("*") if is_markdown(p) and p.is_file())
+    named like one is not a file. A file or folder whose name starts with ``.`` below ``root``
+    is hidden and left out (``.git/``, ``.github/ISSUE_TEMPLATE.md`` were indexed as documents),
+    as static-site tools leave it; ``hidden=True`` lists only those. ``[]`` for a folder that
+    does not exist."""
+    root = Path(root)
+    return sorted(p for p in root.rglob("*") if is_markdown(p) and p.is_file()
+                  and any(part.startswith(".") for part in p.relative_to(root).parts) == hidden)
 
 
 def shown(value: object, limit: int = SHOWN_CHARS) -> str:
