@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 from conftest import CORPUS, GOLDEN, ROOT, jsonl, write_tree
 
+from ragexp.cli import main as cli
 from ragexp.data.golden import GoldenError, check_golden, find_quote, load_corpus, load_golden, main
 
 MINIMUM = {"identifier": 15, "semantic": 20, "procedural": 15, "factual": 25, "unanswerable": 15}
@@ -84,6 +85,9 @@ def _assert_reported(capsys, corpus, golden, file, line, fragment):
     assert where in str(err.value)
     rc = main(["check", "--corpus", str(corpus), "--golden", str(golden)])
     assert rc != 0
+    assert where in capsys.readouterr().err
+    # the command the docs name ("golden check" was only python -m ragexp.data.golden check)
+    assert cli.main(["questions", "check", "--corpus", str(corpus), "--golden", str(golden)]) == 1
     assert where in capsys.readouterr().err
 
 
@@ -610,3 +614,9 @@ def test_a_question_file_given_twice_is_named_once(tmp_path):
         with pytest.raises(InvalidValue, match=r"the question file .*one\.jsonl is given twice"):
             golden_files(given)
     assert golden_files([one]) == [one]
+
+
+def test_ragexp_questions_check_passes_the_shipped_set(capsys):
+    assert cli.main(["questions", "check"]) == 0
+    n = len(load_golden(GOLDEN, load_corpus(CORPUS)))
+    assert f"| total | {n} |" in capsys.readouterr().out

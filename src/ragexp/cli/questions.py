@@ -125,10 +125,27 @@ def cmd_plan(args) -> int:
     return 0
 
 
+def cmd_check(args) -> int:
+    """``ragexp questions check``: ``python -m ragexp.data.golden check`` under the command the
+    docs name (exit 0, 1 naming each problem's file and line, 2 for an unreadable input)."""
+    # defer heavy import
+    from ragexp.data import golden
+
+    argv = ["check", *(["--corpus", args.corpus] if args.corpus else []),
+            *(["--golden", *args.golden] if args.golden else [])]
+    return golden.main(argv)
+
+
 def add_parser(sub) -> None:
     """The ``questions`` command group, added to ``ragexp``'s subcommands."""
-    q = sub.add_parser("questions", help="generate golden-format questions from the corpus")
+    q = sub.add_parser("questions", help="check, generate and plan golden-format questions")
     qsub = q.add_subparsers(dest="questions_cmd", required=True)
+    c = qsub.add_parser("check", help="validate question files against their corpus and print "
+                        "the questions per kind (exit 1 naming each problem's file and line)")
+    c.add_argument("--corpus", help="markdown folder (default: the shipped Brindle handbook)")
+    c.add_argument("--golden", nargs="+", metavar="FILE_OR_DIR",
+                   help="question files or folders (default: the handbook's golden set)")
+    c.set_defaults(fn=cmd_check)
     g = qsub.add_parser("generate", help="write questions from sampled passages into --out "
                         "(a rerun continues the file)",
                         formatter_class=helptext.Defaults)

@@ -477,8 +477,8 @@ def kind_counts(queries: list[Query]) -> dict[str, int]:
 
 
 def counts_table(n_docs: int, queries: Sequence[Query]) -> str:
-    """The counts ``golden check`` prints: documents and questions, then a markdown table of
-    questions per kind (``kind_counts``) with the total."""
+    """The counts ``ragexp questions check`` prints: documents and questions, then a markdown
+    table of questions per kind (``kind_counts``) with the total."""
     lines = [f"{n_docs} documents, {len(queries)} questions", "",
              "| kind | questions |", "|---|---|",
              *(f"| {kind} | {n} |" for kind, n in kind_counts(queries).items()),

@@ -102,7 +102,8 @@ class EmptySplit(DataError, InvalidValue):
 def too_small(queries: list[Query], side: str, seed: int, test_share: float) -> str | None:
     """Why ``side`` (``dev`` or ``test``) of ragexp's split (``assign``) holds no answerable
     question of ``queries`` (so no run on it scores any measure), with the fix; None when it
-    holds one. Used by ``golden check`` (a warning) and :class:`SplitDataset` (the error)."""
+    holds one. Used by ``ragexp questions check`` (a warning) and :class:`SplitDataset` (the
+    error)."""
     assigned = assign(queries, seed, test_share)
     if any(q.answerable and assigned[q.qid] == side for q in queries):
         return None

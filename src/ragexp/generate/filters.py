@@ -1,7 +1,7 @@
 """The checks a generated question passes before it is written; each failure is a drop reason
-counted in the run's summary. Nothing that ``golden check`` would refuse gets through: quotes
-found exactly once (whitespace-folded, as ``data.golden`` finds them), kind names, the semantic
-overlap rule.
+counted in the run's summary. Nothing that ``ragexp questions check`` would refuse gets through:
+quotes found exactly once (whitespace-folded, as ``data.golden`` finds them), kind names, the
+semantic overlap rule.
 """
 
 from __future__ import annotations
