@@ -390,6 +390,35 @@ def test_a_quote_in_other_code_points_says_so(tmp_path, capsys, doc_form, quote_
                      f"normalisation)")
 
 
+@pytest.mark.parametrize("doc_text, quote, hint", [
+    ("Five\u200bhundred jobs a second.", "Five hundred jobs",
+     "the document has it with other invisible characters"),
+    ("Five hundred jobs a second.", "Five\u00adhundred",
+     "the document has it with other invisible characters"),
+    ("Five hundred jobs a second.", "five HUNDRED jobs", "the document has it in other case"),
+])
+def test_a_quote_that_misses_by_case_or_an_invisible_character_says_so(tmp_path, capsys,
+                                                                        doc_text, quote, hint):
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "c.md": f"# C\n\n{doc_text}\n"})
+    rec = {"id": "u-01", "kind": "x", "question": "q?", "answer": "a",
+           "evidence": [{"doc": "c.md", "quote": quote}]}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2, f"quote not found in c.md: "
+                     f"{quote!r}; {hint}")
+
+
+def test_sections_of_one_heading_path_are_told_to_take_a_quote(tmp_path, capsys):
+    # "give more of its heading path", where there is no more path to give
+    doc = "# API\n\n## Example\n\none\n\n# API\n\n## Example\n\ntwo\n"
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "dup.md": doc})
+    rec = {"id": "s-01", "kind": "x", "question": "q?", "answer": "a",
+           "evidence": [{"doc": "dup.md", "section": "API > Example"}]}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
+                     "2 sections have the heading path 'API > Example' (lines 3, 9), which no "
+                     "label can tell apart; quote the text meant instead")
+
+
 @pytest.mark.parametrize("heading, label", [(NFC, NFD), (NFD, NFC), (NFC, f"C > {NFD}")])
 def test_a_section_label_in_other_code_points_names_its_section(tmp_path, heading, label):
     # refused as "no section", the document's headings printed just like the label

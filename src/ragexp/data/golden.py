@@ -282,21 +282,37 @@ def _quote_span(qid: str, doc: Document, name: str, quote: str, bad) -> Span | N
     return None
 
 
+# characters that show as nothing: a quote copied from a rendered page lacks them, or has them;
+# read as nothing (a soft hyphen inside a word) or as a space (a zero-width space between two)
+_INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
+_AS_NOTHING = dict.fromkeys(map(ord, _INVISIBLE))
+_AS_SPACE = dict.fromkeys(map(ord, _INVISIBLE), " ")
+
+
 def _other_form(doc: Document, quote: str) -> str:
-    """``"; the document has it in other code points (...)"`` when ``quote`` is found once both
-    it and the document are NFC-normalised, else ``""``: the two print alike, and only the code
-    points tell them apart (a quote is matched as written: its span is the file's)."""
-    nfc = unicodedata.normalize
-    if nfc("NFC", quote) == quote and nfc("NFC", doc.text) == doc.text:
-        return ""
-    norm_doc = normalize_ws(nfc("NFC", doc.text))[0]
-    norm_quote = normalize_ws(nfc("NFC", quote))[0]
-    if not norm_quote or norm_quote not in norm_doc:
-        return ""
-    form = "NFD" if nfc("NFC", quote) != quote else "NFC"
-    return (f"; the document has it in other code points (the quote's are {form}, the "
-            f"document's {'NFC' if form == 'NFD' else 'NFD'}: Unicode normalisation): copy the "
-            f"quote from the document")
+    """``"; the document has it ..."`` when ``quote`` is found once both it and the document
+    are NFC-normalised (other code points), case folded (other case) or stripped of invisible
+    characters (zero-width spaces and joiners, soft hyphens), else ``""``: such a quote prints
+    like the text it misses, and a quote is matched as written (its span is the file's)."""
+    def found(fold) -> bool:
+        q = normalize_ws(fold(quote))[0]
+        return bool(q) and q in normalize_ws(fold(doc.text))[0]
+
+    def nfc(t: str) -> str:
+        return unicodedata.normalize("NFC", t)
+
+    if found(nfc) and (nfc(quote) != quote or nfc(doc.text) != doc.text):
+        form = "NFD" if nfc(quote) != quote else "NFC"
+        return (f"; the document has it in other code points (the quote's are {form}, the "
+                f"document's {'NFC' if form == 'NFD' else 'NFD'}: Unicode normalisation): copy "
+                f"the quote from the document")
+    if found(lambda t: t.translate(_AS_NOTHING)) or found(lambda t: t.translate(_AS_SPACE)):
+        return ("; the document has it with other invisible characters (zero-width spaces or "
+                "joiners, soft hyphens, which print as nothing): copy the quote from the "
+                "document's source, not a rendered page")
+    if found(str.casefold):
+        return "; the document has it in other case (a quote matches case as written)"
+    return ""
 
 
 def _heading_holding(text: str, span: Span) -> markdown.Block | None:
@@ -319,6 +335,12 @@ def _section_span(qid: str, doc: Document, name: str, section: str, bad) -> Span
         headings = ", ".join(shown(s.title) for s in outline(doc)[:8]) or "none"
         bad(f"{qid}: no section {shown(section, 80)} in {label(name)} (its "
             f"headings: {headings})")
+    elif len(found) > 1 and len({s.title for s in found}) == 1:  # no more path to give
+        lines = ", ".join(str(s.line) for s in found)
+        bad(f"{qid}: section {shown(section, 80)} is ambiguous in {label(name)}: {len(found)} "
+            f"sections have the heading path {shown(found[0].title)} (lines {lines}), which no "
+            f"label can tell apart; quote the text meant instead ({{\"doc\": "
+            f"{json.dumps(name)}, \"quote\": ...}})")
     elif len(found) > 1:
         where = ", ".join(f"{shown(s.title)} (line {s.line})" for s in found)
         bad(f"{qid}: section {shown(section, 80)} is ambiguous in "
