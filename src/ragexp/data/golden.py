@@ -19,7 +19,8 @@ three levels, mixable in one file:
   (``"Docker"``); the section owns its subsections, so a heading-only section is labellable;
 - ``{"doc": PATH}``: the whole document.
 
-Each resolves to a character ``Span`` of the raw file; relevance is later decided from those
+Each resolves to a character ``Span`` of the document as read (``readers.read_text``: no
+byte-order mark, line ends made ``\\n``); relevance is later decided from those
 spans, never from chunk ids (see ``relevance.py``).
 
 ``python -m ragexp.data.golden check`` prints counts per kind and exits 1, naming file and line,
@@ -191,7 +192,7 @@ def _normalized(text: str) -> tuple[str, list[int]]:
 
 
 def find_quote(doc: Document, quote: str) -> list[Span]:
-    """All whitespace-insensitive occurrences of ``quote`` in ``doc`` as raw-text spans."""
+    """All whitespace-insensitive occurrences of ``quote`` in ``doc`` as spans of its text."""
     norm_doc, offsets = _normalized(doc.text)
     norm_quote, _ = normalize_ws(quote)
     if not norm_quote:
