@@ -9,8 +9,8 @@ Split rule, stratified by question kind and the same in every process and on eve
 within each kind, questions are ordered by ``sha256(f"{seed}:{kind}:{id}")`` and the first
 ``floor(test_share * n_kind + 0.5)`` go to ``test``, the rest to ``dev``; questions of a kind
 with the same text (``same_text_key``) count as one, the one whose id sorts first, and go where
-it goes. Adding a question moves
-no other question between splits unless it lands at the cut of its own kind.
+it goes. Adding a question moves no other question between splits unless it lands at the cut of
+its own kind.
 
 Which questions a run scores (config key ``split``, default ``auto``; ``effective``): a dataset
 with a split of its own (its config names one, as BEIR's ``dataset.split`` does) is scored

@@ -2,7 +2,7 @@
 
 ``chunk`` (the retrievable unit itself), ``section`` (a chunk's heading path within its
 document) or ``document``. A chunk ranking becomes a unit ranking by each unit's best chunk
-(MaxP, ``docrank.rank_documents``), retrieved deep enough to fill ``k`` distinct units; chunk
+(MaxP, ``docrank.rank_documents``), retrieved deep enough to fill ``k`` distinct units. A unit
 is judged by the relevance rule itself (``relevance.is_relevant``) on the source text of all its
 chunks, merged (``unit_chunks``), so its judgements do not depend on how it was chunked (labels
 at quote, section or document level all reach every unit).
