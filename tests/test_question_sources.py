@@ -204,3 +204,32 @@ def test_tables_read_kinds_apart_from_sources_and_the_deciding_source():
     assert compare.deciding_source(df) == "hand"
     assert compare.deciding_source(df.drop(columns="params.objective_source")) == "hand"
     assert compare.deciding_source(df.assign(**{"params.objective_source": "all"})) == "all"
+
+
+@pytest.mark.slow
+def test_an_unknown_objective_source_is_refused_before_any_work(tmp_path):
+    # objective_source=llm ran the whole job, recorded it FINISHED, then failed with a traceback
+    # (exit 1); in a sweep the first skipped job's objective stopped the sweep
+    questions = f"dataset.questions=[{GOLDEN},{GENERATED}]"
+    one = run_ragexp(tmp_path, questions, "embedder=hash", "retriever=bm25", "reranker=none",
+                     "objective_source=llm")
+    said = ("InvalidValue: objective_source='llm': the scored questions' sources are generated, "
+            "hand (or all); nothing was run")
+    assert one.returncode == 2 and said in one.stdout + one.stderr
+    assert "Traceback" not in one.stdout + one.stderr
+    mlflow.set_tracking_uri(store_uri(tmp_path))
+    assert mlflow.search_runs(search_all_experiments=True).empty  # no run was created
+    sweep = run_ragexp(tmp_path, "-m", questions, "embedder=hash", "reranker=none",
+                       "objective_source=llm", "retriever=bm25,dense",
+                       f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    assert sweep.returncode == 1 and "sweep done: 2 failed" in sweep.stdout
+    assert "Traceback" not in sweep.stdout + sweep.stderr
+
+
+def test_refuse_unknown_takes_all_and_a_one_source_set():
+    qs = [Query("a", "x", source="hand"), Query("b", "y", source="generated")]
+    sources.refuse_unknown("all", qs)
+    sources.refuse_unknown("generated", qs)
+    sources.refuse_unknown("llm", qs[:1])  # one source: it decides whole
+    with pytest.raises(InvalidValue, match="objective_source='hnd'"):
+        sources.refuse_unknown("hnd", qs)

@@ -42,6 +42,18 @@ def sources_of(table: pd.DataFrame) -> list[str]:
     return sorted(table["source"].fillna(HAND).astype(str).unique())
 
 
+def refuse_unknown(source: str, queries) -> None:
+    """Raise ``InvalidValue`` when ``objective_source=source`` names none of the sources of
+    ``queries`` (the questions a run scores) while they hold several, before the run does any
+    work: a typo (``hnd``) ran the whole job and then failed it with a traceback, and in a sweep
+    the first skipped job's objective stopped the sweep. ``all``, and any source over questions
+    of one source (which decide whole), are taken as they are (``deciding``)."""
+    have = sorted({q.source for q in queries})
+    if source != ALL_SOURCES and len(have) > 1 and source not in have:
+        raise InvalidValue(f"objective_source={source!r}: the scored questions' sources are "
+                           f"{', '.join(have)} (or all); nothing was run")
+
+
 def deciding(table: pd.DataFrame, source: str) -> pd.DataFrame:
     """The rows of a per-question table that decide under ``objective_source=source``: all of
     them when the table has one source or ``source`` is ``all``, else that source's. Raises

@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ragexp.data import shipped, split
 from ragexp.data.readers import DataError
-from ragexp.decide import labels, selection
+from ragexp.decide import labels, selection, sources
 from ragexp.errors import InvalidValue, MissingInput, NotFound, RagexpError, WouldOverwrite
 from ragexp.evaluation import measures
 from ragexp.report.abstain_svg import abstain_svg
@@ -159,6 +159,8 @@ def run_logged(cfg: DictConfig, label: str | None = None) -> dict:
     if hc is not None:
         warn_shadowed(tuple((s.provider, s.schema, s.path) for s in hc.runtime.config_sources))
     job = resolve(cfg)
+    if job.load_error is None:
+        sources.refuse_unknown(cfg.objective_source, job.dataset.queries())
     done = already_finished(cfg, job)
     if done:
         log.warning("skipping: identical config, data and code already finished as run %s "
