@@ -168,6 +168,16 @@ def test_a_sweep_over_both_sources_reports_their_agreement(tmp_path):
         test_run = client.get_run(confirmed.tags["ragexp.confirm.test_run"]).data.metrics
         assert confirmed.metrics["confirm.ndcg_at_10"] == test_run["ndcg_at_10.source.hand"]
         assert test_run["ndcg_at_10.source.hand"] != test_run["ndcg_at_10"]
+        # the page's headline shows the hand questions' values, the ones the best is chosen on
+        # (it showed every question's under that best)
+        from ragexp.report import html, sweep_data
+
+        page, _ = html.build(sweep_data.load(parent["run_id"]))
+        key = "ndcg_at_10.source.hand"
+        for _, child in children.iterrows():
+            assert (f'data-k="head|{child["run_id"]}|{key}" '
+                    f'data-v="{child[f"metrics.{key}"]!r}"') in page
+        assert "of source hand (objective_source: the questions the best is chosen on" in page
 
 
 def test_a_source_on_which_every_configuration_ties_has_no_tau_and_no_warning():

@@ -263,3 +263,12 @@ def test_tied_with_best_keeps_runs_that_are_not_significantly_worse():
     assert [out.tests[r].p_adj for r in ("close", "bad")] == \
         pytest.approx(holm_by_definition(raw))
     assert stats.tied_with_best({"only": [0.5, 1.0]}, "RR@10").tied == ("only",)
+
+
+def test_the_best_of_equal_means_is_the_first_id_whatever_the_order():
+    # three runs tied at nDCG@10 1.000: the sweep named one best, compare and the page another
+    means = {"c3": 1.0, "a1": 1.0, "b2": 1.0, "d4": 0.5}
+    assert stats.best_of(means) == "a1" == stats.best_of(dict(reversed(means.items())))
+    scores = {r: np.full(6, m) for r, m in means.items()}
+    assert stats.tied_with_best(scores, "nDCG@10").best == "a1"
+    assert stats.tied_with_best(dict(reversed(scores.items())), "nDCG@10").best == "a1"

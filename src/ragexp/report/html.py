@@ -95,6 +95,21 @@ def _metric(row, key: str) -> float:
     return math.nan if v is None or pd.isna(v) else float(v)
 
 
+def deciding_key(data: SweepData, key: str) -> str:
+    """The metric the page shows for ``key``: with questions of several sources and a deciding
+    one (``objective_source``), that source's (``<key>.source.<source>``) where the runs logged
+    it, the questions the best run was chosen on; else ``key``, over every question. The
+    headline showed every question's values under a best chosen on the hand questions' (0.816
+    for the best beside 0.867 for another run)."""
+    source = compare.deciding_source(data.runs)
+    every = next(iter((data.every_table or data.tables).values()))
+    own = f"{key}.source.{source}"
+    if (source != sources.ALL_SOURCES and len(sources.sources_of(every)) > 1
+            and f"metrics.{own}" in data.runs):
+        return own
+    return key
+
+
 def headline_section(data: SweepData, heads, order: list[str]) -> list[str]:
     runs = data.runs.set_index("run_id")
     prev = data.previous.set_index("run_id") if data.previous is not None else None
@@ -104,7 +119,11 @@ def headline_section(data: SweepData, heads, order: list[str]) -> list[str]:
            "the previous sweep (prev) and against the champion (champ): green is better, red "
            "worse, by the measure's direction (fewer answerable questions refused is better); "
            "grey: equal at three decimals, or measured on other questions (other data or "
-           "split). Retrieval measures are over the answerable questions of the run's split.</p>"]
+           "split). Retrieval measures are over the answerable questions of the run's split"
+           + (f", of source {esc(compare.deciding_source(data.runs))} (objective_source: the "
+              f"questions the best is chosen on; refusal and answer figures are over every "
+              f"source's)" if any(deciding_key(data, k) != k for k, _, _ in heads) else "")
+           + ".</p>"]
     best = order[0]
     cards = []
     rows = []
@@ -114,20 +133,21 @@ def headline_section(data: SweepData, heads, order: list[str]) -> list[str]:
                     if prev is not None and run_id in data.previous_match else None)
         cells = [f'<td class="l">{esc(row["label"])}</td>']
         for key, label, higher in heads:
-            v = _metric(row, key)
+            shown_key = deciding_key(data, key)
+            v = _metric(row, shown_key)
             dp = dc = None
             if prev_row is not None:
-                dp = report_facts.delta(v, _metric(prev_row, key), higher,
+                dp = report_facts.delta(v, _metric(prev_row, shown_key), higher,
                                         report_facts.same_questions(row, prev_row))
             if champ is not None:
-                dc = report_facts.delta(v, _metric(champ, key), higher,
+                dc = report_facts.delta(v, _metric(champ, shown_key), higher,
                                         report_facts.same_questions(row, champ))
             spans = ((delta_span(f"dprev|{run_id}|{key}", dp, "prev") if prev is not None
                       else "")
                      + (delta_span(f"dchamp|{run_id}|{key}", dc, "champ") if champ is not None
                         else ""))
-            cells.append(f'<td data-k="head|{esc(run_id)}|{esc(key)}" data-v="{esc(repr(v))}">'
-                         f"{esc(fmt(v))}{spans}</td>")
+            cells.append(f'<td data-k="head|{esc(run_id)}|{esc(shown_key)}" '
+                         f'data-v="{esc(repr(v))}">{esc(fmt(v))}{spans}</td>')
             if run_id == best:
                 cards.append(f'<div class="card"><div>{esc(label)}</div><div class="v">'
                              f"{esc(fmt(v))}</div>{spans}</div>")
