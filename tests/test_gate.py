@@ -60,6 +60,9 @@ def test_rule_checks_refusals_against_budget_plus_slack():
     assert not over.passed and "over budget 0.125" in over.reasons[0]
     unchecked = gate.decide([t("all", 0, 1)], {}, {}, rule)
     assert unchecked.passed and "not checked" in unchecked.refusal
+    # the rate is every scored question's, whatever source decides the tests: it is said so
+    assert at_edge.refusal.startswith("refusals: answerable refused (cross-validated, of every "
+                                      "question the run scored) 0.175, budget 0.125")
 
 
 def test_promotion_needs_a_significant_gain_of_at_least_min_effect():

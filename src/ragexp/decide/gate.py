@@ -151,7 +151,11 @@ def decide(tests: list[Paired], run_metrics: dict[str, float], run_params: dict[
     if CV_REFUSED in run_metrics and BUDGET_PARAM in run_params:
         rate, budget = run_metrics[CV_REFUSED], float(run_params[BUDGET_PARAM])
         ok = rate <= budget + rule.refusal_slack + 1e-12
-        refusal = (f"refusals: answerable refused (cross-validated) {rate:.3f}, budget "
+        # over every question the run scored, whatever objective_source decides the tests: the
+        # abstain curve is not kept per source ("questions: source hand" stood above a rate of
+        # hand and generated questions together)
+        refusal = (f"refusals: answerable refused (cross-validated, of every question the run "
+                   f"scored) {rate:.3f}, budget "
                    f"{budget:.3f} + slack {rule.refusal_slack:.3f}: {'ok' if ok else 'OVER'}")
         if not ok:
             reasons.append(f"refuses {rate:.3f} of answerable questions (cross-validated), over "
