@@ -146,6 +146,9 @@ def test_the_sample_order_is_stratified_over_documents(docs):
      "Could not find 'generator/nope'; options in 'generator': known_item, llm"),
     (["--n", "5", "--generator", "llm", "llm.api_key_env=RAGEXP_UNSET_KEY_VAR"],
      "RAGEXP_UNSET_KEY_VAR"),
+    # every question dropped as too short, exit 0 and "add documents, raise draws"
+    (["--n", "5", "min_words=10", "max_words=3"],
+     "min_words=10 is out of range: must be <= max_words (3)"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, args, message):
     (tmp_path / "EMPTY").mkdir()

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import math
+import operator
 import sys
 
 from ragexp.cli import helptext
@@ -32,7 +33,8 @@ def documents(dataset_cfg) -> list:
 def compose(generator: str, overrides: list[str], config_dir: str | None = None):
     """``conf/questions.yaml`` with ``generator=<generator>`` and the overrides, from the
     shipped config groups and the project's ``config_dir`` ahead of them
-    (``run.compose``), its ranges checked (``run.validation.check_fields``). Raises
+    (``run.compose``), its ranges checked (``run.validation.check_fields``, and ``min_words <=
+    max_words``). Raises
     ``RagexpError`` on a bad override or a ``config_dir`` that is no folder."""
     # defer heavy import
     from hydra.errors import HydraException
@@ -47,7 +49,10 @@ def compose(generator: str, overrides: list[str], config_dir: str | None = None)
         cfg = composing.compose("questions", [f"generator={generator}", *overrides], config_dir)
     except (HydraException, OmegaConfBaseException) as exc:
         raise validation.ConfigRangeError(validation.composition_error(exc)) from None
-    problems = validation.check_fields(cfg)
+    # a question shorter than min_words or longer than max_words is dropped: min_words=10
+    # max_words=3 dropped every one, "add documents, raise draws or ask for fewer"
+    problems = validation.check_fields(cfg) + validation.ordered_pairs(
+        cfg, (("", "min_words", "max_words", operator.le, "<="),))
     if problems:
         raise validation.ConfigRangeError("invalid config: " + "; ".join(problems))
     return cfg

@@ -251,16 +251,24 @@ def chunk_sizes_ordered(cfg: DictConfig) -> list[str]:
     """Sentence chunking shares fewer sentences than a chunk holds; semantic chunking's
     ``min_words`` is at most its ``max_words``; parent-child children, as markdown windows,
     share fewer words than a window holds."""
-    rules = (("chunking", "overlap_sentences", "sentences", operator.lt, "<"),
-             ("chunking", "min_words", "max_words", operator.le, "<="),
-             ("chunking.children", "overlap_words", "max_words", operator.lt, "<"))
+    return ordered_pairs(cfg, (("chunking", "overlap_sentences", "sentences", operator.lt, "<"),
+                               ("chunking", "min_words", "max_words", operator.le, "<="),
+                               ("chunking.children", "overlap_words", "max_words", operator.lt,
+                                "<")))
+
+
+def ordered_pairs(cfg: DictConfig, rules) -> list[str]:
+    """``key=value is out of range: must be <= other (value)`` for each rule ``(node, low,
+    high, holds, sign)`` whose two keys under ``node`` (``""``: the config's top level) are
+    there and do not satisfy ``holds(low, high)``."""
     problems = []
     for node, low, high, holds, sign in rules:
-        ch = OmegaConf.select(cfg, node)
+        ch = OmegaConf.select(cfg, node) if node else cfg
+        at = f"{node}." if node else ""
         if isinstance(ch, DictConfig) and low in ch and high in ch and not holds(ch[low],
                                                                                 ch[high]):
-            problems.append(f"{node}.{low}={ch[low]} is out of range: must be {sign} "
-                            f"{node}.{high} ({ch[high]})")
+            problems.append(f"{at}{low}={ch[low]} is out of range: must be {sign} "
+                            f"{at}{high} ({ch[high]})")
     return problems
 
 
