@@ -16,7 +16,12 @@ from cli_runs import cli_env
 from hydra.errors import InstantiationException
 from workspaces import store_uri
 
-from ragexp.index.embedders import EmbedderError, FastEmbedEmbedder, hub_unreachable
+from ragexp.index.embedders import (
+    EmbedderError,
+    FastEmbedEmbedder,
+    UnusableModelFolder,
+    hub_unreachable,
+)
 from ragexp.tracking import failures
 from tools.background import free_port
 
@@ -140,3 +145,32 @@ def test_the_failure_line_names_error_txt_only_for_a_run_that_has_one(caplog):
     first, second = (r.getMessage() for r in caplog.records[-2:])
     assert first.startswith("job failed: ValueError: before any run") and "error.txt" not in first
     assert "traceback in run 01234567's error.txt" in second
+
+
+@pytest.mark.slow
+def test_a_single_run_on_a_model_folder_that_does_not_load_exits_2(tmp_path):
+    # a folder of the right file names and junk content: "Exception: Model missing. at line 1
+    # column 2", exit 1, where a file ragexp cannot use exits 2 (docs/runs.md)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for name in ("model_optimized.onnx", "tokenizer.json", "tokenizer_config.json"):
+        (folder / name).write_text("junk")
+    proc = _sweep(tmp_path, "embedder=bge", f"embedder.model_path={folder}", "retriever=dense",
+                  offline_env={"HF_HUB_OFFLINE": "1"})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-2000:]
+    assert f"UnusableModelFolder: embedder.model_path={folder}" in out
+    assert "Model missing" not in out.split("UnusableModelFolder")[0]
+
+
+def test_a_model_folder_whose_tokenizer_does_not_read_names_the_folder(tmp_path):
+    # the tokenizers library said "Exception: Model missing. at line 1 column 2"
+    from ragexp.index.embedders import _folder_counter
+
+    (tmp_path / "tokenizer.json").write_text('{"not": "a tokenizer"}')
+    (tmp_path / "tokenizer_config.json").write_text("{}")
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "special_tokens_map.json").write_text("{}")
+    with pytest.raises(UnusableModelFolder, match=f"embedder.model_path={tmp_path}: its "
+                       f"tokenizer files .* do not read as a Hugging Face tokenizer"):
+        _folder_counter(str(tmp_path), 0, 0)

@@ -46,6 +46,12 @@ class EmbedderError(RagexpError, RuntimeError):
     """The requested model cannot be loaded or is not what actually ran."""
 
 
+class UnusableModelFolder(EmbedderError, InvalidValue):
+    """``embedder.model_path`` names a folder that is no loadable model (a file missing, a
+    tokenizer or ONNX file that does not read): a refused input, so a single run exits 2 as for
+    any file ragexp cannot use, where a model that cannot be fetched is a failure (exit 1)."""
+
+
 DEVICES = ("cpu", "cuda")
 CUDA = "CUDAExecutionProvider"
 
@@ -416,11 +422,19 @@ def _folder_counter(folder: str, mtime_ns: int, size: int) -> tuple[int, Any]:
     """``_counter`` of the tokenizer fastembed's own ``load_tokenizer`` reads from a model's
     ``folder``, once per process for its ``tokenizer.json``'s modification time and size: the
     jobs of a sweep each build an embedder, and each read the file again (nine reads a
-    12-ablation sweep). The counter is shared: ``TokenCounter`` only encodes with it."""
+    12-ablation sweep). The counter is shared: ``TokenCounter`` only encodes with it. Raises
+    ``EmbedderError`` naming the folder and its files for one whose tokenizer files do not read
+    (the tokenizers library's own "Model missing. at line 1 column 2" named neither)."""
     # defer heavy import
     from fastembed.common.preprocessor_utils import load_tokenizer
 
-    return _counter(load_tokenizer(model_dir=Path(folder))[0])
+    try:
+        return _counter(load_tokenizer(model_dir=Path(folder))[0])
+    except Exception as exc:  # tokenizers raises a bare Exception on a file it cannot read
+        raise UnusableModelFolder(f"embedder.model_path={folder}: its tokenizer files "
+                            f"(tokenizer.json, tokenizer_config.json) do not read as a Hugging "
+                            f"Face tokenizer ({str(exc).strip()}): point embedder.model_path at "
+                            f"the model's own folder") from exc
 
 
 @dataclass
@@ -502,7 +516,8 @@ class FastEmbedEmbedder:
         missing = [f for f in (self.spec.model_file, "tokenizer.json", "tokenizer_config.json")
                    if not (folder / f).is_file()]
         if missing:
-            raise EmbedderError(f"embedder.model_path={folder} lacks {', '.join(missing)}")
+            raise UnusableModelFolder(f"embedder.model_path={folder} lacks "
+                                      f"{', '.join(missing)}")
         return folder
 
     def _load(self):
@@ -542,6 +557,12 @@ class FastEmbedEmbedder:
             finally:
                 logger.enable("fastembed")
         except Exception as exc:  # fastembed raises bare ValueError/OSError on missing weights
+            if folder:  # the user's folder does not load: refused, not a failure to fetch
+                raise UnusableModelFolder(
+                    f"embedder.model_path={folder}: {self.spec.model_file} does not load as an "
+                    f"ONNX model ({str(exc).strip()[:300]}): point embedder.model_path at a "
+                    f"folder with the model's {self.spec.model_file}, tokenizer.json and "
+                    f"tokenizer_config.json") from exc
             why = (f"it is not in the local cache {Path(self.cache_dir) / 'fastembed'} and "
                    f"{offline}" if offline else str(exc).rstrip("."))
             raise EmbedderError(
