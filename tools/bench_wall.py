@@ -228,8 +228,8 @@ def wall_rows(make_row, repeats: int = 3, sweep: bool = True) -> list:
                              f"included, per job vs the plain bm25s script", wall / len(ABLATIONS),
                              t["plain"], 3))
             rows.append(_row(make_row, f"the same sweep vs its {len(ABLATIONS)} configurations "
-                             f"computed through the library (one fresh process, shared stage store, no "
-                             f"latency sample; the same questions and nDCG@10)", wall,
+                             f"computed through the library (one fresh process, shared stage "
+                             f"store, no latency sample; the same questions and nDCG@10)", wall,
                              library_s, 2.5))
             parent = re.search(r"parent run ([0-9a-f]{32})", out).group(1)
             (ws / "floor.json").write_text(json.dumps(_logged(ws, parent)))

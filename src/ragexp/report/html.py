@@ -465,7 +465,8 @@ def write(parent_id: str, out: Path | None = None, chart: Path | None = None,
     ``chart`` (an SVG document), and log the page as ``report.html`` on the parent run when
     ``upload``. Returns one line saying what was written. Raises ``InvalidValue`` for an output
     path ``check_outputs`` refuses (before reading anything), for runs whose measures do not
-    compare (``compare.not_comparable``: other data or ``dataset.unit``); a write that fails midway leaves
+    compare (``compare.not_comparable``: other data or ``dataset.unit``); a write that fails
+    midway leaves
     neither output nor temporary file (``_write_all``) and is re-raised as ``InvalidValue``
     naming the path."""
     check_outputs(out, chart)
