@@ -141,6 +141,6 @@ def test_a_fresh_starter_with_no_documents_is_refused_before_any_run(tmp_path):
     starter.init(tmp_path / "notes")
     proc = ragexp_in(tmp_path / "notes", "dataset=notes", "embedder=hash")
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "dataset.corpus_dir=docs holds no markdown documents (*.md)" in proc.stderr
+    assert "dataset.corpus_dir=docs holds no markdown documents (*.md, *.markdown)" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "notes" / "mlruns").exists()
