@@ -260,12 +260,19 @@ Nothing else.
 """
 
 
-def _sectioned(tmp_path, evidence):
-    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "install.md": SECTIONED})
+def _one_question(tmp_path, docs: dict, evidence: list) -> tuple:
+    """``(corpus, golden)`` folders: ``GUIDE`` and ``docs`` (``{path: text}``), and a question
+    file of ``GOOD`` (line 1) and one question with ``evidence`` (line 2); again with other
+    evidence, the files are written anew."""
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, **docs})
     rec = {"id": "s-01", "kind": "procedural", "question": "How do I install it?",
            "answer": "See the install page.", "evidence": evidence}
     golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
     return corpus, golden
+
+
+def _sectioned(tmp_path, evidence):
+    return _one_question(tmp_path, {"install.md": SECTIONED}, evidence)
 
 
 def _span_text(tmp_path, evidence):
@@ -336,39 +343,32 @@ def test_a_quote_of_a_heading_is_refused_with_its_section_label(tmp_path, capsys
                                                                  line, section):
     # golden check accepted it; every run but chunking=none then refused the question (no chunk's
     # source text holds a heading), so a chunking ablation could not include it
-    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "h.md": doc})
-    rec = {"id": "h-01", "kind": "x", "question": "q?", "answer": "a",
-           "evidence": [{"doc": "h.md", "quote": quote}]}
-    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    corpus, golden = _one_question(tmp_path, {"h.md": doc},
+                                   [{"doc": "h.md", "quote": quote}])
     _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
                      f"quote lies in the heading at line {line} of h.md")
     _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
                      f'label the section, {{"doc": "h.md", "section": "{section}"}}')
-    rec["evidence"] = [{"doc": "h.md", "section": section}]  # the label the message gives
-    write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    # the label the message gives
+    corpus, golden = _one_question(tmp_path, {"h.md": doc}, [{"doc": "h.md", "section": section}])
     assert len(load_golden(golden, load_corpus(corpus))) == 2
 
 
 def test_a_quote_of_a_heading_in_a_document_of_headings_only_is_kept(tmp_path):
     # such a document's chunks are its headings' text (chunking.parse_sections)
-    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "h.md": "# Todo\n\n## Later\n"})
-    rec = {"id": "h-01", "kind": "x", "question": "q?", "answer": "a",
-           "evidence": [{"doc": "h.md", "quote": "Later"}]}
-    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
-    docs = load_corpus(corpus)
-    (span,) = load_golden(golden, docs)[1].evidence
     from ragexp.data.relevance import span_qrels
     from ragexp.stages.chunking import MarkdownChunker
+
+    corpus, golden = _one_question(tmp_path, {"h.md": "# Todo\n\n## Later\n"},
+                                   [{"doc": "h.md", "quote": "Later"}])
+    docs = load_corpus(corpus)
     chunks = MarkdownChunker().chunk(docs.values())
-    assert span_qrels(load_golden(golden, docs), chunks)["h-01"]
+    assert span_qrels(load_golden(golden, docs), chunks)["s-01"]
 
 
 def test_a_quote_from_a_heading_into_its_text_is_kept(tmp_path):
-    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE,
-                                              "h.md": "# Guide\n\nRun the image now.\n"})
-    rec = {"id": "h-01", "kind": "x", "question": "q?", "answer": "a",
-           "evidence": [{"doc": "h.md", "quote": "Guide Run the image"}]}
-    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    corpus, golden = _one_question(tmp_path, {"h.md": "# Guide\n\nRun the image now.\n"},
+                                   [{"doc": "h.md", "quote": "Guide Run the image"}])
     assert len(load_golden(golden, load_corpus(corpus))[1].evidence) == 1
 
 
@@ -378,11 +378,8 @@ NFC, NFD = "Caf\u00e9 hours", "Cafe\u0301 hours"  # print alike
 @pytest.mark.parametrize("doc_form, quote_form", [(NFC, NFD), (NFD, NFC)])
 def test_a_quote_in_other_code_points_says_so(tmp_path, capsys, doc_form, quote_form):
     # "quote not found: 'Café hours'" printed the quote as the document shows it
-    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE,
-                                              "c.md": f"# C\n\n{doc_form} are nine to five.\n"})
-    rec = {"id": "u-01", "kind": "x", "question": "q?", "answer": "a",
-           "evidence": [{"doc": "c.md", "quote": quote_form}]}
-    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    corpus, golden = _one_question(tmp_path, {"c.md": f"# C\n\n{doc_form} are nine to five.\n"},
+                                   [{"doc": "c.md", "quote": quote_form}])
     quote, doc = ("NFD", "NFC") if quote_form == NFD else ("NFC", "NFD")
     _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
                      f"quote not found in c.md: {quote_form!r}; the document has it in other "
@@ -399,10 +396,8 @@ def test_a_quote_in_other_code_points_says_so(tmp_path, capsys, doc_form, quote_
 ])
 def test_a_quote_that_misses_by_case_or_an_invisible_character_says_so(tmp_path, capsys,
                                                                         doc_text, quote, hint):
-    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "c.md": f"# C\n\n{doc_text}\n"})
-    rec = {"id": "u-01", "kind": "x", "question": "q?", "answer": "a",
-           "evidence": [{"doc": "c.md", "quote": quote}]}
-    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    corpus, golden = _one_question(tmp_path, {"c.md": f"# C\n\n{doc_text}\n"},
+                                   [{"doc": "c.md", "quote": quote}])
     _assert_reported(capsys, corpus, golden, "g.jsonl", 2, f"quote not found in c.md: "
                      f"{quote!r}; {hint}")
 
@@ -410,10 +405,8 @@ def test_a_quote_that_misses_by_case_or_an_invisible_character_says_so(tmp_path,
 def test_sections_of_one_heading_path_are_told_to_take_a_quote(tmp_path, capsys):
     # "give more of its heading path", where there is no more path to give
     doc = "# API\n\n## Example\n\none\n\n# API\n\n## Example\n\ntwo\n"
-    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "dup.md": doc})
-    rec = {"id": "s-01", "kind": "x", "question": "q?", "answer": "a",
-           "evidence": [{"doc": "dup.md", "section": "API > Example"}]}
-    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    corpus, golden = _one_question(tmp_path, {"dup.md": doc},
+                                   [{"doc": "dup.md", "section": "API > Example"}])
     _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
                      "2 sections have the heading path 'API > Example' (lines 3, 9), which no "
                      "label can tell apart; quote the text meant instead")
@@ -422,21 +415,16 @@ def test_sections_of_one_heading_path_are_told_to_take_a_quote(tmp_path, capsys)
 @pytest.mark.parametrize("heading, label", [(NFC, NFD), (NFD, NFC), (NFC, f"C > {NFD}")])
 def test_a_section_label_in_other_code_points_names_its_section(tmp_path, heading, label):
     # refused as "no section", the document's headings printed just like the label
-    corpus = write_tree(tmp_path / "corpus", {
-        "guide.md": GUIDE, "c.md": f"# C\n\n## {heading}\n\nNine to five.\n\n## Other\n\nx\n"})
-    rec = {"id": "u-01", "kind": "x", "question": "q?", "answer": "a",
-           "evidence": [{"doc": "c.md", "section": label}]}
-    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    doc = f"# C\n\n## {heading}\n\nNine to five.\n\n## Other\n\nx\n"
+    corpus, golden = _one_question(tmp_path, {"c.md": doc}, [{"doc": "c.md", "section": label}])
     docs = load_corpus(corpus)
     (span,) = load_golden(golden, docs)[1].evidence
     assert docs["c.md"].text[span.start:span.end].strip() == "Nine to five."
 
 
 def test_a_document_named_in_other_code_points_says_so(tmp_path, capsys):
-    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "caf\u00e9.md": "# C\n\nx\n"})
-    rec = {"id": "u-01", "kind": "x", "question": "q?", "answer": "a",
-           "evidence": [{"doc": "cafe\u0301.md"}]}
-    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    corpus, golden = _one_question(tmp_path, {"caf\u00e9.md": "# C\n\nx\n"},
+                                   [{"doc": "cafe\u0301.md"}])
     _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
                      "is not the known 'caf\u00e9.md': the same characters in other code points")
 
@@ -502,14 +490,12 @@ def test_documents_of_the_same_text_are_named(tmp_path, caplog):
 
 def test_ambiguous_section_names_every_candidate(tmp_path, capsys):
     doc = "# A\n\n## Setup\n\none\n\n# B\n\n## Setup\n\ntwo\n"
-    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "dup.md": doc})
-    rec = {"id": "s-01", "kind": "x", "question": "q?", "answer": "a",
-           "evidence": [{"doc": "dup.md", "section": "Setup"}]}
-    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    corpus, golden = _one_question(tmp_path, {"dup.md": doc},
+                                   [{"doc": "dup.md", "section": "Setup"}])
     _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
                      "is ambiguous in dup.md: 'A > Setup' (line 3), 'B > Setup' (line 9)")
-    rec["evidence"] = [{"doc": "dup.md", "section": "B > Setup"}]
-    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    corpus, golden = _one_question(tmp_path, {"dup.md": doc},
+                                   [{"doc": "dup.md", "section": "B > Setup"}])
     docs = load_corpus(corpus)
     (span,) = load_golden(golden, docs)[1].evidence
     assert docs["dup.md"].text[span.start:span.end].strip() == "two"
@@ -517,10 +503,8 @@ def test_ambiguous_section_names_every_candidate(tmp_path, capsys):
 
 def test_hash_lines_in_code_fences_are_not_sections(tmp_path):
     doc = "# Guide\n\n```bash\n# Setup\necho hi\n```\n\n## Setup\n\nreal text\n"
-    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "f.md": doc})
-    rec = {"id": "s-01", "kind": "x", "question": "q?", "answer": "a",
-           "evidence": [{"doc": "f.md", "section": "Setup"}]}
-    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    corpus, golden = _one_question(tmp_path, {"f.md": doc},
+                                   [{"doc": "f.md", "section": "Setup"}])
     docs = load_corpus(corpus)
     (span,) = load_golden(golden, docs)[1].evidence
     assert docs["f.md"].text[span.start:span.end].strip() == "real text"
@@ -535,10 +519,8 @@ def test_section_labels_survive_rechunking(tmp_path, max_words, overlap):
 
     long_docker = SECTIONED.replace("Run the image with the data volume mounted.",
                                     " ".join(f"Step {i} runs the image." for i in range(30)))
-    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "install.md": long_docker})
-    rec = {"id": "s-01", "kind": "x", "question": "q?", "answer": "a",
-           "evidence": [{"doc": "install.md", "section": "Docker"}]}
-    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD, rec])})
+    corpus, golden = _one_question(tmp_path, {"install.md": long_docker},
+                                   [{"doc": "install.md", "section": "Docker"}])
     docs = load_corpus(corpus)
     queries = load_golden(golden, docs)
     chunks = MarkdownChunker(max_words=max_words, overlap_words=overlap).chunk(docs.values())
