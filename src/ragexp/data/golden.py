@@ -128,7 +128,8 @@ def load_corpus(corpus_dir: str | Path) -> dict[str, Document]:
     if problem := path_problem(root, "dir"):
         raise MissingInput(f"corpus folder {root}: {problem}")
     docs: dict[str, Document] = {}
-    for path in readers.markdown_files(root):
+    documents, hidden = readers.markdown_tree(root)
+    for path in documents:
         doc_id = path.relative_to(root).as_posix()
         if readers.has_surrogate(doc_id) >= 0:  # bytes of the name that are not UTF-8
             raise readers.InputError(shown(str(path), 200), None, "the file name is not UTF-8; "
@@ -136,7 +137,7 @@ def load_corpus(corpus_dir: str | Path) -> dict[str, Document]:
         text = readers.read_text(path)
         meta = front_matter_meta(text, path)
         docs[doc_id] = Document(doc_id, document_title(doc_id, text, meta), text, meta)
-    if hidden := readers.markdown_files(root, hidden=True):
+    if hidden:
         log.info("%s: %d hidden markdown file(s) not read (a name starting with '.': %s)", root,
                  len(hidden), ", ".join(p.relative_to(root).as_posix() for p in hidden[:3]))
     if not docs:

@@ -57,15 +57,23 @@ def is_markdown(path: Path) -> bool:
     return path.suffix.lower() in MARKDOWN_SUFFIXES
 
 
-def markdown_files(root: Path, hidden: bool = False) -> list[Path]:
-    """The markdown files under ``root`` (``is_markdown``, recursively), sorted by path; a folder
-    named like one is not a file. A file or folder whose name starts with ``.`` below ``root``
-    is hidden and left out (``.git/``, ``.github/ISSUE_TEMPLATE.md`` were indexed as documents),
-    as static-site tools leave it; ``hidden=True`` lists only those. ``[]`` for a folder that
-    does not exist."""
+def markdown_tree(root: Path) -> tuple[list[Path], list[Path]]:
+    """``(documents, hidden)``: the markdown files under ``root`` (``is_markdown``,
+    recursively), each list sorted by path, from one walk of the folder; a folder named like one
+    is not a file. A file or folder whose name starts with ``.`` below ``root`` is hidden, not
+    a document (``.git/``, ``.github/ISSUE_TEMPLATE.md`` were indexed as documents), as
+    static-site tools leave it. Both empty for a folder that does not exist."""
     root = Path(root)
-    return sorted(p for p in root.rglob("*") if is_markdown(p) and p.is_file()
-                  and any(part.startswith(".") for part in p.relative_to(root).parts) == hidden)
+    found: tuple[list[Path], list[Path]] = ([], [])
+    for p in sorted(root.rglob("*")):
+        if is_markdown(p) and p.is_file():
+            found[any(part.startswith(".") for part in p.relative_to(root).parts)].append(p)
+    return found
+
+
+def markdown_files(root: Path) -> list[Path]:
+    """The documents of ``markdown_tree(root)``: what ``golden.load_corpus`` reads."""
+    return markdown_tree(root)[0]
 
 
 def shown(value: object, limit: int = SHOWN_CHARS) -> str:
