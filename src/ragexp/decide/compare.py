@@ -49,11 +49,15 @@ def not_comparable(runs: Iterable[tuple[Mapping, Mapping]]) -> str:
     return ""
 
 
-def scoring_differs(params: dict, other: dict) -> list[str]:
-    """The ``SCORING_PARAMS`` both runs' params hold with different values (``dataset.unit``):
-    with the data tags, what makes two runs' per-question tables not a pair."""
-    return [k for k in SCORING_PARAMS
-            if k in params and k in other and str(params[k]) != str(other[k])]
+def data_differs(run, other) -> list[str]:
+    """What makes two MLflow runs' per-question tables not a pair: the ``DATA_TAGS`` whose
+    values differ (a tag neither run has is no difference), then the ``SCORING_PARAMS`` both
+    runs hold with different values (``dataset.unit``). The gate and ``confirm`` refuse such a
+    pair."""
+    tags, params = (run.data.tags, other.data.tags), (run.data.params, other.data.params)
+    return [k for k in DATA_TAGS if tags[0].get(k) != tags[1].get(k)] + [
+        k for k in SCORING_PARAMS
+        if k in params[0] and k in params[1] and str(params[0][k]) != str(params[1][k])]
 
 
 def runs_frame(experiment: str, parent: str | None = None,

@@ -39,7 +39,6 @@ from ragexp.tracking import store as tracking
 
 CV_REFUSED = "abstain.cv.refused_answerable"
 BUDGET_PARAM = "abstain.budget"
-DATA_TAGS = compare.DATA_TAGS  # confirm reads them from here
 
 
 @dataclass(frozen=True)
@@ -233,8 +232,7 @@ def evaluate(run_id: str, reference_id: str, rule: Rule, label: str = "") -> Ver
               f"measure(s) x (all + each kind), alpha {rule.alpha}, margin {rule.margin}"
               + (f", min effect {rule.min_effect}" if rule.min_effect is not None else "")
               + (", promoted if non-inferior within the margin" if rule.non_inferior else ""))
-    differ = [k for k in DATA_TAGS if run.data.tags.get(k) != ref.data.tags.get(k)]
-    differ += compare.scoring_differs(run.data.params, ref.data.params)
+    differ = compare.data_differs(run, ref)
     if differ:
         return Verdict(False, [f"run and reference were evaluated on different data "
                                f"({', '.join(differ)} differ): the gate cannot compare them"],

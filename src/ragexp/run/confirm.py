@@ -29,7 +29,6 @@ from omegaconf import OmegaConf
 
 from ragexp import legacy
 from ragexp.decide import compare, labels, sources
-from ragexp.decide.gate import DATA_TAGS
 from ragexp.decide.selection import measure_key, objective, vs_baseline_metrics
 from ragexp.errors import RagexpError
 from ragexp.evaluation import significance, stats
@@ -165,8 +164,7 @@ def confirm(run_id: str, baseline_id: str | None = None,
         base = c.get_run(baseline_id)
         tracking.refuse_unusable(base)
         _chosen_on_dev("baseline", base)
-    differ = [k for k in DATA_TAGS if run.data.tags.get(k) != base.data.tags.get(k)]
-    differ += compare.scoring_differs(run.data.params, base.data.params)
+    differ = compare.data_differs(run, base)
     if differ:
         raise ConfirmError(f"run {run_id[:8]} and baseline {baseline_id[:8]} were evaluated on "
                            f"different data ({', '.join(differ)} differ): confirm cannot "
