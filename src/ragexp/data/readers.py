@@ -63,12 +63,23 @@ def markdown_tree(root: Path) -> tuple[list[Path], list[Path]]:
     is not a file. A file or folder whose name starts with ``.`` below ``root`` is hidden, not
     a document (``.git/``, ``.github/ISSUE_TEMPLATE.md`` were indexed as documents), as
     static-site tools leave it. Both empty for a folder that does not exist."""
-    root = Path(root)
     found: tuple[list[Path], list[Path]] = ([], [])
-    for p in sorted(root.rglob("*")):
+    for path, hidden in _markdown_walk(Path(root)):
+        found[hidden].append(path)
+    return sorted(found[0]), sorted(found[1])
+
+
+def has_markdown_documents(root: Path) -> bool:
+    """Whether ``markdown_tree(root)`` holds a document, stopping at the first one (the config
+    check of every job asks; counting walked the whole folder)."""
+    return any(not hidden for _, hidden in _markdown_walk(Path(root)))
+
+
+def _markdown_walk(root: Path) -> Iterator[tuple[Path, bool]]:
+    """``(path, hidden)`` of each markdown file under ``root``, in the walk's order."""
+    for p in root.rglob("*"):
         if is_markdown(p) and p.is_file():
-            found[any(part.startswith(".") for part in p.relative_to(root).parts)].append(p)
-    return found
+            yield p, any(part.startswith(".") for part in p.relative_to(root).parts)
 
 
 def markdown_files(root: Path) -> list[Path]:

@@ -28,7 +28,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ragexp import legacy
-from ragexp.data import sizes
+from ragexp.data import readers, sizes
 from ragexp.decide import selection
 from ragexp.errors import PATH_KINDS, RagexpError, path_problem
 from ragexp.evaluation import measures
@@ -739,13 +739,13 @@ def sections_need_headings(cfg: DictConfig) -> list[str]:
 @cross_field_rule
 def markdown_folder_has_documents(cfg: DictConfig) -> list[str]:
     """A markdown dataset's ``corpus_dir`` holds at least one markdown file
-    (``sizes.markdown_documents``: ``golden.load_corpus`` reads only those), checked once it is
-    a folder: a fresh ``ragexp init`` folder has an empty ``docs/``."""
+    (``readers.has_markdown_documents``: ``golden.load_corpus`` reads only those), checked once
+    it is a folder: a fresh ``ragexp init`` folder has an empty ``docs/``."""
     ds = cfg.get("dataset")
     if ds is None or "corpus_dir" not in ds or OmegaConf.is_missing(ds, "corpus_dir"):
         return []
     root = Path(str(ds.corpus_dir)).expanduser()
-    if not root.is_dir() or sizes.markdown_documents(root):
+    if not root.is_dir() or readers.has_markdown_documents(root):
         return []  # check_fields reports a missing folder
     return [f"dataset.corpus_dir={ds.corpus_dir} holds no markdown documents (*.md, *.markdown):"
             f" put your documents there, or point dataset.corpus_dir at their folder"]
