@@ -114,6 +114,7 @@ def headline_section(data: SweepData, heads, order: list[str]) -> list[str]:
     runs = data.runs.set_index("run_id")
     prev = data.previous.set_index("run_id") if data.previous is not None else None
     champ = data.champion.iloc[0] if data.champion is not None and len(data.champion) else None
+    shown_keys = {key: deciding_key(data, key) for key, _, _ in heads}
     out = ["<h2>Headline measures</h2>",
            '<p class="note">Each value with its difference against the same configuration in '
            "the previous sweep (prev) and against the champion (champ): green is better, red "
@@ -122,7 +123,7 @@ def headline_section(data: SweepData, heads, order: list[str]) -> list[str]:
            "split). Retrieval measures are over the answerable questions of the run's split"
            + (f", of source {esc(compare.deciding_source(data.runs))} (objective_source: the "
               f"questions the best is chosen on; refusal and answer figures are over every "
-              f"source's)" if any(deciding_key(data, k) != k for k, _, _ in heads) else "")
+              f"source's)" if any(k != shown for k, shown in shown_keys.items()) else "")
            + ".</p>"]
     best = order[0]
     cards = []
@@ -133,7 +134,7 @@ def headline_section(data: SweepData, heads, order: list[str]) -> list[str]:
                     if prev is not None and run_id in data.previous_match else None)
         cells = [f'<td class="l">{esc(row["label"])}</td>']
         for key, label, higher in heads:
-            shown_key = deciding_key(data, key)
+            shown_key = shown_keys[key]
             v = _metric(row, shown_key)
             dp = dc = None
             if prev_row is not None:
