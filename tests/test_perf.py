@@ -149,37 +149,43 @@ def test_compose_once_answers_the_sweepers_and_launchers_compositions():
 
 
 VALIDATE_COUNT = """
-import sys
+import json, os, sys
 from ragexp.run import app, validation
-real, calls = validation.validate, []
-validation.validate = lambda cfg, where="": calls.append(where) or real(cfg, where)
+real, log = validation.validate, os.environ["VALIDATED_LOG"]
+
+def counted(cfg, where=""):  # appended to a file: the sweep validates in a forked child
+    with open(log, "a") as f:
+        f.write(json.dumps(where) + "\\n")
+    return real(cfg, where)
+
+validation.validate = counted
 sys.argv = ["ragexp", *sys.argv[1:]]
-try:
-    app.entry()
-finally:
-    print("validated:", repr(calls))
+app.entry()
 """
 
 
 @pytest.mark.slow
 def test_a_sweep_validates_each_job_once(tmp_path):
-    """The up-front check validates every job; the job does not validate its config again in
-    the same process (it did: two validations a job). A single run still validates."""
-    import ast
+    """The up-front check validates every job once (in the child process that composes them,
+    ``forked.Beside``, where the process forks); the job does not validate its config again
+    (it did: two validations a job). A single run still validates."""
+    import json
     import subprocess
     import sys
 
     from cli_runs import ROOT, cli_env
 
     common = ["embedder=hash", "reranker=none", "progress=false", f"cache_dir={tmp_path / 'c'}"]
-    for argv, expected in (
+    for i, (argv, expected) in enumerate((
             (["-m", "retriever=bm25,dense", f"hydra.sweep.dir={tmp_path / 's'}"],
              ["job #0: retriever=bm25", "job #1: retriever=dense"]),
-            ([f"hydra.run.dir={tmp_path / 'r'}", "retriever=bm25"], [""])):
+            ([f"hydra.run.dir={tmp_path / 'r'}", "retriever=bm25"], [""]))):
+        log = tmp_path / f"validated-{i}.jsonl"
         done = subprocess.run([sys.executable, "-c", VALIDATE_COUNT, *argv, *common], cwd=ROOT,
-                              env=cli_env(tmp_path), capture_output=True, text=True, timeout=600)
+                              env={**cli_env(tmp_path), "VALIDATED_LOG": str(log)},
+                              capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-2000:]
-        calls = ast.literal_eval(done.stdout.strip().splitlines()[-1].split(": ", 1)[1])
+        calls = [json.loads(line) for line in log.read_text().splitlines()]
         assert [w.split(" embedder")[0] for w in calls] == expected, calls
 
 

@@ -85,6 +85,36 @@ class TrackingError(RagexpError, RuntimeError):
     """The tracking store could not be reached or did not take a write."""
 
 
+def preload() -> None:
+    """Import what opening the store imports (mlflow and, for a database URI, its SQL store:
+    about 1.5 s of a process), opening and creating nothing: for a process with other work
+    under way meanwhile (``run.forked``: a sweep's jobs composed in a child)."""
+    _mlflow_settings()
+    # defer heavy import
+    import mlflow.tracking  # noqa: F401
+
+    scheme = os.environ.get("MLFLOW_TRACKING_URI", "sqlite:").split(":", 1)[0].split("+")[0]
+    if scheme in ("sqlite", "postgresql", "mysql", "mssql"):
+        # defer heavy import
+        import mlflow.store.model_registry.sqlalchemy_store  # noqa: F401
+        import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+
+
+def _mlflow_settings() -> None:
+    """ragexp's defaults for MLflow's settings, where the user set none: no telemetry, no
+    progress bars, bounded HTTP retries (``HTTP_DEFAULTS``). Before mlflow is imported."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    for key, value in HTTP_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+
+
+def opened() -> bool:
+    """Whether this process has opened a store (``client``): a process forked from it would
+    share that store's database connections, which SQLite forbids using in a child."""
+    return bool(_READY)
+
+
 def store_lock(uri: str | None = None):
     """A cross-process lock for a local store (``<db>.lock`` beside a sqlite file, or in a file
     store's folder); a no-op for servers, which serialise writes themselves."""
@@ -103,10 +133,7 @@ def client():
     """The process's ``MlflowClient`` on ``tracking_uri()`` (one per URI, reused by every job
     of a sweep); the first call per URI creates (or migrates) a local store under
     ``store_lock``. Raises ``TrackingError`` if unreachable."""
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    for key, value in HTTP_DEFAULTS.items():
-        os.environ.setdefault(key, value)
+    _mlflow_settings()
     # defer heavy import
     import mlflow
     from mlflow.tracking import MlflowClient

@@ -1,0 +1,124 @@
+"""One piece of work in a forked child process while this process does another (issue #21).
+
+A command's fixed costs come in two kinds that need nothing from each other: Hydra composing
+and checking a sweep's jobs, and MLflow's imports (about 1.5 s a process, before its store can
+open). On a machine with a second core, ``Beside`` runs the first in a child forked from this
+process while this process does the second, and hands back the child's result as if it had run
+here: the value, or the exception it raised, pickled through a pipe.
+
+Forking copies the process as it stands, so the child needs no imports or set-up of its own;
+it is safe only where the child shares no lock with a thread of the parent. ``Beside`` forks
+only on Linux, in a process whose only Python thread is the one calling it (never under a
+server or a test harness that runs threads); anywhere else the work runs in this process when
+its result is asked for, with the same result. The child leaves with ``os._exit``: no exit hook
+of the parent's (ending runs, removing folders) runs twice.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import sys
+import threading
+from typing import Callable, Generic, TypeVar
+
+from ragexp.errors import RagexpError
+
+T = TypeVar("T")
+
+
+class ChildLost(RagexpError):
+    """The forked child ended without handing back a result (killed by a signal, or out of
+    memory)."""
+
+
+def can_fork() -> bool:
+    """Whether ``Beside`` forks here: Linux, and no Python thread but the calling one."""
+    return (sys.platform.startswith("linux") and hasattr(os, "fork")
+            and threading.active_count() == 1)
+
+
+class Beside(Generic[T]):
+    """``work`` running in a forked child from construction on (``can_fork``), else waiting to
+    run here; ``result()`` returns what it returned or raises what it raised. Use it as a
+    context manager: leaving the block before ``result()`` (an error in this process's own
+    work) kills and reaps the child."""
+
+    def __init__(self, work: Callable[[], T], fork: bool = True):
+        """``fork=False`` runs ``work`` here whatever ``can_fork`` says: for a caller whose
+        work would use what a child must not share (an open SQLite connection)."""
+        self._work, self._pid, self._read = work, None, None
+        self.forked = fork and can_fork()  # whether ``work`` runs in a child process
+        if self.forked:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(read)
+                _child(work, write)  # never returns
+            os.close(write)
+            self._pid, self._read = pid, read
+
+    def done(self) -> bool:
+        """Whether the child has handed back its result (or died), so ``result()`` would not
+        wait; False where ``work`` waits to run here."""
+        return self._read is not None and bool(select.select([self._read], [], [], 0)[0])
+
+    def result(self) -> T:
+        """The work's return value; raises the exception it raised (``ChildLost`` when the
+        child died without a word)."""
+        if not self.forked:
+            return self._work()
+        if self._pid is None:
+            raise RagexpError("Beside.result: the child's result was already read")
+        with os.fdopen(self._read, "rb") as pipe:
+            self._read = None
+            data = pipe.read()
+        pid, self._pid = self._pid, None
+        _, status = os.waitpid(pid, 0)
+        if not data:
+            raise ChildLost(f"the child process (pid {pid}) ended without a result (wait status "
+                            f"{status})")
+        ok, value = pickle.loads(data)
+        if ok:
+            return value
+        raise value
+
+    def __enter__(self) -> "Beside[T]":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._read is not None:
+            os.close(self._read)
+            self._read = None
+        if self._pid is not None:
+            try:
+                os.kill(self._pid, signal.SIGKILL)
+                os.waitpid(self._pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            self._pid = None
+
+
+def _child(work: Callable[[], object], write: int) -> None:
+    """In the child: run ``work``, write ``(ok, value or exception)`` pickled to ``write``,
+    leave with ``os._exit``. An exception that does not pickle is handed back as a
+    ``RagexpError`` with its type and text (as is one that pickles but does not load back)."""
+    try:
+        try:
+            payload = pickle.dumps((True, work()), protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException as exc:  # noqa: BLE001 - handed to the parent, which raises it
+            try:
+                payload = pickle.dumps((False, exc), protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.loads(payload)  # an exception whose __init__ takes other arguments
+            except Exception:  # noqa: BLE001 - pickles but does not load back
+                payload = pickle.dumps((False, RagexpError(f"{type(exc).__name__}: {exc}")))
+        with os.fdopen(write, "wb") as pipe:
+            pipe.write(payload)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(0)

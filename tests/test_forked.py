@@ -1,0 +1,194 @@
+"""``run.forked.Beside``: work in a forked child hands back what it would have given here, and
+the two places that use it (a sweep's up-front composition, a served run's record) give what
+they gave in this process."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import threading
+import time
+
+import pytest
+from omegaconf import OmegaConf
+
+from ragexp.errors import RagexpError
+from ragexp.run import forked
+from ragexp.run.forked import Beside, ChildLost
+from ragexp.tracking.store import RunNotFound
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks on Linux")
+
+
+@pytest.fixture(autouse=True)
+def one_thread(request, monkeypatch):
+    """Earlier tests of the suite can leave idle threads behind (MLflow's trace exporters),
+    which would make ``Beside`` run the work here: these children take no lock, so the count
+    is read as one, except by the test of that rule itself."""
+    if "another_thread" not in request.node.name:
+        monkeypatch.setattr(forked.threading, "active_count", lambda: 1)
+
+
+class Odd(Exception):
+    """Pickles, but does not load back: its ``__init__`` takes two arguments."""
+
+    def __init__(self, a, b):
+        super().__init__(f"{a}-{b}")
+
+
+def test_the_value_comes_back_from_a_child_process():
+    with Beside(lambda: (os.getpid(), {"a": [1, 2.5, "x"]})) as work:
+        assert work.forked
+        pid, value = work.result()
+    assert pid != os.getpid() and value == {"a": [1, 2.5, "x"]}
+
+
+@pytest.mark.parametrize("exc", [RunNotFound("no run id starts with 'ff'"), ValueError("bad"),
+                                 KeyError("k")])
+def test_the_childs_exception_is_raised_here_with_its_type_and_text(exc):
+    def fail():
+        raise exc
+
+    with Beside(fail) as work, pytest.raises(type(exc)) as raised:
+        work.result()
+    assert str(raised.value) == str(exc)
+
+
+def test_an_exception_that_does_not_load_back_is_a_ragexp_error_naming_it():
+    with pytest.raises(TypeError):  # the reason: pickle cannot rebuild it
+        pickle.loads(pickle.dumps(Odd(1, 2)))
+
+    def fail():
+        raise Odd(1, 2)
+
+    with Beside(fail) as work, pytest.raises(RagexpError, match="^Odd: 1-2$"):
+        work.result()
+
+
+def test_done_says_whether_the_result_would_wait():
+    with Beside(lambda: time.sleep(0.5) or "late") as work:
+        assert not work.done()
+        deadline = time.monotonic() + 30
+        while not work.done() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert work.done() and work.result() == "late"
+
+
+def test_a_child_that_dies_without_a_result_is_said_to():
+    with Beside(lambda: os._exit(3)) as work, pytest.raises(ChildLost, match="without a result"):
+        work.result()
+
+
+def test_leaving_the_block_before_the_result_ends_the_child():
+    start = time.perf_counter()
+    with pytest.raises(RuntimeError):
+        with Beside(lambda: time.sleep(60)) as work:
+            pid = work._pid
+            raise RuntimeError("this process's own work failed")
+    assert time.perf_counter() - start < 10
+    with pytest.raises(ChildProcessError):  # reaped: no such child any more
+        os.waitpid(pid, os.WNOHANG)
+
+
+def test_told_not_to_fork_the_work_runs_here_when_asked():
+    with Beside(os.getpid, fork=False) as work:
+        assert not work.forked and not work.done()
+        assert work.result() == os.getpid()
+
+
+def test_with_another_thread_running_the_work_runs_here_when_asked():
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        calls = []
+        with Beside(lambda: calls.append(os.getpid()) or "done") as work:
+            assert not work.forked and calls == []  # nothing ran yet
+            assert work.result() == "done"
+        assert calls == [os.getpid()]
+    finally:
+        stop.set()
+        other.join()
+
+
+ABLATIONS = ("abstain_dense", "bm25", "chunks_large", "hybrid", "no_reranker")
+
+
+def _master(overrides: list[str]):
+    from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
+
+    from ragexp.run.app import CONF_DIR
+
+    initialize = initialize_config_dir(config_dir=CONF_DIR, version_base="1.3")
+    initialize.__enter__()
+    master = compose("config", overrides=overrides, return_hydra_config=True)
+    with open_dict(master):
+        master.hydra.sweeper.params = {"+ablation": ",".join(ABLATIONS)}
+    return initialize, master
+
+
+def _flags(cfg) -> list:
+    """Every node's path with its readonly and struct flags, in order."""
+    out = []
+
+    def walk(node, path):
+        out.append((path, node._get_flag("readonly"), node._get_flag("struct")))
+        if OmegaConf.is_dict(node):
+            for key in node.keys():
+                child = node._get_node(key)
+                if OmegaConf.is_config(child):
+                    walk(child, f"{path}.{key}")
+
+    walk(cfg, "")
+    return out
+
+
+def test_a_sweeps_jobs_composed_in_the_child_are_the_jobs_composed_here(monkeypatch):
+    """``sweep.check_jobs`` forked and not: the same overrides, the same configs (every value,
+    interpolations unresolved, and every node's flags), each validated, and Hydra's loader
+    answering the launcher with them."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from ragexp.run import sweep
+
+    composed = {}
+    for fork in (True, False):  # each in a fresh Hydra, whose loader has composed nothing
+        monkeypatch.setattr(forked, "can_fork", lambda fork=fork: fork)
+        initialize, master = _master(["embedder=hash"])
+        try:
+            jobs = sweep.check_jobs(master)
+            loader = GlobalHydra.instance().config_loader()
+            assert [loader.load_sweep_config(master, ov) for ov, _ in jobs] == \
+                [cfg for _, cfg in jobs]
+            assert all(loader.load_sweep_config(master, ov) is cfg for ov, cfg in jobs)
+        finally:
+            initialize.__exit__(None, None, None)
+        composed[fork] = jobs
+    jobs, here = composed[True], composed[False]
+    assert [ov for ov, _ in jobs] == [ov for ov, _ in here] == \
+        [[f"+ablation={a}", "embedder=hash"] for a in ABLATIONS]
+    for (_, a), (_, b) in zip(jobs, here):
+        assert OmegaConf.to_yaml(a) == OmegaConf.to_yaml(b)
+        assert _flags(a) == _flags(b)
+    assert all(sweep.validated(ov) for ov, _ in here)
+
+
+def test_a_refusal_composed_in_the_child_is_printed_as_before(monkeypatch, capsys):
+    from ragexp.run import sweep
+
+    initialize, master = _master(["embedder=hash", "k=0"])
+    try:
+        errs = []
+        for fork in (True, False):
+            monkeypatch.setattr(forked, "can_fork", lambda fork=fork: fork)
+            with pytest.raises(SystemExit) as stopped:
+                sweep.check_jobs(master)
+            assert stopped.value.code == 2
+            errs.append(capsys.readouterr().err)
+    finally:
+        initialize.__exit__(None, None, None)
+    assert errs[0] == errs[1]
+    assert errs[0].startswith("error: invalid config (job #0: +ablation=abstain_dense")
+    assert "k=0" in errs[0] and errs[0].rstrip().endswith("nothing was run")
