@@ -10,7 +10,7 @@ from workspaces import FAILING, record_failed_run, record_run
 
 from ragexp.answer.base import REFUSAL, Source, check_citations
 from ragexp.decide import compare
-from ragexp.run import schema
+from ragexp.run import forked, schema
 from ragexp.serving.engine import Engine, ServingError, champion_run_id
 from ragexp.serving.promote import PromotionRefused, promote
 from ragexp.tracking import store as tracking
@@ -242,3 +242,37 @@ def test_search_says_when_no_passage_matched(store, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out == ["no passage matched the query (none shares a term with it)",
                    f"(run {ids['bm25']})"]
+
+
+@pytest.mark.slow
+def test_search_and_ask_read_the_run_in_a_child_and_say_what_they_said_here(store, capsys,
+                                                                            monkeypatch):
+    """``search``/``ask`` as commands (their own process, which reads the run's or the
+    champion's record in a forked child: ``cli.main._engine``) print what they print run in
+    this process without forking: hits, answer, and the refusals of a FAILED run and an unknown
+    id."""
+    import subprocess
+    import sys
+
+    from cli_runs import ROOT, cli_env
+
+    from ragexp.cli import main as cli
+
+    folder, ids = store
+    if tracking.champion() is None:
+        promote(ids["bm25"])
+    monkeypatch.setattr(forked, "can_fork", lambda: False)
+    for argv in (["search", "ledger disk full", "-k", "3", "--run", ids["bm25"][:8]],
+                 ["search", "ledger disk full", "-k", "3"],
+                 ["ask", "What does BD-2110 mean?", "--run", ids["bm25"], "--json"],
+                 ["ask", "What does BD-2110 mean?"],
+                 ["search", "ledger", "--run", ids["failed"]],
+                 ["search", "ledger", "--run", "ffffffffff"]):
+        code = cli.main(argv)
+        here = capsys.readouterr()
+        done = subprocess.run([sys.executable, "-m", "ragexp.cli.main", *argv], cwd=ROOT,
+                              env=cli_env(folder, tracking.tracking_uri()),
+                              capture_output=True, text=True, timeout=300)
+        assert (done.returncode, done.stdout) == (code, here.out), argv
+        assert here.err.strip().splitlines()[-1:] == done.stderr.strip().splitlines()[-1:]
+        assert code == (2 if argv[-1] in (ids["failed"], "ffffffffff") else 0)

@@ -19,13 +19,13 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp.answer.base import Answer, AnswerInput
-from ragexp.errors import RagexpError
 from ragexp.index.resources import Resources
 from ragexp.records import ordered
 from ragexp.run import build as stages
 from ragexp.run.pipeline import chunked, rerank_top, retrieve
 from ragexp.run.schema import BM25Conf
 from ragexp.serving import tracing
+from ragexp.serving.recorded import RecordedRun, ServingError, recorded_run
 from ragexp.stages.parent_child import answer_context, read_through, rolled_up_units
 from ragexp.tracking import failures
 from ragexp.tracking import store as tracking
@@ -33,12 +33,6 @@ from ragexp.tracking.store import ALIAS, MODEL_NAME
 
 log = logging.getLogger(__name__)
 QUERY_MEMORY = 1024
-FINGERPRINT_TAGS = ("corpus_hash", "golden_hash")
-
-
-class ServingError(RagexpError, RuntimeError):
-    """A run or model that cannot be served: no champion, changed data, an old record."""
-
 
 @dataclass
 class Hit:
@@ -61,18 +55,6 @@ def check_fingerprint(run_id: str, expected: dict[str, str], actual: dict[str, s
                            f"{'; '.join(wrong)}): its metrics and refusal threshold do not "
                            f"describe this data; rerun the experiment on it and promote that "
                            f"run, or restore the data")
-
-
-def recorded_fingerprint(run) -> dict[str, str]:
-    """The data hashes (``FINGERPRINT_TAGS``) an MLflow run recorded. Raises ``ServingError``
-    when it recorded none: it did not finish, or is not a ragexp evaluation run."""
-    tags = run.data.tags
-    fingerprint = {k: tags[k] for k in FINGERPRINT_TAGS if k in tags}
-    if not fingerprint:
-        raise ServingError(f"run {run.info.run_id} recorded no data fingerprint ("
-                           f"{', '.join(FINGERPRINT_TAGS)}): it did not finish, or is not a "
-                           f"ragexp evaluation run")
-    return fingerprint
 
 
 def config_gaps(cfg: DictConfig) -> list[str]:
@@ -174,37 +156,23 @@ class Engine:
 
     @classmethod
     def from_run(cls, run_id: str) -> "Engine":
-        """The engine of a run (full id or unique prefix), from what the run recorded: its
-        ``config.yaml``, its data locations and fingerprint, its abstain threshold. Raises
-        ``tracking.SweepParentRun`` for a sweep's parent run, ``ServingError`` for an unknown
-        id or a run that cannot be served."""
-        c = tracking.client()
-        try:
-            run_id = tracking.resolve_run_id(run_id)
-            run = c.get_run(run_id)
-        except tracking.RunNotFound as exc:
-            raise ServingError(str(exc)) from None
-        except Exception as exc:
-            raise ServingError(f"no run {run_id!r} in {tracking.tracking_uri()}") from exc
-        try:
-            tracking.refuse_unusable(run)
-        except tracking.SweepParentRun:
-            raise
-        except tracking.UnusableRun as exc:
-            raise ServingError(str(exc)) from None
-        try:
-            cfg = OmegaConf.load(tracking.artifact_path(run_id, "config.yaml"))
-        except tracking.RunNotFound as exc:
-            raise ServingError(str(exc)) from None
-        tags = run.data.tags
-        fingerprint = recorded_fingerprint(run)
-        cfg = stages.with_locations(cfg, tags)
-        threshold = run.data.metrics.get("abstain.threshold")
+        """The engine of a run (full id or unique prefix), from what the run recorded
+        (``recorded_run``: its ``config.yaml``, data locations and fingerprint, abstain
+        threshold). Raises ``tracking.SweepParentRun`` for a sweep's parent run,
+        ``ServingError`` for an unknown id or a run that cannot be served."""
+        return cls.from_record(recorded_run(run_id))
+
+    @classmethod
+    def from_record(cls, record: RecordedRun) -> "Engine":
+        """The engine of a run's record (``recorded_run``), its data found where the run
+        recorded it (``stages.with_locations``)."""
+        cfg = stages.with_locations(OmegaConf.create(record.config), record.tags)
+        threshold = record.threshold
         if threshold is None:
             log.warning("run %s has no abstain threshold: answers will never refuse on "
-                        "confidence", run_id)
+                        "confidence", record.run_id)
             threshold = float("-inf")
-        return cls(cfg, threshold, run_id, fingerprint)
+        return cls(cfg, threshold, record.run_id, record.fingerprint)
 
 
 def champion_run_id(name: str = MODEL_NAME) -> str:

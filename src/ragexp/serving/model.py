@@ -42,8 +42,9 @@ from ragexp.answer.base import Answer
 from ragexp.errors import RagexpError
 from ragexp.run import build as stages
 from ragexp.serving import tracing
-from ragexp.serving.engine import Engine, ServingError, recorded_fingerprint
+from ragexp.serving.engine import Engine, ServingError
 from ragexp.serving.inputs import BadQuestion, check_question, json_type
+from ragexp.serving.recorded import RecordedRun, recorded_fingerprint
 from ragexp.tracking import store as tracking
 
 log = logging.getLogger(__name__)
@@ -89,20 +90,42 @@ def write_artifacts(run_id: str, spec: ServingSpec, folder: Path) -> dict[str, s
     return {key: str(folder / name) for key, name in ARTIFACTS.items()}
 
 
+def artifacts_record(artifacts: dict[str, str]) -> RecordedRun:
+    """The record of the run a model was promoted from, as the model's artifacts hold it
+    (``context.artifacts``: artifact key -> local path): what ``Engine.from_record`` rebuilds
+    the engine from, with the locations the run recorded standing for its tags."""
+    serving = json.loads(Path(artifacts["serving"]).read_text())
+    return RecordedRun(serving["run_id"], Path(artifacts["config"]).read_text(encoding="utf-8"),
+                       serving["locations"], json.loads(Path(artifacts["fingerprint"]).read_text()),
+                       serving["threshold"])
+
+
 def engine_from_artifacts(artifacts: dict[str, str]) -> Engine:
-    """Rebuild the engine from a model's artifacts (``context.artifacts``). Raises
+    """Rebuild the engine from a model's artifacts (``artifacts_record``). Raises
     ``ServingError`` when the data's fingerprint differs from the recorded one (naming both
     hashes) or the data cannot be read."""
-    cfg = OmegaConf.load(artifacts["config"])
-    fingerprint = json.loads(Path(artifacts["fingerprint"]).read_text())
-    serving = json.loads(Path(artifacts["serving"]).read_text())
-    cfg = stages.with_locations(cfg, serving["locations"])
-    threshold = serving["threshold"]
-    if threshold is None:
-        log.warning("run %s has no abstain threshold: answers will never refuse on confidence",
-                    serving["run_id"])
-        threshold = float("-inf")
-    return Engine(cfg, threshold, serving["run_id"], fingerprint)
+    return Engine.from_record(artifacts_record(artifacts))
+
+
+def recorded_model(name: str = tracking.MODEL_NAME,
+                   version: str | None = None) -> tuple[RecordedRun, str]:
+    """``(record, version)``: the record (``artifacts_record``) in registered model ``name``'s
+    ``version``, else the one its champion alias points to (``model_version``, which raises
+    ``ServingError`` when there is none), read from the model's files without loading the
+    model: what ``RagexpModel.load_context`` rebuilds the engine from, for the one-question
+    commands (``ragexp search``/``ask``); ``mlflow.pyfunc.load_model`` also runs the model's
+    code and checks its environment, which ``ragexp serve`` keeps (``load_engine``)."""
+    # defer heavy import
+    from mlflow.models import Model
+
+    mv = model_version(name, version)
+    with tempfile.TemporaryDirectory(prefix="ragexp-model-") as tmp:
+        local = Path(mlflow.artifacts.download_artifacts(f"models:/{name}/{mv.version}",
+                                                         dst_path=tmp))
+        flavor = Model.load(str(local / "MLmodel")).flavors["python_function"]
+        record = artifacts_record({key: str(local / a["path"])
+                                   for key, a in flavor["artifacts"].items()})
+    return record, str(mv.version)
 
 
 def questions_of(model_input: Any) -> list[str]:
