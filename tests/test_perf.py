@@ -575,3 +575,54 @@ def test_faiss_loaded_late_keeps_its_loader_lines_out_of_the_runs_log():
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["faiss 0", "[0, 1, 2, 3]"]
     assert "faiss.loader" not in done.stderr and "ModuleNotFoundError" not in done.stderr
+
+
+def test_tests_against_equals_a_pandas_merge_and_groupby_of_the_same_tables():
+    """``significance.tests_against`` aligns the runs by id without a merge and groups the
+    kinds without a groupby: the same tests, to the last digit, as a pandas inner merge on
+    ``id`` and a ``groupby("kind")`` sorted by name, on tables with several kinds of different
+    sizes, a question without a kind, questions a measure does not score, tied scores and the
+    baseline's rows in another order."""
+    import numpy as np
+    import pandas as pd
+
+    from ragexp.evaluation import significance, stats
+
+    def reference(run, base, measures):
+        out = []
+        for measure in measures:
+            col = significance.column(measure)
+            m = run[["id", "kind", col]].merge(base[["id", col]], on="id",
+                                               suffixes=("", "_base"))
+            m = m[m[col].notna()]
+            out.append(stats.paired(m[col].astype(float), m[f"{col}_base"].astype(float),
+                                    measure))
+            for kind, g in sorted(m.groupby("kind"), key=lambda kv: str(kv[0])):
+                out.append(stats.paired(g[col].astype(float), g[f"{col}_base"].astype(float),
+                                        measure, str(kind)))
+        return out
+
+    rng = np.random.default_rng(21)
+    levels = [0, 1 / 7, 0.2, 0.25, 1 / 3, 0.5, 1]
+    for n in (9, 53, 140):
+        ids = [f"q{i:03d}" for i in range(n)]
+        kinds = rng.choice(["factual", "howto", "multi_hop", "unanswerable"], size=n,
+                           p=[0.5, 0.3, 0.15, 0.05]).astype(object)
+        kinds[3] = None  # a question without a kind: overall only
+        answerable = kinds != "unanswerable"
+
+        def table(shift):
+            return pd.DataFrame({
+                "id": ids, "kind": kinds,
+                "ndcg_at_10": np.where(answerable, np.clip(
+                    rng.choice(levels, size=n) + shift, 0, 1), np.nan),
+                "rr_at_10": np.where(answerable, rng.choice(levels, size=n), np.nan),
+                "success_at_1": rng.choice([0.0, 1.0], size=n)})
+
+        run, base = table(0.05), table(0.0)
+        base = base.iloc[rng.permutation(n)].reset_index(drop=True)
+        measures = ("nDCG@10", "RR@10", "Success@1")
+        ours = significance.tests_against(run, base, measures)
+        assert repr(ours) == repr(reference(run, base, measures))
+        assert {t.kind for t in ours if t.measure == "Success@1"} == \
+            {"all", *(k for k in kinds if k is not None)}
