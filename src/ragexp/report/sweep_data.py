@@ -164,11 +164,13 @@ def _champion() -> pd.DataFrame | None:
         return None
 
 
-def failed_jobs(parent_id: str) -> list[FailedJob]:
+def failed_jobs(parent_id: str, runs: list | None = None) -> list[FailedJob]:
     """The jobs of sweep ``parent_id`` that did not finish or skip, in job order: first those
     the job status files (``tracking.STATUS_FILE``) in the parent's ``ragexp.sweep_dir`` say
     so (when that folder is still there), then its ``FAILED`` or ``KILLED`` child runs that no
-    file names as done or failed (a worker killed before it wrote one), oldest first."""
+    file names as done or failed (a worker killed before it wrote one), oldest first.
+    ``runs``: the sweep's runs as ``tracking.sweep_runs`` lists them, when the caller holds
+    them (``load``: one search of the store for this and ``never_ran``); else searched."""
     c = tracking.client()
     parent = c.get_run(parent_id)
     out, seen = [], set()
@@ -180,22 +182,21 @@ def failed_jobs(parent_id: str) -> list[FailedJob]:
         if s.get("status") not in ("FINISHED", "SKIPPED"):
             out.append(FailedJob(str(s.get("overrides", "")), str(s.get("status")),
                                  str(s.get("error", "")), s.get("run_id")))
-    for run in reversed(c.search_runs(
-            [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'",
-            max_results=50000, order_by=["attributes.start_time DESC"])):
-        if run.info.status in ("FAILED", "KILLED") and run.info.run_id not in seen:
+    for run in reversed(tracking.sweep_runs(parent) if runs is None else runs):
+        if (run.data.tags.get("mlflow.parentRunId") == parent_id
+                and run.info.status in ("FAILED", "KILLED") and run.info.run_id not in seen):
             tags = run.data.tags
             out.append(FailedJob(tags.get("ragexp.overrides", ""), run.info.status,
                                  tags.get("ragexp.error", ""), run.info.run_id))
     return out
 
 
-def never_ran(parent) -> int:
+def never_ran(parent, runs: list | None = None) -> int:
     """How many of sweep ``parent``'s jobs (its ``ragexp.n_jobs`` tag) left no record: no
     status file in its ``ragexp.sweep_dir`` (a job writes one when its run starts, is
     skipped or is refused) and no run among ``tracking.sweep_runs`` (a worker killed before
-    it wrote its file). A sweep killed after its first jobs showed "1 job did not finish" of 4
-    whose 2 never ran."""
+    it wrote its file; ``runs``: that list, when the caller holds it). A sweep killed after
+    its first jobs showed "1 job did not finish" of 4 whose 2 never ran."""
     tags = parent.data.tags
     if not str(tags.get("ragexp.n_jobs", "")).isdigit():
         return 0
@@ -203,7 +204,8 @@ def never_ran(parent) -> int:
     statuses = (tracking.read_statuses(folder, skip_unreadable=True)
                 if folder and Path(folder).is_dir() else [])
     named = {s.get("run_id") for s in statuses}
-    unnamed = [r for r in tracking.sweep_runs(parent) if r.info.run_id not in named]
+    unnamed = [r for r in (tracking.sweep_runs(parent) if runs is None else runs)
+               if r.info.run_id not in named]
     return max(0, int(tags["ragexp.n_jobs"]) - len(statuses) - len(unnamed))
 
 
@@ -252,10 +254,12 @@ def load(parent_id: str) -> SweepData:
     objective = str(first.get("params.objective") or "nDCG@10")
     baseline = first.get("params.baseline")
     base = runs[runs.get("tags.ragexp.ablation", pd.Series(dtype=str)) == baseline]
+    of_sweep = tracking.sweep_runs(parent)
     data = SweepData(parent_id, experiment, runs, tables, curves, objective,
                      str(base["run_id"].iloc[0]) if len(base) else None, every_table=every,
-                     parent_tags=dict(parent.data.tags), failed_jobs=failed_jobs(parent_id),
-                     never_ran=never_ran(parent))
+                     parent_tags=dict(parent.data.tags),
+                     failed_jobs=failed_jobs(parent_id, of_sweep),
+                     never_ran=never_ran(parent, of_sweep))
     if data.baseline_id is None:
         data.notes.append(f"no job with ablation {baseline!r} (config key baseline): the "
                           f"per-kind tests compare every run with the best one instead")
