@@ -6,7 +6,8 @@ Run from the workspace whose ``mlruns/`` holds the sweep. The process first impo
 sweep's process holds when its last job ends (MLflow, pandas, the report) and opens the store;
 with ``--sweep-dir`` it also runs ``decide.selection.summarise_sweep`` as the sweep does just
 before its page (the comparisons whose bootstraps the page reuses), with the baseline, objective
-and deciding source the jobs recorded. Then it times one ``write`` (the page logged on the
+and deciding source the jobs recorded, and prints its seconds (it logs its metrics and tags on
+the sweep's runs again, the same values). Then it times one ``write`` (the page logged on the
 parent, as ``SweepCallback._report`` logs it) and prints the seconds; ``--profile`` also writes
 its cProfile stats and prints the 40 most expensive calls by cumulative time. Each measurement
 needs its own process: the per-process caches would serve a second call.
@@ -39,14 +40,16 @@ def main(argv: list[str] | None = None) -> None:
     if args.sweep_dir:
         # defer heavy import
         from ragexp.decide.selection import summarise_sweep
-        from ragexp.run.sweep import statuses
 
         experiment = tracking.client().get_experiment(
             tracking.client().get_run(args.parent).info.experiment_id).name
         first = compare.runs_frame(experiment, parent=args.parent).iloc[0]
-        summarise_sweep(args.parent, statuses(args.sweep_dir), str(first["params.baseline"]),
+        statuses = tracking.read_statuses(args.sweep_dir)
+        start = time.perf_counter()
+        summarise_sweep(args.parent, statuses, str(first["params.baseline"]),
                         str(first["params.objective"]),
                         objective_source=str(first["params.objective_source"]))
+        print(f"summarise_sweep {time.perf_counter() - start:.3f} s")
     profile = cProfile.Profile() if args.profile else None
     start = time.perf_counter()
     if profile:
