@@ -124,8 +124,10 @@ def tracked_run(experiment_id: str, *, run_name: str | None, tags: dict[str, str
     lifecycle.install_signal_handlers()
     c = store.client()
     try:
-        run_id = c.create_run(experiment_id, run_name=run_name,
-                              tags={**tags, **lifecycle.process_tags()}).info.run_id
+        run = c.create_run(experiment_id, run_name=run_name,
+                           tags={**tags, **lifecycle.process_tags()})
+        run_id = run.info.run_id
+        store.remember_artifact_root(run)
         store.log_batch(run_id, params=params)
     except Exception as exc:
         raise store.TrackingError(f"could not create a run in {store.tracking_uri()}: "

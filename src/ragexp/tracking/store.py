@@ -449,6 +449,13 @@ def resolve_run_id(ref: str) -> str:
 _ARTIFACT_ROOTS: dict[tuple[str, str], str] = {}  # (tracking URI, run id) -> root
 
 
+def remember_artifact_root(run) -> None:
+    """Keep the artifact root of ``run`` (an MLflow ``Run`` just created: its root is fixed
+    then) for ``artifact_path``, which would otherwise read the run again to find it: at the
+    end of a sweep, 12 ``get_run`` for the runs its own process created."""
+    _ARTIFACT_ROOTS[(tracking_uri(), run.info.run_id)] = run.info.artifact_uri
+
+
 def artifact_path(run_id: str, name: str) -> str:
     """Local path of artifact ``name`` of a run, or ``RunNotFound`` saying why the run has
     none: its status and, for a failed run, its ``ragexp.error`` tag; ``SweepParentRun``
