@@ -66,15 +66,6 @@ def test_an_exception_that_does_not_load_back_is_a_ragexp_error_naming_it():
         work.result()
 
 
-def test_done_says_whether_the_result_would_wait():
-    with Beside(lambda: time.sleep(0.5) or "late") as work:
-        assert not work.done()
-        deadline = time.monotonic() + 30
-        while not work.done() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert work.done() and work.result() == "late"
-
-
 def test_a_child_that_dies_without_a_result_is_said_to():
     with Beside(lambda: os._exit(3)) as work, pytest.raises(ChildLost, match="without a result"):
         work.result()
@@ -93,7 +84,7 @@ def test_leaving_the_block_before_the_result_ends_the_child():
 
 def test_told_not_to_fork_the_work_runs_here_when_asked():
     with Beside(os.getpid, fork=False) as work:
-        assert not work.forked and not work.done()
+        assert not work.forked
         assert work.result() == os.getpid()
 
 

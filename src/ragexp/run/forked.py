@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import select
 import signal
 import sys
 import threading
@@ -61,11 +60,6 @@ class Beside(Generic[T]):
                 _child(work, write)  # never returns
             os.close(write)
             self._pid, self._read = pid, read
-
-    def done(self) -> bool:
-        """Whether the child has handed back its result (or died), so ``result()`` would not
-        wait; False where ``work`` waits to run here."""
-        return self._read is not None and bool(select.select([self._read], [], [], 0)[0])
 
     def result(self) -> T:
         """The work's return value; raises the exception it raised (``ChildLost`` when the

@@ -115,18 +115,13 @@ def check_jobs(config: DictConfig) -> list | None:
     (``compose_once``).
 
     The composing runs in a child process (``forked.Beside``) while this one imports what
-    opening the MLflow store will need (``tracking.preload``) and, while the child is still
-    composing, ``scipy.stats`` for the paired tests at the sweep's end, where the process can
-    fork: for the 12-ablation sweep the composing took 1.8 s, and the imports 1.4 s and 0.4 s,
-    one after the other. The jobs come back pickled, the same configs (``tests/test_forked.py``);
-    the refusals are the same."""
+    opening the MLflow store will need (``tracking.preload``), where the process can fork: for
+    the 12-ablation sweep the two took 1.8 s and 1.4 s one after the other. The jobs come back
+    pickled, the same configs (``tests/test_forked.py``); the refusals are the same."""
     VALIDATED.clear()
     with forked.Beside(lambda: composed_and_checked(config)) as checking:
         if checking.forked:
             tracking.preload()
-        if checking.forked and not checking.done():  # and what the end's paired tests import
-            # defer heavy import
-            import scipy.stats  # noqa: F401
         jobs, refusal = checking.result()
     if refusal is not None:
         refuse(f"{refusal}\nnothing was run")
