@@ -114,7 +114,7 @@ def test_cli_serve_refuses_open_non_loopback_before_building_anything(monkeypatc
     started = {}
     import uvicorn
 
-    monkeypatch.setattr(cli, "_engine", lambda args: fake_engine())
+    monkeypatch.setattr(cli, "_engine", lambda args, pyfunc=False: fake_engine())
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: started.update(app=app, **kw))
     assert cli.main(["serve", "--host", "0.0.0.0", "--api-key-env", "RAGEXP_TEST_KEY"]) == 0
     assert started["host"] == "0.0.0.0"

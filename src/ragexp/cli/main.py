@@ -16,13 +16,19 @@ from ragexp.cli import process
 from ragexp.errors import RagexpError
 
 
-def _engine(args):
-    """The engine ``search`` and ``ask`` answer with: ``--run``'s (``recorded_run``), else the
-    registered model's champion's, from the record its files hold (``model.recorded_model``,
-    what ``load_context`` rebuilds; ``serve`` loads the model as MLflow does). The record is
-    read from the MLflow store in a forked child (``forked.Beside``) while this process
-    imports what building the engine needs: one after the other, the two took 1.8 s and 0.6 s
-    of a 2.2 s ``ragexp search``, and this process imports no mlflow."""
+def _engine(args, pyfunc: bool = False):
+    """The engine of ``--run`` (``recorded_run``), else of the registered model's champion:
+    with ``pyfunc`` (``serve``) loaded as MLflow loads the model (``load_engine``), else from
+    the record its files hold (``model.recorded_model``: what its ``load_context`` rebuilds,
+    without running the model's code; ``search`` and ``ask``). The record is read from the
+    MLflow store in a forked child (``forked.Beside``) while this process imports what
+    building the engine needs: one after the other, the two took 1.8 s and 0.6 s of a 2.2 s
+    ``ragexp search``, and this process imports no mlflow."""
+    if pyfunc and not args.run:
+        # defer heavy import
+        from ragexp.serving.model import load_engine
+
+        return load_engine(args.model)
     # defer heavy import
     from ragexp.run.forked import Beside
     from ragexp.tracking import store
@@ -290,13 +296,7 @@ def cmd_serve(args) -> int:
     if key is None and not is_loopback(args.host):
         print(f"warning: serving on {args.host} without access control (--insecure)",
               file=sys.stderr)
-    if args.run:
-        engine = _engine(args)
-    else:  # as MLflow loads the model (mlflow models serve serves the same)
-        # defer heavy import
-        from ragexp.serving.model import load_engine
-
-        engine = load_engine(args.model)
+    engine = _engine(args, pyfunc=True)  # the model as mlflow models serve loads it
     engine.tracer = _tracer(engine, args.traces)
     uvicorn.run(create_app(engine, api_key=key), host=args.host, port=args.port,
                 log_level="info")
