@@ -53,6 +53,8 @@ def test_the_childs_exception_is_raised_here_with_its_type_and_text(exc):
     with Beside(fail) as work, pytest.raises(type(exc)) as raised:
         work.result()
     assert str(raised.value) == str(exc)
+    if sys.version_info >= (3, 11):  # where it came from, for a reader of the traceback
+        assert "in fail\n" in raised.value.__notes__[-1]
 
 
 def test_an_exception_that_does_not_load_back_is_a_ragexp_error_naming_it():

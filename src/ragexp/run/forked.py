@@ -21,6 +21,7 @@ import pickle
 import signal
 import sys
 import threading
+import traceback
 from typing import Callable, Generic, TypeVar
 
 from ragexp.errors import RagexpError
@@ -99,12 +100,16 @@ class Beside(Generic[T]):
 
 def _child(work: Callable[[], object], write: int) -> None:
     """In the child: run ``work``, write ``(ok, value or exception)`` pickled to ``write``,
-    leave with ``os._exit``. An exception that does not pickle is handed back as a
+    leave with ``os._exit``. The exception carries the child's traceback as a note (a pickled
+    exception has none of its own); one that does not pickle is handed back as a
     ``RagexpError`` with its type and text (as is one that pickles but does not load back)."""
     try:
         try:
             payload = pickle.dumps((True, work()), protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException as exc:  # noqa: BLE001 - handed to the parent, which raises it
+            if hasattr(exc, "add_note"):  # Python 3.11+: the child's traceback, for its reader
+                exc.add_note("raised in a child process (run.forked.Beside):\n"
+                             + "".join(traceback.format_exception(exc)).rstrip())
             try:
                 payload = pickle.dumps((False, exc), protocol=pickle.HIGHEST_PROTOCOL)
                 pickle.loads(payload)  # an exception whose __init__ takes other arguments
