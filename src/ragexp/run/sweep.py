@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.types import ValueType
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
@@ -50,7 +51,6 @@ def compose_jobs(config: DictConfig) -> list[tuple[list[str], DictConfig]] | Non
     Pure: what it composed answers Hydra only once ``compose_once`` hands it over."""
     # defer heavy import
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -126,9 +126,6 @@ def check_jobs(config: DictConfig) -> list | None:
     if refusal is not None:
         refuse(f"{refusal}\nnothing was run")
     if jobs is not None:
-        # defer heavy import
-        from hydra.core.global_hydra import GlobalHydra
-
         compose_once(GlobalHydra.instance().config_loader(), config, jobs)
         VALIDATED.update(tuple(ov) for ov, _ in jobs)
     return jobs
