@@ -38,7 +38,7 @@ class Odd(Exception):
 
 
 def test_the_value_comes_back_from_a_child_process():
-    with Beside(lambda: (os.getpid(), {"a": [1, 2.5, "x"]})) as work:
+    with Beside(lambda: (os.getpid(), {"a": [1, 2.5, "x"]}), "returning") as work:
         assert work.forked
         pid, value = work.result()
     assert pid != os.getpid() and value == {"a": [1, 2.5, "x"]}
@@ -50,7 +50,7 @@ def test_the_childs_exception_is_raised_here_with_its_type_and_text(exc):
     def fail():
         raise exc
 
-    with Beside(fail) as work, pytest.raises(type(exc)) as raised:
+    with Beside(fail, "failing") as work, pytest.raises(type(exc)) as raised:
         work.result()
     assert str(raised.value) == str(exc)
     if sys.version_info >= (3, 11):  # where it came from, for a reader of the traceback
@@ -64,19 +64,24 @@ def test_an_exception_that_does_not_load_back_is_a_ragexp_error_naming_it():
     def fail():
         raise Odd(1, 2)
 
-    with Beside(fail) as work, pytest.raises(RagexpError, match="^Odd: 1-2$"):
+    with Beside(fail, "failing") as work, pytest.raises(RagexpError, match="^Odd: 1-2$"):
         work.result()
 
 
 def test_a_child_that_dies_without_a_result_is_said_to():
-    with Beside(lambda: os._exit(3)) as work, pytest.raises(ChildLost, match="without a result"):
+    with Beside(lambda: os._exit(3), "leaving") as work, pytest.raises(
+            ChildLost, match=r"^the child process leaving \(pid \d+\) ended without a result "
+                             r"\(exit code 3\)"):
+        work.result()
+    with Beside(lambda: os.kill(os.getpid(), 9), "killed") as work, pytest.raises(
+            ChildLost, match=r"\(killed by SIGKILL\)"):
         work.result()
 
 
 def test_leaving_the_block_before_the_result_ends_the_child():
     start = time.perf_counter()
     with pytest.raises(RuntimeError):
-        with Beside(lambda: time.sleep(60)) as work:
+        with Beside(lambda: time.sleep(60), "sleeping") as work:
             pid = work._pid
             raise RuntimeError("this process's own work failed")
     assert time.perf_counter() - start < 10
@@ -85,7 +90,7 @@ def test_leaving_the_block_before_the_result_ends_the_child():
 
 
 def test_told_not_to_fork_the_work_runs_here_when_asked():
-    with Beside(os.getpid, fork=False) as work:
+    with Beside(os.getpid, "here", fork=False) as work:
         assert not work.forked
         assert work.result() == os.getpid()
 
@@ -96,7 +101,7 @@ def test_with_another_thread_running_the_work_runs_here_when_asked():
     other.start()
     try:
         calls = []
-        with Beside(lambda: calls.append(os.getpid()) or "done") as work:
+        with Beside(lambda: calls.append(os.getpid()) or "done", "here") as work:
             assert not work.forked and calls == []  # nothing ran yet
             assert work.result() == "done"
         assert calls == [os.getpid()]
@@ -185,3 +190,73 @@ def test_a_refusal_composed_in_the_child_is_printed_as_before(monkeypatch, capsy
     assert errs[0] == errs[1]
     assert errs[0].startswith("error: invalid config (job #0: +ablation=abstain_dense")
     assert "k=0" in errs[0] and errs[0].rstrip().endswith("nothing was run")
+
+
+def test_a_child_whose_parent_is_killed_dies_with_it(tmp_path):
+    """A parent ended by SIGKILL (or a lone SIGTERM) takes its composing child with it: the
+    child would otherwise compose on, re-parented, for as long as its work takes."""
+    import signal
+    import subprocess
+
+    script = ("import os, time\n"
+              "from ragexp.run.forked import Beside\n"
+              "work = Beside(lambda: time.sleep(120), 'sleeping')\n"
+              "print(work._pid, flush=True)\n"
+              "time.sleep(120)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        os.kill(child, 0)  # alive
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(child, signal.SIGKILL)
+            pytest.fail("the child outlived its killed parent")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def test_a_sweep_whose_composing_child_dies_stops_before_any_job(monkeypatch, capsys):
+    """The child killed (out of memory, a signal to it alone): ``SystemExit`` naming it, exit
+    1, before any run; Hydra would only have warned of an ``Exception`` and launched the jobs
+    without a parent run."""
+    from ragexp.run import sweep
+
+    monkeypatch.setattr(sweep, "composed_and_checked", lambda config, overrides: os._exit(9))
+    initialize, master = _master(["embedder=hash"])
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            sweep.check_jobs(master)
+    finally:
+        initialize.__exit__(None, None, None)
+    assert str(stopped.value.code).startswith(
+        "error: the sweep could not start, nothing was run: ChildLost: the child process "
+        "composing the sweep's jobs (pid ")
+    assert "(exit code 9)" in str(stopped.value.code) and not sweep.VALIDATED
+
+
+def test_a_sweep_the_basic_sweeper_cannot_expand_forks_nothing(monkeypatch):
+    """An optimiser's interval is no list of jobs: nothing to compose up front, no child."""
+    from omegaconf import open_dict
+
+    from ragexp.run import sweep
+
+    def no_fork():
+        raise AssertionError("forked")
+
+    monkeypatch.setattr(forked.os, "fork", no_fork)
+    initialize, master = _master(["embedder=hash"])
+    try:
+        with open_dict(master):
+            master.hydra.sweeper.params = {"fusion.k": "interval(10, 100)"}
+        assert sweep.check_jobs(master) is None
+    finally:
+        initialize.__exit__(None, None, None)

@@ -415,3 +415,30 @@ def test_walkthrough_records_mlflow_models_serve_as_it_ran(store, reference, mon
     row = json.loads(body)["predictions"][0]
     ans = reference.answer("How long are dead-lettered jobs kept?")
     assert (row["answer"], row["refused"]) == (ans.text, ans.refused)
+
+
+def test_a_models_artifact_that_does_not_read_is_named(tmp_path):
+    """``artifacts_record`` (what ``search``/``ask`` and ``load_context`` rebuild from): a
+    missing, unparsable or incomplete artifact is a ``ServingError`` naming the file and the
+    way out, not a traceback."""
+    from ragexp.serving.engine import ServingError
+    from ragexp.serving.model import artifacts_record
+
+    (tmp_path / "config.yaml").write_text("k: 10\n")
+    (tmp_path / "fingerprint.json").write_text('{"corpus_hash": "ab"}')
+    files = {k: str(tmp_path / n) for k, n in
+             (("config", "config.yaml"), ("fingerprint", "fingerprint.json"),
+              ("serving", "serving.json"))}
+    for text, said in (("{bad", "serving.json (.*) does not read: Expecting property name"),
+                       ('{"run_id": "r"}', "serving.json (.*) lacks 'locations'")):
+        (tmp_path / "serving.json").write_text(text)
+        with pytest.raises(ServingError, match=said + ".*promote its run again"):
+            artifacts_record(files)
+    (tmp_path / "serving.json").write_text('{"run_id": "r", "locations": {}, "threshold": null}')
+    record = artifacts_record(files)
+    assert (record.run_id, record.config, record.fingerprint, record.threshold) == \
+        ("r", "k: 10\n", {"corpus_hash": "ab"}, None)
+    with pytest.raises(ServingError, match=r"fingerprint.json \(.*nope.json\) does not read"):
+        artifacts_record({**files, "fingerprint": str(tmp_path / "nope.json")})
+    with pytest.raises(ServingError, match="has no fingerprint.json"):
+        artifacts_record({k: v for k, v in files.items() if k != "fingerprint"})

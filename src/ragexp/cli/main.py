@@ -33,7 +33,8 @@ def _engine(args, pyfunc: bool = False):
     from ragexp.run.forked import Beside
     from ragexp.tracking import store
 
-    with Beside(lambda: _record(args.run, args.model), fork=not store.opened()) as reading:
+    what = f"reading run {args.run}" if args.run else f"reading {args.model}'s champion"
+    with Beside(lambda: _record(args.run, args.model), what, fork=not store.opened()) as reading:
         # defer heavy import
         from ragexp.serving.engine import Engine
 

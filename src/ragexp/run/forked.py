@@ -16,6 +16,7 @@ of the parent's (ending runs, removing folders) runs twice.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pickle
 import signal
@@ -46,18 +47,21 @@ class Beside(Generic[T]):
     context manager: leaving the block before ``result()`` (an error in this process's own
     work) kills and reaps the child."""
 
-    def __init__(self, work: Callable[[], T], fork: bool = True):
-        """``fork=False`` runs ``work`` here whatever ``can_fork`` says: for a caller whose
-        work would use what a child must not share (an open SQLite connection)."""
-        self._work, self._pid, self._read = work, None, None
+    def __init__(self, work: Callable[[], T], what: str, fork: bool = True):
+        """``what``: the work, as the error names it should the child die (``composing the
+        sweep's jobs``). ``fork=False`` runs ``work`` here whatever ``can_fork`` says: for a
+        caller whose work would use what a child must not share (an open SQLite connection)."""
+        self._work, self._what, self._pid, self._read = work, what, None, None
         self.forked = fork and can_fork()  # whether ``work`` runs in a child process
         if self.forked:
             sys.stdout.flush()
             sys.stderr.flush()
+            parent = os.getpid()
             read, write = os.pipe()
             pid = os.fork()
             if pid == 0:
                 os.close(read)
+                _die_with(parent)
                 _child(work, write)  # never returns
             os.close(write)
             self._pid, self._read = pid, read
@@ -75,8 +79,10 @@ class Beside(Generic[T]):
         pid, self._pid = self._pid, None
         _, status = os.waitpid(pid, 0)
         if not data:
-            raise ChildLost(f"the child process (pid {pid}) ended without a result (wait status "
-                            f"{status})")
+            code = os.waitstatus_to_exitcode(status)
+            how = (f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}")
+            raise ChildLost(f"the child process {self._what} (pid {pid}) ended without a result "
+                            f"({how}): nothing of its work was kept")
         ok, value = pickle.loads(data)
         if ok:
             return value
@@ -96,6 +102,18 @@ class Beside(Generic[T]):
             except (ProcessLookupError, ChildProcessError):
                 pass
             self._pid = None
+
+
+def _die_with(parent: int) -> None:
+    """In the child: be killed when the parent dies (Linux's ``PR_SET_PDEATHSIG``), so a
+    parent ended by SIGTERM or SIGKILL leaves no child composing on for tens of seconds; and
+    leave now if it is already gone."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (AttributeError, OSError):  # no prctl in this C library: the pipe still breaks
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _child(work: Callable[[], object], write: int) -> None:

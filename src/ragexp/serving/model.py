@@ -93,11 +93,26 @@ def write_artifacts(run_id: str, spec: ServingSpec, folder: Path) -> dict[str, s
 def artifacts_record(artifacts: dict[str, str]) -> RecordedRun:
     """The record of the run a model was promoted from, as the model's artifacts hold it
     (``context.artifacts``: artifact key -> local path): what ``Engine.from_record`` rebuilds
-    the engine from, with the locations the run recorded standing for its tags."""
-    serving = json.loads(Path(artifacts["serving"]).read_text())
-    return RecordedRun(serving["run_id"], Path(artifacts["config"]).read_text(encoding="utf-8"),
-                       serving["locations"], json.loads(Path(artifacts["fingerprint"]).read_text()),
-                       serving["threshold"])
+    the engine from, with the locations the run recorded standing for its tags. Raises
+    ``ServingError`` naming the artifact that is missing or does not read."""
+    read: dict[str, Any] = {}
+    for key in ARTIFACTS:
+        path = artifacts.get(key)
+        try:
+            text = Path(path).read_text(encoding="utf-8") if path else None
+            read[key] = text if key == "config" or text is None else json.loads(text)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise ServingError(f"the model's {ARTIFACTS[key]} ({path}) does not read: {exc}; "
+                               f"promote its run again") from None
+        if read[key] is None:
+            raise ServingError(f"the model has no {ARTIFACTS[key]}: promote its run again")
+    serving = read["serving"]
+    try:
+        return RecordedRun(serving["run_id"], read["config"], serving["locations"],
+                           read["fingerprint"], serving["threshold"])
+    except (KeyError, TypeError) as exc:
+        raise ServingError(f"the model's {ARTIFACTS['serving']} ({artifacts['serving']}) lacks "
+                           f"{exc}: promote its run again") from None
 
 
 def engine_from_artifacts(artifacts: dict[str, str]) -> Engine:
