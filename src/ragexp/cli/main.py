@@ -22,8 +22,8 @@ def _engine(args, pyfunc: bool = False):
     the record its files hold (``model.recorded_model``: what its ``load_context`` rebuilds,
     without running the model's code; ``search`` and ``ask``). The record is read from the
     MLflow store in a forked child (``forked.Beside``) while this process imports what
-    building the engine needs: one after the other, the two took 1.8 s and 0.6 s of a 2.2 s
-    ``ragexp search``, and this process imports no mlflow."""
+    building the engine needs, which it did after MLflow's imports and lookups; this process
+    imports no mlflow (docs/benchmarks.md: ``ragexp search`` 0.95x, on the champion 0.84x)."""
     if pyfunc and not args.run:
         # defer heavy import
         from ragexp.serving.model import load_engine

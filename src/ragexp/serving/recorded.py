@@ -3,8 +3,7 @@ fingerprint and refusal threshold, as a small picklable record.
 
 Kept apart from the engine, with no import heavier than the store's: ``ragexp search --run`` and
 ``ragexp ask --run`` read the record in a forked child (``run.forked``) while the command
-imports what building the engine needs (issue #21: MLflow's imports and lookups took 1.8 s of
-a 2.2 s search, one after the other).
+imports what building the engine needs (issue #21: the two ran one after the other).
 """
 
 from __future__ import annotations
