@@ -21,7 +21,6 @@ local`` in ragexp's environment).
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 import shlex
@@ -47,7 +46,6 @@ from ragexp.serving.inputs import BadQuestion, check_question, json_type
 from ragexp.serving.recorded import RecordedRun, recorded_fingerprint
 from ragexp.tracking import store as tracking
 
-log = logging.getLogger(__name__)
 CODE_PATH = Path(__file__).with_name("model_code.py")
 ARTIFACTS = {"config": "config.yaml", "fingerprint": "fingerprint.json",
              "serving": "serving.json"}
