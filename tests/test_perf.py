@@ -91,6 +91,7 @@ def test_minilm_identity_and_tokens_without_the_onnx_session():
 def test_latency_sample_times_that_many_questions(tmp_path):
     """``_latency`` times the first ``sample`` questions alone, one call each; a run with
     ``latency_sample=0`` logs no ``time.query_*`` and the same scores as one that times them."""
+    from contextlib import nullcontext
     from types import SimpleNamespace
 
     from hydra import compose, initialize_config_dir
@@ -105,8 +106,9 @@ def test_latency_sample_times_that_many_questions(tmp_path):
     asked = []
     texts = {f"q{i}": f"question {i}" for i in range(12)}
     timed = _latency(lambda q, cached: asked.append((list(q), cached)), texts,
-                     SimpleNamespace(replayed_s=0.0, replayed=0), 7)
-    assert asked == [([f"q{i}"], False) for i in range(7)]
+                     SimpleNamespace(replayed_s=0.0, replayed=0, warm_up=nullcontext), 7)
+    # one untimed warm-up query (the first), then each of the first 7 alone
+    assert asked == [(["q0"], False)] + [([f"q{i}"], False) for i in range(7)]
     assert timed["time.query_p95_ms"] >= timed["time.query_p50_ms"] >= 0
     with initialize_config_dir(version_base="1.3", config_dir=shipped.conf_dir()):
         cfg = compose("config", overrides=["embedder=hash", "retriever=bm25", "reranker=none",

@@ -12,7 +12,8 @@ import hashlib
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -75,6 +76,7 @@ class Resources:
     share_searches: bool = True  # False (serving): searches are never kept for later callers
     replayed_s: float = 0.0  # first-stage seconds replayed: searched_alone, query_vectors
     replayed: int = 0  # batches whose search or query embedding was replayed
+    warming: bool = False  # ``warm_up`` under way: searches alone neither kept nor replayed
     # a view of ``with_embedder``: the run's resources (None on the run's own)
     parent: Resources | None = field(default=None, repr=False)
 
@@ -241,6 +243,21 @@ class Resources:
         ranking = self.stages.get(stage, key, search, disk=False)
         return {q: dict(scores) for q, scores in ranking.items()}
 
+    @contextmanager
+    def warm_up(self) -> Iterator[None]:
+        """A block whose searches alone (``searched_alone``, ``query_vectors(cached=False)``)
+        run as serving runs them but are neither kept nor replayed: the latency measurement's
+        untimed first query, which loads what a server loads before it answers (a model whose
+        vectors all came from the cache loads at its first query: 0.6-0.8 s for MiniLM). Kept,
+        that first query's seconds would be replayed as the query's latency in every later job
+        of the sweep. Holds for the views of these resources (``with_embedder``) too."""
+        owner = self.parent or self
+        owner.warming = True
+        try:
+            yield
+        finally:
+            owner.warming = False
+
     def searched_alone(self, stage: str, queries: dict[str, str], k: int,
                        search: Callable[[], dict], index: str | None = None) -> dict:
         """A first-stage ranking of ``queries`` computed as serving computes it (nothing cached:
@@ -252,8 +269,8 @@ class Resources:
         ``index`` is the index's stage key, as for ``searched``. The kept seconds count a query
         embedding replayed inside the search (``query_vectors``, ``cached=False``) at its
         measured time.
-        Without a stage store (a lone run, serving) every call searches."""
-        if not self.share_searches:
+        Without a stage store (a lone run, serving), or in ``warm_up``, every call searches."""
+        if not self.share_searches or (self.parent or self).warming:
             return search()
         book = self.stages.scratch(f"{stage}_alone",
                                    stage_key(f"{stage}_alone", index or self._index_key(stage),
@@ -321,9 +338,9 @@ class Resources:
         (seconds, vectors); a later job, on any index (another chunking, another depth), gets the
         same vectors, adds the kept seconds to ``replayed_s`` and 1 to ``replayed``, as
         ``searched_alone`` does for a whole search: a query's embedding time does not depend on
-        the index it then searches. Without a stage store (a lone run, serving) every call
-        embeds."""
-        if not self.share_searches:
+        the index it then searches. Without a stage store (a lone run, serving), or in
+        ``warm_up``, every call embeds."""
+        if not self.share_searches or (self.parent or self).warming:
             return self.embedder.embed(texts, "query")
         key = self.embedder.identity.key
         book = self.stages.scratch(f"query_alone.{key}", stage_key("query_alone", key), dict)
