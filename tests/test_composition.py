@@ -249,6 +249,10 @@ CLI = [
     (["retriever=hybrd"], "Could not find 'retriever/hybrd'; options in 'retriever': bm25, "
      "dense, hybrid, trec_run", "nothing was run"),
     (["retriever.pth=x"], "Could not override 'retriever.pth'", "not in 'DenseRetrieverConf'"),
+    (["k=${nosuch}"], "invalid config:", "k=${nosuch}: Interpolation key 'nosuch' not found"),
+    (["-m", "k=${nosuch},100"], "job #0:", "k=${nosuch}: Interpolation key 'nosuch' not found"),
+    (["-m", "experiment=e${hydra:job.num}", "k=100,200"], "error: experiment:",
+     "must resolve before its jobs launch"),
 ]
 
 
@@ -583,3 +587,61 @@ def test_the_cli_refuses_a_sweep_with_a_bad_second_job_and_creates_no_run(tmp_pa
     assert "job #1" in proc.stderr and "fusion.norm='bogus' is not one of" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert not (tmp_path / "mlflow.db").exists()
+
+
+# Values whose interpolation does not resolve (``validation.unresolvable``): refused at
+# composition, one line naming the key (a list item by its index), as the job's own resolution
+# refuses them. Before, ``k=${nosuch}`` failed the job with OmegaConf's message and a traceback
+# in app.log, and a sweep stopped on it naming neither key nor job.
+UNRESOLVED = [
+    (["k=${nosuch}"], "k=${nosuch}: Interpolation key 'nosuch' not found"),
+    (["measures=[nDCG@10,${nope}]"], "measures[1]=${nope}: Interpolation key 'nope' not found"),
+    (["+extra=[1,{a:${nope}}]"], "extra[1].a=${nope}: Interpolation key 'nope' not found"),
+    (["experiment=run-${nope}"], "experiment=run-${nope}: Interpolation key 'nope' not found"),
+    (["chunking.max_words=${oc.env:RAGEXP_TEST_NEVER_SET}"],
+     "chunking.max_words=${oc.env:RAGEXP_TEST_NEVER_SET}: KeyError raised while resolving "
+     "interpolation: \"Environment variable 'RAGEXP_TEST_NEVER_SET' not found\""),
+]
+
+
+@pytest.mark.parametrize("overrides,message", UNRESOLVED, ids=[c[0][0] for c in UNRESOLVED])
+def test_a_value_that_does_not_resolve_is_refused_in_one_line_naming_its_key(overrides,
+                                                                             message):
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    cfg = compose_config("embedder=hash", *overrides)
+    with pytest.raises(validation.ConfigRangeError) as info:
+        validation.validate(cfg)
+    assert str(info.value).splitlines() == ["invalid config:", f"  {message}"]
+    with pytest.raises(OmegaConfBaseException):  # the job resolves its config whole
+        OmegaConf.to_container(cfg, resolve=True)
+
+
+def test_a_hydra_setting_is_left_to_the_job_and_a_missing_value_is_said_once():
+    """``${hydra:job.num}`` is set as Hydra launches the job (after a sweep's up-front check);
+    an interpolation to a value never given is ``missing_values``' line, not a second one."""
+    cfg = compose_config("embedder=hash", "+tag=job-${hydra:job.num}")
+    assert validation.unresolvable(cfg) == []
+    validation.validate(cfg)
+    cfg = compose_config("embedder=hash", "dataset=beir", "+tag=${dataset.path}")
+    assert validation.unresolvable(cfg) == []
+
+
+def test_a_sweep_over_a_hydra_setting_is_checked_and_launched(capsys):
+    """``sweep.check_jobs`` composes and passes every job of ``k=100,200`` with a key that
+    reads ``${hydra:job.num}``: the job resolves it as it runs."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
+
+    from ragexp.run import sweep
+    from ragexp.run.app import CONF_DIR
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        master = compose("config", overrides=["embedder=hash", "+tag=job-${hydra:job.num}"],
+                         return_hydra_config=True)
+        with open_dict(master):
+            master.hydra.sweeper.params = {"k": "100,200"}
+        jobs = sweep.check_jobs(master)
+    assert [cfg.k for _, cfg in jobs] == [100, 200]
+    assert capsys.readouterr().err == ""

@@ -29,7 +29,7 @@ from ragexp.report.abstain_svg import abstain_svg
 from ragexp.run import build as stages
 from ragexp.run import inputs as run_inputs
 from ragexp.run import repeats, schema, validation
-from ragexp.run.compose import warn_shadowed
+from ragexp.run.compose import task_overrides, warn_shadowed
 from ragexp.run.pipeline import RunResult, run_experiment
 from ragexp.run.sweep import SKIP_LINK, refuse, validated
 from ragexp.tracking import failures, lifecycle, provenance, runs
@@ -120,7 +120,7 @@ def resolve(cfg: DictConfig) -> Job:
         early, inputs = exc, {}
     try:
         hc = HydraConfig.get()
-        output_dir, overrides = hc.runtime.output_dir, " ".join(hc.overrides.task)
+        output_dir, overrides = hc.runtime.output_dir, " ".join(task_overrides(hc))
         multirun = hc.mode == RunMode.MULTIRUN
     except ValueError:  # called outside Hydra (tests, notebooks): no job folder, no status
         output_dir, overrides, multirun = None, "", False
@@ -154,7 +154,7 @@ def run_logged(cfg: DictConfig, label: str | None = None) -> dict:
     the launch folder's (``stages.anchor_paths``), with ``hydra.job.chdir=true`` too."""
     stages.anchor_paths(cfg, tracking.launch_dir())
     hc = HydraConfig.get() if HydraConfig.initialized() else None
-    if hc is None or not validated(list(hc.overrides.task)):
+    if hc is None or not validated(task_overrides(hc)):
         validation.validate(cfg)
     if hc is not None:
         warn_shadowed(tuple((s.provider, s.schema, s.path) for s in hc.runtime.config_sources))
@@ -178,7 +178,7 @@ def run_logged(cfg: DictConfig, label: str | None = None) -> dict:
         tags["mlflow.parentRunId"] = job.parent
     # repeated log lines are said once with a count, before the run (and its app.log) ends
     label = label or (cfg.ablation if cfg.ablation != labels.CUSTOM else
-                      labels.of_overrides(hc.overrides.task if hc is not None else []))
+                      labels.of_overrides(task_overrides(hc) if hc is not None else []))
     with runs.tracked_run(job.experiment_id, tags=tags,
                           run_name=label if label != labels.CUSTOM else None,
                           params=tracking.flatten(job.resolved), output_dir=job.output_dir,
@@ -227,7 +227,7 @@ def failed_before_its_run(exc: BaseException, error: str) -> None:
     status file, and a sweep of one finished and one such job said "1 finished" and exited 0."""
     hc = HydraConfig.get()
     tracking.write_status(hc.runtime.output_dir, status="FAILED", run_id=None,
-                          overrides=" ".join(hc.overrides.task), error=error)
+                          overrides=" ".join(task_overrides(hc)), error=error)
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")

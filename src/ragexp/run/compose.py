@@ -17,12 +17,20 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ragexp.data import shipped
 from ragexp.errors import MissingInput, path_problem
 
 log = logging.getLogger("ragexp")
+
+
+def task_overrides(hydra_node: DictConfig) -> list[str]:
+    """The command's overrides as typed (``hydra.overrides.task`` of a composed config, or
+    ``HydraConfig.get()``), unresolved: Hydra keeps ``k=${nosuch}`` as text, and reading the
+    list through OmegaConf resolved each as an interpolation, so a sweep stopped on "Interpolation
+    key 'nosuch' not found" naming neither the key nor the job."""
+    return [str(o) for o in OmegaConf.to_container(hydra_node.overrides.task, resolve=False)]
 
 
 @lru_cache(maxsize=8)

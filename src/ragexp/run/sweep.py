@@ -29,10 +29,12 @@ from typing import Any, NoReturn
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.types import ValueType
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from ragexp.errors import RagexpError
 from ragexp.run import forked, validation
+from ragexp.run.compose import task_overrides
 from ragexp.tracking import lifecycle, outbox
 from ragexp.tracking import store as tracking
 
@@ -56,7 +58,8 @@ def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
 
     loader = GlobalHydra.instance().config_loader()
     params = config.hydra.sweeper.get("params") or {}
-    args = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+    params = OmegaConf.to_container(params, resolve=False) if params else {}  # as typed
+    args = [f"{k}={v}" for k, v in params.items()] + task_overrides(config.hydra)
     parsed = OverridesParser.create(config_loader=loader).parse_overrides(args)
     try:
         batches = BasicSweeper.split_arguments(parsed, None)[0]
@@ -250,13 +253,21 @@ class SweepCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         jobs = check_jobs(config)
-        name, split_note = parent_experiment([str(cfg.experiment) for _, cfg in jobs or []],
-                                             str(config.experiment))
+        try:
+            experiments = [str(cfg.experiment) for _, cfg in jobs or []]
+            own_experiment = str(config.experiment)
+            # Likewise the baseline: the ablations of a starter (ragexp init) each name theirs.
+            baselines = {str(cfg.baseline) for _, cfg in jobs or []}
+            own_baseline = str(config.baseline)
+        except OmegaConfBaseException as exc:  # ${hydra:job.num}: known once a job launches
+            refuse(f"{exc.full_key}: {str(exc).splitlines()[0]}: a sweep's experiment and "
+                   f"baseline must resolve before its jobs launch (the parent run is created "
+                   f"first, and Hydra sets a job's own settings as it launches it)\n"
+                   f"nothing was run")
+        name, split_note = parent_experiment(experiments, own_experiment)
         if split_note:
             log.warning("%s", split_note)
-        # Likewise the baseline: the ablations of a starter (ragexp init) each name theirs.
-        baselines = {str(cfg.baseline) for _, cfg in jobs or []}
-        self.baseline = baselines.pop() if len(baselines) == 1 else str(config.baseline)
+        self.baseline = baselines.pop() if len(baselines) == 1 else own_baseline
         try:
             self._start(config, None if jobs is None else len(jobs), name)
         except (SystemExit, KeyboardInterrupt, lifecycle.Interrupted):
@@ -277,7 +288,7 @@ class SweepCallback(Callback):
             print(f"closed abandoned run {run.info.run_id} ({run.info.run_name}) as FAILED: "
                   f"its process {run.data.tags.get(lifecycle.PID_TAG)} is gone")
         tags = {tracking.ROLE_TAG: tracking.SWEEP_ROLE, "ragexp.sweep_dir": sweep_dir,
-                "ragexp.overrides": " ".join(config.hydra.overrides.task),
+                "ragexp.overrides": " ".join(task_overrides(config.hydra)),
                 "ragexp.code": tracking.code_identity(), **lifecycle.process_tags()}
         if n_jobs is not None:
             tags["ragexp.n_jobs"] = str(n_jobs)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import InterpolationToMissingValueError, OmegaConfBaseException
 
 from ragexp import legacy
 from ragexp.data import readers, sizes
@@ -94,22 +94,25 @@ def field_problems(key: str, value: Any, meta: Any) -> list[str]:
     return []
 
 
-def check_fields(cfg: DictConfig, prefix: str = "") -> list[str]:
+def check_fields(cfg: DictConfig, prefix: str = "", skip: frozenset | set = frozenset()
+                 ) -> list[str]:
     """Messages for every field of every node in ``cfg`` (recursively, ``hydra`` left out)
     whose schema type declares a range, choices or a path, and whose value breaks it: ``"key=
     value is out of range: must be RANGE"``, ``"key='x' is not one of a, b"``, ``"key=p: no such
-    folder (...)"``. Values that are ``MISSING`` are left to ``missing_values``."""
+    folder (...)"``. Values that are ``MISSING`` are left to ``missing_values``, and the full
+    keys in ``skip`` (values that do not resolve: ``unresolvable``) are not read."""
     problems: list[str] = []
     schema_type = OmegaConf.get_type(cfg)
     if schema_type is not None and dataclasses.is_dataclass(schema_type):
         for f in dataclasses.fields(schema_type):
-            if f.metadata and f.name in cfg and not OmegaConf.is_missing(cfg, f.name):
+            if f.metadata and f.name in cfg and not OmegaConf.is_missing(cfg, f.name) \
+                    and f"{prefix}{f.name}" not in skip:
                 problems += field_problems(f"{prefix}{f.name}", cfg[f.name], f.metadata)
     for key in cfg:
         node = cfg._get_node(key)
         if key != "hydra" and isinstance(node, DictConfig) and not node._is_missing() \
                 and not node._is_none():
-            problems += check_fields(node, f"{prefix}{key}.")
+            problems += check_fields(node, f"{prefix}{key}.", skip)
     return problems
 
 
@@ -132,6 +135,35 @@ def missing_values(cfg: DictConfig, prefix: str = "") -> list[str]:
     return problems
 
 
+def unresolvable(cfg: DictConfig | ListConfig, where: str = "") -> list[str]:
+    """``"key=${x}: why"`` for every value of ``cfg`` (outside ``hydra``; a list item is
+    ``key[i]``) whose interpolation does not resolve: a key that does not exist, a resolver that
+    is not registered or fails, text that does not parse. An interpolation to a value left
+    ``MISSING`` is left to ``missing_values`` (one mistake, one line), and one that reads
+    ``${hydra:...}`` to the job (Hydra sets a job's number, name and folder as it launches it,
+    after a sweep's up-front check). A job's config resolves
+    whole before its run exists; without this, ``k=${nosuch}`` failed the job with OmegaConf's
+    message, naming no key, and a sweep stopped on it naming no job."""
+    problems = []
+    is_list = isinstance(cfg, ListConfig)
+    for key in range(len(cfg)) if is_list else cfg:
+        full = f"{where}[{key}]" if is_list else f"{where}.{key}" if where else str(key)
+        node = cfg._get_node(key)
+        if key == "hydra" and not is_list or node._is_missing():
+            continue
+        if node._is_interpolation() and "hydra:" not in str(node._value()):
+            try:
+                cfg[key]
+            except InterpolationToMissingValueError:
+                pass
+            except OmegaConfBaseException as exc:
+                why = " ".join(str(exc).splitlines()[0].split())
+                problems.append(f"{full}={node._value()}: {why}")
+        elif isinstance(node, (DictConfig, ListConfig)) and not node._is_none():
+            problems += unresolvable(node, full)
+    return problems
+
+
 def cross_field_rule(rule: CrossFieldRule) -> CrossFieldRule:
     """Register ``rule(cfg) -> [message, ...]`` to run on every composed config (decorator)."""
     if rule not in _RULES:
@@ -149,7 +181,9 @@ def validate(cfg: DictConfig, where: str = "") -> None:
     already refused as out of range or not among its choices is not reported again by a later
     rule, nor blamed for a rule it takes part in (``refused_keys``, ``names_refused``): one
     mistake, one line."""
-    problems = missing_values(cfg) + check_fields(cfg)
+    unresolved = unresolvable(cfg)
+    problems = missing_values(cfg) + unresolved
+    problems += check_fields(cfg, skip={p.split("=", 1)[0] for p in unresolved})
     refused = refused_keys(problems)
     for rule in _RULES:
         try:
@@ -225,6 +259,8 @@ def depth_covers_measures(cfg: DictConfig) -> list[str]:
 
     try:
         measures.resolve(cfg.measures, cfg.k)
+    except OmegaConfBaseException:  # a value that does not resolve: validate says it once
+        raise
     except ValueError as exc:
         return [str(exc)]
     return []
@@ -241,6 +277,8 @@ def reads_within_depth(cfg: DictConfig) -> list[str]:
         return []
     try:
         measures.check_reads(cfg.k, reads)
+    except OmegaConfBaseException:  # a value that does not resolve: validate says it once
+        raise
     except ValueError as exc:
         return [str(exc)]
     return []
@@ -691,10 +729,14 @@ def objective_is_measured(cfg: DictConfig) -> list[str]:
         return []
     try:
         measures.parse_all(cfg.measures)
+    except OmegaConfBaseException:  # a value that does not resolve: validate says it once
+        raise
     except ValueError:
         return []
     try:
         selection.check_objective(cfg.objective, cfg.measures)
+    except OmegaConfBaseException:  # a value that does not resolve: validate says it once
+        raise
     except ValueError as exc:
         return [f"objective={cfg.objective!r}: {exc}"]
     return []
