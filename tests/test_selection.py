@@ -210,3 +210,26 @@ def test_a_sweep_over_scoring_units_names_no_best_and_writes_no_page(tmp_path):
 
 def pd_missing(value) -> bool:
     return value is None or (isinstance(value, float) and np.isnan(value))
+
+
+@pytest.mark.slow
+def test_an_optuna_search_whose_every_trial_is_refused_ends_failed_saying_why(tmp_path):
+    """Every trial's config refused (``k=5`` under ``R@100``): Optuna's sweeper raises ``No
+    trials are completed yet``. The sweep ends FAILED with that reason and each trial's refusal
+    printed, exit 1, no traceback (``SweepCallback.stopped``)."""
+    proc = run_ragexp(tmp_path, "-m", "hydra/sweeper=optuna", "hydra.sweeper.direction=maximize",
+                      "hydra.sweeper.n_trials=2", "k=5", "bm25.k1=interval(0.5,2.0)",
+                      "retriever=bm25", "embedder=hash",
+                      f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "error: the sweeper stopped: ValueError: No trials are completed yet" in proc.stderr
+    assert "sweep FAILED: 2 failed" in proc.stdout
+    summary = proc.stdout.split("sweep FAILED: 2 failed", 1)[1]
+    assert len([ln for ln in summary.splitlines() if ln.startswith("  FAILED ")]) == 2
+    assert summary.count("k=5 is below the deepest measure cutoff 100 (R@100)") == 2
+    df = runs(tmp_path)
+    parent = df[df["tags.ragexp.role"] == "sweep"].iloc[0]
+    assert parent["status"] == "FAILED" and len(df) == 1  # no trial got as far as a run
+    assert parent["tags.ragexp.error"].startswith("the sweeper stopped: ValueError")
+    assert json.loads(parent["tags.ragexp.jobs"]) == {"failed": 2}

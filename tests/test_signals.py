@@ -5,6 +5,7 @@ started ``KILLED`` with an end time; after ``kill -9`` the runs left ``RUNNING``
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -127,3 +128,23 @@ def test_kill_9_then_cleanup_closes_abandoned_runs_and_the_next_sweep_does_too(t
     assert f"closed abandoned run {lost}" in again.stdout
     run = store(tmp_path).get_run(lost)
     assert run.info.status == "FAILED" and "abandoned" in run.data.tags["ragexp.error"]
+
+
+def test_ctrl_c_while_a_sweep_composes_says_nothing_was_run_without_a_traceback(tmp_path):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) before any run exists:
+    here while 400 jobs compose in the forked child (``run.forked``), which takes tens of
+    seconds. Exit 130 (or death by SIGINT), one line, no traceback, no store, no child left."""
+    values = ",".join(str(k) for k in range(100, 500))
+    proc = start(tmp_path, "-m", f"k={values}", "embedder=hash", "retriever=bm25",
+                 f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    time.sleep(4)
+    assert proc.poll() is None, "the sweep ended before it could be stopped"
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=60) in (130, -signal.SIGINT)
+    out = next(tmp_path.glob("log-*.txt")).read_text()
+    assert "ragexp: stopped by SIGINT before any run was created; nothing was run" in out
+    assert "Traceback" not in out
+    assert not Path(store_uri(tmp_path).removeprefix("sqlite:///")).exists()
+    time.sleep(0.5)
+    left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True)
+    assert left.stdout.strip() == ""  # the composing child is gone too

@@ -1,5 +1,6 @@
 """``python -m ragexp [overrides]``: one experiment, or a sweep with ``-m`` (``run.app``); a stop by
-SIGTERM or Ctrl-C exits 128 + the signal with the runs it started ended KILLED.
+SIGTERM or Ctrl-C exits 128 + the signal with the runs it started ended KILLED (Ctrl-C before any
+run, while importing or composing, exits 130 saying nothing was run, without a traceback).
 
 ``python -m ragexp COMMAND ...`` where COMMAND is one of ``ragexp``'s (``embed``, ``compare``,
 ...) runs that command, as ``ragexp COMMAND ...`` does: a bare word is never a Hydra override
@@ -13,31 +14,40 @@ from ragexp.cli import process
 
 process.own()  # before the heavy imports below: they are what the collector's settings are for
 
-from ragexp.cli import main as cli  # noqa: E402
-from ragexp.errors import path_problem  # noqa: E402
-
-if len(sys.argv) > 1 and (cli.is_command(sys.argv[1]) or sys.argv[1:] == ["--version"]):
-    sys.exit(cli.main(sys.argv[1:]))  # --version: ragexp's, not Hydra's
-if len(sys.argv) > 1 and (meant := cli.near_command(sys.argv[1])):
-    print(f"error: no command {sys.argv[1]!r} (did you mean {meant!r}? `ragexp --help` lists "
-          f"them); an override is key=value", file=sys.stderr)
-    sys.exit(2)
-
-for i, arg in enumerate(sys.argv[1:], 1):  # Hydra's own check of it ends in a traceback
-    if arg in ("--config-dir", "-cd") or arg.startswith("--config-dir="):
-        folder = arg.split("=", 1)[1] if "=" in arg else (
-            sys.argv[i + 1] if i + 1 < len(sys.argv) else None)
-        if folder is not None and (problem := path_problem(folder, "dir")):
-            print(f"error: --config-dir {folder}: {problem}", file=sys.stderr)
-            sys.exit(2)
-
-from ragexp.run.app import entry  # noqa: E402
 from ragexp.tracking.lifecycle import signal_received  # noqa: E402
 
-try:
+
+def _run() -> None:
+    """A ``ragexp`` command, or the Hydra app (``run.app.entry``)."""
+    from ragexp.cli import main as cli
+    from ragexp.errors import path_problem
+
+    if len(sys.argv) > 1 and (cli.is_command(sys.argv[1]) or sys.argv[1:] == ["--version"]):
+        sys.exit(cli.main(sys.argv[1:]))  # --version: ragexp's, not Hydra's
+    if len(sys.argv) > 1 and (meant := cli.near_command(sys.argv[1])):
+        print(f"error: no command {sys.argv[1]!r} (did you mean {meant!r}? `ragexp --help` "
+              f"lists them); an override is key=value", file=sys.stderr)
+        sys.exit(2)
+    for i, arg in enumerate(sys.argv[1:], 1):  # Hydra's own check of it ends in a traceback
+        if arg in ("--config-dir", "-cd") or arg.startswith("--config-dir="):
+            folder = arg.split("=", 1)[1] if "=" in arg else (
+                sys.argv[i + 1] if i + 1 < len(sys.argv) else None)
+            if folder is not None and (problem := path_problem(folder, "dir")):
+                print(f"error: --config-dir {folder}: {problem}", file=sys.stderr)
+                sys.exit(2)
+    from ragexp.run.app import entry
+
     entry()
-except BaseException:
+
+
+try:
+    _run()
+except BaseException as exc:
     sig = signal_received()
+    if sig is None and isinstance(exc, KeyboardInterrupt):  # before any run took the signals
+        print("ragexp: stopped by SIGINT before any run was created; nothing was run",
+              file=sys.stderr)
+        sys.exit(128 + signal.SIGINT)
     if sig is None:
         raise
     print(f"ragexp: stopped by {signal.Signals(sig).name}; the runs it started are ended KILLED",

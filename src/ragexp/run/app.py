@@ -31,7 +31,7 @@ from ragexp.run import inputs as run_inputs
 from ragexp.run import repeats, schema, validation
 from ragexp.run.compose import task_overrides, warn_shadowed
 from ragexp.run.pipeline import RunResult, run_experiment
-from ragexp.run.sweep import SKIP_LINK, refuse, validated
+from ragexp.run.sweep import ACTIVE, SKIP_LINK, refuse, validated
 from ragexp.tracking import failures, lifecycle, provenance, runs
 from ragexp.tracking import store as tracking
 
@@ -312,7 +312,9 @@ def entry() -> None:
     a misspelt key, an override that does not parse) reported in one line
     (``validation.composition_error``), exit 2, nothing run. Hydra re-raises them to us under
     its documented ``HYDRA_FULL_ERROR=1``; a user who set that variable gets Hydra's full
-    report as before. The config is composed once where ``composed_once`` allows it."""
+    report as before. The config is composed once where ``composed_once`` allows it. A
+    sweeper that raises while its sweep is under way (Optuna when no trial finished) ends the
+    sweep ``FAILED`` with every job's outcome printed (``SweepCallback.stopped``), exit 1."""
     with composed_once(sys.argv[1:]):
         if os.environ.get("HYDRA_FULL_ERROR"):
             main()
@@ -322,5 +324,9 @@ def entry() -> None:
             main()
         except (ConfigCompositionException, OverrideParseException) as exc:
             refuse(f"{validation.composition_error(exc)}\nnothing was run")
+        except Exception as exc:  # a sweeper's own error, its sweep under way: end it
+            if not ACTIVE:
+                raise
+            ACTIVE[0].stopped(exc)
         finally:
             os.environ.pop("HYDRA_FULL_ERROR", None)

@@ -11,7 +11,8 @@ was skipped, then ends the parent ``FINISHED`` (every job finished or skipped) o
 ``FAILED``, with the tag ``ragexp.jobs`` counting finished, failed, killed and skipped jobs, after
 logging the sweep's page ``report.html`` on it (``ragexp.report.html``; ``sweep_report=false`` skips
 it; a failure to build it is the tag ``ragexp.report_error``, never a failed sweep); a
-stop signal ends it ``KILLED`` through ``lifecycle``'s exit hook. Errors here stop the sweep
+stop signal ends it ``KILLED`` through ``lifecycle``'s exit hook, and a sweeper's own error
+(``stopped``) ``FAILED``. Errors here stop the sweep
 (``SystemExit``): Hydra only warns about an ``Exception`` raised in a callback and would run
 the jobs without a parent.
 """
@@ -44,6 +45,8 @@ SKIP_LINK = "ragexp.in_sweep."  # tag on a finished run a sweep reused: <prefix>
 # The overrides of the jobs ``check_jobs`` validated, while their sweep runs in this process:
 # the runner does not validate them again (``validated``).
 VALIDATED: set[tuple[str, ...]] = set()
+# The sweep this process runs, from its parent run's creation to its end (``stopped``).
+ACTIVE: list["SweepCallback"] = []
 
 
 def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
@@ -299,6 +302,8 @@ class SweepCallback(Callback):
             self.parent_id, sweep_dir, status, reason))
         os.environ[tracking.PARENT_ENV] = self.parent_id
         os.environ["MLFLOW_TRACKING_URI"] = tracking.tracking_uri()
+        self.sweep_dir = sweep_dir
+        ACTIVE[:] = [self]
         log.info("MLflow parent run %s in experiment %r (%s)", self.parent_id, name,
                  tracking.tracking_uri())
 
@@ -312,17 +317,34 @@ class SweepCallback(Callback):
             self._report(config)
         else:  # nothing to compare or show: the lines below say why each job did not finish
             print("no comparison and no report.html: no job of this sweep finished")
+        self._end(sweep_dir)
+
+    def stopped(self, exc: BaseException) -> NoReturn:
+        """End the sweep that its sweeper stopped with ``exc`` (Optuna's, when no trial
+        finished: ``No trials are completed yet``, after every trial's config was refused):
+        the parent ``FAILED`` with the reason, each job's outcome printed as at a sweep's end,
+        ``SystemExit(1)``. Before, a traceback through Optuna hid why each trial failed."""
+        why = f"the sweeper stopped: {tracking.error_summary(exc)}"
+        print(f"error: {why}", file=sys.stderr)
+        self._end(self.sweep_dir, "FAILED", why)
+        raise SystemExit(1)
+
+    def _end(self, sweep_dir: str, status: str | None = None, reason: str = "") -> None:
+        """End the parent (``end_parent``) and print what every job did; ``SystemExit(1)``
+        when a job did not finish."""
         try:
-            counts = end_parent(self.parent_id, sweep_dir)
+            counts = end_parent(self.parent_id, sweep_dir, status, reason)
         except Exception as exc:
             raise SystemExit(f"error: could not end sweep run {self.parent_id}: "
                              f"{tracking.error_summary(exc)}") from None
         finally:
             lifecycle.closed(self.parent_id)
             VALIDATED.clear()
+            ACTIVE.clear()
         done = tracking.read_statuses(sweep_dir)
         summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-        print(f"\nsweep done: {summary} (parent run {self.parent_id})")
+        print(f"\nsweep {'done' if status is None else status}: {summary} "
+              f"(parent run {self.parent_id})")
         for s in done:
             if s["status"] == "SKIPPED":
                 print(f"  skipped {s['overrides']}: identical config, data and code already "
