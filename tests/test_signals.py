@@ -148,3 +148,23 @@ def test_ctrl_c_while_a_sweep_composes_says_nothing_was_run_without_a_traceback(
     time.sleep(0.5)
     left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True)
     assert left.stdout.strip() == ""  # the composing child is gone too
+
+
+def test_ctrl_c_stops_a_ragexp_command_in_one_line(tmp_path):
+    """``ragexp embed`` (MiniLM, empty cache: seconds of embedding) stopped by Ctrl-C once it
+    embeds: exit 130, ``ragexp: stopped by SIGINT``, no traceback (``cli.main``)."""
+    log = tmp_path / "embed.txt"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "ragexp.cli.main", "embed",
+                                 "embedder=minilm", "chunking.max_words=60",
+                                 f"cache_dir={tmp_path / 'cache'}"], cwd=ROOT,
+                                env=cli_env(tmp_path), stdout=out, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while "embed passages" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 130, log.read_text()[-2000:]
+    text = log.read_text()
+    assert "ragexp: stopped by SIGINT" in text and "Traceback" not in text

@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 from dataclasses import asdict
 from functools import lru_cache
@@ -14,6 +15,7 @@ from pathlib import Path
 from ragexp import __version__
 from ragexp.cli import process
 from ragexp.errors import RagexpError
+from ragexp.tracking import lifecycle
 
 
 def _engine(args, pyfunc: bool = False):
@@ -602,6 +604,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `ragexp compare --format csv | head -1`: the reader left
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except (KeyboardInterrupt, lifecycle.Interrupted) as exc:  # Ctrl-C; SIGTERM once a run
+        sig = lifecycle.signal_received() or getattr(exc, "signum", signal.SIGINT)  # took it
+        print(f"ragexp: stopped by {signal.Signals(sig).name}", file=sys.stderr)
+        return 128 + sig  # a run it started is ended KILLED on the way (tracking.runs)
     except RagexpError as exc:  # every verb's user-facing errors: one line, exit 2
         print(f"error: {exc}", file=sys.stderr)
         return 2
