@@ -18,7 +18,9 @@ from ragexp.tracking.lifecycle import signal_received  # noqa: E402
 
 
 def _run() -> None:
-    """A ``ragexp`` command, or the Hydra app (``run.app.entry``)."""
+    """A ``ragexp`` command, or the Hydra app (``run.app.entry``); imported in here, so a
+    Ctrl-C during their imports is the one line below, not a traceback."""
+    # defer heavy import
     from ragexp.cli import main as cli
     from ragexp.errors import path_problem
 
@@ -35,6 +37,7 @@ def _run() -> None:
             if folder is not None and (problem := path_problem(folder, "dir")):
                 print(f"error: --config-dir {folder}: {problem}", file=sys.stderr)
                 sys.exit(2)
+    # defer heavy import
     from ragexp.run.app import entry
 
     entry()
