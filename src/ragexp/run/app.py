@@ -320,6 +320,7 @@ def entry() -> None:
             main()
             return
         os.environ["HYDRA_FULL_ERROR"] = "1"
+        ACTIVE.clear()  # a sweep of an earlier call in this process (tests) is not this one's
         try:
             main()
         except (ConfigCompositionException, OverrideParseException) as exc:
