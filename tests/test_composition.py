@@ -645,3 +645,18 @@ def test_a_sweep_over_a_hydra_setting_is_checked_and_launched(capsys):
         jobs = sweep.check_jobs(master)
     assert [cfg.k for _, cfg in jobs] == [100, 200]
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("args,key", [
+    (["hydra.run.dir=${nosuch}"], "hydra.run.dir"),
+    (["-m", "hydra.sweep.dir=${nosuch}", "k=100,101"], "hydra.sweep.dir"),
+])
+def test_a_hydra_setting_that_does_not_resolve_is_refused_naming_it(args, key, tmp_path):
+    """Hydra resolves its own settings as it launches a job, outside the job's config: before,
+    a traceback (``hydra.run.dir``) or exit 1 (``hydra.sweep.dir``)."""
+    proc = run_ragexp(tmp_path, *args, "embedder=hash", "retriever=bm25")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert f"  {key}: Interpolation key 'nosuch' not found" in proc.stderr
+    assert proc.stderr.count("error:") == 1 and proc.stderr.rstrip().endswith("nothing was run")
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert not (tmp_path / "mlflow.db").exists()

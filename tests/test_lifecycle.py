@@ -239,3 +239,38 @@ def test_a_change_to_ragexp_reruns_a_finished_config(store, monkeypatch):
         "ragexp.config_hash"]
     cfg.force = True
     assert run_logged(cfg)["run_id"] not in (first["run_id"], second["run_id"])
+
+
+def test_signals_deferred_holds_a_signal_another_thread_receives_until_the_block_ends():
+    """A Ctrl-C during the block is held and raised on leaving, even when the kernel hands it
+    to another thread (blocking it in the main thread, as before, let a thread started earlier
+    take it and the main thread raise inside the block: a store half-created)."""
+    import signal
+    import threading
+    import time
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)  # signals unblocked in it
+    other.start()
+    reached = []
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # not lifecycle's
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with lifecycle.signals_deferred():
+                for _ in range(20):  # process-directed: any thread not blocking it may get it
+                    os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.2)
+                reached.append("the end of the block")
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    finally:
+        stop.set()
+        signal.signal(signal.SIGINT, before)
+    assert reached == ["the end of the block"]
+
+
+def test_a_half_created_sqlite_store_is_named_with_what_to_do():
+    hint = tracking._half_created("sqlite:////w/mlruns/mlflow.db", RuntimeError(
+        "(sqlite3.OperationalError) table _alembic_tmp_tags already exists"))
+    assert "remove /w/mlruns/mlflow.db and run again" in hint
+    assert tracking._half_created("sqlite:////w/mlruns/mlflow.db", RuntimeError("locked")) == ""
+    assert tracking._half_created("http://host:5000", RuntimeError("already exists")) == ""

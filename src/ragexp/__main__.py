@@ -1,6 +1,6 @@
 """``python -m ragexp [overrides]``: one experiment, or a sweep with ``-m`` (``run.app``); a stop by
-SIGTERM or Ctrl-C exits 128 + the signal with the runs it started ended KILLED (Ctrl-C before any
-run, while importing or composing, exits 130 saying nothing was run, without a traceback).
+SIGTERM or Ctrl-C exits 128 + the signal with the runs it started ended KILLED (before any run,
+while importing or composing, it says nothing was run), without a traceback.
 
 ``python -m ragexp COMMAND ...`` where COMMAND is one of ``ragexp``'s (``embed``, ``compare``,
 ...) runs that command, as ``ragexp COMMAND ...`` does: a bare word is never a Hydra override
@@ -14,7 +14,11 @@ from ragexp.cli import process
 
 process.own()  # before the heavy imports below: they are what the collector's settings are for
 
-from ragexp.tracking.lifecycle import signal_received  # noqa: E402
+from ragexp.tracking.lifecycle import (  # noqa: E402
+    any_opened,
+    install_signal_handlers,
+    signal_received,
+)
 
 
 def _run() -> None:
@@ -37,6 +41,7 @@ def _run() -> None:
             if folder is not None and (problem := path_problem(folder, "dir")):
                 print(f"error: --config-dir {folder}: {problem}", file=sys.stderr)
                 sys.exit(2)
+    install_signal_handlers()  # a Ctrl-C in the imports below is recorded, whatever it becomes
     # defer heavy import
     from ragexp.run.app import entry
 
@@ -46,13 +51,14 @@ def _run() -> None:
 try:
     _run()
 except BaseException as exc:
-    sig = signal_received()
-    if sig is None and isinstance(exc, KeyboardInterrupt):  # before any run took the signals
-        print("ragexp: stopped by SIGINT before any run was created; nothing was run",
-              file=sys.stderr)
-        sys.exit(128 + signal.SIGINT)
+    # A library may turn the KeyboardInterrupt into its own error (OmegaConf an AttributeError):
+    # the signal recorded by lifecycle's handler says what stopped the process.
+    sig = signal_received() or (signal.SIGINT if isinstance(exc, KeyboardInterrupt) else None)
     if sig is None:
         raise
-    print(f"ragexp: stopped by {signal.Signals(sig).name}; the runs it started are ended KILLED",
-          file=sys.stderr)
+    name = signal.Signals(sig).name
+    print(f"\nragexp: stopped by {name}; " + ("the runs it started are ended KILLED"
+                                              if any_opened() else
+                                              "no run was created, nothing was run"),
+          file=sys.stderr)  # on a line of its own, after a progress bar's
     sys.exit(128 + sig)  # open runs are ended by lifecycle's exit hook on the way out

@@ -606,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except (KeyboardInterrupt, lifecycle.Interrupted) as exc:  # Ctrl-C; SIGTERM once a run
         sig = lifecycle.signal_received() or getattr(exc, "signum", signal.SIGINT)  # took it
-        print(f"ragexp: stopped by {signal.Signals(sig).name}", file=sys.stderr)
+        print(f"\nragexp: stopped by {signal.Signals(sig).name}", file=sys.stderr)
         return 128 + sig  # a run it started is ended KILLED on the way (tracking.runs)
     except RagexpError as exc:  # every verb's user-facing errors: one line, exit 2
         print(f"error: {exc}", file=sys.stderr)

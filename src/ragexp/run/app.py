@@ -19,6 +19,7 @@ from hydra.errors import ConfigCompositionException, OverrideParseException
 from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from ragexp.data import shipped, split
 from ragexp.data.readers import DataError
@@ -314,7 +315,9 @@ def entry() -> None:
     its documented ``HYDRA_FULL_ERROR=1``; a user who set that variable gets Hydra's full
     report as before. The config is composed once where ``composed_once`` allows it. A
     sweeper that raises while its sweep is under way (Optuna when no trial finished) ends the
-    sweep ``FAILED`` with every job's outcome printed (``SweepCallback.stopped``), exit 1."""
+    sweep ``FAILED`` with every job's outcome printed (``SweepCallback.stopped``), exit 1; a
+    ``hydra.*`` setting that does not resolve (``hydra.run.dir=${nosuch}``, which Hydra
+    resolves as it launches a job) is refused naming it, exit 2 (1 in a sweep under way)."""
     with composed_once(sys.argv[1:]):
         if os.environ.get("HYDRA_FULL_ERROR"):
             main()
@@ -325,6 +328,11 @@ def entry() -> None:
             main()
         except (ConfigCompositionException, OverrideParseException) as exc:
             refuse(f"{validation.composition_error(exc)}\nnothing was run")
+        except OmegaConfBaseException as exc:  # Hydra's own settings: hydra.run.dir=${nosuch}
+            if ACTIVE:
+                ACTIVE[0].stopped(exc)
+            refuse(f"invalid config:\n  {exc.full_key}: {str(exc).splitlines()[0]}\n"
+                   f"nothing was run")
         except Exception as exc:  # a sweeper's own error, its sweep under way: end it
             if not ACTIVE:
                 raise

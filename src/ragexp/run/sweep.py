@@ -275,6 +275,9 @@ class SweepCallback(Callback):
             self._start(config, None if jobs is None else len(jobs), name)
         except (SystemExit, KeyboardInterrupt, lifecycle.Interrupted):
             raise
+        except OmegaConfBaseException as exc:  # hydra.sweep.dir=${nosuch}
+            refuse(f"invalid config:\n  {exc.full_key}: {str(exc).splitlines()[0]}\n"
+                   f"nothing was run")
         except BaseException as exc:
             raise SystemExit(f"error: the sweep could not start, nothing was run: "
                              f"{tracking.error_summary(exc)}") from None
@@ -342,7 +345,7 @@ class SweepCallback(Callback):
             VALIDATED.clear()
             ACTIVE.clear()
         done = tracking.read_statuses(sweep_dir)
-        summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no job ran"
         print(f"\nsweep {'done' if status is None else status}: {summary} "
               f"(parent run {self.parent_id})")
         for s in done:

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 PID_TAG, HOST_TAG, START_TAG = "ragexp.pid", "ragexp.host", "ragexp.pid_start"
 _open: dict[str, Callable[[str, str], None]] = {}
+_ever_opened: list[str] = []  # every run this process registered (``opened``), in order
 _received: list[int] = []
 _installed: list[bool] = []
 
@@ -83,21 +84,38 @@ def reraise_if_stopped() -> None:
 
 @contextmanager
 def signals_deferred() -> Iterator[None]:
-    """Hold SIGTERM/SIGINT while a run is being ended, so the end itself is not cut short; a
-    signal that arrived meanwhile is delivered on leaving."""
-    main = threading.current_thread() is threading.main_thread()
-    if main:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    """Hold SIGTERM/SIGINT while a run is being ended or a store created, so neither is cut
+    short; the first signal that arrived meanwhile is delivered on leaving, to the handlers
+    there were before. Python runs signal handlers in the main thread, so this swaps them
+    there (elsewhere it holds nothing): blocking the signals in the main thread did not hold
+    them, as the kernel hands a process's signal to any thread that does not block it (the
+    native threads numpy's BLAS starts at import), whose C handler makes the main thread raise
+    all the same. A Ctrl-C while MLflow created a new sqlite store left it half-made."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: held.append(signum))
+                for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        if main:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if held:
+            signal.raise_signal(held[0])
 
 
 def opened(run_id: str, close: Callable[[str, str], None]) -> None:
     """Register a run this process must end; ``close(status, reason)`` ends it."""
     _open[run_id] = close
+    _ever_opened.append(run_id)
+
+
+def any_opened() -> bool:
+    """Whether this process has registered a run (``opened``): a stop before any did ends
+    nothing and runs nothing."""
+    return bool(_ever_opened)
 
 
 def closed(run_id: str) -> None:

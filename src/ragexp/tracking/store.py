@@ -29,6 +29,7 @@ from typing import Any
 from filelock import FileLock
 
 from ragexp.errors import NotFound, RagexpError
+from ragexp.tracking import lifecycle
 from ragexp.tracking.failures import describe
 
 log = logging.getLogger(__name__)
@@ -143,15 +144,29 @@ def client():
     if uri in _READY:
         return _READY[uri]
     try:  # constructing the client opens (and creates or migrates) the store
-        with store_lock(uri):
+        with store_lock(uri), lifecycle.signals_deferred():
             c = MlflowClient(tracking_uri=uri)
             c.search_experiments(max_results=1)
             c.search_registered_models(max_results=1)
     except Exception as exc:
         raise TrackingError(f"tracking store {uri} is not usable: "
-                            f"{' '.join(str(exc).split())[:500]}") from exc
+                            f"{' '.join(str(exc).split())[:500]}{_half_created(uri, exc)}"
+                            ) from exc
     _READY[uri] = c
     return c
+
+
+def _half_created(uri: str, exc: BaseException) -> str:
+    """A hint for a sqlite store whose creation was cut short (MLflow's migrations left a
+    ``_alembic_tmp_`` table, or a table that already exists): since ``client`` creates stores
+    with SIGINT/SIGTERM held, only a process killed outright (SIGKILL, power loss) while it
+    created the file leaves one. Empty for anything else."""
+    text = str(exc)
+    if not uri.startswith("sqlite:///") or not ("_alembic_tmp_" in text or
+                                                "already exists" in text):
+        return ""
+    return (f". It looks half-created (a process stopped while creating it): if it holds no "
+            f"run you need, remove {uri[len('sqlite:///'):]} and run again")
 
 
 def ensure_experiment(name: str) -> str:
