@@ -90,19 +90,30 @@ def signals_deferred() -> Iterator[None]:
     there (elsewhere it holds nothing): blocking the signals in the main thread did not hold
     them, as the kernel hands a process's signal to any thread that does not block it (the
     native threads numpy's BLAS starts at import), whose C handler makes the main thread raise
-    all the same. A Ctrl-C while MLflow created a new sqlite store left it half-made."""
+    all the same. A Ctrl-C while MLflow created a new sqlite store left it half-made. A second
+    signal is not held: whoever sends it insists (a store that does not answer can keep a
+    run's end waiting a minute), and the handlers there were before take it at once."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     held: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, frame: held.append(signum))
-                for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    def hold(signum, frame) -> None:
+        held.append(signum)
+        if len(held) > 1:
+            restore()
+            signal.raise_signal(signum)
+
+    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if held:
+        restore()
+        if len(held) == 1:
             signal.raise_signal(held[0])
 
 

@@ -144,7 +144,10 @@ def client():
     if uri in _READY:
         return _READY[uri]
     try:  # constructing the client opens (and creates or migrates) the store
-        with store_lock(uri), lifecycle.signals_deferred():
+        # a stop while MLflow creates or migrates a sqlite file left it half-made for good; a
+        # server's store is not held (a Ctrl-C must still cut a wait for one that is down)
+        with store_lock(uri), (lifecycle.signals_deferred() if uri.startswith("sqlite:")
+                               else nullcontext()):
             c = MlflowClient(tracking_uri=uri)
             c.search_experiments(max_results=1)
             c.search_registered_models(max_results=1)
