@@ -660,3 +660,22 @@ def test_a_hydra_setting_that_does_not_resolve_is_refused_naming_it(args, key, t
     assert proc.stderr.count("error:") == 1 and proc.stderr.rstrip().endswith("nothing was run")
     assert "Traceback" not in proc.stderr + proc.stdout
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_blank_experiment_is_refused_at_composition():
+    """MLflow refuses a blank experiment name only when the run is created, after the data
+    loaded (``Invalid experiment name: ''``, exit 1)."""
+    with pytest.raises(validation.ConfigRangeError, match=r"experiment='' is blank"):
+        validation.validate(compose_config("embedder=hash", "experiment=''"))
+
+
+def test_a_config_file_that_is_not_yaml_is_refused_naming_it(tmp_path):
+    """An ablation of a ``--config-dir`` folder that does not parse, picked by name: Hydra
+    raised the YAML parser's error with a 38-frame traceback, exit 1."""
+    (tmp_path / "cd" / "ablation").mkdir(parents=True)
+    (tmp_path / "cd" / "ablation" / "broken.yaml").write_text("a: [1, 2\nb: {\n")
+    proc = run_ragexp(tmp_path, "--config-dir", str(tmp_path / "cd"), "embedder=hash",
+                      "+ablation=broken")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert f'"{tmp_path / "cd" / "ablation" / "broken.yaml"}", line 1, column 4' in proc.stderr
+    assert proc.stderr.rstrip().endswith("nothing was run") and "Traceback" not in proc.stderr

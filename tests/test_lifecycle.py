@@ -296,3 +296,21 @@ def test_a_second_signal_is_not_held():
     finally:
         signal.signal(signal.SIGINT, before)
     assert reached == ["held the first"]
+
+
+def test_a_stop_python_could_only_print_still_stops_the_run(store, tmp_path, monkeypatch):
+    """SIGINT raised inside a weakref callback is printed ("Exception ignored in ...") and the
+    process went on, to finish its run and exit 0; the signal was recorded, so ``tracked_run``
+    creates no run after it, and ends ``KILLED`` a run during which it came."""
+    c, exp, _ = store
+    monkeypatch.setattr(lifecycle, "_received", [2])
+    with pytest.raises(lifecycle.Interrupted):
+        with open_run(exp, tmp_path / "never"):
+            pass
+    assert c.search_runs([exp]) == []
+    monkeypatch.setattr(lifecycle, "_received", [])
+    with pytest.raises(lifecycle.Interrupted):
+        with open_run(exp, tmp_path / "stopped") as run:
+            lifecycle._received.append(2)  # as _on_signal records it, its raise swallowed
+    assert c.get_run(run.run_id).info.status == "KILLED"
+    assert status_file(tmp_path / "stopped")["status"] == "KILLED"

@@ -198,3 +198,45 @@ def test_ctrl_c_while_mlflow_creates_the_store_leaves_it_usable(tmp_path):
     again = subprocess.run(args, cwd=ws, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stdout.startswith("run ") or "\nrun " in again.stdout
+
+
+def test_a_sweep_whose_reader_left_finishes_every_job_and_counts_each_once(tmp_path):
+    """``python -m ragexp -m ... | head -2``: the reader leaves after two lines. Each job's
+    result line then met a closed pipe and the job was counted FAILED although its run had
+    finished (``run.console.say``): now every job finishes, and is counted once."""
+    sweep = tmp_path / "multirun"
+    proc = subprocess.Popen([sys.executable, "-m", "ragexp", "-m", "k=100,101,102,103",
+                             "embedder=hash", "retriever=bm25", f"hydra.sweep.dir={sweep}",
+                             f"cache_dir={tmp_path / 'cache'}", "progress=false"], cwd=ROOT,
+                            env=cli_env(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    head = [proc.stdout.readline() for _ in range(2)]
+    proc.stdout.close()  # the reader leaves, as head does
+    assert proc.wait(timeout=300) == 0 and all(head)
+    runs = all_runs(tmp_path)
+    parent = next(r for r in runs if r.data.tags.get("ragexp.role") == "sweep")
+    assert json.loads(parent.data.tags["ragexp.jobs"]) == {"finished": 4}
+    assert parent.info.status == "FINISHED"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_as_a_sweep_ends_leaves_no_run_running(tmp_path, sig):
+    """The stop comes as the sweep writes its page and ends its parent: the parent was taken
+    off the exit hook's list before it was ended, and stayed RUNNING (4 times in 4). Now it
+    ends with its jobs' outcome, or KILLED, never RUNNING."""
+    proc = subprocess.Popen([sys.executable, "-m", "ragexp", "-m", "k=100,101",
+                             "embedder=hash", "retriever=bm25",
+                             f"hydra.sweep.dir={tmp_path / 'multirun'}",
+                             f"cache_dir={tmp_path / 'cache'}", "progress=false"], cwd=ROOT,
+                            env=cli_env(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    for line in proc.stdout:
+        if "wrote report.html" in line:
+            os.killpg(proc.pid, sig)
+            break
+    proc.stdout.read()
+    assert proc.wait(timeout=120) in (0, 128 + sig, -sig)
+    runs = all_runs(tmp_path)
+    assert len(runs) == 3 and not [r for r in runs if r.info.status == "RUNNING"]
+    parent = next(r for r in runs if r.data.tags.get("ragexp.role") == "sweep")
+    assert parent.info.status in ("FINISHED", "KILLED") and parent.info.end_time is not None

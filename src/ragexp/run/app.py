@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import hydra
+import yaml
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import ConfigCompositionException, OverrideParseException
 from hydra.types import RunMode
@@ -31,6 +32,7 @@ from ragexp.run import build as stages
 from ragexp.run import inputs as run_inputs
 from ragexp.run import repeats, schema, validation
 from ragexp.run.compose import task_overrides, warn_shadowed
+from ragexp.run.console import say
 from ragexp.run.pipeline import RunResult, run_experiment
 from ragexp.run.sweep import ACTIVE, SKIP_LINK, refuse, validated
 from ragexp.tracking import failures, lifecycle, provenance, runs
@@ -201,7 +203,7 @@ def run_logged(cfg: DictConfig, label: str | None = None) -> dict:
     m = result.metrics
     keys = [ms.key for ms in measures.parse_all(cfg.measures)]
     summary = "  ".join(f"{k}={m[k]:.3f}" for k in (*keys, "abstain.auc") if k in m)
-    print(f"run {run.run_id} [{label}] {summary}")
+    say(f"run {run.run_id} [{label}] {summary}")
     return {"status": "FINISHED", "run_id": run.run_id, **m}
 
 
@@ -313,7 +315,8 @@ def entry() -> None:
     a misspelt key, an override that does not parse) reported in one line
     (``validation.composition_error``), exit 2, nothing run. Hydra re-raises them to us under
     its documented ``HYDRA_FULL_ERROR=1``; a user who set that variable gets Hydra's full
-    report as before. The config is composed once where ``composed_once`` allows it. A
+    report as before; a config file that is not YAML is refused so too (the parser's file,
+    line and column). The config is composed once where ``composed_once`` allows it. A
     sweeper that raises while its sweep is under way (Optuna when no trial finished) ends the
     sweep ``FAILED`` with every job's outcome printed (``SweepCallback.stopped``), exit 1; a
     ``hydra.*`` setting that does not resolve (``hydra.run.dir=${nosuch}``, which Hydra
@@ -328,6 +331,8 @@ def entry() -> None:
             main()
         except (ConfigCompositionException, OverrideParseException) as exc:
             refuse(f"{validation.composition_error(exc)}\nnothing was run")
+        except yaml.YAMLError as exc:  # a config file Hydra reads by name does not parse
+            refuse(f"{' '.join(str(exc).split())}\nnothing was run")
         except OmegaConfBaseException as exc:  # Hydra's own settings: hydra.run.dir=${nosuch}
             if ACTIVE:
                 ACTIVE[0].stopped(exc)

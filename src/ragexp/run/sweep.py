@@ -36,6 +36,7 @@ from omegaconf.errors import OmegaConfBaseException
 from ragexp.errors import RagexpError
 from ragexp.run import forked, validation
 from ragexp.run.compose import task_overrides
+from ragexp.run.console import say
 from ragexp.tracking import lifecycle, outbox
 from ragexp.tracking import store as tracking
 
@@ -287,11 +288,11 @@ class SweepCallback(Callback):
         sweep_dir = str(config.hydra.sweep.dir)
         exp_id = tracking.ensure_experiment(name)
         for box, run_id in outbox.sync([sweep_dir], tracking.tracking_uri()):
-            print(f"synced results kept on disk in {box.root} to run {run_id}")
+            say(f"synced results kept on disk in {box.root} to run {run_id}")
         c = tracking.client()
         closed, _ = lifecycle.close_abandoned(c, [exp_id])
         for run in closed:
-            print(f"closed abandoned run {run.info.run_id} ({run.info.run_name}) as FAILED: "
+            say(f"closed abandoned run {run.info.run_id} ({run.info.run_name}) as FAILED: "
                   f"its process {run.data.tags.get(lifecycle.PID_TAG)} is gone")
         tags = {tracking.ROLE_TAG: tracking.SWEEP_ROLE, "ragexp.sweep_dir": sweep_dir,
                 "ragexp.overrides": " ".join(task_overrides(config.hydra)),
@@ -319,7 +320,7 @@ class SweepCallback(Callback):
             self._select(config, sweep_dir)
             self._report(config)
         else:  # nothing to compare or show: the lines below say why each job did not finish
-            print("no comparison and no report.html: no job of this sweep finished")
+            say("no comparison and no report.html: no job of this sweep finished")
         self._end(sweep_dir)
 
     def stopped(self, exc: BaseException) -> NoReturn:
@@ -333,30 +334,35 @@ class SweepCallback(Callback):
         raise SystemExit(1)
 
     def _end(self, sweep_dir: str, status: str | None = None, reason: str = "") -> None:
-        """End the parent (``end_parent``) and print what every job did; ``SystemExit(1)``
-        when a job did not finish."""
+        """End the parent (``end_parent``, a stop signal held meanwhile) and print what every
+        job did; ``SystemExit(1)`` when a job did not finish. The parent leaves the exit hook's
+        list only once ended, or once the store refused to end it: a stop that cut the end short
+        (a second signal) leaves it to the hook, which ends it ``KILLED`` (before, it was taken
+        off the list first, and a stop there left the parent ``RUNNING``)."""
         try:
-            counts = end_parent(self.parent_id, sweep_dir, status, reason)
+            with lifecycle.signals_deferred():
+                counts = end_parent(self.parent_id, sweep_dir, status, reason)
+                lifecycle.closed(self.parent_id)
         except Exception as exc:
+            lifecycle.closed(self.parent_id)
             raise SystemExit(f"error: could not end sweep run {self.parent_id}: "
                              f"{tracking.error_summary(exc)}") from None
         finally:
-            lifecycle.closed(self.parent_id)
             VALIDATED.clear()
             ACTIVE.clear()
         done = tracking.read_statuses(sweep_dir)
         summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no job ran"
-        print(f"\nsweep {'done' if status is None else status}: {summary} "
+        say(f"\nsweep {'done' if status is None else status}: {summary} "
               f"(parent run {self.parent_id})")
         for s in done:
             if s["status"] == "SKIPPED":
-                print(f"  skipped {s['overrides']}: identical config, data and code already "
+                say(f"  skipped {s['overrides']}: identical config, data and code already "
                       f"finished as run {s['run_id']} (force=true reruns it)")
         failed = [s for s in done if s["status"] not in ("FINISHED", "SKIPPED")]
         for s in failed:
             run = (f"run {s['run_id']}" if s.get("run_id") else
                    "no run: the job failed before its run was created")
-            print(f"  {s['status']} {s['overrides']}: {s.get('error', '')} ({run})")
+            say(f"  {s['status']} {s['overrides']}: {s.get('error', '')} ({run})")
         if failed:
             print(f"{len(failed)} job(s) did not finish", file=sys.stderr)
             raise SystemExit(1)
@@ -373,7 +379,7 @@ class SweepCallback(Callback):
             for line in summarise_sweep(self.parent_id, tracking.read_statuses(sweep_dir),
                                         self.baseline, str(config.objective),
                                         objective_source=str(config.objective_source)):
-                print(line)
+                say(line)
         except Exception as exc:
             log.exception("sweep comparisons failed")
             tracking.client().set_tag(self.parent_id, "ragexp.selection_error",
@@ -388,9 +394,9 @@ class SweepCallback(Callback):
             from ragexp.report.html import write
 
             if config.get("sweep_report", True):
-                print(write(self.parent_id))
+                say(write(self.parent_id))
             else:
-                print(f"no report.html (sweep_report=false); later: ragexp report --html "
+                say(f"no report.html (sweep_report=false); later: ragexp report --html "
                       f"report.html --parent {self.parent_id}")
         except (KeyboardInterrupt, lifecycle.Interrupted):
             raise

@@ -888,6 +888,20 @@ def composition_error(exc: BaseException) -> str:
 
 
 @cross_field_rule
+def experiment_named(cfg: DictConfig) -> list[str]:
+    """``experiment`` names an MLflow experiment: not empty or blank (MLflow refuses it when
+    the run is created, after the data loaded: ``Invalid experiment name: ''``)."""
+    node = cfg._get_node("experiment") if "experiment" in cfg else None
+    if node is None or node._is_interpolation():  # unresolvable's, or the job's (${hydra:..})
+        return []
+    name = node._value()
+    if name is None or str(name).strip():
+        return []
+    return [f"experiment={name!r} is blank: name the MLflow experiment (default "
+            f"ragexp-<dataset name>)"]
+
+
+@cross_field_rule
 def device_runs_here(cfg: DictConfig) -> list[str]:
     """``embedder.device`` is cpu or cuda, and cuda only where onnxruntime has its CUDA
     provider (``embedders.cuda_unavailable``): a sweep stops before any job, never running on

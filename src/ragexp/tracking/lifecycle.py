@@ -75,8 +75,10 @@ def signal_received() -> int | None:
 
 
 def reraise_if_stopped() -> None:
-    """In a handler for job failures: raise ``Interrupted`` again when the failure was really
-    a stop signal, so a sweep stops instead of going on to the next job."""
+    """Raise ``Interrupted`` when a stop signal was received: in a handler for job failures
+    (the failure was really a stop, so a sweep stops instead of going on to the next job), and
+    where a run begins or ends (a stop raised inside a weakref callback or ``__del__`` is only
+    printed by Python, and the process went on to finish its run and exit 0)."""
     sig = signal_received()
     if sig is not None:
         raise Interrupted(sig)

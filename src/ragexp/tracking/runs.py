@@ -118,10 +118,13 @@ def tracked_run(experiment_id: str, *, run_name: str | None, tags: dict[str, str
 
     Ends ``FINISHED`` when the block completes, ``KILLED`` on SIGTERM/SIGINT (``lifecycle``),
     ``FAILED`` on any other exception (``ragexp.error`` tag, ``error.txt``); the exception
-    propagates. The job's status file follows each step (``RUNNING`` -> final status, or
+    propagates. A stop signal raised where Python could only print it (in a weakref callback:
+    "Exception ignored in ...") is still recorded (``lifecycle.signal_received``): the run is
+    not created, or ends ``KILLED``, all the same. The job's status file follows each step (``RUNNING`` -> final status, or
     ``PENDING_SYNC`` when the results are only on disk). Raises ``TrackingError`` when the
     store cannot create the run."""
     lifecycle.install_signal_handlers()
+    lifecycle.reraise_if_stopped()  # a stop raised where Python could only print it
     c = store.client()
     try:
         run = c.create_run(experiment_id, run_name=run_name,
@@ -141,6 +144,7 @@ def tracked_run(experiment_id: str, *, run_name: str | None, tags: dict[str, str
     store.write_status(output_dir, status="RUNNING", run_id=run_id, overrides=overrides)
     try:
         yield TrackedRun(run_id, box)
+        lifecycle.reraise_if_stopped()
     except BaseException as exc:
         with lifecycle.signals_deferred():
             _record_failure(run_id, box, exc, output_dir, overrides)
