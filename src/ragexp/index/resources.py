@@ -246,11 +246,13 @@ class Resources:
     @contextmanager
     def warm_up(self) -> Iterator[None]:
         """A block whose searches alone (``searched_alone``, ``query_vectors(cached=False)``)
-        run as serving runs them but are neither kept nor replayed: the latency measurement's
-        untimed first query, which loads what a server loads before it answers (a model whose
-        vectors all came from the cache loads at its first query: 0.6-0.8 s for MiniLM). Kept,
-        that first query's seconds would be replayed as the query's latency in every later job
-        of the sweep. Holds for the views of these resources (``with_embedder``) too."""
+        keep nothing and count no replay: the latency measurement's untimed first query, which
+        loads what a server loads before it answers (a model whose vectors all came from the
+        cache loads at its first query: 0.6-0.8 s for MiniLM). Kept, that first query's seconds
+        would be replayed as the query's latency in every later job of the sweep. What an
+        earlier job kept is read (the job that kept it loaded what it needs), so a later job's
+        warm-up costs its reranker's work only. Holds for the views of these resources
+        (``with_embedder``) too."""
         owner = self.parent or self
         owner.warming = True
         try:
@@ -269,8 +271,9 @@ class Resources:
         ``index`` is the index's stage key, as for ``searched``. The kept seconds count a query
         embedding replayed inside the search (``query_vectors``, ``cached=False``) at its
         measured time.
-        Without a stage store (a lone run, serving), or in ``warm_up``, every call searches."""
-        if not self.share_searches or (self.parent or self).warming:
+        Without a stage store (a lone run, serving) every call searches; in ``warm_up`` a
+        call keeps nothing and counts nothing."""
+        if not self.share_searches:
             return search()
         book = self.stages.scratch(f"{stage}_alone",
                                    stage_key(f"{stage}_alone", index or self._index_key(stage),
@@ -278,6 +281,8 @@ class Resources:
         text = json.dumps(list(queries.items()))
         held = book.get(text)
         owner = self.parent or self
+        if owner.warming:
+            return {q: dict(s) for q, s in held[1].items()} if held else search()
         if held is None:
             start, replayed_before = time.perf_counter(), owner.replayed_s
             ranking = search()
@@ -338,14 +343,16 @@ class Resources:
         (seconds, vectors); a later job, on any index (another chunking, another depth), gets the
         same vectors, adds the kept seconds to ``replayed_s`` and 1 to ``replayed``, as
         ``searched_alone`` does for a whole search: a query's embedding time does not depend on
-        the index it then searches. Without a stage store (a lone run, serving), or in
-        ``warm_up``, every call embeds."""
-        if not self.share_searches or (self.parent or self).warming:
+        the index it then searches. Without a stage store (a lone run, serving) every call
+        embeds; in ``warm_up`` a call keeps nothing and counts nothing."""
+        if not self.share_searches:
             return self.embedder.embed(texts, "query")
         key = self.embedder.identity.key
         book = self.stages.scratch(f"query_alone.{key}", stage_key("query_alone", key), dict)
         text = json.dumps(texts)
         held = book.get(text)
+        if (self.parent or self).warming:
+            return held[1].copy() if held else self.embedder.embed(texts, "query")
         if held is None:
             start = time.perf_counter()
             vectors = self.embedder.embed(texts, "query")
