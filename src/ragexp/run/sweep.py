@@ -293,7 +293,7 @@ class SweepCallback(Callback):
         closed, _ = lifecycle.close_abandoned(c, [exp_id])
         for run in closed:
             say(f"closed abandoned run {run.info.run_id} ({run.info.run_name}) as FAILED: "
-                  f"its process {run.data.tags.get(lifecycle.PID_TAG)} is gone")
+                f"its process {run.data.tags.get(lifecycle.PID_TAG)} is gone")
         tags = {tracking.ROLE_TAG: tracking.SWEEP_ROLE, "ragexp.sweep_dir": sweep_dir,
                 "ragexp.overrides": " ".join(task_overrides(config.hydra)),
                 "ragexp.code": tracking.code_identity(), **lifecycle.process_tags()}
@@ -353,11 +353,11 @@ class SweepCallback(Callback):
         done = tracking.read_statuses(sweep_dir)
         summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no job ran"
         say(f"\nsweep {'done' if status is None else status}: {summary} "
-              f"(parent run {self.parent_id})")
+            f"(parent run {self.parent_id})")
         for s in done:
             if s["status"] == "SKIPPED":
                 say(f"  skipped {s['overrides']}: identical config, data and code already "
-                      f"finished as run {s['run_id']} (force=true reruns it)")
+                    f"finished as run {s['run_id']} (force=true reruns it)")
         failed = [s for s in done if s["status"] not in ("FINISHED", "SKIPPED")]
         for s in failed:
             run = (f"run {s['run_id']}" if s.get("run_id") else
@@ -397,7 +397,7 @@ class SweepCallback(Callback):
                 say(write(self.parent_id))
             else:
                 say(f"no report.html (sweep_report=false); later: ragexp report --html "
-                      f"report.html --parent {self.parent_id}")
+                    f"report.html --parent {self.parent_id}")
         except (KeyboardInterrupt, lifecycle.Interrupted):
             raise
         except BaseException as exc:  # noqa: BLE001 - a report never fails the sweep
