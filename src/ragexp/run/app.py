@@ -34,7 +34,7 @@ from ragexp.run import repeats, schema, validation
 from ragexp.run.compose import task_overrides, warn_shadowed
 from ragexp.run.console import say
 from ragexp.run.pipeline import RunResult, run_experiment
-from ragexp.run.sweep import ACTIVE, SKIP_LINK, refuse, validated
+from ragexp.run.sweep import ACTIVE, SKIP_LINK, refuse, refuse_unresolved, validated
 from ragexp.tracking import failures, lifecycle, provenance, runs
 from ragexp.tracking import store as tracking
 
@@ -336,8 +336,7 @@ def entry() -> None:
         except OmegaConfBaseException as exc:  # Hydra's own settings: hydra.run.dir=${nosuch}
             if ACTIVE:
                 ACTIVE[0].stopped(exc)
-            refuse(f"invalid config:\n  {exc.full_key}: {str(exc).splitlines()[0]}\n"
-                   f"nothing was run")
+            refuse_unresolved(exc)
         except Exception as exc:  # a sweeper's own error, its sweep under way: end it
             if not ACTIVE:
                 raise

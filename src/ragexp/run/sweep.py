@@ -213,6 +213,13 @@ def refuse(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
+def refuse_unresolved(exc: OmegaConfBaseException) -> NoReturn:
+    """``refuse`` a setting of Hydra's own (``hydra.run.dir``, ``hydra.sweep.dir``) that does
+    not resolve, naming its key: Hydra resolves them as it launches, outside any job's config
+    and so outside ``validation.unresolvable``."""
+    refuse(f"invalid config:\n  {exc.full_key}: {str(exc).splitlines()[0]}\nnothing was run")
+
+
 def job_counts(parent_id: str, sweep_dir: str | Path) -> dict[str, int]:
     """Jobs by outcome (``finished``, ``failed``, ``killed``, ``skipped``, ``pending_sync``,
     ...): from the status files, plus child runs in the store that left none (a killed worker)."""
@@ -277,8 +284,7 @@ class SweepCallback(Callback):
         except (SystemExit, KeyboardInterrupt, lifecycle.Interrupted):
             raise
         except OmegaConfBaseException as exc:  # hydra.sweep.dir=${nosuch}
-            refuse(f"invalid config:\n  {exc.full_key}: {str(exc).splitlines()[0]}\n"
-                   f"nothing was run")
+            refuse_unresolved(exc)
         except BaseException as exc:
             raise SystemExit(f"error: the sweep could not start, nothing was run: "
                              f"{tracking.error_summary(exc)}") from None
