@@ -15,6 +15,7 @@ from pathlib import Path
 from ragexp import __version__
 from ragexp.cli import process
 from ragexp.errors import RagexpError
+from ragexp.run.console import reader_left
 from ragexp.tracking import lifecycle
 
 
@@ -602,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe raises here, inside the try
         return code
     except BrokenPipeError:  # `ragexp compare --format csv | head -1`: the reader left
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        reader_left()
         return 1
     except (KeyboardInterrupt, lifecycle.Interrupted) as exc:  # Ctrl-C; SIGTERM once a run
         sig = lifecycle.signal_received() or getattr(exc, "signum", signal.SIGINT)  # took it

@@ -11,9 +11,15 @@ import sys
 
 def say(line: str = "") -> None:
     """Print ``line`` to stdout, flushed; once the reader has gone (``BrokenPipeError``),
-    stdout is pointed at ``os.devnull`` and this line and every later one go nowhere. The work
-    goes on: what it measures is in the store, and ``ragexp compare`` reads it back."""
+    stdout goes nowhere (``reader_left``), this line and every later one. The work goes on:
+    what it measures is in the store, and ``ragexp compare`` reads it back."""
     try:
         print(line, flush=True)
     except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        reader_left()
+
+
+def reader_left() -> None:
+    """Point stdout's file descriptor at ``os.devnull``, after a ``BrokenPipeError``: later
+    writes, and the interpreter's flush at exit, then meet no closed pipe."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
