@@ -110,6 +110,45 @@ def test_with_another_thread_running_the_work_runs_here_when_asked():
         other.join()
 
 
+def test_meanwhile_fills_the_wait_and_stops_once_the_child_is_done():
+    """Steps run here while the child works; none starts after it has written its result."""
+    ran = []
+
+    def step(i):
+        return lambda: (ran.append((i, time.monotonic())), time.sleep(0.05))
+
+    with Beside(lambda: (time.sleep(0.6), time.monotonic())[1], "sleeping") as work:
+        count = work.meanwhile(step(i) for i in range(100))
+        done_at = work.result()
+    assert count == len(ran) and 2 <= count < 100
+    assert all(at < done_at for _, at in ran)  # each began before the child finished
+    assert [i for i, _ in ran] == list(range(count))  # in order, none skipped
+    assert work.meanwhile([lambda: ran.append("late")]) == 0 and ran[-1] != "late"
+
+
+def test_meanwhile_runs_nothing_once_the_child_has_finished_or_where_nothing_forked():
+    ran = []
+    with Beside(lambda: "quick", "returning") as work:
+        deadline = time.monotonic() + 10
+        while not forked.select.select([work._read], [], [], 0.05)[0]:
+            assert time.monotonic() < deadline
+        assert work.meanwhile([lambda: ran.append(1)]) == 0
+        assert work.result() == "quick"
+    with Beside(lambda: "here", "here", fork=False) as work:
+        assert work.meanwhile([lambda: ran.append(2)]) == 0
+        assert work.result() == "here"
+    assert ran == []
+
+
+def test_a_step_that_fails_raises_and_the_child_is_still_reaped():
+    with pytest.raises(ZeroDivisionError):
+        with Beside(lambda: time.sleep(30), "sleeping") as work:
+            pid = work._pid
+            work.meanwhile([lambda: 1 / 0])
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
 ABLATIONS = ("abstain_dense", "bm25", "chunks_large", "hybrid", "no_reranker")
 
 
@@ -260,3 +299,45 @@ def test_a_sweep_the_basic_sweeper_cannot_expand_forks_nothing(monkeypatch):
         assert sweep.check_jobs(master) is None
     finally:
         initialize.__exit__(None, None, None)
+
+
+@pytest.mark.parametrize("overrides, params, imports", [
+    ([], {"+ablation": "bm25,hybrid"}, ["fastembed", "scipy.stats", "ragexp.report.html"]),
+    (["embedder=hash"], {"+ablation": "bm25,hybrid"}, ["scipy.stats", "ragexp.report.html"]),
+    (["embedder=hash", "sweep_report=false"], {"k": "5,10"}, ["scipy.stats"]),
+    ([], {"k": "5"}, ["fastembed"]),  # one job: no end-of-sweep tests, no page of several
+])
+def test_a_sweep_imports_what_it_uses_later_while_its_jobs_compose(monkeypatch, overrides,
+                                                                    params, imports):
+    """``check_jobs`` imports, after MLflow's, the modules ``later_imports`` names for the
+    sweep's base config and number of jobs, while the child composes; a module not installed
+    is left to the job that uses it to report."""
+    from omegaconf import open_dict
+
+    from ragexp.run import sweep
+
+    asked = []
+    monkeypatch.setattr(sweep.tracking, "preload", lambda: None)
+    monkeypatch.setattr(sweep, "import_step", lambda m: lambda: asked.append(m))
+    monkeypatch.setattr(sweep, "composed_and_checked",
+                        lambda config, overrides: (time.sleep(3), ([], None))[1])
+    initialize, master = _master(overrides)
+    try:
+        with open_dict(master):
+            master.hydra.sweeper.params = params
+        jobs = sweep.sweep_jobs(master)
+        assert sweep.later_imports(master, len(jobs)) == imports
+        sweep.check_jobs(master)
+    finally:
+        initialize.__exit__(None, None, None)
+    assert asked == imports
+
+
+def test_an_import_step_imports_its_module_and_leaves_a_missing_one_to_its_user():
+    from ragexp.run import sweep
+
+    sys.modules.pop("colorsys", None)
+    sweep.import_step("colorsys")()
+    assert "colorsys" in sys.modules
+    sweep.import_step("ragexp_no_such_module")()  # no error here: the job reports it
+    assert "ragexp_no_such_module" not in sys.modules

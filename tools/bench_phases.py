@@ -44,6 +44,8 @@ TIMED = (
     ("hydra._internal.config_loader_impl", "ConfigLoaderImpl.load_sweep_config",
      "Hydra: compose configs"),
     ("ragexp.run.forked", "Beside.result", "Hydra: compose configs"),
+    ("ragexp.run.forked", "Beside.meanwhile",
+     "imports a sweep uses later (fastembed, scipy.stats), while its jobs compose"),
     ("ragexp.run.validation", "validate", "validate configs"),
     ("ragexp.run.app", "resolve", "load data, run identity"),
     ("ragexp.run.app", "build_and_run", COMPUTE),

@@ -19,11 +19,12 @@ from __future__ import annotations
 import ctypes
 import os
 import pickle
+import select
 import signal
 import sys
 import threading
 import traceback
-from typing import Callable, Generic, TypeVar
+from typing import Callable, Generic, Iterable, TypeVar
 
 from ragexp.errors import RagexpError
 
@@ -87,6 +88,25 @@ class Beside(Generic[T]):
         if ok:
             return value
         raise value
+
+    def meanwhile(self, steps: Iterable[Callable[[], object]]) -> int:
+        """Run ``steps`` here, in order, while the child works, and return how many ran: each
+        starts only if the child has not finished yet (its pipe is readable once it writes its
+        result or dies), so this process fills the time it would spend waiting in ``result``
+        and gives up what it cannot fit. Meant for work this process will do anyway (imports
+        it uses later): a step under way when the child finishes runs to its end, a step not
+        begun is left for later. Runs none where nothing was forked (``work`` has not run yet
+        and runs at ``result``) or the result was already read. A step's exception is
+        raised."""
+        if not self.forked or self._read is None:
+            return 0
+        ran = 0
+        for step in steps:
+            if select.select([self._read], [], [], 0)[0]:
+                break
+            step()
+            ran += 1
+        return ran
 
     def __enter__(self) -> "Beside[T]":
         return self
