@@ -578,6 +578,54 @@ def test_a_sweep_with_a_bad_second_job_launches_none(overrides, key, values, mes
     assert message in lines[1] and lines[2:] == ["nothing was run"]
 
 
+def _refusal(params: dict, overrides: list[str], capsys) -> list[str]:
+    """``sweep.check_jobs`` on a sweep of ``params`` over ``overrides``: its stderr lines."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
+
+    from ragexp.run import sweep
+    from ragexp.run.app import CONF_DIR
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        master = compose("config", overrides=["embedder=hash", *overrides],
+                         return_hydra_config=True)
+        with open_dict(master):
+            master.hydra.sweeper.params = params
+        with pytest.raises(SystemExit) as stopped:
+            sweep.check_jobs(master)
+    assert stopped.value.code == 2 and not sweep.VALIDATED
+    return capsys.readouterr().err.rstrip().splitlines()
+
+
+def test_a_sweep_with_several_bad_jobs_names_each_of_them(capsys):
+    """The first refused job in full (each bad value a line), then one line for each other
+    refused job, a value refused or an option that does not compose: one try shows them all."""
+    lines = _refusal({"k": "0,100,-1", "retriever": "bm25,hybrd"}, [], capsys)
+    assert lines[0] == "error: invalid config (job #0: k=0 retriever=bm25 embedder=hash):"
+    assert lines[1].startswith("  k=0 is out of range: must be >= 1")
+    assert lines[-1] == "nothing was run"
+    more = lines[lines.index("4 more of the 6 jobs are refused too:") + 1:-1]
+    assert [ln.split(":")[0] for ln in more] == [
+        "  job #1 (k=0 retriever=hybrd embedder=hash) does not compose",
+        "  job #3 (k=100 retriever=hybrd embedder=hash) does not compose", "  job #4",
+        "  job #5 (k=-1 retriever=hybrd embedder=hash) does not compose"]
+    assert more[2].startswith("  job #4: k=-1 retriever=bm25 embedder=hash: k=-1 is out of range")
+    assert all("Could not find 'retriever/hybrd'" in ln for ln in (more[0], more[1], more[3]))
+
+
+def test_a_sweep_with_many_bad_jobs_lists_ten_and_counts_the_rest(capsys):
+    from ragexp.run import sweep
+
+    values = ",".join(str(-i) for i in range(14))
+    lines = _refusal({"k": values}, [], capsys)
+    assert lines[0] == "error: invalid config (job #0: k=0 embedder=hash):"
+    at = lines.index("13 more of the 14 jobs are refused too:")
+    listed = lines[at + 1:-1]
+    assert len(listed) == sweep.MORE_REFUSED + 1 and listed[-1] == "  ... and 3 more"
+    assert listed[0].startswith("  job #1: k=-1 embedder=hash: k=-1 is out of range")
+    assert listed[9].startswith("  job #10: k=-10 embedder=hash: k=-10 is out of range")
+
+
 @pytest.mark.slow
 def test_the_cli_refuses_a_sweep_with_a_bad_second_job_and_creates_no_run(tmp_path):
     proc = run_ragexp(tmp_path, "-m", "retriever=hybrid", "fusion=combsum",

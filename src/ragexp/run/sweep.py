@@ -75,24 +75,19 @@ def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
     return [list(ov) for ov in batches]
 
 
-def compose_jobs(config: DictConfig,
-                 overrides: list[list[str]]) -> list[tuple[list[str], DictConfig]]:
-    """``(overrides, composed config)`` for each job's ``overrides`` (``sweep_jobs``), composed
-    the way the launcher will compose them. Raises ``HydraException`` naming the first job that
-    does not compose. Pure: what it composed answers Hydra only once ``compose_once`` hands it
-    over."""
+def compose_job(config: DictConfig, i: int, overrides: list[str]) -> DictConfig:
+    """Job ``#i``'s config for its ``overrides`` (``sweep_jobs``), composed the way the
+    launcher will compose it. Raises ``HydraException`` naming the job when it does not
+    compose. Pure: what it composed answers Hydra only once ``compose_once`` hands it over."""
     # defer heavy import
     from hydra.errors import HydraException
 
-    loader = GlobalHydra.instance().config_loader()
-    jobs = []
-    for i, ov in enumerate(overrides):
-        try:
-            jobs.append((ov, loader.load_sweep_config(master_config=config, sweep_overrides=ov)))
-        except Exception as exc:
-            raise HydraException(f"job #{i} ({' '.join(ov)}) does not compose: "
-                                 f"{validation.composition_error(exc)}") from exc
-    return jobs
+    try:
+        return GlobalHydra.instance().config_loader().load_sweep_config(
+            master_config=config, sweep_overrides=overrides)
+    except Exception as exc:
+        raise HydraException(f"job #{i} ({' '.join(overrides)}) does not compose: "
+                             f"{validation.composition_error(exc)}") from exc
 
 
 def no_jobs(parsed: list, loader) -> str:
@@ -129,8 +124,9 @@ def compose_once(loader, master: DictConfig, jobs: list[tuple[list[str], DictCon
 
 
 def check_jobs(config: DictConfig) -> list | None:
-    """Compose and validate every job; print the first bad job and every bad value in it (or
-    why the sweep has no job) and raise ``SystemExit(2)``. Returns the jobs as ``(overrides,
+    """Compose and validate every job; print the first bad job and every bad value in it, a
+    line for each other bad job (``composed_and_checked``), or why the sweep has no job, and
+    raise ``SystemExit(2)``. Returns the jobs as ``(overrides,
     config)`` (``None`` when the sweep cannot be expanded), composed once for the whole sweep
     (``compose_once``). Anything else that stops the check (the child composing them killed)
     is ``SystemExit`` too, exit 1, naming it: Hydra would only warn of an ``Exception`` raised
@@ -196,21 +192,43 @@ def import_step(module: str) -> Callable[[], None]:
     return step
 
 
+MORE_REFUSED = 10  # jobs listed after the first refused one, one line each
+
+
 def composed_and_checked(config: DictConfig, overrides: list[list[str]]
                          ) -> tuple[list | None, str | None]:
-    """``(jobs, None)`` (``compose_jobs``, every job validated), or ``(None, why)`` for the
-    first job that does not compose or holds a value its run would refuse: ``why`` is the
-    refusal's text, one line for a composition error."""
-    try:
-        jobs = compose_jobs(config, overrides)
-    except Exception as exc:
-        return None, " ".join(str(exc).split())
-    for i, (ov, cfg) in enumerate(jobs):
+    """``(jobs, None)``: each job's ``(overrides, config)`` (``compose_job``), every one
+    validated; or ``(None, why)`` when any job does not compose or holds a value its run would
+    refuse. ``why`` is the first such job's refusal in full (one line for a composition
+    error), then, when other jobs are refused too, one line for each (its first problem; at
+    most ``MORE_REFUSED``, then how many more): a sweep with two bad jobs said only the first,
+    and its user met the second on the next try."""
+    # defer heavy import
+    from hydra.errors import HydraException
+
+    jobs, refused = [], []
+    for i, ov in enumerate(overrides):
+        where = f"job #{i}: {' '.join(ov)}"
         try:
-            validation.validate(cfg, where=f"job #{i}: {' '.join(ov)}")
+            cfg = compose_job(config, i, ov)
+            validation.validate(cfg, where=where)
+            jobs.append((ov, cfg))
+        except HydraException as exc:
+            refused.append((where, " ".join(str(exc).split()), None))
         except validation.ConfigRangeError as exc:
-            return None, str(exc)
-    return jobs, None
+            head, *problems = str(exc).splitlines()
+            refused.append((where, str(exc), problems[0].strip() if problems else head))
+    if not refused:
+        return jobs, None
+    (_, first, _), more = refused[0], refused[1:]
+    if not more:
+        return None, first
+    lines = [f"{first}\n{len(more)} more of the {len(overrides)} jobs are refused too:"]
+    for where, text, problem in more[:MORE_REFUSED]:
+        lines.append(f"  {where}: {problem}" if problem is not None else f"  {text}")
+    if len(more) > MORE_REFUSED:
+        lines.append(f"  ... and {len(more) - MORE_REFUSED} more")
+    return None, "\n".join(lines)
 
 
 def validated(overrides: list[str]) -> bool:
