@@ -1,6 +1,8 @@
 """``python -m ragexp [overrides]``: one experiment, or a sweep with ``-m`` (``run.app``); a stop by
 SIGTERM or Ctrl-C exits 128 + the signal with the runs it started ended KILLED (before any run,
-while importing or composing, it says nothing was run), without a traceback.
+while importing or composing, it says nothing was run; once every run it started has ended, it
+says so), without a traceback; a stop once the work is done (after "sweep done") changes
+nothing.
 
 ``python -m ragexp COMMAND ...`` where COMMAND is one of ``ragexp``'s (``embed``, ``compare``,
 ...) runs that command, as ``ragexp COMMAND ...`` does: a bare word is never a Hydra override
@@ -16,8 +18,10 @@ process.own()  # before the heavy imports below: they are what the collector's s
 
 from ragexp.tracking.lifecycle import (  # noqa: E402
     any_opened,
+    finishing,
     install_signal_handlers,
     signal_received,
+    stopped_runs,
 )
 
 
@@ -29,7 +33,9 @@ def _run() -> None:
     from ragexp.errors import path_problem
 
     if len(sys.argv) > 1 and (cli.is_command(sys.argv[1]) or sys.argv[1:] == ["--version"]):
-        sys.exit(cli.main(sys.argv[1:]))  # --version: ragexp's, not Hydra's
+        code = cli.main(sys.argv[1:])  # --version: ragexp's, not Hydra's
+        finishing()
+        sys.exit(code)
     if len(sys.argv) > 1 and (meant := cli.near_command(sys.argv[1])):
         print(f"error: no command {sys.argv[1]!r} (did you mean {meant!r}? `ragexp --help` "
               f"lists them); an override is key=value", file=sys.stderr)
@@ -46,6 +52,7 @@ def _run() -> None:
     from ragexp.run.app import entry
 
     entry()
+    finishing()  # a stop from here on, the work done, changes nothing
 
 
 try:
@@ -55,10 +62,12 @@ except BaseException as exc:
     # the signal recorded by lifecycle's handler says what stopped the process.
     sig = signal_received() or (signal.SIGINT if isinstance(exc, KeyboardInterrupt) else None)
     if sig is None:
+        finishing()  # an error or an exit code on its way out: a stop now changes nothing
         raise
     name = signal.Signals(sig).name
-    print(f"\nragexp: stopped by {name}; " + ("the runs it started are ended KILLED"
-                                              if any_opened() else
-                                              "no run was created, nothing was run"),
+    print(f"\nragexp: stopped by {name}; " + (
+        "the runs it started are ended KILLED" if stopped_runs() else
+        "every run it started had ended before the stop (none is ended KILLED)"
+        if any_opened() else "no run was created, nothing was run"),
           file=sys.stderr)  # on a line of its own, after a progress bar's
     sys.exit(128 + sig)  # open runs are ended by lifecycle's exit hook on the way out

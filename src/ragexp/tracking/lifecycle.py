@@ -30,8 +30,10 @@ log = logging.getLogger(__name__)
 PID_TAG, HOST_TAG, START_TAG = "ragexp.pid", "ragexp.host", "ragexp.pid_start"
 _open: dict[str, Callable[[str, str], None]] = {}
 _ever_opened: list[str] = []  # every run this process registered (``opened``), in order
+_stopped: list[str] = []  # runs ended KILLED (``closed(run_id, "KILLED")``, the exit hook)
 _received: list[int] = []
 _installed: list[bool] = []
+_finishing: list[bool] = []  # ``finishing`` was called: the process only exits from here
 
 
 class Interrupted(BaseException):
@@ -131,8 +133,57 @@ def any_opened() -> bool:
     return bool(_ever_opened)
 
 
-def closed(run_id: str) -> None:
+def closed(run_id: str, status: str = "") -> None:
+    """Take a run off the exit hook's list: its owner ended it, ``status`` says how (a run
+    ended ``KILLED`` counts in ``stopped_runs``)."""
     _open.pop(run_id, None)
+    if status == "KILLED":
+        _stopped.append(run_id)
+
+
+def stopped_runs() -> int:
+    """How many of this process's runs a stop ends ``KILLED``: those already ended so, and those
+    still registered, which the exit hook ends so. A stop that comes once every run has ended
+    (a sweep's page written, its parent ended) ends none, and saying "the runs it started are
+    ended KILLED" then misled: they were ``FINISHED``."""
+    return len(_stopped) + len(_open)
+
+
+def finishing() -> None:
+    """From here this process only exits, its work done and its runs ended: a stop signal now
+    changes nothing, neither a run nor the exit status; a second takes the default action at
+    once (a teardown that hangs can still be stopped). Before, a Ctrl-C in the last
+    milliseconds (after "sweep done") escaped the entry point as a ``KeyboardInterrupt``: the
+    process died by the signal without a word, or printed "Exception ignored" from an exit
+    hook. In the main thread only (Python runs handlers there)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    late: list[int] = []
+
+    def after_the_work(signum, frame) -> None:
+        late.append(signum)
+        if len(late) > 1:
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, after_the_work)
+    _finishing.append(True)
+
+
+def _ignore_stops_while_python_exits() -> None:
+    """The last exit hook (registered when this module is first imported, before any other
+    of ragexp's or MLflow's): after ``finishing``, ignore stop signals for what is left of the
+    interpreter's exit. Python then puts back the default action of every signal it handles
+    and frees its modules (10-50 ms for ragexp's), and a Ctrl-C meanwhile killed the process by
+    the signal (exit -2, said nowhere) however its work had ended. Ignored signals stay
+    ignored there."""
+    if _finishing and threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+
+
+atexit.register(_ignore_stops_while_python_exits)
 
 
 def close_open_runs() -> None:
@@ -147,6 +198,8 @@ def close_open_runs() -> None:
         except Exception as exc:  # the store may be the reason we are exiting
             log.error("could not end run %s as %s: %s", run_id, status, exc)
         _open.pop(run_id, None)
+        if status == "KILLED":
+            _stopped.append(run_id)
 
 
 def _start_ticks(pid: int) -> str:

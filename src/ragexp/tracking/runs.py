@@ -107,7 +107,7 @@ def _record_failure(run_id: str, box: Outbox, exc: BaseException, output_dir: st
     pending = box.read().get("state") == "pending"
     store.write_status(output_dir, status="PENDING_SYNC" if pending else status,
                        run_id=run_id, overrides=overrides, error=error[:500], record=str(box.root))
-    lifecycle.closed(run_id)
+    lifecycle.closed(run_id, status)
 
 
 @contextmanager
