@@ -244,6 +244,25 @@ def test_a_stop_once_the_work_is_done_changes_nothing(mode, signals, code, out):
         assert done.stderr == ""  # no "Exception ignored", no traceback
 
 
+def test_the_console_script_changes_nothing_on_a_stop_once_its_command_returned(monkeypatch):
+    import signal
+    import time
+
+    from ragexp.cli import main as cli
+
+    monkeypatch.setattr(cli, "main", lambda: 3)
+    monkeypatch.setattr(cli.process, "own", lambda: None)
+    monkeypatch.setattr(lifecycle, "_finishing", [])
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        assert cli.program() == 3 and lifecycle._finishing == [True]
+        os.kill(os.getpid(), signal.SIGINT)  # recorded, not raised
+        time.sleep(0.05)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
 def test_code_identity_is_part_of_the_run_identity(tmp_path):
     resolved, data = {"k": 10, "force": False}, {"corpus_hash": "c"}
     assert tracking.config_hash(resolved, data, "0.1.0+src.a") != tracking.config_hash(

@@ -632,9 +632,12 @@ def _refusal(exc: BaseException) -> RagexpError | None:
 
 
 def program() -> int:
-    """The ``ragexp`` console script: ``main`` in a process it owns (``process.own``)."""
+    """The ``ragexp`` console script: ``main`` in a process it owns (``process.own``); once it
+    returns, a stop changes nothing (``lifecycle.finishing``)."""
     process.own()
-    return main()
+    code = main()
+    lifecycle.finishing()
+    return code
 
 
 if __name__ == "__main__":
