@@ -666,6 +666,47 @@ def test_a_value_that_does_not_resolve_is_refused_in_one_line_naming_its_key(ove
         OmegaConf.to_container(cfg, resolve=True)
 
 
+# Keys appended with ``+`` to a typed node without ``_target_``, as Hydra's own hint for a
+# misspelt key says to: nothing read them, so a sweep over one ran identical configs and named
+# a best of them, and ``+bm25.k=2`` failed every job with a TypeError.
+APPENDED = [
+    ("+abstain.budgt=0.05", "abstain.budgt is not a setting of abstain (did you mean "
+     "abstain.budget? it takes signal, budget, folds)"),
+    ("+bm25.k=2", "bm25.k is not a setting of bm25 (it takes k1, b, method, delta)"),
+    ("+split_sed=3", "split_sed is not a setting of ragexp's config (did you mean split_seed?)"),
+    ("+llm.modle=x", "llm.modle is not a setting of llm (did you mean llm.model? it takes "
+     "base_url, model,"),
+    ("+traces.enable=true", "traces.enable is not a setting of traces (did you mean "
+     "traces.enabled? it takes enabled, experiment)"),
+]
+
+
+@pytest.mark.parametrize("override,message", APPENDED, ids=[c[0] for c in APPENDED])
+def test_a_key_appended_to_a_typed_node_is_refused_naming_what_it_takes(override, message):
+    cfg = compose_config("embedder=hash", override)
+    with pytest.raises(validation.ConfigRangeError) as info:
+        validation.validate(cfg)
+    lines = str(info.value).splitlines()
+    assert len(lines) == 2 and lines[1].strip().startswith(message), lines
+    assert lines[1].endswith(": nothing would read it")
+
+
+def test_a_top_level_key_of_the_users_own_is_still_taken():
+    """``+tag=...`` (logged with the run's params, read by nothing) is no typo of a key."""
+    validation.validate(compose_config("embedder=hash", "+tag=baseline", "+notes=first try"))
+
+
+@pytest.mark.slow
+def test_a_sweep_over_an_appended_misspelt_key_runs_nothing(tmp_path):
+    proc = run_ragexp(tmp_path, "-m", "embedder=hash", "retriever=bm25",
+                      "+abstain.budgt=0.05,0.5", f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "abstain.budgt is not a setting of abstain (did you mean abstain.budget?" in \
+        proc.stderr
+    assert "1 more of the 2 jobs are refused too:" in proc.stderr
+    assert not (tmp_path / "mlflow.db").exists()
+
+
 def test_a_hydra_setting_is_left_to_the_job_and_a_missing_value_is_said_once():
     """``${hydra:job.num}`` is set as Hydra launches the job (after a sweep's up-front check);
     an interpolation to a value never given is ``missing_values``' line, not a second one."""

@@ -601,6 +601,44 @@ def targets_take_their_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
 
 
 @cross_field_rule
+def schemas_take_their_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
+    """A key appended (``+abstain.budgt=0.05``, following Hydra's "To append to your config
+    use +..." hint for a misspelt key) to a typed node that has no ``_target_`` (``abstain``,
+    ``bm25``, ``llm``, ``traces``): refused, naming the keys its schema takes and the closest
+    one. Nothing reads such a key: a sweep over ``+abstain.budgt=0.05,0.5`` ran two identical
+    configs and named a best of them, and ``+bm25.k=2`` failed every job with a ``TypeError``.
+    At the top level, where a key of the user's own (``+tag=...``) is logged with the run's
+    params and read by nothing, only a key close to one of ragexp's (``+split_sed=3`` for
+    ``split_seed``) is refused. Nodes with a ``_target_`` are ``targets_take_their_keys``'."""
+    # defer heavy import
+    import difflib
+
+    problems = []
+    kind = OmegaConf.get_type(cfg)
+    if dataclasses.is_dataclass(kind) and "_target_" not in cfg:
+        fields = [f.name for f in dataclasses.fields(kind)]
+        where = prefix.rstrip(".") or "ragexp's config"
+        for key in cfg:
+            if key in fields or key == "hydra":
+                continue
+            near = difflib.get_close_matches(str(key), fields, n=1, cutoff=0.75)
+            if not prefix and not near:
+                continue  # a top-level key of the user's own
+            takes = (f"did you mean {near[0]}?" if not prefix else
+                     f"{f'did you mean {prefix}{near[0]}? ' if near else ''}it takes "
+                     f"{', '.join(fields)}")
+            problems.append(f"{prefix}{key} is not a setting of {where} ({takes}): nothing "
+                            f"would read it")
+    for key in cfg:
+        node = cfg._get_node(key)
+        if key == "hydra" or not isinstance(node, DictConfig) or node._is_missing() \
+                or node._is_none() or node._is_interpolation():
+            continue
+        problems += schemas_take_their_keys(cfg[key], f"{prefix}{key}.")
+    return problems
+
+
+@cross_field_rule
 def parts_build(cfg: DictConfig) -> list[str]:
     """Each enabled hybrid part can be built as written: its ``retriever`` is an option name
     whose option needs no value a name cannot give (``retriever: trec_run`` lacks ``path``), or
