@@ -10,6 +10,8 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 from cli_runs import cli_env
@@ -17,7 +19,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
 from ragexp.cli.main import main as cli
-from ragexp.errors import MissingInput
+from ragexp.errors import InvalidValue, MissingInput
 from ragexp.run import compose, schema
 
 schema.register()
@@ -30,7 +32,7 @@ corpus_dir: ${ragexp.example:handbook/corpus}
 questions: ${ragexp.example:handbook/golden}
 """
 # the shipped ablation/bm25.yaml is BM25 alone; the project's own of that name adds k=7, which
-# Hydra's --config-dir does not let win: the shipped file comes first
+# Hydra's --config-dir does not let win: the shipped file comes first, so selecting it is refused
 OWN_BM25 = """# @package _global_
 defaults:
   - override /retriever: bm25
@@ -66,9 +68,15 @@ def test_the_project_adds_options_and_the_shipped_ones_win_on_a_name(tmp_path):
     assert compose.compose("config", ["dataset=mine"], conf).dataset.name == "mine"
     with pytest.raises(HydraException, match="mine"):
         compose.compose("config", ["dataset=mine"])
-    for folder in (conf, None):
-        bm25 = compose.compose("config", ["+ablation=bm25"], folder)
-        assert bm25.k == 100 and bm25.retriever.name == "bm25"
+    bm25 = compose.compose("config", ["+ablation=bm25"])
+    assert bm25.k == 100 and bm25.retriever.name == "bm25"
+    with pytest.raises(InvalidValue) as hidden:  # the project's own would never be read
+        compose.compose("config", ["+ablation=bm25"], conf)
+    assert str(hidden.value) == (
+        f"invalid config:\n  ablation=bm25: {conf / 'ablation' / 'bm25.yaml'} is never read: "
+        f"ragexp ships a ablation option 'bm25' and Hydra reads the shipped config folder "
+        f"first, so this run would measure the shipped one; rename yours (e.g. "
+        f"ablation/my_bm25.yaml) and select it (ablation=my_bm25)")
     from ragexp.cli import tables
 
     assert tables.ablation_files(conf)["bm25"] == tables.ABLATIONS / "bm25.yaml"
@@ -82,7 +90,7 @@ def test_it_composes_what_the_runner_composes_with_config_dir(tmp_path):
     """``python -m ragexp --config-dir conf ... --cfg job`` prints the config the runner would
     run: the same as ``run.compose`` gives."""
     conf = _project(tmp_path)
-    overrides = ["+ablation=bm25", "dataset=mine", "embedder=hash"]
+    overrides = ["retriever=bm25", "dataset=mine", "embedder=hash"]
     proc = subprocess.run([sys.executable, "-m", "ragexp", "--config-dir", str(conf), *overrides,
                            "--cfg", "job"], cwd=tmp_path, env=cli_env(tmp_path),
                           capture_output=True, text=True, timeout=300)
@@ -145,7 +153,7 @@ def test_the_commands_name_a_project_file_the_shipped_one_hides(tmp_path, caplog
     conf = _project(tmp_path)
     with caplog.at_level("WARNING", logger="ragexp"):
         compose.compose("config", [], conf)
-        compose.compose("config", ["+ablation=bm25"], conf)  # the same folder: said once
+        compose.compose("config", ["dataset=mine"], conf)  # the same folder: said once
     assert [r.getMessage() for r in caplog.records] == [
         f"{conf / 'ablation' / 'bm25.yaml'} is not used: the shipped ablation/bm25.yaml has "
         f"that name and Hydra reads the shipped config folder first; give yours a name of its "
@@ -198,3 +206,44 @@ def test_a_project_file_the_shipped_one_hides_is_named_once(tmp_path, caplog):
                      f"bm25.yaml has that name and Hydra reads the shipped config folder first; "
                      f"give yours a name of its own"]
     assert [r.getMessage() for r in caplog.records] == lines
+
+
+def test_a_run_or_sweep_selecting_a_project_option_the_shipped_one_hides_runs_nothing(tmp_path):
+    """``ragexp init handbook``'s project ran ``dataset=handbook`` on the shipped handbook (22
+    documents, 53 questions), exit 0, with one warning among the log lines."""
+    conf = _project(tmp_path)
+    (conf / "dataset" / "handbook.yaml").write_text(
+        (conf / "dataset" / "own.yaml").read_text().replace("name: own", "name: handbook"))
+    hidden = f"dataset=handbook: {conf / 'dataset' / 'handbook.yaml'} is never read"
+    for args in (["dataset=handbook"], ["-m", "dataset=handbook", "k=100,200"]):
+        proc = subprocess.run([sys.executable, "-m", "ragexp", "--config-dir", str(conf),
+                               *args, "embedder=hash", f"hydra.sweep.dir={tmp_path / 'm'}",
+                               f"hydra.run.dir={tmp_path / 'r'}"], cwd=tmp_path,
+                              env=cli_env(tmp_path), capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert hidden in proc.stderr and "rename yours (e.g. dataset/my_handbook.yaml)" in \
+            proc.stderr and proc.stderr.rstrip().endswith("nothing was run")
+        assert not list(tmp_path.glob("**/mlflow.db"))
+    assert "job #1: dataset=handbook k=200 embedder=hash" in proc.stderr  # every job said
+
+
+def test_a_hidden_project_file_the_run_does_not_select_or_that_copies_the_shipped_one_runs():
+    """Only a hidden file the config selects and that differs from the shipped one is refused:
+    an identical copy changes nothing, an unselected one is the warning's."""
+    from ragexp.data import shipped
+
+    shipped_conf = shipped.conf_dir()
+    with tempfile.TemporaryDirectory() as tmp:
+        conf = Path(tmp)
+        (conf / "dataset").mkdir()
+        same = Path(shipped_conf) / "dataset" / "handbook.yaml"
+        (conf / "dataset" / "handbook.yaml").write_bytes(same.read_bytes())
+        (conf / "dataset" / "beir.yaml").write_text("# mine\n" + (
+            Path(shipped_conf) / "dataset" / "beir.yaml").read_text())
+        sources = [("command-line", "file", str(conf))]
+        assert compose.shadowed_choices(sources, {"dataset": "handbook"}) == []
+        assert compose.shadowed_choices(sources, {"dataset": "markdown"}) == []
+        assert [p.split(":")[0] for p in compose.shadowed_choices(
+            sources, {"dataset": "beir"})] == ["dataset=beir"]
+        assert compose.compose("config", ["embedder=hash"], conf).dataset.name

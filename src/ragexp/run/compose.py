@@ -20,7 +20,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp.data import shipped
-from ragexp.errors import MissingInput, path_problem
+from ragexp.errors import InvalidValue, MissingInput, path_problem
 
 log = logging.getLogger("ragexp")
 
@@ -33,14 +33,12 @@ def task_overrides(hydra_node: DictConfig) -> list[str]:
     return [str(o) for o in OmegaConf.to_container(hydra_node.overrides.task, resolve=False)]
 
 
-@lru_cache(maxsize=8)
-def warn_shadowed(sources: tuple[tuple[str, str, str], ...]) -> list[str]:
-    """Warn, once per process, of each yaml of a folder added to the search path (``--config-dir
-    DIR``: Hydra's ``command-line`` provider, or ``hydra.searchpath``) that has the same path
-    as a shipped one: Hydra reads the shipped folder first, so that file of the project is
-    never used (a trial: a project's ``ablation/bm25.yaml`` ran as the shipped BM25, silently).
-    ``sources``: Hydra's ``runtime.config_sources`` as ``(provider, schema, path)``. Returns the
-    warnings."""
+def shadowed_files(sources: Sequence[tuple[str, str, str]]) -> list[tuple[Path, Path]]:
+    """``(project file, its shipped namesake)`` for each yaml of a folder added to the search
+    path (``--config-dir DIR``: Hydra's ``command-line`` provider, or ``hydra.searchpath``)
+    that has the same path as a shipped one: Hydra reads the shipped folder first, so that file
+    of the project is never read. ``sources``: Hydra's ``runtime.config_sources`` as
+    ``(provider, schema, path)``."""
     shipped_root = Path(shipped.conf_dir()).resolve()
     out = []
     for provider, scheme, path in sources:
@@ -48,13 +46,43 @@ def warn_shadowed(sources: tuple[tuple[str, str, str], ...]) -> list[str]:
         if provider == "main" or scheme != "file" or root == shipped_root or not root.is_dir():
             continue
         for f in sorted(root.rglob("*.yaml")):
-            rel = f.relative_to(root)
-            if (shipped_root / rel).is_file():
-                out.append(f"{f} is not used: the shipped {rel.as_posix()} has that name and "
-                           f"Hydra reads the shipped config folder first; give yours a name of "
-                           f"its own")
+            namesake = shipped_root / f.relative_to(root)
+            if namesake.is_file():
+                out.append((f, namesake))
+    return out
+
+
+@lru_cache(maxsize=8)
+def warn_shadowed(sources: tuple[tuple[str, str, str], ...]) -> list[str]:
+    """Warn, once per process, of each project file a shipped one hides (``shadowed_files``:
+    a trial: a project's ``ablation/bm25.yaml`` ran as the shipped BM25, silently); one the
+    run selects is refused before it (``shadowed_choices``). Returns the warnings."""
+    out = [f"{f} is not used: the shipped {namesake.relative_to(shipped.conf_dir()).as_posix()} "
+           f"has that name and Hydra reads the shipped config folder first; give yours a name "
+           f"of its own" for f, namesake in shadowed_files(sources)]
     for line in out:
         log.warning("%s", line)
+    return out
+
+
+def shadowed_choices(sources: Sequence[tuple[str, str, str]],
+                     choices: dict[str, str | None]) -> list[str]:
+    """One refusal for each project file a shipped one hides (``shadowed_files``) that this
+    config selects (Hydra's ``runtime.choices``: ``dataset=handbook``, ``+ablation=bm25``) and
+    that differs from the shipped one: the run would measure the shipped option while its user
+    meant theirs (``ragexp init handbook``'s project ran on the shipped handbook, 22 documents
+    and 53 questions, exit 0, one warning among the log lines)."""
+    root = Path(shipped.conf_dir()).resolve()
+    out = []
+    for f, namesake in shadowed_files(sources):
+        rel = namesake.relative_to(root).with_suffix("")
+        group, option = rel.parent.as_posix(), rel.name
+        if group != "." and choices.get(group) == option \
+                and f.read_bytes() != namesake.read_bytes():
+            out.append(f"{group}={option}: {f} is never read: ragexp ships a {group} option "
+                       f"{option!r} and Hydra reads the shipped config folder first, so this "
+                       f"run would measure the shipped one; rename yours (e.g. "
+                       f"{group}/my_{option}.yaml) and select it ({group}=my_{option})")
     return out
 
 
@@ -73,16 +101,24 @@ def compose(config_name: str, overrides: Sequence[str],
             config_dir: str | Path | None = None) -> DictConfig:
     """The config ``config_name`` (``config``, ``questions``) with ``overrides``, from the
     shipped config groups and, when given, the project's ``config_dir`` after them (module
-    docstring). Raises ``MissingInput`` for a ``config_dir`` that is no folder, and Hydra's
-    ``HydraException`` (or OmegaConf's errors) for an override it refuses, as the runner
-    does."""
+    docstring). Raises ``MissingInput`` for a ``config_dir`` that is no folder, ``InvalidValue``
+    for a project option a shipped one hides that the overrides select (``shadowed_choices``),
+    and Hydra's ``HydraException`` (or OmegaConf's errors) for an override it refuses, as the
+    runner does."""
     # defer heavy import
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
     project = project_dir(config_dir)
     search = [f"hydra.searchpath=[{project.as_uri()}]"] if project is not None else []
-    if project is not None:
-        warn_shadowed((("command-line", "file", str(project)),))
+    sources = (("command-line", "file", str(project)),) if project is not None else ()
+    if sources:
+        warn_shadowed(sources)
     with initialize_config_dir(config_dir=shipped.conf_dir(), version_base="1.3"):
+        if sources and shadowed_files(sources):  # which options it selects: Hydra's choices
+            choices = hydra_compose(config_name, overrides=[*search, *overrides],
+                                    return_hydra_config=True).hydra.runtime.choices
+            problems = shadowed_choices(sources, OmegaConf.to_container(choices))
+            if problems:
+                raise InvalidValue("invalid config:\n  " + "\n  ".join(problems))
         return hydra_compose(config_name, overrides=[*search, *overrides])

@@ -200,9 +200,9 @@ def composed_and_checked(config: DictConfig, overrides: list[list[str]]
     """``(jobs, None)``: each job's ``(overrides, config)`` (``compose_job``), every one
     validated; or ``(None, why)`` when any job does not compose or holds a value its run would
     refuse. ``why`` is the first such job's refusal in full (one line for a composition
-    error), then, when other jobs are refused too, one line for each (its first problem; at
-    most ``MORE_REFUSED``, then how many more): a sweep with two bad jobs said only the first,
-    and its user met the second on the next try."""
+    error), then, when other jobs are refused too, one line for each (its first problem, or
+    "the same" as the first job's; at most ``MORE_REFUSED``, then how many more): a sweep with
+    two bad jobs said only the first, and its user met the second on the next try."""
     # defer heavy import
     from hydra.errors import HydraException
 
@@ -224,8 +224,12 @@ def composed_and_checked(config: DictConfig, overrides: list[list[str]]
     if not more:
         return None, first
     lines = [f"{first}\n{len(more)} more of the {len(overrides)} jobs are refused too:"]
+    said = refused[0][2]
     for where, text, problem in more[:MORE_REFUSED]:
-        lines.append(f"  {where}: {problem}" if problem is not None else f"  {text}")
+        if problem is None:
+            lines.append(f"  {text}")
+        else:
+            lines.append(f"  {where}: " + ("the same" if problem == said else problem))
     if len(more) > MORE_REFUSED:
         lines.append(f"  ... and {len(more) - MORE_REFUSED} more")
     return None, "\n".join(lines)

@@ -33,7 +33,7 @@ from ragexp.decide import selection
 from ragexp.errors import PATH_KINDS, RagexpError, path_problem
 from ragexp.evaluation import measures
 from ragexp.index import embedders, precomputed
-from ragexp.run import build, schema
+from ragexp.run import build, compose, schema
 from ragexp.stages.chunking import WINDOWS
 
 BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
@@ -636,6 +636,23 @@ def schemas_take_their_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
             continue
         problems += schemas_take_their_keys(cfg[key], f"{prefix}{key}.")
     return problems
+
+
+@cross_field_rule
+def selected_options_are_read(cfg: DictConfig) -> list[str]:
+    """``compose.shadowed_choices`` for the config's own Hydra runtime: ``cfg.hydra.runtime``
+    where it was composed with it (a sweep's jobs, checked before its parent run), else the
+    running app's (``HydraConfig``); nothing outside Hydra."""
+    # defer heavy import
+    from hydra.core.hydra_config import HydraConfig
+
+    runtime = OmegaConf.select(cfg, "hydra.runtime", default=None)
+    if runtime is None and HydraConfig.initialized():
+        runtime = HydraConfig.get().runtime
+    if runtime is None or "config_sources" not in runtime:
+        return []
+    sources = [(s.provider, s.schema, s.path) for s in runtime.config_sources]
+    return compose.shadowed_choices(sources, OmegaConf.to_container(runtime.choices))
 
 
 @cross_field_rule
