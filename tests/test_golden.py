@@ -372,6 +372,41 @@ def test_a_quote_from_a_heading_into_its_text_is_kept(tmp_path):
     assert len(load_golden(golden, load_corpus(corpus))[1].evidence) == 1
 
 
+FILLER = "The machine keeps its own log of every cycle it runs, day and night. " * 6
+CROSSED = (f"# Machine\n\n## Restart\n\n{FILLER}Clear the hopper and restart.\n\n"
+           f"### Error E-43\n\nE-43 means the milk line is blocked. {FILLER}\n")
+
+
+@pytest.mark.parametrize("doc, quote, line", [
+    (CROSSED, "Clear the hopper and restart. ### Error E-43 E-43 means the milk", 7),
+    (CROSSED, "and restart. ### Error", 7),
+    ("# A\n\nFirst part ends here.\n\nSetext B\n--------\n\nSecond part.\n",
+     "ends here. Setext B -------- Second", 5),
+])
+def test_a_quote_across_a_heading_is_refused(tmp_path, capsys, doc, quote, line):
+    """A trial's quote ran from one section into the next: ``questions check`` passed it and
+    the run refused its question, no chunk holding half of it under the markdown chunking."""
+    from ragexp.data.relevance import span_qrels
+    from ragexp.records import Query, Span
+    from ragexp.stages.chunking import MarkdownChunker
+
+    corpus, golden = _one_question(tmp_path, {"h.md": doc}, [{"doc": "h.md", "quote": quote}])
+    _assert_reported(capsys, corpus, golden, "g.jsonl", 2,
+                     f"quote runs across the heading at line {line} of h.md")
+    docs = load_corpus(corpus)
+    if quote.startswith("Clear"):  # the run's judgement of the trial's quote: no chunk at all
+        start = docs["h.md"].text.index("Clear")
+        end = docs["h.md"].text.index("milk") + len("milk")
+        q = Query("s-01", "q?", "procedural", evidence=(Span("h.md", start, end),))
+        assert span_qrels([q], MarkdownChunker().chunk(docs.values())) == {"s-01": {}}
+
+
+def test_a_quote_ending_before_the_next_heading_is_kept(tmp_path):
+    corpus, golden = _one_question(tmp_path, {"h.md": CROSSED},
+                                   [{"doc": "h.md", "quote": "Clear the hopper and restart."}])
+    assert len(load_golden(golden, load_corpus(corpus))[1].evidence) == 1
+
+
 NFC, NFD = "Caf\u00e9 hours", "Cafe\u0301 hours"  # print alike
 
 

@@ -279,6 +279,12 @@ def _quote_span(qid: str, doc: Document, name: str, quote: str, bad) -> Span | N
             f"holds it, so a chunking ablation could not judge it): quote the text under it, "
             f"or label the section, {{\"doc\": {json.dumps(name)}, \"section\": "
             f"{json.dumps(heading.title)}}}: {shown(quote)}")
+    elif heading := _heading_crossed(doc.text, found[0]):
+        bad(f"{qid}: quote runs across the heading at line {heading.line} of {label(name)} "
+            f"({shown(heading.title)}): a heading starts a section and its chunks, so no chunk "
+            f"holds the quote whole and each chunking judges it by the pieces it keeps (a piece "
+            f"short beside its chunk is none: no chunk is relevant and the run refuses the "
+            f"question): quote the text of one section: {shown(quote)}")
     else:
         return found[0]
     return None
@@ -326,6 +332,20 @@ def _heading_holding(text: str, span: Span) -> markdown.Block | None:
         return None
     return next((b for b in blocks if b.kind == "heading"
                  and b.start <= span.start and span.end <= b.end), None)
+
+
+def _heading_crossed(text: str, span: Span) -> markdown.Block | None:
+    """The first heading block that begins inside ``span``: the quote runs from one section's
+    text into the next section. (A quote from a heading into its own text begins in the
+    heading and stays in its section: kept.) None in a document of headings only, whose chunks
+    hold their headings' text. A trial's quote ``"Clear the hopper and restart. ### Error E-43
+    E-43 means the milk"`` passed ``questions check`` and the run then refused its question: no
+    chunk held half of it."""
+    blocks = markdown.blocks(text)
+    if all(b.kind == "heading" for b in blocks):
+        return None
+    return next((b for b in blocks if b.kind == "heading" and span.start < b.start < span.end),
+                None)
 
 
 def _section_span(qid: str, doc: Document, name: str, section: str, bad) -> Span | None:
