@@ -144,3 +144,75 @@ def test_a_fresh_starter_with_no_documents_is_refused_before_any_run(tmp_path):
     assert "dataset.corpus_dir=docs holds no markdown documents (*.md, *.markdown)" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "notes" / "mlruns").exists()
+
+
+def refusal(tmp_path, capsys, name: str) -> str:
+    """``ragexp init TMP/NAME`` through the CLI's main: exit 2, one line, nothing written;
+    returns the line."""
+    assert cli.main(["init", str(tmp_path / name)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert not (tmp_path / name).exists()
+    return line
+
+
+@pytest.mark.parametrize(("name", "clash"), [
+    ("handbook", "ragexp ships the dataset option handbook"),
+    ("markdown", "ragexp ships the dataset option markdown"),
+    ("beir", "ragexp ships the dataset option beir"),
+    ("markdown_schema", "dataset/markdown_schema is the structured schema"),
+    ("hash", "ragexp ships the ablation option hash_hybrid"),
+    ("hybrid", "+ablation=glob(hybrid_*) would also run the shipped ablations hybrid_combmnz"),
+])
+def test_init_refuses_a_name_that_meets_a_shipped_option(tmp_path, capsys, name, clash):
+    """A starter named as a shipped option was never used: Hydra reads the shipped folder
+    first, and `init handbook`'s runs measured the shipped handbook (22 documents), exit 0."""
+    line = refusal(tmp_path, capsys, name)
+    assert line.startswith(f"error: ragexp init {tmp_path / name}: cannot name the project "
+                           f"{name!r}")
+    assert clash in line
+    assert line.endswith(f"try ragexp init {tmp_path / (name + '_docs')}")
+
+
+@pytest.mark.parametrize(("folder", "read_as"), [
+    ("123", "the int 123 in a command-line override"),
+    ("true", "the bool True in a command-line override"),
+    ("1e3", "the float 1000.0 in a command-line override"),
+    ("null", "null in a command-line override"),
+    (".inf", "the float inf in a command-line override"),  # the name is inf
+    ("1_000", "the int 1000 in a command-line override"),
+    ("0x1f", "the int 31 in a YAML config file"),
+    ("On", "the bool True in a YAML config file"),  # the name is on
+])
+def test_init_refuses_a_name_hydra_or_yaml_reads_as_no_string(tmp_path, capsys, folder, read_as):
+    """``dataset=123`` crashed Hydra ("Config group override must be a string or a list. Got
+    int") and the starter's defaults list (``override /dataset: 123``) its sweep."""
+    line = refusal(tmp_path, capsys, folder)
+    assert f"reads as {read_as}, not as a name" in line
+    assert "lowercase letters, digits and _" in line  # what names are accepted
+
+
+def test_a_name_init_suggests_is_accepted_and_its_printed_commands_compose(tmp_path, capsys):
+    from ragexp.run import schema
+    from ragexp.run.compose import compose
+
+    schema.register()
+    suggested = refusal(tmp_path, capsys, "1e3").rsplit("try ragexp init ", 1)[1]
+    assert cli.main(["init", suggested]) == 0
+    printed = capsys.readouterr().out
+    assert "dataset=1e3_docs " in printed and "glob(1e3_docs_*)" in printed
+    conf = tmp_path / "1e3_docs" / "conf"
+    assert compose("config", ["dataset=1e3_docs"], conf).dataset.name == "1e3_docs"
+    for ablation in ("1e3_docs_baseline", "1e3_docs_hybrid"):
+        cfg = compose("config", [f"+ablation={ablation}"], conf)
+        assert (cfg.dataset.name, cfg.ablation, cfg.baseline) == (
+            "1e3_docs", ablation, "1e3_docs_baseline")
+    # and the runner itself composes the printed one-run command
+    proc = ragexp_in(tmp_path / "1e3_docs", "--cfg", "job", "dataset=1e3_docs")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "name: 1e3_docs" in proc.stdout and "corpus_dir: docs" in proc.stdout
+
+
+def test_shipped_options_are_read_from_the_shipped_config_folder():
+    assert {"handbook", "markdown", "beir", "markdown_schema"} <= starter.shipped_options(
+        "dataset")
+    assert {"bm25", "hybrid", "hash_hybrid"} <= starter.shipped_options("ablation")

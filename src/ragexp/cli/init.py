@@ -9,6 +9,12 @@ Writes, under DIR (never overwriting a file that exists):
 - ``questions.jsonl``: a commented template of the question format (with ``--example``: the
   Brindle handbook's 108 questions, and its 22 documents in ``docs/``).
 
+The project's name is its folder's, lowercased, every run of characters outside ``[a-z0-9_]``
+one ``_`` (``My Docs`` -> ``my_docs``). ``check_name`` refuses a name that Hydra or YAML reads
+as something other than that string (``123``, ``true``, ``1e3``, ``null``, ``on``, ``inf``:
+``dataset=123`` crashed Hydra) and one that meets a shipped option of a group the starter writes
+into (``handbook``: Hydra reads the shipped folder first, so runs measured the shipped handbook).
+
 ``conf/`` is an ordinary Hydra config directory: ``--config-dir conf`` adds it to the shipped
 config groups, so a user's own datasets, ablations and stage options (``_target_`` to their own
 classes) live in their repository.
@@ -16,6 +22,7 @@ classes) live in their repository.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import shutil
 from pathlib import Path
@@ -68,9 +75,109 @@ Next, in {dir}:
   ragexp compare --experiment ragexp-{name}                               # the table"""
 
 
+ACCEPTED = ("lowercase letters, digits and _, read by Hydra and YAML as that same text (not a "
+            "number, true/false/yes/no/on/off, null, inf or nan)")
+
+
 def _name(folder: Path) -> str:
     name = re.sub(r"[^a-z0-9_]+", "_", folder.resolve().name.lower()).strip("_")
     return name or "mydocs"
+
+
+def shipped_options(group: str) -> set[str]:
+    """The option names ragexp ships in config ``group``: the stems of its yaml files in the
+    shipped config folder (Hydra reads them before a project's ``--config-dir``) and its
+    structured schemas (``markdown_schema``: a project's file of that name would replace it)."""
+    # defer heavy import
+    from ragexp.run.schema import GENERATORS, SCHEMAS
+
+    schemas = GENERATORS if group == "generator" else SCHEMAS.get(group, {})
+    folder = Path(shipped.conf_dir()) / group
+    return {p.stem for p in folder.glob("*.yaml")} | {f"{n}_schema" for n in schemas}
+
+
+def written_options(name: str) -> dict[str, list[str]]:
+    """``{config group: [option names]}`` the starter for ``name`` writes (``plan``)."""
+    return {"dataset": [name], "ablation": [f"{name}_{key}" for key in ABLATIONS]}
+
+
+def misread(text: str) -> str | None:
+    """What Hydra or YAML reads ``text`` as when it is not that same string, or None when both
+    keep it: as a Hydra override's value (``dataset=123`` is the int 123, ``inf`` a float) and
+    as a YAML value in a config file (OmegaConf's loader: ``on`` is True, ``0x1f`` the int 31).
+    ``"the int 123 in a command-line override"``."""
+    # defer heavy import
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    def seen(value) -> str:
+        return "null" if value is None else f"the {type(value).__name__} {value!r}"
+
+    try:
+        value = OverridesParser.create().parse_override(f"dataset={text}").value()
+    except Exception as exc:  # Hydra's grammar refuses it: no option name either
+        return f"no value Hydra's override grammar accepts ({str(exc).splitlines()[0]})"
+    if value != text or not isinstance(value, str):
+        return f"{seen(value)} in a command-line override"
+    loaded = OmegaConf.create(f"k: {text}").k
+    if loaded != text or not isinstance(loaded, str):
+        return f"{seen(loaded)} in a YAML config file"
+    return None
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a starter's options, as a message's tail, or None when it can:
+    characters outside ``[a-z0-9_]``, a name (or one of its ablations) that Hydra or YAML reads
+    as something else (``misread``), an option the starter writes that ragexp ships in that
+    group, or an ablation glob ``<name>_*`` (the sweep ``next_steps`` prints) that also matches
+    shipped ablations."""
+    if not re.fullmatch(r"[a-z0-9_]+", name):
+        return f"{name!r} has characters other than {ACCEPTED.split(',')[0]}"
+    for group, options in written_options(name).items():
+        for option in options:
+            wrong = misread(option)
+            if wrong:
+                return f"{option} reads as {wrong}, not as a name"
+            if option in shipped_options(group):
+                where = Path(shipped.conf_dir()) / group / f"{option}.yaml"
+                if not where.is_file():  # a schema: the project's file would replace it
+                    return (f"{group}/{option} is the structured schema ragexp's {group} "
+                            f"files build on, which the project's conf/{group}/{option}.yaml "
+                            f"would replace")
+                return (f"ragexp ships the {group} option {option} ({where}), which Hydra "
+                        f"reads first, so the project's conf/{group}/{option}.yaml would "
+                        f"never be used")
+    glob = f"{name}_*"
+    caught = sorted(fnmatch.filter(shipped_options("ablation"), glob))
+    if caught:
+        return (f"the starter's sweep +ablation=glob({glob}) would also run the shipped "
+                f"ablations {', '.join(caught)}")
+    return None
+
+
+def free_name(name: str) -> str:
+    """A name close to ``name`` that ``name_problem`` accepts: ``<name>_docs``, ``my_<name>``
+    or ``docs_<name>``, the first that is free (``mydocs`` when none is)."""
+    stem = re.sub(r"[^a-z0-9_]+", "_", name.lower()).strip("_") or "mydocs"
+    for candidate in (f"{stem}_docs", f"my_{stem}", f"docs_{stem}", "mydocs"):
+        if name_problem(candidate) is None:
+            return candidate
+    return "mydocs"
+
+
+def check_name(folder: Path) -> str:
+    """The starter's name for ``folder`` (its base name, ``_name``). Raises ``InvalidValue``
+    naming the folder, why the name cannot be used (``name_problem``), the names accepted and a
+    free one, when the starter's runs would crash (``dataset=123``) or silently measure a
+    shipped option instead (``handbook``)."""
+    name = _name(folder)
+    problem = name_problem(name)
+    if problem:
+        raise InvalidValue(f"ragexp init {folder}: cannot name the project {name!r} (from the "
+                           f"folder's name): {problem}. A name is accepted when it is made of "
+                           f"{ACCEPTED}, and names none of ragexp's shipped dataset or ablation "
+                           f"options; try ragexp init {folder.parent / free_name(name)}")
+    return name
 
 
 def plan(folder: Path, example: bool) -> dict[Path, str | Path]:
@@ -107,11 +214,12 @@ def check_folder(folder: Path) -> None:
 def init(folder: str | Path, example: bool = False) -> list[Path]:
     """Write the starter into ``folder`` and return the files written.
 
-    Raises ``InvalidValue`` when ``folder`` (or a parent) is a file or a file cannot be written
-    there, ``WouldOverwrite`` (a ``FileExistsError``) listing every file that already exists;
+    Raises ``InvalidValue`` when ``folder`` (or a parent) is a file, its name cannot name the
+    project (``check_name``) or a file cannot be written there, ``WouldOverwrite`` (a ``FileExistsError``) listing every file that already exists;
     nothing is written then."""
     folder = Path(folder)
     check_folder(folder)
+    check_name(folder)
     files = plan(folder, example)
     clash = [p for p in files if p.exists()]
     if clash:
