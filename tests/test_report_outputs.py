@@ -114,7 +114,7 @@ def test_a_write_failing_midway_leaves_no_output_and_no_part_file(tmp_path, monk
             raise OSError(28, "No space left on device", str(dst))
         real(src, dst)
 
-    monkeypatch.setattr(report_html.os, "replace", second_fails)
+    monkeypatch.setattr(os, "replace", second_fails)
     with pytest.raises(report_html.InvalidValue, match="r.html.*nothing was written"):
         report_html.write("p" * 32, tmp_path / "r.html", tmp_path / "w.svg", upload=False)
     assert len(calls) == 2  # the chart was moved in, then the page failed

@@ -307,7 +307,7 @@ def test_two_processes_missing_the_same_stage_build_it_once(tmp_path):
         p.join(timeout=120)
     assert [p.exitcode for p in procs] == [0, 0, 0]
     assert log.read_text() == "built\n"
-    assert not list((tmp_path / "s").rglob("*.tmp"))
+    assert not list((tmp_path / "s").rglob("*.part"))
 
 
 def test_unreadable_stage_file_is_rebuilt(tmp_path):

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-from ragexp.data import readers
+from ragexp.data import files, readers
 from ragexp.errors import InvalidValue, path_problem
 from ragexp.records import Qrels, Ranking, ordered
 
@@ -75,10 +75,7 @@ def write_qrels(qrels: Qrels, path: str | Path) -> Path:
 
 
 def _write(path: Path, text: str) -> Path:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return files.write_atomic(path, text)
 
 
 def _lines(path: Path) -> Iterable[tuple[int, list[str]]]:

@@ -34,6 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ragexp.data import files
 from ragexp.errors import InvalidValue, RagexpError
 from ragexp.records import Chunk
 from ragexp.text.analysis import ANALYZER
@@ -369,9 +370,7 @@ def _link_packaged_files(folder: Path, onnx: Path, tokenizer: Path) -> None:
     config = json.dumps({"model_max_length": 256})
     target = folder / "tokenizer_config.json"
     if not target.is_file() or target.read_text() != config:
-        tmp = folder / f".tokenizer_config.json.{os.getpid()}"
-        tmp.write_text(config)
-        os.replace(tmp, target)
+        files.write_atomic(target, config)
 
 
 def hub_unreachable(timeout_s: float = 3.0) -> str | None:

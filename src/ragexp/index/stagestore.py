@@ -11,7 +11,7 @@ The ragexp code fingerprint (sha256 of the package's source files) is in every k
 tokenizer or chunker can never serve stale stages. A stage is looked up in this process's memory
 (the latest value of each stage name, so a sweep of query-time variants in one process builds
 nothing twice), then on disk under ``<cache_dir>/stages/<stage>/<key>`` (written to a private
-name and moved into place with ``os.replace``, so a reader never sees half a file), and built
+name and moved into place, ``data.files``, so a reader never sees half a file), and built
 only when both miss. Two processes that miss the same key at once build it once: the second
 waits on the key's ``filelock`` and then reads the first's file. A store that cannot be written
 warns once, naming its path, and the run goes on building in memory.
@@ -36,6 +36,8 @@ from typing import Any, Callable
 
 import numpy as np
 from filelock import FileLock
+
+from ragexp.data import files
 
 log = logging.getLogger(__name__)
 
@@ -144,16 +146,15 @@ class StageStore:
     def _save(self, folder: Path, key: str, value: Any) -> None:
         is_array = isinstance(value, np.ndarray)
         target = folder / f"{key}.{'npy' if is_array else 'pkl'}"
-        tmp = folder / f".{key}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+        def dump(fh) -> None:
+            if is_array:
+                np.save(fh, value, allow_pickle=False)
+            else:
+                pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
         try:
-            with tmp.open("wb") as fh:
-                if is_array:
-                    np.save(fh, value, allow_pickle=False)
-                else:
-                    pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, target)
+            files.write_atomic(target, dump)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             self._cannot_write(folder, exc)
 
     def _writable(self, folder: Path) -> bool:

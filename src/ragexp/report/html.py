@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import html
 import math
-import os
 import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
 
+from ragexp.data import files
 from ragexp.decide import compare, sources
 from ragexp.errors import InvalidValue
 from ragexp.evaluation import measures as measures_mod
@@ -434,32 +434,6 @@ def check_outputs(out: Path | None, chart: Path | None) -> None:
                            "its own")
 
 
-def _write_all(texts: dict[Path, str]) -> None:
-    """Write every ``{path: text}`` or none: each to a temporary file beside its target, then
-    each moved into place (``os.replace``, atomic per file). On any failure the temporaries are
-    removed, and so are the targets already moved in that did not exist before (a target that
-    did exist keeps the new text: its old one is gone with the rename). Re-raises the error."""
-    temps: dict[Path, Path] = {}
-    moved: list[Path] = []
-    existed = {path: path.exists() for path in texts}
-    try:
-        for path, text in texts.items():
-            fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-            temps[path] = Path(name)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        for path, tmp in temps.items():
-            os.replace(tmp, path)
-            moved.append(path)
-    except BaseException:
-        for path, tmp in temps.items():
-            tmp.unlink(missing_ok=True)
-        for path in moved:
-            if not existed[path]:
-                path.unlink(missing_ok=True)
-        raise
-
-
 def write(parent_id: str, out: Path | None = None, chart: Path | None = None,
           upload: bool = True) -> str:
     """Write the page of sweep ``parent_id`` to ``out`` and/or its wins-by-kind chart to
@@ -468,7 +442,7 @@ def write(parent_id: str, out: Path | None = None, chart: Path | None = None,
     path ``check_outputs`` refuses (before reading anything), for runs whose measures do not
     compare (``compare.not_comparable``: other data or ``dataset.unit``); a write that fails
     midway leaves
-    neither output nor temporary file (``_write_all``) and is re-raised as ``InvalidValue``
+    neither output nor temporary file (``files.write_all``) and is re-raised as ``InvalidValue``
     naming the path."""
     check_outputs(out, chart)
     data = sweep_data.load(parent_id)
@@ -481,7 +455,7 @@ def write(parent_id: str, out: Path | None = None, chart: Path | None = None,
     page, chart_svg = build(data)
     texts = {p: t for p, t in ((chart, chart_svg), (out, page)) if p is not None}
     try:
-        _write_all(texts)
+        files.write_all(texts)
     except OSError as exc:
         raise InvalidValue(f"could not write {exc.filename or ', '.join(map(str, texts))}: "
                            f"{exc.strerror or exc}; nothing was written") from exc

@@ -34,6 +34,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ragexp.data import files
 from ragexp.errors import NotFound
 from ragexp.serving.tracing import FEEDBACK_NAME, WRONG_TAG
 from ragexp.text.analysis import tokenize
@@ -219,10 +220,8 @@ def write_candidates(path: str | Path, records: list[dict]) -> None:
     head = ("// Candidate golden questions mined from served traces (ragexp traces mine). "
             "Check each: correct 'answer', 'evidence' and 'kind' (or kind 'unanswerable' with "
             "no evidence), then: ragexp traces accept THIS_FILE --into GOLDEN_FILE [--id ID ...]")
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(head + "\n" + "".join(json.dumps(r, ensure_ascii=False) + "\n"
-                                         for r in records), encoding="utf-8")
-    tmp.replace(path)
+    files.write_atomic(path, head + "\n" + "".join(json.dumps(r, ensure_ascii=False) + "\n"
+                                                  for r in records))
 
 
 def table(found: list[Mode], served: int, flagged: int) -> str:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from ragexp.data import files
 from ragexp.tracking import store as tracking
 
 log = logging.getLogger(__name__)
@@ -57,9 +57,7 @@ class Outbox:
                 record[key] = {**record[key], **value}
             else:
                 record[key] = value
-        tmp = self.root / f".{RECORD_FILE}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(record, indent=1, default=str))
-        os.replace(tmp, self.root / RECORD_FILE)
+        files.write_atomic(self.root / RECORD_FILE, json.dumps(record, indent=1, default=str))
 
 
 def pending(roots: Iterable[str | Path]) -> list[Outbox]:

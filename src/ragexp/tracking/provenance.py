@@ -133,6 +133,6 @@ def trec_files(out_dir: Path, ranking: Ranking, qrels: Qrels, tag: str) -> list[
                 trec.write_qrels(qrels, out_dir / "qrels.trec")]
     except ValueError as exc:
         log.warning("run.trec/qrels.trec not written: %s", exc)
-        for name in ("run.trec", "qrels.trec", "run.trec.tmp", "qrels.trec.tmp"):
+        for name in ("run.trec", "qrels.trec"):
             (out_dir / name).unlink(missing_ok=True)
         return []
