@@ -210,8 +210,16 @@ def test_tests_need_the_same_questions_scored_in_both_runs():
         significance.tests_against(a.iloc[1:], a.iloc[:2], ["nDCG@10"])
     assert "(1 only in run, e.g. q3; 1 only in baseline, e.g. q1): " in str(err.value)
     b = a.assign(ndcg_at_10=[0.5, None, None])
-    with pytest.raises(significance.NotPaired, match=r"only one of .*\['q2'\]"):
+    with pytest.raises(significance.NotPaired, match=r"1 question\(s\) scored in only one of "
+                                                     r"run and baseline: q2$"):
         significance.tests_against(a, b, ["nDCG@10"])
+    # more than 5 such questions: the count, 5 of them, and how many more (not 5 alone)
+    ids = [f"q{i}" for i in range(8)]
+    full = pd.DataFrame({"id": ids, "kind": ["factual"] * 8, "ndcg_at_10": [0.5] * 8})
+    with pytest.raises(significance.NotPaired, match=r"8 question\(s\) scored in only one of "
+                                                     r"run and baseline: q0, q1, q2, q3, q4, "
+                                                     r"\.\.\. and 3 more$"):
+        significance.tests_against(full, full.assign(ndcg_at_10=None), ["nDCG@10"])
     same = significance.tests_against(a, a, ["nDCG@10"])
     assert [(x.kind, x.n, x.mean_diff) for x in same] == [("all", 2, 0.0), ("factual", 2, 0.0)]
     assert stats.adjust_family(same)[0].p_adj == 1.0

@@ -666,3 +666,26 @@ def test_ragexp_questions_check_passes_the_shipped_set(capsys):
     assert cli.main(["questions", "check"]) == 0
     n = len(load_golden(GOLDEN, load_corpus(CORPUS)))
     assert f"| total | {n} |" in capsys.readouterr().out
+
+
+def test_a_missing_section_lists_the_headings_and_says_how_many_more(tmp_path):
+    """``(its headings: ...)`` named the first 8 headings of a 12-heading document and nothing
+    more, so a user took the other 4 for absent."""
+    doc = "".join(f"# Part {i}\n\nText {i}.\n\n" for i in range(1, 13))
+    corpus = write_tree(tmp_path / "corpus", {"café.md": doc})
+    q = {**GOOD, "evidence": [{"doc": "café.md", "section": "Nope"}]}
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([q])})
+    _, problems = check_golden([golden / "g.jsonl"], load_corpus(corpus))
+    (problem,) = [p.message for p in problems if "no section" in p.message]
+    first8 = ", ".join(f"'Part {i}'" for i in range(1, 9))
+    assert problem.endswith(f"(its headings: {first8}, ... and 4 more)"), problem
+
+
+def test_a_list_cut_short_says_how_many_it_left_out():
+    from ragexp.decide.compare import not_comparable
+    from ragexp.errors import listed
+
+    assert listed(["a", "b", "c"], 3) == "a, b, c"  # all shown: nothing added
+    assert listed(range(10), 4, "; ") == "0; 1; 2; 3; ... and 6 more"
+    runs = [({"corpus_hash": h}, {}) for h in "abcdef"]
+    assert "(a, b, c, d, ... and 2 more)" in not_comparable(runs)

@@ -110,10 +110,10 @@ def test_a_parent_without_a_best_names_its_newest_runs_and_the_reused_one(mlflow
                                                                           capsys):
     parent, ids = sweep({f"job{i}": "FINISHED" for i in range(5)}, reused="old")
     line = one_line_error(capsys, "promote", parent)
-    # six runs: five children and the one it reused, the newest three named, then "..."
+    # six runs: five children and the one it reused, the newest three named, then how many more
     assert line == (f"error: {parent[:8]} is a sweep's parent run (6 runs), not an evaluation "
                     f"run: pick one of its runs, e.g. {ids[5][:8]} (old), or {ids[4][:8]} "
-                    f"(job4), {ids[3][:8]} (job3), ...; `ragexp compare --parent "
+                    f"(job4), {ids[3][:8]} (job3), ... and 3 more; `ragexp compare --parent "
                     f"{parent[:8]}` lists them")
 
 

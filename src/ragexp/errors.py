@@ -7,6 +7,7 @@ what was wrong, where (file and line, config key) and what to do instead.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -49,3 +50,13 @@ def path_problem(path: str | Path, kind: str) -> str | None:
     if kind == "file" and not p.is_file():
         return "a folder, not a file"
     return None
+
+
+def listed(items: Iterable[object], limit: int, sep: str = ", ") -> str:
+    """At most ``limit`` of ``items`` (as ``str``) joined by ``sep``, then ``"... and N more"``
+    when some were left out: ``listed("abcdef", 3)`` -> ``"a, b, c, ... and 3 more"``. A message
+    that showed the first few alone read as the whole list (a document's first 8 headings as
+    all its headings)."""
+    items = [str(i) for i in items]
+    left = len(items) - limit
+    return sep.join(items[:limit]) + (f"{sep}... and {left} more" if left > 0 else "")

@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 from ragexp.cli import decisions as decision_tables
 from ragexp.data import shipped
 from ragexp.decide import compare
-from ragexp.errors import NotFound
+from ragexp.errors import NotFound, listed
 from ragexp.evaluation import significance
 from ragexp.run.compose import project_dir
 
@@ -106,7 +106,7 @@ def unmatched(experiment: str, runs: pd.DataFrame, overrides: tuple[str, ...],
                               " (a project's own: --config-dir DIR)")
     recorded = sorted({str(o) for o in runs.get("tags.ragexp.overrides", pd.Series(dtype=str))
                        .fillna("")})
-    shown = "; ".join(f"`{o}`" if o else "(no overrides)" for o in recorded[:4])
+    shown = listed((f"`{o}`" if o else "(no overrides)" for o in recorded), 4, "; ")
     return NotFound(f"none of the {len(runs)} finished runs in experiment {experiment!r} has "
                     f"the exact config of an ablation of {where} with overrides "
                     f"{list(overrides) or 'none'}; the runs were launched with {shown}"

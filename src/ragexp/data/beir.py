@@ -31,7 +31,7 @@ from ragexp.data.readers import (
     shown,
     string_id,
 )
-from ragexp.errors import path_problem
+from ragexp.errors import listed, path_problem
 from ragexp.records import Document, Qrels
 
 log = logging.getLogger(__name__)
@@ -200,7 +200,6 @@ def warn_unknown_queries(qrels: Qrels, query_ids: set[str], path: Path) -> list[
     first few; return them all (sorted)."""
     unknown = sorted(set(qrels) - query_ids)
     if unknown:
-        log.warning("%s: %d query-id(s) are not in queries.jsonl and are ignored: %s%s", path,
-                    len(unknown), ", ".join(shown(q) for q in unknown[:5]),
-                    ", ..." if len(unknown) > 5 else "")
+        log.warning("%s: %d query-id(s) are not in queries.jsonl and are ignored: %s", path,
+                    len(unknown), listed((shown(q) for q in unknown), 5))
     return unknown

@@ -28,7 +28,7 @@ from ragexp.data.golden import KIND_NAME, golden_files, load_corpus, load_golden
 from ragexp.data.readers import label, markdown_files, shown
 from ragexp.data.relevance import span_qrels, why_unjudged
 from ragexp.data.units import check_unit, unit_chunks, unit_of
-from ragexp.errors import InvalidValue
+from ragexp.errors import InvalidValue, listed
 from ragexp.records import OVERALL, UNANSWERABLE, Chunk, Document, Qrels, Query
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class MarkdownDataset:
         empty = sorted(q for q, rel in qrels.items() if not rel)
         if empty:
             raise InvalidValue(f"{len(empty)} answerable question(s) have no relevant chunk under "
-                               f"this chunking ({', '.join(empty[:5])}): "
+                               f"this chunking ({listed(empty, 5)}): "
                                + " | ".join(why_unjudged(by_id[q], chunks) for q in empty[:3]))
         if self.unit == "chunk":
             return qrels
@@ -114,7 +114,7 @@ class MarkdownDataset:
         empty = sorted(q for q, rel in qrels.items() if not rel)
         if empty:
             raise InvalidValue(f"{len(empty)} answerable question(s) have no relevant "
-                               f"{self.unit} at dataset.unit={self.unit} ({', '.join(empty[:5])})"
+                               f"{self.unit} at dataset.unit={self.unit} ({listed(empty, 5)})"
                                f": " + " | ".join(why_unjudged(by_id[q], units, self.unit)
                                                    for q in empty[:3]))
         return qrels
@@ -175,7 +175,7 @@ class BeirDataset:
             raise BeirFormatError(root / "queries.jsonl", None, f"{len(judged_una)} query(ies) "
                                   f"marked unanswerable have relevant documents in "
                                   f"qrels/{self.split}.tsv "
-                                  f"({', '.join(map(label, judged_una[:5]))}): fix the marker or "
+                                  f"({listed(map(label, judged_una), 5)}): fix the marker or "
                                   f"the qrels")
         self._queries = [Query(r["_id"], str(r["text"]), kinds[r["_id"]]) for r in queries
                          if r["_id"] in self._qrels or kinds[r["_id"]] == UNANSWERABLE]
@@ -237,13 +237,13 @@ def _report_judgements(queries: list[dict], qrels: Qrels, split: str, in_file: i
         log.warning("%d of the %d answerable queries (of %d in queries.jsonl) have no judgements "
                     "in split %r and are left out of the questions and of every mean, leaving "
                     "%d questions (unanswerable ones included): %s", len(unjudged), len(queries),
-                    in_file, split, kept, ", ".join(unjudged[:5]))
+                    in_file, split, kept, listed(unjudged, 5))
     nothing = [r["_id"] for r in queries
                if r["_id"] in qrels and not any(g > 0 for g in qrels[r["_id"]].values())]
     if nothing:
         log.warning("%d of %d queries are judged but have no relevant document (every grade "
                     "0) in split %r; they count in every mean with 0 (trec_eval's rule): %s",
-                    len(nothing), len(queries), split, ", ".join(nothing[:5]))
+                    len(nothing), len(queries), split, listed(nothing, 5))
 
 
 _ABSENT = object()

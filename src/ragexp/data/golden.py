@@ -46,7 +46,7 @@ import yaml
 
 from ragexp.data import readers, shipped, split
 from ragexp.data.readers import label, shown
-from ragexp.errors import InvalidValue, MissingInput, path_problem
+from ragexp.errors import InvalidValue, MissingInput, listed, path_problem
 from ragexp.records import HAND, OVERALL, UNANSWERABLE, Document, Query, Span
 from ragexp.text import markdown
 from ragexp.text.analysis import content_words, normalize_ws
@@ -139,7 +139,7 @@ def load_corpus(corpus_dir: str | Path) -> dict[str, Document]:
         docs[doc_id] = Document(doc_id, document_title(doc_id, text, meta), text, meta)
     if hidden:
         log.info("%s: %d hidden markdown file(s) not read (a name starting with '.': %s)", root,
-                 len(hidden), ", ".join(p.relative_to(root).as_posix() for p in hidden[:3]))
+                 len(hidden), listed((p.relative_to(root).as_posix() for p in hidden), 3))
     if not docs:
         raise MissingInput(f"no markdown documents under {root}")
     if same := same_text(docs):
@@ -147,8 +147,7 @@ def load_corpus(corpus_dir: str | Path) -> dict[str, Document]:
                     "A question labelled in one is not credited for retrieving another, and "
                     "their tied scores are ordered by document id (as trec_eval orders ties): "
                     "remove the copies, or label the question in each", root, len(same),
-                    "; ".join(" = ".join(map(label, ids)) for ids in same[:5])
-                    + ("; ..." if len(same) > 5 else ""))
+                    listed((" = ".join(map(label, ids)) for ids in same), 5, "; "))
     return docs
 
 
@@ -247,7 +246,7 @@ def _evidence_shape_problem(qid: str, ev: object) -> str | None:
                 f"'section')")
     extra = sorted(set(ev) - {"doc", "quote", "section"})
     if extra:
-        return (f"{qid}: unknown evidence field(s) {', '.join(map(shown, extra[:5]))} (expected "
+        return (f"{qid}: unknown evidence field(s) {listed(map(shown, extra), 5)} (expected "
                 f"'doc' with an optional 'quote' or 'section')")
     if "quote" in ev and "section" in ev:
         return (f"{qid}: evidence names both a quote and a section in {label(ev['doc'])}: "
@@ -354,7 +353,7 @@ def _section_span(qid: str, doc: Document, name: str, section: str, bad) -> Span
     headings), more than once, or with no text under its heading."""
     found = find_section(doc, section)
     if not found:
-        headings = ", ".join(shown(s.title) for s in outline(doc)[:8]) or "none"
+        headings = listed((shown(s.title) for s in outline(doc)), 8) or "none"
         bad(f"{qid}: no section {shown(section, 80)} in {label(name)} (its "
             f"headings: {headings})")
     elif len(found) > 1 and len({s.title for s in found}) == 1:  # no more path to give
@@ -508,10 +507,10 @@ def repeated(queries: Sequence[Query]) -> str:
     same = [ids for ids in groups.values() if len(ids) > 1]
     if not same:
         return ""
-    shown_ = "; ".join(" = ".join(map(label, ids[:4])) for ids in same[:5])
-    return (f"{len(same)} question text(s) are asked more than once ({shown_}"
-            f"{'; ...' if len(same) > 5 else ''}): each copy counts again in every mean; "
-            f"ragexp's dev/test split puts copies of one kind on one side")
+    shown_ = listed((listed(map(label, ids), 4, " = ") for ids in same), 5, "; ")
+    return (f"{len(same)} question text(s) are asked more than once ({shown_}): each copy "
+            f"counts again in every mean; ragexp's dev/test split puts copies of one kind on "
+            f"one side")
 
 
 def kind_counts(queries: list[Query]) -> dict[str, int]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from ragexp.errors import listed
 from ragexp.records import Chunk, Qrels, Query, Span
 
 MIN_SHARE = 0.5
@@ -66,9 +67,9 @@ def why_unjudged(query: Query, chunks: list[Chunk], what: str = "chunk", shown: 
             parts.append(f"{where}: no {what}'s source text reaches it (heading text only, or "
                          f"text the chunker leaves out)")
             continue
-        near = ", ".join(f"{c.chunk_id} holds {n} of its {len(span)} chars"
-                         f" ({sum(e - s for s, e in c.spans)} in the {what})"
-                         for n, c in hits[:shown])
+        near = listed((f"{c.chunk_id} holds {n} of its {len(span)} chars"
+                       f" ({sum(e - s for s, e in c.spans)} in the {what})"
+                       for n, c in hits), shown)
         fix = ("quote less, or chunk larger" if what == "chunk" else
                f"quote less, or within one {what}")
         parts.append(f"{where}: {near}; a {what} is relevant when it holds a share of at least "

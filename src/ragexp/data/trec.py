@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ragexp.data import files, readers
-from ragexp.errors import InvalidValue, path_problem
+from ragexp.errors import InvalidValue, listed, path_problem
 from ragexp.records import Qrels, Ranking, ordered
 
 _WS = re.compile(r"\s")
@@ -130,9 +130,7 @@ def read_run(path: str | Path) -> Ranking:
     if len(tags) > 1:
         log.warning("%s holds %d run tags (%s): read as one run, every line merged, as trec_eval "
                     "reads it; two systems' runs belong in a file each", path, len(tags),
-                    ", ".join(f"{readers.shown(t)} from line {at}"
-                              for t, at in list(tags.items())[:5])
-                    + (", ..." if len(tags) > 5 else ""))
+                    listed((f"{readers.shown(t)} from line {at}" for t, at in tags.items()), 5))
     return run
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ragexp.data import readers
 from ragexp.decide import labels, sources
-from ragexp.errors import NotFound
+from ragexp.errors import NotFound, listed
 from ragexp.evaluation import significance, stats
 from ragexp.records import HAND
 from ragexp.tracking import store as tracking
@@ -44,7 +44,7 @@ def not_comparable(runs: Iterable[tuple[Mapping, Mapping]]) -> str:
                   if (v := (tags if key in DATA_TAGS else params).get(key)) is not None
                   and not (isinstance(v, float) and math.isnan(v))}
         if len(values) > 1:
-            return (f"the runs differ in {key} ({', '.join(sorted(values)[:4])}), so their "
+            return (f"the runs differ in {key} ({listed(sorted(values), 4)}), so their "
                     f"measures do not compare: sweep each apart")
     return ""
 

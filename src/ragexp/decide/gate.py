@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ragexp.decide import compare, labels, sources
-from ragexp.errors import InvalidValue
+from ragexp.errors import InvalidValue, listed
 from ragexp.evaluation import significance, stats
 from ragexp.evaluation.stats import ALL, Paired
 from ragexp.records import HAND
@@ -120,8 +120,8 @@ class Verdict:
                 for t in overall) + ")"
         if not kinds:
             return "PASS"
-        shown = ", ".join(f"{t.measure} {t.kind} {t.mean_diff:+.3f} ({t.n} questions)"
-                          for t in kinds[:3])
+        shown = listed((f"{t.measure} {t.kind} {t.mean_diff:+.3f} ({t.n} questions)"
+                        for t in kinds), 3)
         return (f"PASS (inconclusive for {len(kinds)} kind(s): {shown} beyond the margin, "
                 f"not significant: too few questions of the kind to tell)")
 

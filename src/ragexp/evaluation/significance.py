@@ -15,7 +15,7 @@ from typing import Mapping, NamedTuple, Sequence
 import numpy as np
 import pandas as pd
 
-from ragexp.errors import RagexpError
+from ragexp.errors import RagexpError, listed
 from ragexp.evaluation import measures, stats
 from ragexp.evaluation.stats import ALL, Paired
 
@@ -82,8 +82,8 @@ def aligned(run: pd.DataFrame, base: pd.DataFrame, measure: str,
     scored_r, scored_b = pd.notna(r), pd.notna(b)
     if (scored_r != scored_b).any():
         odd = ids[scored_r != scored_b].tolist()
-        raise NotPaired(f"{measure}: questions scored in only one of {labels[0]} and "
-                        f"{labels[1]}: {odd[:5]}")
+        raise NotPaired(f"{measure}: {len(odd)} question(s) scored in only one of "
+                        f"{labels[0]} and {labels[1]}: {listed(odd, 5)}")
     return Pairs(run["kind"].to_numpy(object)[scored_r], r[scored_r].astype(float),
                  b[scored_r].astype(float))
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from ragexp.data import readers
-from ragexp.errors import InvalidValue
+from ragexp.errors import InvalidValue, listed
 from ragexp.index.embedders import Embedder, EmbedderError, EmbedderIdentity
 from ragexp.records import Chunk
 
@@ -129,7 +129,7 @@ def _ids_problem(npy: str, rows: int, txt: str, ids: list[str], blank: bool,
         for i, x in enumerate(ids):
             if row.setdefault(x, i) != i:
                 dupes.append(f"{x} (lines {row[x] + 1} and {i + 1})")
-        return f"{txt}: {len(dupes)} duplicate ids: {', '.join(dupes[:SHOWN])}"
+        return f"{txt}: {len(dupes)} duplicate ids: {listed(dupes, SHOWN)}"
     return None
 
 

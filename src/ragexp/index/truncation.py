@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ragexp.errors import listed
 from ragexp.index.resources import Resources
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class OverWindow:
                         "(longest %d): the model reads only their first %d tokens of text "
                         "(the window's other %d are the model's own special tokens)%s: %s",
                         len(self.over), self.total, self.what, window, self.longest,
-                        window - special, special, hint, ", ".join(self.over[:NAMED]))
+                        window - special, special, hint, listed(self.over, NAMED))
 
 
 def facts(res: Resources, questions: dict[str, str]) -> tuple[dict[str, float], dict[str, str]]:

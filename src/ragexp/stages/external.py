@@ -16,7 +16,7 @@ import logging
 from ragexp.data import readers
 from ragexp.data.trec import first_line_of, read_run
 from ragexp.data.units import check_unit, unit_of
-from ragexp.errors import InvalidValue
+from ragexp.errors import InvalidValue, listed
 from ragexp.index.resources import Resources
 from ragexp.records import Ranking, ordered
 
@@ -43,7 +43,7 @@ class TrecRunRetriever:
                     "section": "section ids look like guide.md#Install/Docker"}[unit]
             at = first_line_of(path, set(unknown))
             where = f"{path}:{at[0]}" if at else str(path)
-            shown = ", ".join(readers.shown(u) for u in unknown[:5])
+            shown = listed((readers.shown(u) for u in unknown), 5)
             raise InvalidValue(f"{where}: {len(unknown)} item id(s) are not {unit} ids of this "
                                f"corpus under this chunking ({shown}; the first on this line: "
                                f"{readers.shown(at[1]) if at else '?'}); {hint}"
@@ -56,7 +56,7 @@ class TrecRunRetriever:
             log.warning("%s ranks %d query id(s) this run does not score, left out (another "
                         "split's or question set's, or ids written otherwise: %s; the scored "
                         "questions' ids look like %s)", path, len(stray),
-                        ", ".join(map(repr, stray[:3])), ", ".join(map(repr, list(asked)[:3])))
+                        listed(map(repr, stray), 3), ", ".join(map(repr, list(asked)[:3])))
         self._warned: set[str] = set()
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:

@@ -28,7 +28,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from ragexp.errors import NotFound, RagexpError
+from ragexp.errors import NotFound, RagexpError, listed
 from ragexp.tracking import lifecycle
 from ragexp.tracking.failures import describe
 
@@ -376,9 +376,9 @@ EVALUATION_RUNS = "tags.`ragexp.config_hash` != ''"  # what every ragexp evaluat
 HANDBOOK_EXPERIMENT = "ragexp-handbook"  # the shipped config's experiment (ragexp-${dataset.name})
 
 
-def experiments_with_runs(limit: int = 5) -> list[str]:
+def experiments_with_runs(limit: int | None = 5) -> list[str]:
     """Names of the experiments holding ragexp evaluation runs (``EVALUATION_RUNS``) in this
-    store, the one with the latest run first, at most ``limit``."""
+    store, the one with the latest run first, at most ``limit`` (None: all)."""
     # defer heavy import
     from mlflow.entities import ViewType
 
@@ -414,9 +414,9 @@ def experiment_ids(name: str) -> list[str]:
 def no_runs(experiment: str, what: str = "finished runs") -> NotFound:
     """The one-line error for an experiment with nothing to show: names it, the store, and the
     experiments that do hold runs (or how to make one)."""
-    others = [n for n in experiments_with_runs() if n != experiment]
+    others = [n for n in experiments_with_runs(limit=None) if n != experiment]
     hint = (f"pick another with --experiment NAME (experiments with runs here: "
-            f"{', '.join(others)})" if others
+            f"{listed(others, 5)})" if others
             else "run an experiment first (python -m ragexp ...), or pick one with "
                  "--experiment NAME")
     return NotFound(f"no {what} in experiment {experiment!r} (tracking URI {tracking_uri()}); "
@@ -452,15 +452,15 @@ def resolve_run_id(ref: str) -> str:
     c = client()
     exp_ids = [e.experiment_id for e in c.search_experiments(view_type=ViewType.ALL)]
     found = c.search_runs(exp_ids, f"attributes.run_id LIKE '{ref}%'",
-                          run_view_type=ViewType.ALL, max_results=20) if exp_ids else []
+                          run_view_type=ViewType.ALL, max_results=1000) if exp_ids else []
     if not found:
         raise RunNotFound(f"no run id starts with {ref!r} in {tracking_uri()}")
-    if len(found) > 1:
-        listed = "; ".join(f"{r.info.run_id} ({r.data.tags.get('mlflow.runName', '')}, "
-                           f"{r.info.status})" for r in found[:10])
-        raise RunNotFound(f"run id prefix {ref!r} is ambiguous: {len(found)} runs match "
-                          f"({listed}{'; ...' if len(found) > 10 else ''}); give more "
-                          f"characters")
+    if len(found) > 1:  # counted up to 1000: a count capped lower read as the whole count
+        shown = listed((f"{r.info.run_id} ({r.data.tags.get('mlflow.runName', '')}, "
+                        f"{r.info.status})" for r in found), 10, "; ")
+        raise RunNotFound(f"run id prefix {ref!r} is ambiguous: "
+                          f"{'1000 or more' if len(found) == 1000 else len(found)} runs match "
+                          f"({shown}); give more characters")
     return found[0].info.run_id
 
 
@@ -589,7 +589,8 @@ def refuse_sweep_parent(run) -> None:
                              f"instead; rerun the sweep")
     raise SweepParentRun(f"{head}: pick one of its runs, e.g. {picks[0]}"
                          + (f", or {', '.join(picks[1:])}" if picks[1:] else "")
-                         + (", ..." if len(others) > room else "")
+                         + (f", ... and {len(others) - room} more" if len(others) > room
+                            else "")
                          + f"; `ragexp compare --parent {run_id[:8]}` lists them")
 
 
