@@ -94,6 +94,32 @@ def test_a_cheaper_run_is_promoted_when_non_inferior_within_the_margin():
         gate.Rule(non_inferior=True, min_effect=0.0)
 
 
+def test_a_four_question_tie_says_its_interval_is_n_a_and_why_not_nan():
+    """``promote --cheapest-tied ... --gate`` on a 4-question set printed ``95% CI low +nan <
+    -0.01``: below 6 questions there is no interval, and the line says so."""
+    import pandas as pd
+
+    from ragexp.evaluation import significance
+
+    table = pd.DataFrame({"id": ["q1", "q2", "q3", "q4"], "kind": ["factual"] * 4,
+                          "ndcg_at_10": [1.0, 0.5, 0.0, 1.0]})
+    rule = gate.Rule(margin=0.01, non_inferior=True)
+    tests = gate.family_tests(table, table, rule)
+    verdict = gate.decide(tests, METRICS, PARAMS, rule)
+    assert not verdict.passed
+    assert verdict.reasons == [
+        "nDCG@10 is not shown to be no worse than the reference: difference +0.0000, 95% CI "
+        "low n/a (4 questions; an interval needs at least 6; non-inferiority needs an interval "
+        "whose low end is at least -0.01)"]
+    shown = verdict.render(rule)
+    assert "nan" not in shown.lower() and "+0.000 [n/a]" in shown
+    # a p never computed is n/a too, also where a line compares it with alpha
+    assert significance.format_p(math.nan) == "n/a"
+    assert significance.format_p_against(math.nan, 0.05) == "n/a"
+    assert significance.format_interval(0.1, math.nan, 0.2) == "+0.100 [n/a]"
+    assert significance.format_interval(0.1, 0.0, 0.2) == "+0.100 [+0.000, +0.200]"
+
+
 def test_rule_rejects_bad_thresholds():
     for bad in ({"margin": -0.1}, {"min_effect": 2}, {"alpha": 0}, {"correction": "bonf"},
                 {"measures": ()}):

@@ -116,10 +116,9 @@ def winner_table(df: pd.DataFrame, winner: str, measures: tuple[str, ...],
                      f"{base_name} dev": f"{dev[base.info.run_id][m]:.3f}",
                      f"{base_name} test": f"{run.data.metrics[f'confirm.baseline.{key}']:.3f}",
                      "Δ dev": f"{dev[run.info.run_id][m] - dev[base.info.run_id][m]:+.3f}",
-                     "Δ test [95% CI]":
-                         f"{run.data.metrics[f'confirm.vs_baseline.{key}.delta']:+.3f} "
-                         f"[{run.data.metrics[f'confirm.vs_baseline.{key}.ci_low']:+.3f}, "
-                         f"{run.data.metrics[f'confirm.vs_baseline.{key}.ci_high']:+.3f}]",
+                     "Δ test [95% CI]": significance.format_interval(
+                         *(run.data.metrics[f"confirm.vs_baseline.{key}.{f}"]
+                           for f in ("delta", "ci_low", "ci_high"))),
                      "p (test)": significance.format_p(
                          run.data.metrics[f"confirm.vs_baseline.{key}.p"]),
                      "p_adj (test)": significance.format_p(

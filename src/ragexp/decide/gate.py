@@ -191,11 +191,16 @@ def _gain(first: Paired, rule: Rule) -> list[str]:
 
 def _non_inferiority(first: Paired, rule: Rule) -> list[str]:
     """Why ``first`` may be worse than the reference beyond the margin: none when the lower
-    end of its 95% interval is at least ``-margin`` (an interval of NaN, undefined, counts as
-    not shown)."""
+    end of its 95% interval is at least ``-margin``. An interval of NaN (none: too few
+    questions) counts as not shown, and says ``n/a`` and why (it printed ``95% CI low +nan <
+    -0.01`` for 4 questions)."""
     low = first.ci_low
     if math.isfinite(low) and low >= -rule.margin - 1e-12:
         return []
+    if math.isnan(low):
+        return [f"{first.measure} is not shown to be no worse than the reference: difference "
+                f"{first.mean_diff:+.4f}, 95% CI low n/a ({significance.no_interval(first.n)}; "
+                f"non-inferiority needs an interval whose low end is at least -{rule.margin})"]
     return [f"{first.measure} may be worse than the reference by more than the margin: "
             f"difference {first.mean_diff:+.4f}, 95% CI low {low:+.4f} < -{rule.margin} "
             f"(non-inferiority not shown; more questions narrow the interval)"]

@@ -119,7 +119,10 @@ def family(tables: Mapping[str, pd.DataFrame], baseline: str, measures: Sequence
 
 def format_p(p: float) -> str:
     """A p value as every table and line of ragexp shows it (compare, confirm, gate, report,
-    the sweep's page): three decimals, or ``<0.001``."""
+    the sweep's page): three decimals, ``<0.001``, or ``n/a`` for NaN (none computed: a line
+    printed ``p_adj nan``)."""
+    if math.isnan(p):
+        return "n/a"
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
@@ -127,7 +130,7 @@ def format_p_against(p: float, alpha: float) -> str:
     """``format_p``, with as many more decimals as a line comparing ``p`` with ``alpha`` needs
     to read true: ``p_adj 0.17298 < 0.173``, not ``p_adj 0.173 < 0.173`` (at most 12)."""
     shown, digits = format_p(p), 3
-    while not shown.startswith("<") and digits < 12 and (
+    while shown[0].isdigit() and digits < 12 and (
             (float(shown) == alpha) != (p == alpha) or (float(shown) < alpha) != (p < alpha)):
         digits += 1
         shown = f"{p:.{digits}f}"
@@ -143,9 +146,28 @@ def format_delta(t: Paired) -> str:
     """A difference and its 95% interval as tables show them: ``+0.500 [n/a]`` where there is
     none (fewer questions than a test needs to be significant, ``stats.paired``), else
     ``+0.500 [+0.250, +0.750]``."""
-    if t.n < 2 or math.isnan(t.ci_low) or math.isnan(t.ci_high):
+    if t.n < 2:
         return f"{t.mean_diff:+.3f} [n/a]"
-    return f"{t.mean_diff:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]"
+    return format_interval(t.mean_diff, t.ci_low, t.ci_high)
+
+
+def format_interval(diff: float, low: float, high: float) -> str:
+    """``format_delta`` of numbers read back from a run's metrics (``confirm.vs_baseline.*``):
+    ``+0.500 [+0.250, +0.750]``, ``+0.500 [n/a]`` when a bound is NaN (none computed; a table
+    printed ``[+nan, +nan]``)."""
+    if math.isnan(low) or math.isnan(high):
+        return f"{diff:+.3f} [n/a]"
+    return f"{diff:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def no_interval(n: int) -> str:
+    """Why a paired test of ``n`` questions has no 95% interval, for a message: ``"4
+    questions; an interval needs at least 6"`` below ``stats.least_testable_n``, else that its
+    bootstrap gave none."""
+    least = stats.least_testable_n()
+    if n < least:
+        return f"{n} question{'' if n == 1 else 's'}; an interval needs at least {least}"
+    return f"no bootstrap interval from {n} questions"
 
 
 def format_n_needed(n: float) -> str:
