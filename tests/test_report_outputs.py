@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import sys
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -242,3 +243,51 @@ def test_a_sweep_with_a_failed_job_names_it_on_its_page(mlflow_store, tmp_path, 
         assert error.startswith(cells[2]) and len(cells[2]) >= 100, (where, cells)
         assert cells[3] == bad[0].info.run_id[:8]
         assert 'data-k="failedjob|1"' not in page
+
+
+# --- the sweep's runs frame: one frame, not fragmented --------------------------------------
+
+def sweep_job(parent: str, keys: list[str], skipped: bool = False) -> str:
+    """A FINISHED job of sweep ``parent`` (its child, or with ``skipped`` a run the sweep
+    linked as skipped), logging ``keys`` as params and metrics in that order."""
+    c = tracking.client()
+    link = {f"ragexp.in_sweep.{parent}": "skipped"} if skipped else {"mlflow.parentRunId": parent}
+    run = c.create_run(tracking.ensure_experiment(EXPERIMENT), start_time=next(STARTS),
+                       tags={"ragexp.config_hash": f"h{next(STARTS)}", "ragexp.ablation": "a",
+                             **link}).info.run_id
+    tracking.log_batch(run, metrics={f"m.{k}": 0.5 for k in keys},
+                       params={f"p.{k}": "x" for k in keys})
+    c.set_terminated(run, "FINISHED")
+    return run
+
+
+def test_a_sweep_with_skipped_jobs_reads_into_one_unfragmented_frame(mlflow_store):
+    """A sweep rerun with skipped jobs: ``ragexp report --html`` printed pandas'
+    PerformanceWarning ("DataFrame is highly fragmented"): its two searches' frames held the
+    same 287 keys in other orders, and their concatenation one block per metric (163)."""
+    parent = parent_run("sweep", "FINISHED")
+    keys = [f"k{i:03d}" for i in range(150)]
+    jobs = [sweep_job(parent, keys), sweep_job(parent, keys[::-1], skipped=True),
+            sweep_job(parent, keys[75:] + keys[:75] + ["extra"], skipped=True)]
+    with pytest.warns(pd.errors.PerformanceWarning):  # the plain concatenation warned
+        pd.concat([tracking_frame(parent, "mlflow.parentRunId", parent),
+                   tracking_frame(parent, f"ragexp.in_sweep.{parent}", "skipped")],
+                  ignore_index=True).assign(label="x")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        df = sweep_data._frame(EXPERIMENT, parent)  # adds the label column
+        df.assign(another=1)
+    assert sorted(df["run_id"]) == sorted(jobs) and len(df.columns) == len(set(df.columns))
+    assert df["metrics.m.k007"].dtype == float and (df["metrics.m.k007"] == 0.5).all()
+    assert df["metrics.m.extra"].isna().sum() == 2  # only the third job logged it
+    assert sum(not b.is_extension for b in df._mgr.blocks) <= 3
+
+
+def tracking_frame(parent: str, tag: str, value: str) -> pd.DataFrame:
+    """``search_runs`` of the finished runs tagged ``tag=value`` (one of ``runs_frame``'s)."""
+    # defer heavy import
+    import mlflow
+
+    return mlflow.search_runs(experiment_ids=tracking.experiment_ids(EXPERIMENT),
+                              filter_string=f"attributes.status = 'FINISHED' and "
+                                            f"tags.`{tag}` = '{value}'")

@@ -83,8 +83,8 @@ def cmd_compare(args) -> int:
 
     df = compare.runs_frame(args.experiment, parent=args.parent, run_ids=args.runs)
     if args.baseline and args.baseline not in set(df["run_id"]):
-        df = compare.pd.concat([compare.runs_frame(args.experiment, run_ids=[args.baseline]),
-                                df], ignore_index=True)
+        df = compare.stacked([compare.runs_frame(args.experiment, run_ids=[args.baseline]),
+                              df])
     tab = compare.table(df, per_kind=tuple(args.per_kind))
     measures = tuple(args.measure or significance.DEFAULT_MEASURES)
     results = None

@@ -92,9 +92,9 @@ def runs_frame(experiment: str, parent: str | None = None,
         searches = [f"{filt} and tags.`mlflow.parentRunId` = '{parent}'",
                     f"{filt} and tags.`ragexp.in_sweep.{parent}` = 'skipped'"]
     ids = tracking.experiment_ids(experiment)
-    df = pd.concat([mlflow.search_runs(experiment_ids=ids, filter_string=f,
-                                       order_by=["attributes.start_time DESC"])
-                    for f in searches], ignore_index=True) if ids else pd.DataFrame()
+    df = stacked([mlflow.search_runs(experiment_ids=ids, filter_string=f,
+                                     order_by=["attributes.start_time DESC"])
+                  for f in searches]) if ids else pd.DataFrame()
     if df.empty:  # NotFound: the CLI prints its one line, exit 2
         if parent:  # nothing under one of a sweep's runs: say which sweep it belongs to
             tracking.refuse_sweep_child(parent)
@@ -102,6 +102,20 @@ def runs_frame(experiment: str, parent: str | None = None,
                                + (f" under parent run {parent}" if parent else ""))
     df = df.drop_duplicates("run_id" if parent else "tags.ragexp.config_hash")
     return df.sort_values("tags.ragexp.ablation", kind="stable").reset_index(drop=True)
+
+
+def stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """``search_runs`` frames as one, rows in order: of the frames with rows (all of them when
+    none has), each with its columns put in one order (the order they first appear) before
+    concatenating. MLflow orders a frame's columns as it met the keys, so two searches hold the
+    same keys in other orders, and concatenating them as they were gave one block per numeric
+    column (163 for a sweep with two skipped jobs; an empty search's frame did it too): pandas
+    then warned, on ``ragexp report --html``, that the frame was highly fragmented at the first
+    column added to it."""
+    kept = [f for f in frames if len(f)] or frames[:1]
+    columns = list(dict.fromkeys(c for f in kept for c in f.columns))
+    return pd.concat([f[[c for c in columns if c in f.columns]] for f in kept],
+                     ignore_index=True)
 
 
 def differing_params(df: pd.DataFrame) -> list[str]:

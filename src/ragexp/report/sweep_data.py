@@ -135,7 +135,7 @@ def match_runs(runs: pd.DataFrame, previous: pd.DataFrame) -> dict[str, str]:
 def _frame(experiment: str, parent: str) -> pd.DataFrame:
     df = compare.runs_frame(experiment, parent=parent)
     df = df.drop_duplicates("run_id").reset_index(drop=True)
-    return df.assign(label=labels(df))  # a new frame: search_runs' is fragmented (pandas warns)
+    return df.assign(label=labels(df))
 
 
 def _previous(experiment: str, parent_id: str,
