@@ -8,7 +8,8 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from ragexp.records import Query
-from ragexp.stages.abstain import _folds, auc, curve, evaluate_abstain, operating_point
+from ragexp.stages.abstain import (_folds, auc, curve, cv_folds, evaluate_abstain,
+                                   operating_point)
 
 
 def _random_scores(seed: int, n_ans: int = 80, n_una: int = 20):
@@ -155,7 +156,22 @@ def test_metrics_keys():
     m = evaluate_abstain(signal, qs, "lexical").metrics()
     assert set(m) == {"abstain.auc", "abstain.threshold", "abstain.refused_unanswerable",
                       "abstain.refused_answerable", "abstain.cv.refused_unanswerable",
-                      "abstain.cv.refused_answerable"}
+                      "abstain.cv.refused_answerable", "abstain.cv.folds"}
+    assert m["abstain.cv.folds"] == 5.0  # 20 unanswerable questions: the 5 folds asked
+
+
+def test_the_folds_used_are_at_most_the_unanswerable_questions_and_are_logged():
+    """``abstain.folds=50`` on 11 questions, 2 unanswerable: the cross-validation ran over 2
+    folds while the run recorded only the 50 asked, and the report printed "CV = 50-fold"."""
+    qs, signal = _queries([0.9, 0.8, 0.7, 0.6, 0.55, 0.5, 0.45, 0.4, 0.3], [0.35, 0.1])
+    asked = evaluate_abstain(signal, qs, "x", folds=50)
+    two = evaluate_abstain(signal, qs, "x", folds=2)
+    assert asked.cv_folds == 2 and asked.metrics()["abstain.cv.folds"] == 2.0
+    # the same two folds as asking for 2: the same held-out rates
+    assert (asked.cv_refused_unanswerable, asked.cv_refused_answerable) == (
+        two.cv_refused_unanswerable, two.cv_refused_answerable)
+    assert [cv_folds(f, u) for f, u in [(50, 2), (5, 3), (5, 20), (2, 40), (3, 3)]] == [
+        2, 3, 5, 2, 3]
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")

@@ -24,6 +24,7 @@ from test_p_format import P_CELL
 from workspaces import PARENT_ENV, compose_config, record_run
 
 from ragexp.cli import main as cli
+from ragexp.cli import tables
 from ragexp.data import golden, split
 from ragexp.decide import gate
 from ragexp.evaluation import metrics, significance, stats
@@ -358,6 +359,38 @@ def tiny_runs(tmp_path_factory, module_mlflow_store):
             "reversed": record_run(*base, "retriever=dense",
                                    "reranker._target_=planted.ReverseReranker",
                                    "reranker.top_n=10")}
+
+
+def test_a_run_logs_and_reports_the_folds_it_cross_validated_over(tmp_path, mlflow_store,
+                                                                  caplog):
+    """``abstain.folds=50`` on 11 questions, 2 of them unanswerable: the run recorded only the
+    50 asked, ran 2 folds without a word, and the report printed "CV = 50-fold"."""
+    more = [{"id": f"g{i}", "kind": "factual", "question": f"When does alpha restart {i}?",
+             "answer": "two", "evidence": [{"doc": "a.md", "quote": "restarts every night"}]}
+            for i in range(6)]
+    work = workspace(tmp_path, [*FACTUAL, LOOKUP, *more, *UNANSWERABLE])
+    with caplog.at_level(logging.WARNING, logger="ragexp"):
+        run = record_run(*overrides(work, "split=all", "retriever=bm25", "abstain.folds=50"))
+    recorded = tracking.client().get_run(run["run_id"]).data
+    assert recorded.params["abstain.folds"] == "50" and run["abstain.cv.folds"] == 2.0
+    assert ("abstain.folds=50, but the 11 scored questions hold 2 unanswerable ones, and each "
+            "fold needs one: the threshold is cross-validated over 2 folds") in caplog.text
+    df = pd.DataFrame({"params.abstain.folds": ["50"], "metrics.abstain.cv.folds": [2.0]})
+    assert tables.cv_note(df) == ("CV = 2-fold cross-validated threshold, fewer than "
+                                  "abstain.folds=50: each fold holds out an unanswerable "
+                                  "question, and there are only 2", 2)
+
+
+def test_the_report_states_the_folds_the_runs_used():
+    same = pd.DataFrame({"params.abstain.folds": ["5", "5"],
+                         "metrics.abstain.cv.folds": [5.0, 5.0]})
+    assert tables.cv_note(same) == ("CV = 5-fold cross-validated threshold", 5)
+    # runs of other questions (or one recorded before the metric): each run's in a column
+    mixed = pd.DataFrame({"params.abstain.folds": ["5", "5"],
+                          "metrics.abstain.cv.folds": [5.0, float("nan")]})
+    note, k = tables.cv_note(mixed)
+    assert k is None and note.startswith("CV = cross-validated threshold, over the folds in "
+                                         "column CV folds (abstain.folds=5;")
 
 
 def test_tiny_runs_score_what_their_rankings_give(tiny_runs):

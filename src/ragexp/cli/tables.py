@@ -142,6 +142,25 @@ def shown_metric(df: pd.DataFrame, metric: str) -> pd.Series:
     return values.map(lambda v: "n/a" if pd.isna(v) else f"{v:.3f}")
 
 
+def cv_note(df: pd.DataFrame) -> tuple[str, int | None]:
+    """What the refusal table's header says of its cross-validation, and the one fold count
+    every run of ``df`` used (None when they differ, or a run logged none: a run recorded before
+    ``abstain.cv.folds``, or one without a curve). The folds a run used (``abstain.cv.folds``)
+    are ``abstain.folds`` but at most its unanswerable questions (``stages.abstain.cv_folds``): the
+    header printed ``abstain.folds`` (CV = 50-fold) for runs cross-validated over 2 folds."""
+    asked = {int(float(v)) for v in df.get("params.abstain.folds", pd.Series(dtype=str)).dropna()}
+    asked_text = ", ".join(map(str, sorted(asked))) or "?"
+    used = df.get("metrics.abstain.cv.folds", pd.Series(float("nan"), index=df.index))
+    if used.isna().any() or used.nunique() != 1:
+        return (f"CV = cross-validated threshold, over the folds in column CV folds "
+                f"(abstain.folds={asked_text}; fewer where the unanswerable questions are "
+                f"fewer)"), None
+    k = int(used.iloc[0])
+    fewer = (f", fewer than abstain.folds={asked_text}: each fold holds out an unanswerable "
+             f"question, and there are only {k}" if asked and k < min(asked) else "")
+    return f"CV = {k}-fold cross-validated threshold{fewer}", k
+
+
 def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...] = (),
           config_dir: Path | None = None, command: str = "ragexp report") -> str:
     """The results block: one row per ablation whose exact config (with ``overrides``) ran;
@@ -165,11 +184,16 @@ def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...]
     per_kind = pd.DataFrame({"ablation": df["tags.ragexp.ablation"],
                              **{f"RR@10 {k}": m(f"rr_at_10.{k}") for k in kinds},
                              **{f"nDCG@10 {k}": m(f"ndcg_at_10.{k}") for k in kinds}})
+    cv, one_k = cv_note(df)
+    # the runs used different folds (or one logged none): a column says each run's
+    folds = {} if one_k is not None else {"CV folds": df.get(
+        "metrics.abstain.cv.folds", pd.Series(float("nan"), index=df.index)).map(
+        lambda v: "n/a" if pd.isna(v) else str(int(v)))}
     refusal = pd.DataFrame({
         "ablation": df["tags.ragexp.ablation"], "signal": df["params.abstain.signal.name"],
         "AUC": m("abstain.auc"), "threshold": m("abstain.threshold"),
         "unanswerable refused": m("abstain.refused_unanswerable"),
-        "answerable refused": m("abstain.refused_answerable"),
+        "answerable refused": m("abstain.refused_answerable"), **folds,
         "CV unanswerable refused": m("abstain.cv.refused_unanswerable"),
         "CV answerable refused": m("abstain.cv.refused_answerable"),
         "answer rate": m("answer.rate_answerable"),
@@ -195,9 +219,8 @@ def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...]
     parts += ["", *decision_tables.build(df, run_confirm=run_confirm)]
     parts += ["", "**Per question kind**", "", compare.render(per_kind),
               "", f"**Refusal** at the operating point (budget: at most "
-              f"{df['params.abstain.budget'].iloc[0]} of answerable questions refused; CV = "
-              f"{int(float(df['params.abstain.folds'].iloc[0]))}-fold cross-validated "
-              f"threshold) and answers", "", compare.render(refusal)]
+              f"{df['params.abstain.budget'].iloc[0]} of answerable questions refused; "
+              f"{cv}) and answers", "", compare.render(refusal)]
     return "\n".join(parts)
 
 

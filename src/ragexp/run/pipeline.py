@@ -366,14 +366,22 @@ def abstain_curve(signal: AbstainSignal, corpus: Corpus, ranking: Ranking,
     """``(confidence, curve)``: each question's confidence that it is answerable
     (``signal.compute`` over its chunk ranking, ``{qid: score}``, higher = answer) and the
     refusal curve (``evaluate_abstain``: AUC, the operating point refusing at most ``budget``
-    of the answerable questions, its rates cross-validated over ``folds``). The curve is None,
+    of the answerable questions, its rates cross-validated over ``folds``, or over as many
+    folds as there are unanswerable questions when fewer, with a warning). The curve is None,
     with a warning, unless the scored questions hold at least 2 answerable and 2 unanswerable
     ones (the least its cross-validation can split)."""
     confidence = signal.compute(corpus.texts, ranking, resources)
     queries = corpus.queries
     answerable = sum(q.answerable for q in queries)
     if min(answerable, len(queries) - answerable) >= 2:
-        return confidence, evaluate_abstain(confidence, queries, signal.name, budget, folds)
+        result = evaluate_abstain(confidence, queries, signal.name, budget, folds)
+        if result.cv_folds < folds:
+            log.warning("abstain.folds=%d, but the %d scored questions hold %d unanswerable "
+                        "ones, and each fold needs one: the threshold is cross-validated over "
+                        "%d folds (metric abstain.cv.folds); add unanswerable questions or "
+                        "lower abstain.folds", folds, len(queries), len(queries) - answerable,
+                        result.cv_folds)
+        return confidence, result
     log.warning("no abstain curve: it needs at least 2 answerable and 2 unanswerable questions, "
                 "the scored questions hold %d and %d", answerable, len(queries) - answerable)
     return confidence, None

@@ -20,7 +20,9 @@ wrongly refused (x); ``auc`` is the area under y(x) (= P(s_unanswerable < s_answ
 half). The operating point is the threshold that refuses the most unanswerable questions with
 x <= ``budget`` (ties: smaller x, then smaller tau). A threshold chosen on the same questions
 flatters itself, so k-fold cross-validation also reports the refusal rates of thresholds chosen
-on the other folds, pooled over held-out folds.
+on the other folds, pooled over held-out folds. ``k`` is ``abstain.folds`` but at most the
+number of unanswerable questions (``cv_folds``), and the run logs the ``k`` it used
+(``abstain.cv.folds``).
 """
 
 from __future__ import annotations
@@ -129,6 +131,13 @@ def _folds(labels: list[bool], k: int, seed: int) -> list[list[int]]:
     return folds
 
 
+def cv_folds(folds: int, unanswerable: int) -> int:
+    """The folds the cross-validation uses: ``folds`` (``abstain.folds``), but no more than the
+    ``unanswerable`` questions, so every fold holds one out, and at least 2. ``abstain.folds=50``
+    on 11 questions, 2 of them unanswerable, cross-validates over 2 folds."""
+    return max(2, min(folds, unanswerable))
+
+
 @dataclass(frozen=True)
 class AbstainResult:
     signal: str
@@ -147,7 +156,8 @@ class AbstainResult:
                 "abstain.refused_unanswerable": self.refused_unanswerable,
                 "abstain.refused_answerable": self.refused_answerable,
                 "abstain.cv.refused_unanswerable": self.cv_refused_unanswerable,
-                "abstain.cv.refused_answerable": self.cv_refused_answerable}
+                "abstain.cv.refused_answerable": self.cv_refused_answerable,
+                "abstain.cv.folds": float(self.cv_folds)}
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -157,7 +167,10 @@ class AbstainResult:
 
 def evaluate_abstain(signal: dict[str, float], queries: list[Query], name: str,
                      budget: float = 0.125, folds: int = 5, seed: int = 0) -> AbstainResult:
-    """Curve, AUC, operating point under ``budget`` and its k-fold cross-validated rates."""
+    """Curve, AUC, operating point under ``budget`` and its k-fold cross-validated rates, ``k``
+    the ``cv_folds`` of ``folds`` (``AbstainResult.cv_folds``: fewer than ``folds`` when the
+    unanswerable questions are fewer). Raises ``InvalidValue`` for a budget outside [0, 1) or
+    fewer than 2 answerable or 2 unanswerable questions."""
     if not 0 <= budget < 1:
         raise InvalidValue(f"abstain.budget must be in [0, 1), got {budget}")
     qs = [q for q in queries if q.qid in signal]
@@ -171,7 +184,7 @@ def evaluate_abstain(signal: dict[str, float], queries: list[Query], name: str,
                          [scores[i] for i in idx if not labels[i]])
     points = curve(*split(range(len(qs))))
     op = operating_point(points, budget)
-    k = max(2, min(folds, sum(not lab for lab in labels)))
+    k = cv_folds(folds, labels.count(False))
     refused_a = refused_u = 0
     for fold in _folds(labels, k, seed):
         held = set(fold)
