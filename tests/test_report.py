@@ -9,9 +9,11 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from workspaces import record_run
 
+from ragexp.cli import init as starter
 from ragexp.cli import tables as report
 from ragexp.run import schema
 from ragexp.serving.promote import promote
@@ -237,3 +239,30 @@ def test_a_sweep_of_its_baseline_alone_says_why_nothing_is_compared_or_confirmed
     assert "0 tests" not in content and "0 groups" not in content
     assert significance.note("holm", {}, ("nDCG@10",)) == (
         "No paired tests: no run besides the baseline.")
+
+
+def test_what_says_which_stages_each_run_used(store):
+    """A starter's ``Dense retrieval (MiniLM)`` (its ablation's comment) described a run of
+    ``embedder=hash``: the column now adds what the run's params and tags say it used."""
+    content = report.build("ragexp-handbook")
+    (row,) = [ln for ln in content.splitlines() if ln.startswith("| bm25 | BM25 alone.")]
+    # BM25 and the lexical signal embed nothing: the config's minilm is not named
+    assert "| BM25 alone. Ran: retriever=bm25, reranker=lexical. |" in row
+    assert "minilm" not in row.lower()
+    dense = pd.Series({"params.retriever.name": "dense", "params.embedder.name": "hash",
+                       "params.reranker.name": "lexical", "tags.embedder.backend": "hash"})
+    assert report.ran_with(dense) == "Ran: retriever=dense, embedder=hash, reranker=lexical."
+    hybrid = pd.Series({"params.retriever.name": "hybrid", "params.embedder.name": "fastembed",
+                        "params.embedder.model": "BAAI/bge-small-en-v1.5",
+                        "params.retriever.parts.dense.depth": "100",
+                        "params.retriever.parts.dense.embedder": "hash",
+                        "params.retriever.parts.bm25.depth": "50",
+                        "params.retriever.parts.off.depth": float("nan"),
+                        "params.retriever.fusion.name": "rrf", "params.reranker.name": "none",
+                        "tags.embedder.backend": "fastembed"})
+    assert report.ran_with(hybrid) == ("Ran: retriever=hybrid (bm25, dense embedder=hash; rrf), "
+                                       "embedder=fastembed (BAAI/bge-small-en-v1.5), "
+                                       "reranker=none.")
+    unused = dense.drop("tags.embedder.backend")  # a run recorded before the tag: not claimed
+    assert report.ran_with(unused) == "Ran: retriever=dense, reranker=lexical."
+    assert "MiniLM" not in starter.ABLATIONS["baseline"][0]  # ragexp init names no embedder

@@ -54,7 +54,9 @@ questions: questions.jsonl
 """
 
 ABLATIONS = {
-    "baseline": ("Dense retrieval (MiniLM) with the lexical reranker, on {name}.", ""),
+    # no embedder named: the config's default, which a sweep may override (embedder=hash);
+    # ragexp report says which one each run used
+    "baseline": ("Dense retrieval with the lexical reranker, on {name}.", ""),
     "hybrid": ("BM25 fused with dense retrieval by RRF, no reranker, on {name}.",
                "  - override /retriever: hybrid\n  - override /reranker: none\n"),
 }

@@ -122,6 +122,34 @@ def describe(name: str, config_dir: Path | None = None) -> str:
     return " ".join(lines)
 
 
+def ran_with(row: pd.Series) -> str:
+    """The stages a run used, as its logged params and tags say (``row``: one run of a
+    ``search_runs`` frame): ``Ran: retriever=dense, embedder=hash, reranker=lexical.``. A hybrid
+    retriever names its parts (and a part's own embedder) and fusion; the run's embedder is
+    named only when a stage used it (tag ``embedder.backend`` not ``none ...``: a BM25 run
+    with the lexical signal embeds nothing). An ablation's description is its yaml's comment,
+    written for the ablation's own config: a starter's ``Dense retrieval (MiniLM)`` described
+    a run of ``embedder=hash`` (the sweep's override), so the table says what ran beside it."""
+    get = lambda key: "" if pd.isna(v := row.get(key)) else str(v)  # noqa: E731
+    retriever = get("params.retriever.name") or "?"
+    prefix = "params.retriever.parts."
+    parts = sorted({c[len(prefix):].split(".")[0] for c in row.index
+                    if c.startswith(prefix) and c.endswith(".depth") and get(c)})
+    if parts:
+        named = [p + (f" embedder={e}" if (e := get(f"{prefix}{p}.embedder")) not in
+                      ("", "None") else "") for p in parts]
+        fusion = get("params.retriever.fusion.name") or get("params.fusion.name")
+        retriever += f" ({', '.join(named)}" + (f"; {fusion}" if fusion else "") + ")"
+    used = [f"retriever={retriever}"]
+    backend = get("tags.embedder.backend")
+    if backend and not backend.startswith("none"):
+        name, model = get("params.embedder.name"), get("params.embedder.model")
+        used.append(f"embedder={name or backend}"
+                    + (f" ({model})" if name == "fastembed" and model else ""))
+    used.append(f"reranker={get('params.reranker.name') or '?'}")
+    return f"Ran: {', '.join(used)}."
+
+
 def missing_line(names: list[str], overrides: tuple[str, ...],
                  config_dir: Path | None) -> str:
     """The line naming the ablations with no run of their exact config, and the command that
@@ -173,7 +201,9 @@ def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...]
           if f"metrics.rr_at_10.source.{source}" in df else col)
     m = lambda col: shown_metric(df, col)  # noqa: E731
     main = pd.DataFrame({"ablation": df["tags.ragexp.ablation"],
-                         "what": df["tags.ragexp.ablation"].map(lambda a: describe(a, config_dir)),
+                         "what": [f"{describe(a, config_dir)} {ran_with(row)}"
+                                  for a, (_, row) in zip(df["tags.ragexp.ablation"],
+                                                         df.iterrows())],
                          "RR@10": m(of("rr_at_10")), "nDCG@10": m(of("ndcg_at_10")),
                          "Success@1": m(of("success_at_1")),
                          "Success@10": m(of("success_at_10")),
