@@ -14,7 +14,7 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from ragexp.data import readers
-from ragexp.decide import labels, sources
+from ragexp.decide import labels, replay, sources
 from ragexp.errors import NotFound, listed
 from ragexp.evaluation import significance, stats
 from ragexp.records import HAND
@@ -237,7 +237,8 @@ def render(tab: pd.DataFrame, fmt: str = "markdown") -> str:
 
 def cost_lines(tags: dict[str, str], names: dict[str, str]) -> list[str]:
     """What a sweep's parent run records about cost (its ``tags``: ``selection``'s
-    ``ragexp.cheapest_tied*`` and ``ragexp.pareto``; the best itself, ``ragexp.best_run``, when
+    ``ragexp.cheapest_tied*``, ``ragexp.pareto`` and the runs left out of both for replaying
+    rankings, ``ragexp.cost_left_out``; the best itself, ``ragexp.best_run``, when
     no tied run is measurably cheaper) as lines, runs named by ``names`` (run id
     -> label, else the id's first 8 characters); ``[]`` for a sweep that recorded none. Pure."""
     label = lambda r: names.get(r, r[:8])  # noqa: E731
@@ -254,6 +255,11 @@ def cost_lines(tags: dict[str, str], names: dict[str, str]) -> list[str]:
                      + (f" ({detail})" if detail else ""))
     for c, front in json.loads(tags.get("ragexp.pareto", "{}")).items():
         lines.append(f"Pareto front, objective against {c}: {', '.join(map(label, front))}")
+    left_out = json.loads(tags.get("ragexp.cost_left_out", "[]"))
+    if left_out:
+        lines.append(replay.left_out_line({e["run_id"]: e["why"] for e in left_out},
+                                          {e["run_id"]: names.get(e["run_id"], e["label"])
+                                           for e in left_out}))
     return lines
 
 

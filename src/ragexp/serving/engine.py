@@ -19,6 +19,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp.answer.base import Answer, AnswerInput
+from ragexp.decide import replay
 from ragexp.index.resources import Resources
 from ragexp.records import ordered
 from ragexp.run import build as stages
@@ -165,8 +166,17 @@ class Engine:
     @classmethod
     def from_record(cls, record: RecordedRun) -> "Engine":
         """The engine of a run's record (``recorded_run``), its data found where the run
-        recorded it (``stages.with_locations``)."""
-        cfg = stages.with_locations(OmegaConf.create(record.config), record.tags)
+        recorded it (``stages.with_locations``). Raises ``ServingError`` for a run that cannot
+        rank a new question (``replay.replays``: a TREC run replayed, precomputed question
+        vectors), before anything is built: served, it ranked nothing, and ``ragexp search``
+        said no passage shared a term with a word the corpus holds."""
+        recorded = OmegaConf.create(record.config)
+        why = replay.of_config(OmegaConf.to_container(recorded))
+        if why:
+            raise ServingError(f"run {record.run_id} cannot answer a new question: {why}. It "
+                               f"measures that ranking, but serving needs a retriever that "
+                               f"ranks any question; {replay.INSTEAD}, and serve that")
+        cfg = stages.with_locations(recorded, record.tags)
         threshold = record.threshold
         if threshold is None:
             log.warning("run %s has no abstain threshold: answers will never refuse on "

@@ -7,14 +7,15 @@ registers it as a new version of the MLflow registered model ``ragexp-serving`` 
 earlier versions stay. With a gate rule, the run must pass ``gate.decide`` against the
 champion: no significant regression beyond the margin overall or for any kind (p adjusted over
 the family), refusals within budget, and a significant gain of at least the rule's minimum
-effect.
+effect. A run that cannot rank a new question (``decide.replay``: ``retriever=trec_run``,
+precomputed question vectors) is refused, as serving it would rank nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ragexp.decide import gate
+from ragexp.decide import gate, replay
 from ragexp.errors import RagexpError
 from ragexp.serving.engine import ServingError
 from ragexp.tracking import store as tracking
@@ -36,7 +37,9 @@ class GateRefused(PromotionRefused):
 def check_promotable(run_id: str):
     """The MLflow run ``run_id`` if it can be promoted. Raises ``tracking.SweepParentRun`` for
     a sweep's parent run (first, as every command refuses one), ``PromotionRefused`` for an
-    unknown id, a run not FINISHED, without ``REQUIRED_METRICS`` or without ``config.yaml``."""
+    unknown id, a run not FINISHED, without ``REQUIRED_METRICS``, one that cannot rank a new
+    question (``replay.replays``: ``retriever=trec_run``, precomputed question vectors) or
+    without ``config.yaml``."""
     c = tracking.client()
     try:
         run = c.get_run(run_id)
@@ -56,6 +59,9 @@ def check_promotable(run_id: str):
     if missing:
         raise PromotionRefused(f"run {run_id} lacks metrics {', '.join(missing)}: it is not a "
                                f"ragexp evaluation run")
+    why = replay.replays(run.data.params)
+    if why:  # served, it ranks nothing: `ragexp search` said no passage shares a term
+        raise PromotionRefused(f"run {run_id} cannot serve: {why}; {replay.INSTEAD}")
     artifacts = {f.path for f in c.list_artifacts(run_id)}
     if "config.yaml" not in artifacts:
         raise PromotionRefused(f"run {run_id} has no config.yaml artifact to serve from")
