@@ -217,8 +217,8 @@ def init(folder: str | Path, example: bool = False) -> list[Path]:
     """Write the starter into ``folder`` and return the files written.
 
     Raises ``InvalidValue`` when ``folder`` (or a parent) is a file, its name cannot name the
-    project (``check_name``) or a file cannot be written there, ``WouldOverwrite`` (a ``FileExistsError``) listing every file that already exists;
-    nothing is written then."""
+    project (``check_name``) or a file cannot be written there, ``WouldOverwrite`` (a
+    ``FileExistsError``) listing every file that already exists; nothing is written then."""
     folder = Path(folder)
     check_folder(folder)
     check_name(folder)
