@@ -379,7 +379,7 @@ CROSSED = (f"# Machine\n\n## Restart\n\n{FILLER}Clear the hopper and restart.\n\
 
 @pytest.mark.parametrize("doc, quote, line", [
     (CROSSED, "Clear the hopper and restart. ### Error E-43 E-43 means the milk", 7),
-    (CROSSED, "and restart. ### Error", 7),
+    (CROSSED, "restart. ### Error E-43 E-43 means", 7),
     ("# A\n\nFirst part ends here.\n\nSetext B\n--------\n\nSecond part.\n",
      "ends here. Setext B -------- Second", 5),
 ])
@@ -401,9 +401,16 @@ def test_a_quote_across_a_heading_is_refused(tmp_path, capsys, doc, quote, line)
         assert span_qrels([q], MarkdownChunker().chunk(docs.values())) == {"s-01": {}}
 
 
-def test_a_quote_ending_before_the_next_heading_is_kept(tmp_path):
+@pytest.mark.parametrize("quote", [
+    "Clear the hopper and restart.",  # ends before the next heading
+    "night. Clear the hopper and restart. ### Error",  # mostly its own section's
+    "restart. ### Error E-43 E-43 means the milk line is blocked.",  # mostly the next one's
+])
+def test_a_quote_mostly_in_one_section_is_kept(tmp_path, quote):
+    """The run judges it by the section holding most of it (``units``, the relevance rule's
+    half): ``tests/test_units.py`` holds such a quote's judgement steady across chunkings."""
     corpus, golden = _one_question(tmp_path, {"h.md": CROSSED},
-                                   [{"doc": "h.md", "quote": "Clear the hopper and restart."}])
+                                   [{"doc": "h.md", "quote": quote}])
     assert len(load_golden(golden, load_corpus(corpus))[1].evidence) == 1
 
 

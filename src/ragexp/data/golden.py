@@ -280,10 +280,9 @@ def _quote_span(qid: str, doc: Document, name: str, quote: str, bad) -> Span | N
             f"{json.dumps(heading.title)}}}: {shown(quote)}")
     elif heading := _heading_crossed(doc.text, found[0]):
         bad(f"{qid}: quote runs across the heading at line {heading.line} of {label(name)} "
-            f"({shown(heading.title)}): a heading starts a section and its chunks, so no chunk "
-            f"holds the quote whole and each chunking judges it by the pieces it keeps (a piece "
-            f"short beside its chunk is none: no chunk is relevant and the run refuses the "
-            f"question): quote the text of one section: {shown(quote)}")
+            f"({shown(heading.title)}) and no section holds half of it: a heading starts a "
+            f"section and its chunks, so no chunk holds the quote whole, nor half of it, and "
+            f"the run refuses the question: quote the text of one section: {shown(quote)}")
     else:
         return found[0]
     return None
@@ -334,17 +333,30 @@ def _heading_holding(text: str, span: Span) -> markdown.Block | None:
 
 
 def _heading_crossed(text: str, span: Span) -> markdown.Block | None:
-    """The first heading block that begins inside ``span``: the quote runs from one section's
-    text into the next section. (A quote from a heading into its own text begins in the
-    heading and stays in its section: kept.) None in a document of headings only, whose chunks
-    hold their headings' text. A trial's quote ``"Clear the hopper and restart. ### Error E-43
-    E-43 means the milk"`` passed ``questions check`` and the run then refused its question: no
-    chunk held half of it."""
+    """The first heading that begins inside ``span`` when the quote runs from one section's
+    text across it into the next and no section's piece holds half of the quote (counting
+    non-space characters; the headings' own text is in no piece): a chunker splits there, so
+    no chunk holds such a quote whole and every chunking judges it by pieces too small to
+    count (the relevance rule's half, ``data.relevance``). A quote mostly in one section stays
+    that section's, as the run judges it; a quote from a heading into its own text begins in
+    the heading and is kept. None in a document of headings only, whose chunks hold their
+    headings' text. A trial's quote ``"Clear the hopper and restart. ### Error E-43 E-43
+    means the milk"`` (pieces of 25 and 16 of its 53 characters) passed ``questions
+    check`` and the run then refused its question: no chunk held half of it."""
     blocks = markdown.blocks(text)
     if all(b.kind == "heading" for b in blocks):
         return None
-    return next((b for b in blocks if b.kind == "heading" and span.start < b.start < span.end),
-                None)
+    crossed = [b for b in blocks if b.kind == "heading" and span.start < b.start < span.end]
+    if not crossed:
+        return None
+
+    def weight(a: int, b: int) -> int:
+        return sum(not c.isspace() for c in text[a:b])
+
+    bounds = [span.start, *(x for b in crossed for x in (b.start, min(b.end, span.end))),
+              span.end]
+    pieces = [weight(bounds[i], bounds[i + 1]) for i in range(0, len(bounds), 2)]
+    return crossed[0] if 2 * max(pieces) < weight(span.start, span.end) else None
 
 
 def _section_span(qid: str, doc: Document, name: str, section: str, bad) -> Span | None:
