@@ -692,8 +692,29 @@ def test_a_key_appended_to_a_typed_node_is_refused_naming_what_it_takes(override
 
 
 def test_a_top_level_key_of_the_users_own_is_still_taken():
-    """``+tag=...`` (logged with the run's params, read by nothing) is no typo of a key."""
-    validation.validate(compose_config("embedder=hash", "+tag=baseline", "+notes=first try"))
+    """``+tag=...`` (logged with the run's params, read by nothing) is no typo of a key, nor is
+    a key of ragexp's with a word added: a similarity ratio refused ``+experiment_note=x`` as a
+    typo of ``experiment``, with no way to pass it."""
+    validation.validate(compose_config("embedder=hash", "+tag=baseline", "+notes=first try",
+                                       "+experiment_note=x", "+baseline_run=y",
+                                       "+objective_note=z", "+ranker=me"))
+
+
+@pytest.mark.parametrize("override,message", [
+    ("+answer.n_chunk=3", "answer.n_chunk is not a setting of ragexp.answer.extractive."
+     "ExtractiveAnswerer (did you mean answer.n_chunks? it takes n_chunks,"),
+    ("+reranker.topn=5", "reranker.topn is not a setting of ragexp.stages.rerankers."
+     "LexicalReranker (did you mean reranker.top_n?"),
+    ("+embedder.dims=64", "embedder.dims is not a setting of ragexp.index.embedders."
+     "HashEmbedder (did you mean embedder.dim? it takes dim, name)"),
+    ("+Split=dev", "Split is not a setting of ragexp's config (did you mean split?)"),
+    ("+retreiver=dense", "retreiver is not a setting of ragexp's config (did you mean "
+     "retriever?)"),
+])
+def test_a_misspelt_key_names_the_key_meant(override, message):
+    with pytest.raises(validation.ConfigRangeError) as info:
+        validation.validate(compose_config("embedder=hash", override))
+    assert str(info.value).splitlines()[1].strip().startswith(message)
 
 
 @pytest.mark.slow

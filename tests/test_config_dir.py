@@ -74,8 +74,8 @@ def test_the_project_adds_options_and_the_shipped_ones_win_on_a_name(tmp_path):
         compose.compose("config", ["+ablation=bm25"], conf)
     assert str(hidden.value) == (
         f"invalid config:\n  ablation=bm25: {conf / 'ablation' / 'bm25.yaml'} is never read: "
-        f"ragexp ships a ablation option 'bm25' and Hydra reads the shipped config folder "
-        f"first, so this run would measure the shipped one; rename yours (e.g. "
+        f"ragexp ships an option 'bm25' in its ablation group and Hydra reads the shipped "
+        f"config folder first, so this run would measure the shipped one; rename yours (e.g. "
         f"ablation/my_bm25.yaml) and select it (ablation=my_bm25)")
     from ragexp.cli import tables
 
@@ -229,8 +229,9 @@ def test_a_run_or_sweep_selecting_a_project_option_the_shipped_one_hides_runs_no
 
 
 def test_a_hidden_project_file_the_run_does_not_select_or_that_copies_the_shipped_one_runs():
-    """Only a hidden file the config selects and that differs from the shipped one is refused:
-    an identical copy changes nothing, an unselected one is the warning's."""
+    """Only a hidden file the config selects and whose YAML differs from the shipped one's is
+    refused: a copy (byte for byte, or with CRLF line ends and a comment) changes nothing, an
+    unselected one is the warning's."""
     from ragexp.data import shipped
 
     shipped_conf = shipped.conf_dir()
@@ -239,9 +240,12 @@ def test_a_hidden_project_file_the_run_does_not_select_or_that_copies_the_shippe
         (conf / "dataset").mkdir()
         same = Path(shipped_conf) / "dataset" / "handbook.yaml"
         (conf / "dataset" / "handbook.yaml").write_bytes(same.read_bytes())
-        (conf / "dataset" / "beir.yaml").write_text("# mine\n" + (
-            Path(shipped_conf) / "dataset" / "beir.yaml").read_text())
+        (conf / "dataset" / "beir.yaml").write_text((  # one value of its own
+            Path(shipped_conf) / "dataset" / "beir.yaml").read_text() + "path: my_beir\n")
         sources = [("command-line", "file", str(conf))]
+        assert compose.shadowed_choices(sources, {"dataset": "handbook"}) == []
+        (conf / "dataset" / "handbook.yaml").write_bytes(  # CRLF and a comment: the same YAML
+            b"# my copy\r\n" + same.read_bytes().replace(b"\n", b"\r\n"))
         assert compose.shadowed_choices(sources, {"dataset": "handbook"}) == []
         assert compose.shadowed_choices(sources, {"dataset": "markdown"}) == []
         assert [p.split(":")[0] for p in compose.shadowed_choices(

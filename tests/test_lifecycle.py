@@ -206,6 +206,25 @@ def test_stopped_runs_counts_runs_ended_killed_and_runs_still_open(store, monkey
     assert lifecycle.stopped_runs() == 1
 
 
+@pytest.mark.parametrize("ever, open_, stopped, said", [
+    ([], {}, [], "no run was created, nothing was run"),
+    (["p", "a", "b"], {}, [], "every run it started had ended before the stop (none is ended "
+                              "KILLED)"),
+    (["p", "a", "b"], {"p": None}, [], "1 of the 3 runs it started is ended KILLED; the others "
+                                       "had ended before the stop"),
+    (["p", "a", "b"], {"p": None}, ["b"], "2 of the 3 runs it started are ended KILLED; the "
+                                          "others had ended before the stop"),
+    (["p", "a"], {"p": None}, ["a"], "the runs it started are ended KILLED"),
+])
+def test_the_stop_summary_counts_the_runs_a_stop_ends(monkeypatch, ever, open_, stopped, said):
+    """A stop between a sweep's last job and its end said "the runs it started are ended
+    KILLED" of a parent KILLED and its jobs FINISHED."""
+    monkeypatch.setattr(lifecycle, "_ever_opened", ever)
+    monkeypatch.setattr(lifecycle, "_open", dict(open_))
+    monkeypatch.setattr(lifecycle, "_stopped", stopped)
+    assert lifecycle.stop_summary() == said
+
+
 FINISHED_SCRIPT = """
 import os, signal, sys, time
 from ragexp.tracking import lifecycle

@@ -131,3 +131,24 @@ def test_the_sweep_logs_and_says_the_trec_run_was_left_out(monkeypatch):
     assert logged["ragexp.cheapest_tied"] == "best"
     assert json.loads(logged["ragexp.pareto"]) == {}  # one run left: no front
     assert [e["run_id"] for e in json.loads(logged["ragexp.cost_left_out"])] == ["trec"]
+
+
+def test_promote_cheapest_tied_says_every_tied_run_replays(runs, capsys):
+    """A sweep whose tied runs all replay names no cheapest run: ``promote --cheapest-tied``
+    said it "ended before this ragexp, or no tied run logged a cost", neither of them true."""
+    _, trec, _ = runs
+    c = tracking.client()
+    exp = c.get_run(trec).info.experiment_id
+    why = "its retriever (retriever=trec_run) only replays a precomputed ranking"
+    parent = c.create_run(exp, tags={
+        "ragexp.role": "sweep", "ragexp.best_run": trec,
+        "ragexp.tied_with_best": json.dumps([{"run_id": trec, "label": "proj_trec"}]),
+        "ragexp.cost_left_out": json.dumps([{"run_id": trec, "label": "proj_trec",
+                                             "why": why}])}).info.run_id
+    c.set_terminated(parent, "FINISHED")
+    assert cli.main(["promote", "--cheapest-tied", parent]) == 2
+    err = capsys.readouterr().err
+    assert f"error: sweep {parent} names no cheapest run tied with the best (tag " \
+           f"ragexp.cheapest_tied): every run tied with the best replays rankings or vectors " \
+           f"made for the evaluation's questions, so none can serve (proj_trec: {why}); " \
+           f"promote a run by its id" in err

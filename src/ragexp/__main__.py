@@ -17,11 +17,10 @@ from ragexp.cli import process
 process.own()  # before the heavy imports below: they are what the collector's settings are for
 
 from ragexp.tracking.lifecycle import (  # noqa: E402
-    any_opened,
     finishing,
     install_signal_handlers,
     signal_received,
-    stopped_runs,
+    stop_summary,
 )
 
 
@@ -65,9 +64,6 @@ except BaseException as exc:
         finishing()  # an error or an exit code on its way out: a stop now changes nothing
         raise
     name = signal.Signals(sig).name
-    print(f"\nragexp: stopped by {name}; " + (
-        "the runs it started are ended KILLED" if stopped_runs() else
-        "every run it started had ended before the stop (none is ended KILLED)"
-        if any_opened() else "no run was created, nothing was run"),
+    print(f"\nragexp: stopped by {name}; {stop_summary()}",
           file=sys.stderr)  # on a line of its own, after a progress bar's
     sys.exit(128 + sig)  # open runs are ended by lifecycle's exit hook on the way out

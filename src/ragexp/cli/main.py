@@ -188,9 +188,16 @@ def _cheapest_tied(sweep: str) -> str | None:
     chosen = parent.data.tags.get("ragexp.cheapest_tied")
     if not chosen:
         tracking.refuse_sweep_child(parent.info.run_id)  # one of a sweep's runs: name the sweep
+        tags = parent.data.tags
+        left_out = {e["run_id"]: f"{e['label']}: {e['why']}"
+                    for e in json.loads(tags.get("ragexp.cost_left_out", "[]"))}
+        tied = {e["run_id"] for e in json.loads(tags.get("ragexp.tied_with_best", "[]"))}
+        why = (f"every run tied with the best replays rankings or vectors made for the "
+               f"evaluation's questions, so none can serve ({'; '.join(left_out.values())})"
+               if tied and tied <= set(left_out) else
+               "it ended before this ragexp, or no tied run logged a cost")
         print(f"error: sweep {sweep} names no cheapest run tied with the best (tag "
-              f"ragexp.cheapest_tied): it ended before this ragexp, or no tied run logged a "
-              f"cost; promote a run by its id", file=sys.stderr)
+              f"ragexp.cheapest_tied): {why}; promote a run by its id", file=sys.stderr)
         return None
     # defer heavy import
     from ragexp.report import sweep_data
@@ -547,9 +554,10 @@ def _add_embed(sub) -> None:
     e.add_argument("--shard", default="0/1", metavar="I/N",
                    help="shard I (from 0) of N, split by a stable hash of each text "
                         "(default 0/1: all)")
-    e.add_argument("--config-dir", metavar="DIR", help="a project's own config folder, ahead "
-                   "of the shipped one, as python -m ragexp --config-dir DIR puts it (pass the "
-                   "runs' own, so they find what this embeds)")
+    e.add_argument("--config-dir", metavar="DIR", help="a project's own config folder, after "
+                   "the shipped one (its options add to the shipped groups; one named as a "
+                   "shipped option is not read), as python -m ragexp --config-dir DIR puts it "
+                   "(pass the runs' own, so they find what this embeds)")
     e.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                    help="Hydra overrides, as for python -m ragexp (dataset=..., chunking=..., "
                         "embedder=...)")

@@ -163,8 +163,8 @@ def add_parser(sub) -> None:
                    help="kinds to ask for, in turn (default: every kind the generator writes)")
     g.add_argument("--out", required=True, help="the .jsonl file written (continued if there)")
     g.add_argument("--config-dir", metavar="DIR", help="a project's own config folder (its "
-                   "dataset/*.yaml, say), ahead of the shipped one, as python -m ragexp "
-                   "--config-dir DIR puts it")
+                   "dataset/*.yaml, say), after the shipped one (one named as a shipped option "
+                   "is not read), as python -m ragexp --config-dir DIR puts it")
     g.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                    help="Hydra overrides of conf/questions.yaml, e.g. dataset=markdown "
                         "dataset.corpus_dir=DIR llm.model=NAME")

@@ -65,24 +65,39 @@ def warn_shadowed(sources: tuple[tuple[str, str, str], ...]) -> list[str]:
     return out
 
 
+def same_yaml(a: Path, b: Path) -> bool:
+    """Whether two config files hold the same YAML (comments, line ends, spacing and key order
+    aside: a copy checked out with CRLF composes as the shipped file does). A file that does
+    not parse is not the same."""
+    # defer heavy import
+    import yaml
+
+    if a.read_bytes() == b.read_bytes():
+        return True
+    try:
+        return yaml.safe_load(a.read_text()) == yaml.safe_load(b.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return False
+
+
 def shadowed_choices(sources: Sequence[tuple[str, str, str]],
                      choices: dict[str, str | None]) -> list[str]:
     """One refusal for each project file a shipped one hides (``shadowed_files``) that this
     config selects (Hydra's ``runtime.choices``: ``dataset=handbook``, ``+ablation=bm25``) and
-    that differs from the shipped one: the run would measure the shipped option while its user
-    meant theirs (``ragexp init handbook``'s project ran on the shipped handbook, 22 documents
+    whose YAML differs from the shipped one's (``same_yaml``): the run would measure the
+    shipped option while its user meant theirs (``ragexp init handbook``'s project ran on the shipped handbook, 22 documents
     and 53 questions, exit 0, one warning among the log lines)."""
     root = Path(shipped.conf_dir()).resolve()
     out = []
     for f, namesake in shadowed_files(sources):
         rel = namesake.relative_to(root).with_suffix("")
         group, option = rel.parent.as_posix(), rel.name
-        if group != "." and choices.get(group) == option \
-                and f.read_bytes() != namesake.read_bytes():
-            out.append(f"{group}={option}: {f} is never read: ragexp ships a {group} option "
-                       f"{option!r} and Hydra reads the shipped config folder first, so this "
-                       f"run would measure the shipped one; rename yours (e.g. "
-                       f"{group}/my_{option}.yaml) and select it ({group}=my_{option})")
+        if group != "." and choices.get(group) == option and not same_yaml(f, namesake):
+            out.append(f"{group}={option}: {f} is never read: ragexp ships an option "
+                       f"{option!r} in its {group} group and Hydra reads the shipped config "
+                       f"folder first, so this run would measure the shipped one; rename "
+                       f"yours (e.g. {group}/my_{option}.yaml) and select it "
+                       f"({group}=my_{option})")
     return out
 
 

@@ -18,6 +18,7 @@ misspelt key) into one line.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import operator
 import re
@@ -567,8 +568,12 @@ def target_node_problems(node: DictConfig, where: str) -> list[str]:
             if key in CONTROL_KEYS or key in params:
                 continue
             moved = MOVED_KEYS.get((legacy.target(target), key))
+            near = difflib.get_close_matches(str(key), [n for n in params if n not in
+                                                        BUILT_WITH], n=1, cutoff=0.75)
+            hint = f"did you mean {where}.{near[0]}? " if near else ""
             problems.append(f"{where}.{key} moved to {moved}: drop {where}.{key}" if moved else
-                            f"{where}.{key} is not a setting of {target} (it takes {takes})")
+                            f"{where}.{key} is not a setting of {target} ({hint}it takes "
+                            f"{takes})")
     if node.get("_partial_") is True:
         problems += [f"{where}.{name} is required by {target} and has no value: add it"
                      for name, p in params.items()
@@ -600,6 +605,21 @@ def targets_take_their_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
     return problems
 
 
+def typo_of(key: str, name: str) -> bool:
+    """Whether ``key`` is one slip of the keyboard from ``name``: an edit distance (optimal
+    string alignment: insert, delete, replace, swap two neighbours; ``rapidfuzz``) of 1,
+    case ignored, or 2 where both have 8 characters or more. A name of ragexp's with a word
+    added (``experiment_note``, ``baseline_run``) is no typo: a similarity ratio
+    (``difflib``) refused those as typos of ``experiment`` and ``baseline``."""
+    # defer heavy import
+    from rapidfuzz.distance import OSA
+
+    key, name = key.lower(), name.lower()
+    if key == name:
+        return True
+    return OSA.distance(key, name) <= (2 if min(len(key), len(name)) >= 8 else 1)
+
+
 @cross_field_rule
 def schemas_take_their_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
     """A key appended (``+abstain.budgt=0.05``, following Hydra's "To append to your config
@@ -608,11 +628,9 @@ def schemas_take_their_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
     one. Nothing reads such a key: a sweep over ``+abstain.budgt=0.05,0.5`` ran two identical
     configs and named a best of them, and ``+bm25.k=2`` failed every job with a ``TypeError``.
     At the top level, where a key of the user's own (``+tag=...``) is logged with the run's
-    params and read by nothing, only a key close to one of ragexp's (``+split_sed=3`` for
-    ``split_seed``) is refused. Nodes with a ``_target_`` are ``targets_take_their_keys``'."""
-    # defer heavy import
-    import difflib
-
+    params and read by nothing, only a typo of one of ragexp's (``typo_of``: ``+split_sed=3``
+    for ``split_seed``) is refused; ``+experiment_note=x`` is the user's own. Nodes with a
+    ``_target_`` are ``targets_take_their_keys``'."""
     problems = []
     kind = OmegaConf.get_type(cfg)
     if dataclasses.is_dataclass(kind) and "_target_" not in cfg:
@@ -621,7 +639,8 @@ def schemas_take_their_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
         for key in cfg:
             if key in fields or key == "hydra":
                 continue
-            near = difflib.get_close_matches(str(key), fields, n=1, cutoff=0.75)
+            near = (difflib.get_close_matches(str(key), fields, n=1, cutoff=0.75) if prefix
+                    else [f for f in fields if typo_of(str(key), f)][:1])
             if not prefix and not near:
                 continue  # a top-level key of the user's own
             takes = (f"did you mean {near[0]}?" if not prefix else

@@ -127,18 +127,28 @@ def opened(run_id: str, close: Callable[[str, str], None]) -> None:
     _ever_opened.append(run_id)
 
 
-def any_opened() -> bool:
-    """Whether this process has registered a run (``opened``): a stop before any did ends
-    nothing and runs nothing."""
-    return bool(_ever_opened)
-
-
 def closed(run_id: str, status: str = "") -> None:
     """Take a run off the exit hook's list: its owner ended it, ``status`` says how (a run
     ended ``KILLED`` counts in ``stopped_runs``)."""
     _open.pop(run_id, None)
     if status == "KILLED":
         _stopped.append(run_id)
+
+
+def stop_summary() -> str:
+    """What a stop did to the runs this process registered (``opened``: a sweep's parent and
+    each job's), for its last line: how many a stop ends KILLED (``stopped_runs``) of how many
+    it started. A stop between a sweep's last job and its end said "the runs it started are
+    ended KILLED" of a parent KILLED and jobs FINISHED."""
+    killed, started = stopped_runs(), len(_ever_opened)
+    if not started:
+        return "no run was created, nothing was run"
+    if not killed:
+        return "every run it started had ended before the stop (none is ended KILLED)"
+    if killed >= started:
+        return "the runs it started are ended KILLED"
+    return (f"{killed} of the {started} runs it started {'is' if killed == 1 else 'are'} ended "
+            f"KILLED; the others had ended before the stop")
 
 
 def stopped_runs() -> int:
