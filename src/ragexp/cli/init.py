@@ -158,10 +158,10 @@ def name_problem(name: str) -> str | None:
 
 
 def free_name(name: str) -> str:
-    """A name close to ``name`` that ``name_problem`` accepts: ``<name>_docs``, ``my_<name>``
-    or ``docs_<name>``, the first that is free (``mydocs`` when none is)."""
-    stem = re.sub(r"[^a-z0-9_]+", "_", name.lower()).strip("_") or "mydocs"
-    for candidate in (f"{stem}_docs", f"my_{stem}", f"docs_{stem}", "mydocs"):
+    """A name close to ``name`` (a project's name as ``_name`` makes it) that ``name_problem``
+    accepts: ``<name>_docs``, ``my_<name>`` or ``docs_<name>``, the first that is free
+    (``mydocs`` when none is)."""
+    for candidate in (f"{name}_docs", f"my_{name}", f"docs_{name}", "mydocs"):
         if name_problem(candidate) is None:
             return candidate
     return "mydocs"

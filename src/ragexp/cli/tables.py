@@ -161,24 +161,30 @@ def missing_line(names: list[str], overrides: tuple[str, ...],
             f"`{command}`).")
 
 
+def metric_column(df: pd.DataFrame, metric: str) -> pd.Series:
+    """``metric`` of each run of ``df`` (a ``search_runs`` frame), NaN where a run logged none
+    (or no run did: the frame has no such column)."""
+    return df.get(f"metrics.{metric}", pd.Series(float("nan"), index=df.index))
+
+
 def shown_metric(df: pd.DataFrame, metric: str) -> pd.Series:
     """``metric`` of each run of ``df`` (a ``search_runs`` frame) to 3 decimals, ``n/a`` where
     a run logged none: a statistic its questions were too few for (the abstain curve without
     unanswerable questions on both sides of a fold, say; the runner said why) shows as n/a,
     never as an error."""
-    values = df.get(f"metrics.{metric}", pd.Series(float("nan"), index=df.index))
-    return values.map(lambda v: "n/a" if pd.isna(v) else f"{v:.3f}")
+    return metric_column(df, metric).map(lambda v: "n/a" if pd.isna(v) else f"{v:.3f}")
 
 
 def cv_note(df: pd.DataFrame) -> tuple[str, int | None]:
     """What the refusal table's header says of its cross-validation, and the one fold count
     every run of ``df`` used (None when they differ, or a run logged none: a run recorded before
     ``abstain.cv.folds``, or one without a curve). The folds a run used (``abstain.cv.folds``)
-    are ``abstain.folds`` but at most its unanswerable questions (``stages.abstain.cv_folds``): the
-    header printed ``abstain.folds`` (CV = 50-fold) for runs cross-validated over 2 folds."""
+    are ``abstain.folds`` but at most its unanswerable questions (``stages.abstain.cv_folds``):
+    the header printed ``abstain.folds`` (CV = 50-fold) for runs cross-validated over 2
+    folds."""
     asked = {int(float(v)) for v in df.get("params.abstain.folds", pd.Series(dtype=str)).dropna()}
     asked_text = ", ".join(map(str, sorted(asked))) or "?"
-    used = df.get("metrics.abstain.cv.folds", pd.Series(float("nan"), index=df.index))
+    used = metric_column(df, "abstain.cv.folds")
     if used.isna().any() or used.nunique() != 1:
         return (f"CV = cross-validated threshold, over the folds in column CV folds "
                 f"(abstain.folds={asked_text}; fewer where the unanswerable questions are "
@@ -216,8 +222,7 @@ def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...]
                              **{f"nDCG@10 {k}": m(f"ndcg_at_10.{k}") for k in kinds}})
     cv, one_k = cv_note(df)
     # the runs used different folds (or one logged none): a column says each run's
-    folds = {} if one_k is not None else {"CV folds": df.get(
-        "metrics.abstain.cv.folds", pd.Series(float("nan"), index=df.index)).map(
+    folds = {} if one_k is not None else {"CV folds": metric_column(df, "abstain.cv.folds").map(
         lambda v: "n/a" if pd.isna(v) else str(int(v)))}
     refusal = pd.DataFrame({
         "ablation": df["tags.ragexp.ablation"], "signal": df["params.abstain.signal.name"],

@@ -146,6 +146,7 @@ class StageStore:
     def _save(self, folder: Path, key: str, value: Any) -> None:
         is_array = isinstance(value, np.ndarray)
         target = folder / f"{key}.{'npy' if is_array else 'pkl'}"
+
         def dump(fh) -> None:
             if is_array:
                 np.save(fh, value, allow_pickle=False)

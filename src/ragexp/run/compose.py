@@ -85,8 +85,9 @@ def shadowed_choices(sources: Sequence[tuple[str, str, str]],
     """One refusal for each project file a shipped one hides (``shadowed_files``) that this
     config selects (Hydra's ``runtime.choices``: ``dataset=handbook``, ``+ablation=bm25``) and
     whose YAML differs from the shipped one's (``same_yaml``): the run would measure the
-    shipped option while its user meant theirs (``ragexp init handbook``'s project ran on the shipped handbook, 22 documents
-    and 53 questions, exit 0, one warning among the log lines)."""
+    shipped option while its user meant theirs (``ragexp init handbook``'s project ran on the
+    shipped handbook, 22 documents and 53 questions, exit 0, one warning among the log
+    lines)."""
     root = Path(shipped.conf_dir()).resolve()
     out = []
     for f, namesake in shadowed_files(sources):

@@ -127,9 +127,10 @@ def check_jobs(config: DictConfig) -> list | None:
     """Compose and validate every job; print the first bad job and every bad value in it, a
     line for each other bad job (``composed_and_checked``), or why the sweep has no job, and
     raise ``SystemExit(2)``. Returns the jobs as ``(overrides, config)`` (``None`` when the
-    sweep cannot be expanded), composed once for the whole sweep (``compose_once``). Anything else that stops the check (the child composing them killed)
-    is ``SystemExit`` too, exit 1, naming it: Hydra would only warn of an ``Exception`` raised
-    in a callback and launch the jobs without a parent run.
+    sweep cannot be expanded), composed once for the whole sweep (``compose_once``). Anything
+    else that stops the check (the child composing them killed) is ``SystemExit`` too, exit 1,
+    naming it: Hydra would only warn of an ``Exception`` raised in a callback and launch the
+    jobs without a parent run.
 
     The composing runs in a child process (``forked.Beside``) while this one imports what
     opening the MLflow store will need (``tracking.preload``), then, while the child still

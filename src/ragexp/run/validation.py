@@ -588,6 +588,17 @@ def target_node_problems(node: DictConfig, where: str) -> list[str]:
     return problems
 
 
+def config_children(cfg: DictConfig) -> Iterator[tuple[str, DictConfig]]:
+    """``(key, node)`` for each mapping under ``cfg`` that a rule walking the config reads:
+    ``hydra``, interpolations, missing and switched-off (``None``) nodes left out."""
+    for key in cfg:
+        node = cfg._get_node(key)
+        if key == "hydra" or not isinstance(node, DictConfig) or node._is_missing() \
+                or node._is_none() or node._is_interpolation():
+            continue
+        yield str(key), cfg[key]
+
+
 @cross_field_rule
 def targets_take_their_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
     """``target_node_problems`` for every node of ``cfg`` with a ``_target_`` (recursively;
@@ -595,13 +606,9 @@ def targets_take_their_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
     take (``+retriever.depth=1`` under ``retriever=hybrid``, ``+fusion.alpha=0.1`` under
     ``fusion=rrf``) is refused before any run, not as a job's ``TypeError``."""
     problems = []
-    for key in cfg:
-        node = cfg._get_node(key)
-        if key == "hydra" or not isinstance(node, DictConfig) or node._is_missing() \
-                or node._is_none() or node._is_interpolation():
-            continue
-        problems += target_node_problems(cfg[key], f"{prefix}{key}")
-        problems += targets_take_their_keys(cfg[key], f"{prefix}{key}.")
+    for key, node in config_children(cfg):
+        problems += target_node_problems(node, f"{prefix}{key}")
+        problems += targets_take_their_keys(node, f"{prefix}{key}.")
     return problems
 
 
@@ -648,12 +655,8 @@ def schemas_take_their_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
                      f"{', '.join(fields)}")
             problems.append(f"{prefix}{key} is not a setting of {where} ({takes}): nothing "
                             f"would read it")
-    for key in cfg:
-        node = cfg._get_node(key)
-        if key == "hydra" or not isinstance(node, DictConfig) or node._is_missing() \
-                or node._is_none() or node._is_interpolation():
-            continue
-        problems += schemas_take_their_keys(cfg[key], f"{prefix}{key}.")
+    for key, node in config_children(cfg):
+        problems += schemas_take_their_keys(node, f"{prefix}{key}.")
     return problems
 
 

@@ -207,9 +207,7 @@ def close_open_runs() -> None:
             close(status, reason)
         except Exception as exc:  # the store may be the reason we are exiting
             log.error("could not end run %s as %s: %s", run_id, status, exc)
-        _open.pop(run_id, None)
-        if status == "KILLED":
-            _stopped.append(run_id)
+        closed(run_id, status)
 
 
 def _start_ticks(pid: int) -> str:
