@@ -11,7 +11,11 @@ script over the same handbook, each command a fresh process, timed side by side.
 - information: the least any sweep on these tools can take, that library time plus the floor of
   a Hydra multirun of the same twelve jobs that only logs each job's params and metrics to
   MLflow (``FLOOR``), against the library time: where it is above 2.5, the target above is out
-  of reach of a sweep that composes with Hydra and logs to MLflow.
+  of reach of a sweep that composes with Hydra and logs to MLflow;
+- information: the sweep's CPU time (user + sys of its processes) over the usable cores, the
+  least its work could take on this machine under any schedule (every second of it in
+  parallel), against the library time: where it is above 2.5, doing today's work in parallel
+  cannot meet the target either; only doing less can.
 
 (The default embedding batch against the best fastembed setting is ``bench.py``'s row 7.)
 
@@ -25,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -113,12 +118,23 @@ def _env() -> dict[str, str]:
 
 def _timed(args: list[str], cwd: Path) -> tuple[float, str]:
     """Seconds one command takes, start to exit, and its stdout; raises when it fails."""
+    took, _, stdout = _timed_cpu(args, cwd)
+    return took, stdout
+
+
+def _timed_cpu(args: list[str], cwd: Path) -> tuple[float, float, str]:
+    """Wall seconds of one command, the CPU seconds (user + sys) of it and every process it
+    waited for (``RUSAGE_CHILDREN``: a sweep's forked child included), and its stdout; raises
+    when it fails."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(args, cwd=cwd, env=_env(), capture_output=True, text=True)
     took = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}): {done.stderr[-800:]}")
-    return took, done.stdout
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return took, cpu, done.stdout
 
 
 def _medians(commands: dict[str, list[str]], cwd: Path, repeats: int) -> dict[str, float]:
@@ -217,7 +233,7 @@ def wall_rows(make_row, repeats: int = 3, sweep: bool = True) -> list:
             multirun = [py, "-m", "ragexp", "-m", f"+ablation={','.join(ABLATIONS)}",
                         "force=true"]
             _timed(multirun, ws)  # warm: vectors cached, stages stored
-            wall, out = _timed(multirun, ws)
+            wall, cpu, out = _timed_cpu(multirun, ws)
             library_s, library = _library_fresh(ws)
             swept = _sweep_scores(out)
             if set(swept) != set(ABLATIONS) or any(
@@ -242,6 +258,13 @@ def wall_rows(make_row, repeats: int = 3, sweep: bool = True) -> list:
                 f"(composed from ragexp's config, each logging its sweep job's params and metrics "
                 f"in one log_batch and doing nothing else: {floor:.2f} s), vs the library compute",
                 f"{least:.2f} s", f"{library_s:.2f} s", f"{least / library_s:.2f}", "-", None))
+            cores = len(os.sched_getaffinity(0))
+            spread = cpu / cores
+            rows.append(make_row(
+                f"information: the least the same sweep's work could take here if every second "
+                f"of it ran in parallel, its CPU time (user + sys of its processes: {cpu:.2f} s) "
+                f"over this machine's {cores} usable cores, vs the library compute",
+                f"{spread:.2f} s", f"{library_s:.2f} s", f"{spread / library_s:.2f}", "-", None))
     return rows
 
 
