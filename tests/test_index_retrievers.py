@@ -281,3 +281,83 @@ def test_retrievers_cut_tied_passages_at_k_as_trec_eval_orders_them(tmp_path):
             cut = retriever.search(queries, k)
             assert {q: ordered(r) for q, r in cut.items()} == \
                 {q: ordered(r)[:k] for q, r in deep.items()}, (retriever.name, k)
+
+
+# ---------------------------------------------------------------- why a ranking is empty
+
+@pytest.fixture()
+def brokers(tmp_path):
+    texts = ["The broker runs schedules every minute.", "Workers retry failed jobs twice.",
+             "Queues hold jobs until a worker is free."]
+    chunks = [Chunk(f"c{i}", "d", t) for i, t in enumerate(texts)]
+    return Resources(chunks, lambda: HashEmbedder(dim=64), EmbeddingCache(str(tmp_path)),
+                     progress=False)
+
+
+def test_bm25_says_which_terms_no_passage_holds_or_that_the_query_has_none(brokers):
+    """BM25 ranks exactly the chunks sharing an analysed term: "running brokers" meets "runs"
+    and "broker" by stemming; 死信 is in no chunk (its terms: the characters and their bigram,
+    as ``tokenize`` documents for CJK); "the of and?" is stopwords and punctuation only."""
+    bm25 = BM25Retriever(brokers)
+    found = bm25.search({"stem": "running brokers", "cjk": "死信", "stop": "the of and?"}, 5)
+    assert list(found["stem"]) == ["c0"] and found["cjk"] == {} and found["stop"] == {}
+    assert bm25.why_none("死信") == (
+        "no passage shares a term with it: none holds any of its terms after analysis "
+        "(lowercased, stopwords dropped, English words stemmed): 死, 死信, 信")
+    assert bm25.why_none("the of and?") == (
+        "the analyser leaves the query no term (it drops stopwords, punctuation and symbols), "
+        "and BM25 ranks only passages that share a term with it")
+
+
+def test_dense_ranks_without_shared_terms_and_says_a_zero_vector_ranks_none(brokers):
+    """Dense retrieval does not match terms: 死信 shares none with the corpus and still ranks
+    every chunk. Only a query the hash embedder turns into the zero vector ranks none, and the
+    reason says so, not that no passage shares a term."""
+    dense = DenseRetriever(brokers)
+    found = dense.search({"cjk": "死信", "stop": "the of and?"}, 5)
+    assert len(found["cjk"]) == 3 and found["stop"] == {}
+    why = dense.why_none("the of and?")
+    assert why.startswith("the hash embedder turns the query into the zero vector (the "
+                          "analyser leaves it no term")
+    assert "shares a term" not in why
+
+
+def test_hybrid_ranks_none_only_when_every_part_does_and_gives_each_reason(brokers):
+    parts = {"dense": Part(DenseRetriever, 10), "bm25": Part(BM25Retriever, 10)}
+    hybrid = HybridRetriever(brokers, parts, RRF(60))
+    found = hybrid.search({"cjk": "死信", "stop": "the of and?"}, 5)
+    assert len(found["cjk"]) == 3 and found["stop"] == {}  # the dense part ranks 死信
+    why = hybrid.why_none("the of and?")
+    assert why == (f"no part of the hybrid retriever ranks a passage (dense: "
+                   f"{DenseRetriever(brokers).why_none('the of and?')}; bm25: "
+                   f"{BM25Retriever(brokers).why_none('the of and?')})")
+
+
+def test_an_approximate_index_that_visits_no_vector_says_which_setting_to_raise(brokers):
+    """FAISS pads an approximate search's rows with -1 when the lists or graph nodes it visits
+    hold fewer than k vectors; a row of -1 only is an empty ranking, for a nonzero query
+    vector: the reason names the index and its query-time setting, not a missing term."""
+    from ragexp.index.ann import HNSWSpec
+
+    approx = Resources(brokers.chunks, lambda: HashEmbedder(dim=64), brokers.cache,
+                       progress=False, index_spec=HNSWSpec(M=4, ef_construction=8, ef_search=16))
+    dense = DenseRetriever(approx)
+
+    class VisitsNothing:
+        def search(self, queries, k):
+            return np.full((len(queries), k), -np.inf), np.full((len(queries), k), -1)
+
+    dense.index = VisitsNothing()
+    assert dense.search({"q": "broker"}, 3) == {"q": {}}
+    assert dense.why_none("broker") == (
+        "the approximate hnsw index found no passage vector in the part of it a query visits "
+        "(index.ef_search=16); raise that to search more of it")
+
+
+def test_a_retriever_of_ones_own_without_a_reason_gets_a_plain_one():
+    from ragexp.stages.retrievers import why_none
+
+    class Mine:
+        name = "mine"
+
+    assert why_none(Mine(), "q") == "retriever mine ranked no passage for it"

@@ -233,15 +233,31 @@ def test_cli_compare_promote_search_ask(store, capsys):
     assert body["run_id"] == ids["bm25"] and {"text", "refused", "sources"} <= set(body)
 
 
-def test_search_says_when_no_passage_matched(store, capsys):
-    # it printed only "(run ...)" for a query sharing no term with the corpus
+def test_search_and_ask_say_why_no_passage_matched_for_the_run_s_retriever(store, capsys):
+    """It printed only "(run ...)" for a query sharing no term with the corpus, then "none
+    shares a term with it" for every retriever: false of a dense run, which ranks passages
+    sharing no term (死信 finds five) and ranks none only for a query that embeds to the zero
+    vector."""
     from ragexp.cli import main as cli
 
     _, ids = store
     assert cli.main(["search", "死信", "--run", ids["bm25"]]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == ["no passage matched the query (none shares a term with it)",
-                   f"(run {ids['bm25']})"]
+    assert out == ["no passage matched the query: no passage shares a term with it: none "
+                   "holds any of its terms after analysis (lowercased, stopwords dropped, "
+                   "English words stemmed): 死, 死信, 信", f"(run {ids['bm25']})"]
+    assert cli.main(["search", "死信", "--run", ids["dense"]]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 5 + 1
+    assert cli.main(["search", "what is it?", "--run", ids["dense"]]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("no passage matched the query: the hash embedder turns the query "
+                             "into the zero vector (the analyser leaves it no term")
+    assert "shares a term" not in out[0] and out[1:] == [f"(run {ids['dense']})"]
+    assert cli.main(["ask", "what is it?", "--run", ids["dense"], "--json"]) == 0
+    body = __import__("json").loads(capsys.readouterr().out)
+    assert body["refused"] and body["sources"] == []
+    assert body["reason"].startswith("nothing retrieved: the hash embedder turns the query into "
+                                     "the zero vector")
 
 
 @pytest.mark.slow

@@ -268,8 +268,8 @@ def cmd_search(args) -> int:
         print(f"{hit.rank:>2}. {hit.score:.4f}  {hit.chunk_id}  ({hit.heading})")
         if args.show_text:
             print("    " + " ".join(hit.text.split())[:300])
-    if not hits:  # BM25 ranks only passages sharing a term with the query
-        print("no passage matched the query (none shares a term with it)")
+    if not hits:
+        print(f"no passage matched the query: {engine.why_none(query)}")
     print(f"(run {engine.run_id})")
     return 0
 

@@ -28,6 +28,7 @@ from ragexp.run.schema import BM25Conf
 from ragexp.serving import tracing
 from ragexp.serving.recorded import RecordedRun, ServingError, recorded_run
 from ragexp.stages.parent_child import answer_context, read_through, rolled_up_units
+from ragexp.stages.retrievers import why_none
 from ragexp.tracking import failures
 from ragexp.tracking import store as tracking
 from ragexp.tracking.store import ALIAS, MODEL_NAME
@@ -143,9 +144,18 @@ class Engine:
                                                      self.parents), signal, self.threshold)
             with req.stage("answer") as attrs:
                 ans = self.answerer.answer([inp], self.resources.bm25)[0]
+                if not top and ans.refused:  # "nothing retrieved", and why
+                    ans.reason = f"nothing retrieved: {self.why_none(question)}"
                 attrs.update(tracing.answer_attributes(ans))
             req.outputs = {"text": ans.text, "refused": ans.refused}
         return ans
+
+    def why_none(self, question: str) -> str:
+        """Why ``search`` and ``answer`` found no passage for ``question``, as a clause that
+        holds for the run's retriever (``retrievers.why_none``): BM25 matches terms, dense
+        retrieval does not. The reranker reorders, never drops, so the retriever's reason is
+        the whole reason."""
+        return why_none(self.retriever, question)
 
     def explain(self, question: str, chunk_id: str) -> dict:
         pos = self.resources.position.get(chunk_id)

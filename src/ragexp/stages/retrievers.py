@@ -21,9 +21,17 @@ from ragexp.index.cutoff import top_k_by_id
 from ragexp.index.embedders import Embedder, EmbedderIdentity
 from ragexp.index.resources import Resources
 from ragexp.records import Ranking, ordered
+from ragexp.text.analysis import tokenize
+
+
+SHOWN_TERMS = 8  # query terms a "no passage shares a term" message names
 
 
 class Retriever(Protocol):
+    """Ranks chunks for a batch of queries. ragexp's own retrievers also say why a query's
+    ranking is empty (``why_none(query) -> str``, a clause), which ``ragexp search`` and
+    ``ask`` print; a retriever without it gets a plain statement (``serving.engine``)."""
+
     name: str
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking: ...
@@ -65,6 +73,27 @@ class DenseRetriever:
                                                  lambda: self._search(queries, k, cached), key)
         return self.resources.searched(self.stage, queries, k,
                                        lambda: self._search(queries, k, cached), key)
+
+    def why_none(self, query: str) -> str:
+        """Why ``search`` ranks no chunk for ``query``, as a clause. Dense search ranks every
+        chunk by cosine, whatever terms it shares with the query, so only two things leave a
+        query with nothing: a zero query vector (left unranked, ``_search``: it is no nearer
+        one passage than another; the hash embedder gives it to a text without terms), or an
+        approximate index that visited no passage vector (``index.nprobe`` lists of an IVF
+        index can all be empty)."""
+        if not self.resources.query_vectors([query]).any():
+            backend = self.resources.embedder.identity.backend
+            terms = "" if tokenize(query) else (
+                " (the analyser leaves it no term: it drops stopwords, punctuation and symbols)")
+            return (f"the {backend} embedder turns the query into the zero vector{terms}, "
+                    f"which is no nearer one passage than another, so dense retrieval ranks "
+                    f"none")
+        spec = self.resources.index_spec
+        if spec.exact:  # it ranks every chunk for a nonzero vector
+            return "the dense index returned no passage for it"
+        knobs = ", ".join(f"index.{key}={value}" for key, value in spec.search_params().items())
+        return (f"the approximate {spec.name} index found no passage vector in the part of "
+                f"it a query visits ({knobs}); raise that to search more of it")
 
     def _search(self, queries: dict[str, str], k: int, cached: bool) -> Ranking:
         qids = list(queries)
@@ -118,6 +147,19 @@ class BM25Retriever:
                                                  lambda: self._search(queries, k), self.key)
         return self.resources.searched(self.stage, queries, k,
                                        lambda: self._search(queries, k), self.key)
+
+    def why_none(self, query: str) -> str:
+        """Why ``search`` ranks no chunk for ``query``, as a clause: BM25 ranks exactly the
+        chunks holding one of the query's terms (``text.analysis.tokenize``: lowercased,
+        stopwords dropped, English words stemmed), so the query has no term, or no chunk holds
+        any of its terms (which are named, at most ``SHOWN_TERMS``)."""
+        terms = list(dict.fromkeys(tokenize(query)))
+        if not terms:
+            return ("the analyser leaves the query no term (it drops stopwords, punctuation "
+                    "and symbols), and BM25 ranks only passages that share a term with it")
+        shown = ", ".join(terms[:SHOWN_TERMS]) + (", ..." if len(terms) > SHOWN_TERMS else "")
+        return (f"no passage shares a term with it: none holds any of its terms after analysis "
+                f"(lowercased, stopwords dropped, English words stemmed): {shown}")
 
     def _search(self, queries: dict[str, str], k: int) -> Ranking:
         qids = list(queries)
@@ -202,6 +244,13 @@ class HybridRetriever:
         rankings = {part: self._part_ranking(part, queries, k, cached) for part in self.parts}
         return _cut(self.fusion.fuse(rankings), k)
 
+    def why_none(self, query: str) -> str:
+        """Why ``search`` ranks no chunk for ``query``, as a clause: fusion keeps every chunk
+        any part ranks, so each part ranked none, for its own reason (``why_none``)."""
+        reasons = "; ".join(f"{part}: {why_none(retriever, query)}"
+                            for part, retriever in self.parts.items())
+        return f"no part of the hybrid retriever ranks a passage ({reasons})"
+
     def _part_ranking(self, part: str, queries: dict[str, str], k: int,
                       cached: bool) -> Ranking:
         """The chunks part ``part`` puts into fusion: its best ``depth`` judged units' worth."""
@@ -212,6 +261,13 @@ class HybridRetriever:
         _, chunks = rank_documents(lambda qs, n: retriever.search(qs, n, cached), queries,
                                    depth, unit_of)
         return {q: _down_to_unit(scores, depth, unit_of) for q, scores in chunks.items()}
+
+
+def why_none(retriever: Retriever, query: str) -> str:
+    """Why ``retriever`` ranks no chunk for ``query``, as a clause: its own ``why_none(query)``,
+    or a plain statement for a retriever without one (a user's own)."""
+    explain = getattr(retriever, "why_none", None)
+    return explain(query) if explain else f"retriever {retriever.name} ranked no passage for it"
 
 
 def _cut(ranking: Ranking, depth: int) -> Ranking:
