@@ -216,3 +216,57 @@ def test_shipped_options_are_read_from_the_shipped_config_folder():
     assert {"handbook", "markdown", "beir", "markdown_schema"} <= starter.shipped_options(
         "dataset")
     assert {"bm25", "hybrid", "hash_hybrid"} <= starter.shipped_options("ablation")
+
+
+@pytest.mark.parametrize(("folder", "name"), [
+    ("café", "cafe"), ("Über Docs", "uber_docs"), ("Straße", "strasse"),
+    ("naïve notes (v2)", "naive_notes_v2")])
+def test_init_folds_accents_to_ascii_and_says_the_name_it_made(tmp_path, capsys, folder, name):
+    """``init café`` named the project ``caf``: every non-ASCII letter became ``_`` and was
+    stripped. Accents fold to their letter (NFKD without combining marks; ß case-folds to
+    ss), and the output says the name differs from the folder's."""
+    assert cli.main(["init", str(tmp_path / folder)]) == 0
+    out = capsys.readouterr().out
+    dataset = tmp_path / folder / "conf" / "dataset" / f"{name}.yaml"
+    assert yaml.safe_load(dataset.read_text())["name"] == name
+    assert f"project name: {name} (from the folder's name {folder!r}:" in out
+    assert f"dataset={name} " in out and f"glob({name}_*)" in out
+
+
+def test_init_says_nothing_of_the_documented_lowercase_and_underscore_rule(tmp_path, capsys):
+    assert cli.main(["init", str(tmp_path / "My Docs")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == f"Next, in {tmp_path / 'My Docs'}:"
+    assert not any(line.startswith("project name:") for line in lines)
+
+
+@pytest.mark.parametrize("folder", ["文档", "★★", "---", "ドキュメント"])
+def test_init_refuses_a_folder_name_with_nothing_ascii_and_asks_for_name(tmp_path, capsys,
+                                                                         folder):
+    """It wrote a project named ``mydocs`` (or, for ``---``, nothing better) whatever the
+    folder: now one line, exit 2, nothing written, asking for --name."""
+    line = refusal(tmp_path, capsys, folder)
+    assert line == (f"error: ragexp init {tmp_path / folder}: the folder's name {folder!r} has no "
+                    f"letter or digit that folds to ASCII, so it cannot name the project's "
+                    f"config options (dataset=NAME, +ablation=NAME_baseline); give a name made "
+                    f"of {starter.ACCEPTED} with --name, e.g. ragexp init {tmp_path / folder} "
+                    f"--name my_docs")
+
+
+def test_name_names_the_project_in_a_folder_of_any_name(tmp_path, capsys):
+    folder = tmp_path / "文档"
+    assert cli.main(["init", str(folder), "--name", "my_docs"]) == 0
+    out = capsys.readouterr().out
+    assert "project name:" not in out and "dataset=my_docs " in out
+    assert sorted(p.name for p in (folder / "conf" / "ablation").iterdir()) == [
+        "my_docs_baseline.yaml", "my_docs_hybrid.yaml"]
+    # --name is folded and checked as a folder's name is
+    assert cli.main(["init", str(tmp_path / "b"), "--name", "Café"]) == 0
+    assert "project name: cafe (from --name 'Café':" in capsys.readouterr().out
+    assert cli.main(["init", str(tmp_path / "c"), "--name", "★"]) == 2
+    assert "--name '★' has no letter or digit" in capsys.readouterr().err
+    assert cli.main(["init", str(tmp_path / "d"), "--name", "hybrid"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "(from --name)" in err and err.endswith(f"try ragexp init {tmp_path / 'd'} --name "
+                                                   f"hybrid_docs")
+    assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()

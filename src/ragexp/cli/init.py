@@ -1,4 +1,5 @@
-"""``ragexp init [DIR] [--example]``: a starter project for evaluating your own documents.
+"""``ragexp init [DIR] [--example] [--name NAME]``: a starter project for evaluating your own
+documents.
 
 Writes, under DIR (never overwriting a file that exists):
 
@@ -9,11 +10,15 @@ Writes, under DIR (never overwriting a file that exists):
 - ``questions.jsonl``: a commented template of the question format (with ``--example``: the
   Brindle handbook's 108 questions, and its 22 documents in ``docs/``).
 
-The project's name is its folder's, lowercased, every run of characters outside ``[a-z0-9_]``
-one ``_`` (``My Docs`` -> ``my_docs``). ``check_name`` refuses a name that Hydra or YAML reads
-as something other than that string (``123``, ``true``, ``1e3``, ``null``, ``on``, ``inf``:
-``dataset=123`` crashed Hydra) and one that meets a shipped option of a group the starter writes
-into (``handbook``: Hydra reads the shipped folder first, so runs measured the shipped handbook).
+The project's name is ``--name``'s, else its folder's, folded to what a config option's name
+holds (``fold``): accents folded to ASCII, lowercased, every run of characters outside
+``[a-z0-9_]`` one ``_`` (``My Docs`` -> ``my_docs``, ``Über Docs`` -> ``uber_docs``);
+``renamed`` says so when that differs from what was typed. ``check_name`` refuses a name with
+no letter or digit left (``文档``), asking for ``--name``; one that Hydra or YAML reads as
+something other than that string (``123``, ``true``, ``1e3``, ``null``, ``on``, ``inf``:
+``dataset=123`` crashed Hydra); and one that meets a shipped option of a group the starter
+writes into (``handbook``: Hydra reads the shipped folder first, so runs measured the shipped
+handbook).
 
 ``conf/`` is an ordinary Hydra config directory: ``--config-dir conf`` adds it to the shipped
 config groups, so a user's own datasets, ablations and stage options (``_target_`` to their own
@@ -25,6 +30,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import shutil
+import unicodedata
 from pathlib import Path
 
 from ragexp.data import shipped
@@ -81,9 +87,37 @@ ACCEPTED = ("lowercase letters, digits and _, read by Hydra and YAML as that sam
             "number, true/false/yes/no/on/off, null, inf or nan)")
 
 
-def _name(folder: Path) -> str:
-    name = re.sub(r"[^a-z0-9_]+", "_", folder.resolve().name.lower()).strip("_")
-    return name or "mydocs"
+def fold(text: str) -> str:
+    """``text`` as a config option's name: case folded, accents folded to ASCII (NFKD, then
+    combining marks dropped: ``Café`` -> ``cafe``, ``Straße`` -> ``strasse``), every run of
+    characters outside ``[a-z0-9_]`` one ``_``, no ``_`` at either end. Empty when no ASCII
+    letter or digit is left (``文档``, ``★``)."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    ascii_ = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return re.sub(r"[^a-z0-9_]+", "_", ascii_).strip("_")
+
+
+def typed(folder: Path, name: str | None = None) -> str:
+    """What the user named the project: ``--name`` when given, else the folder's base name."""
+    return folder.resolve().name if name is None else name
+
+
+def _name(folder: Path, name: str | None = None) -> str:
+    return fold(typed(folder, name))
+
+
+def renamed(folder: Path, name: str | None = None) -> str | None:
+    """A line saying how the project's name came from what the user typed, for the CLI to
+    print, when folding did more than lowercase it and join words with ``_`` (``My Docs`` ->
+    ``my_docs``, the documented rule, needs no word): an accent folded (``café`` -> ``cafe``)
+    or another character made ``_``. None otherwise."""
+    given = typed(folder, name)
+    if re.fullmatch(r"[A-Za-z0-9_. -]*", given):
+        return None
+    source = "--name" if name is not None else "the folder's name"
+    return (f"project name: {_name(folder, name)} (from {source} {given!r}: an option name "
+            f"holds lowercase ASCII letters, digits and _, so accents are folded and other "
+            f"characters become _; give another with --name NAME)")
 
 
 def shipped_options(group: str) -> set[str]:
@@ -167,24 +201,34 @@ def free_name(name: str) -> str:
     return "mydocs"
 
 
-def check_name(folder: Path) -> str:
-    """The starter's name for ``folder`` (its base name, ``_name``). Raises ``InvalidValue``
-    naming the folder, why the name cannot be used (``name_problem``), the names accepted and a
-    free one, when the starter's runs would crash (``dataset=123``) or silently measure a
-    shipped option instead (``handbook``)."""
-    name = _name(folder)
-    problem = name_problem(name)
+def check_name(folder: Path, name: str | None = None) -> str:
+    """The starter's name for ``folder``: ``name`` (``--name``) or else its base name, folded
+    (``_name``). Raises ``InvalidValue`` naming the folder and what was typed when no ASCII
+    letter or digit is left (``文档``), asking for ``--name``; and naming why the name cannot be
+    used (``name_problem``), the names accepted and a free one, when the starter's runs would
+    crash (``dataset=123``) or silently measure a shipped option instead (``handbook``)."""
+    made = _name(folder, name)
+    source = "--name" if name is not None else "the folder's name"
+    if not made:
+        raise InvalidValue(f"ragexp init {folder}: {source} {typed(folder, name)!r} has no "
+                           f"letter or digit that folds to ASCII, so it cannot name the "
+                           f"project's config options (dataset=NAME, +ablation=NAME_baseline); "
+                           f"give a name made of {ACCEPTED} with --name, e.g. ragexp init "
+                           f"{folder} --name my_docs")
+    problem = name_problem(made)
     if problem:
-        raise InvalidValue(f"ragexp init {folder}: cannot name the project {name!r} (from the "
-                           f"folder's name): {problem}. A name is accepted when it is made of "
+        instead = (f"{folder} --name {free_name(made)}" if name is not None
+                   else str(folder.parent / free_name(made)))
+        raise InvalidValue(f"ragexp init {folder}: cannot name the project {made!r} (from "
+                           f"{source}): {problem}. A name is accepted when it is made of "
                            f"{ACCEPTED}, and names none of ragexp's shipped dataset or ablation "
-                           f"options; try ragexp init {folder.parent / free_name(name)}")
-    return name
+                           f"options; try ragexp init {instead}")
+    return made
 
 
-def plan(folder: Path, example: bool) -> dict[Path, str | Path]:
-    """``{target path: text to write, or a file to copy}`` for a starter in ``folder``."""
-    name = _name(folder)
+def plan(folder: Path, example: bool, name: str) -> dict[Path, str | Path]:
+    """``{target path: text to write, or a file to copy}`` for a starter named ``name`` (as
+    ``check_name`` returns it) in ``folder``."""
     files: dict[Path, str | Path] = {
         folder / "conf" / "dataset" / f"{name}.yaml": DATASET.format(name=name)}
     for key, (what, extra) in ABLATIONS.items():
@@ -213,16 +257,16 @@ def check_folder(folder: Path) -> None:
             return
 
 
-def init(folder: str | Path, example: bool = False) -> list[Path]:
-    """Write the starter into ``folder`` and return the files written.
+def init(folder: str | Path, example: bool = False, name: str | None = None) -> list[Path]:
+    """Write the starter into ``folder`` and return the files written; ``name`` (``--name``)
+    names the project instead of the folder's name.
 
-    Raises ``InvalidValue`` when ``folder`` (or a parent) is a file, its name cannot name the
+    Raises ``InvalidValue`` when ``folder`` (or a parent) is a file, the name cannot name the
     project (``check_name``) or a file cannot be written there, ``WouldOverwrite`` (a
     ``FileExistsError``) listing every file that already exists; nothing is written then."""
     folder = Path(folder)
     check_folder(folder)
-    check_name(folder)
-    files = plan(folder, example)
+    files = plan(folder, example, check_name(folder, name))
     clash = [p for p in files if p.exists()]
     if clash:
         raise WouldOverwrite("ragexp init would overwrite " + ", ".join(map(str, clash[:5]))
@@ -242,8 +286,8 @@ def init(folder: str | Path, example: bool = False) -> list[Path]:
     return list(files)
 
 
-def next_steps(folder: str | Path, example: bool) -> str:
-    """What to run next, for the CLI to print."""
+def next_steps(folder: str | Path, example: bool, name: str | None = None) -> str:
+    """What to run next, for the CLI to print (``name``: ``--name``, as given to ``init``)."""
     docs = ("(docs/ and questions.jsonl hold the Brindle handbook example)" if example else
             "put your markdown files in docs/ and your questions in questions.jsonl, then:")
-    return NEXT.format(dir=folder, docs=docs, name=_name(Path(folder)))
+    return NEXT.format(dir=folder, docs=docs, name=_name(Path(folder), name))

@@ -144,9 +144,13 @@ def cmd_init(args) -> int:
     # defer heavy import
     from ragexp.cli import init as starter
 
-    written = starter.init(args.dir, example=args.example)  # RagexpError: main, exit 2
+    # RagexpError: main, exit 2
+    written = starter.init(args.dir, example=args.example, name=args.name)
     print(f"wrote {len(written)} files under {args.dir}")
-    print(starter.next_steps(args.dir, args.example))
+    note = starter.renamed(Path(args.dir), args.name)
+    if note:
+        print(note)
+    print(starter.next_steps(args.dir, args.example, args.name))
     return 0
 
 
@@ -437,6 +441,8 @@ def _add_init(sub) -> None:
     i.add_argument("dir", nargs="?", default=".")
     i.add_argument("--example", action="store_true",
                    help="also copy the Brindle handbook and its questions, to run at once")
+    i.add_argument("--name", help="the project's name (its dataset and ablation options), "
+                   "instead of the folder's; folded to lowercase ASCII letters, digits and _")
     i.set_defaults(fn=cmd_init)
 
 
