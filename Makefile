@@ -53,7 +53,7 @@ report: ## the latest sweep's page: report.html (also logged on the sweep's pare
 hero: ## the README's hero image docs/wins-by-kind.svg: which configuration wins on which kind
 	$(BIN)/ragexp report --chart docs/wins-by-kind.svg
 
-walkthrough: ## run compare -> promote -> search/ask/serve -> traces; record it in docs/serving.md
+walkthrough: ## in a fresh temporary store: sweep -> compare -> promote -> search/ask/serve -> traces; record it in docs/serving.md
 	$(BIN)/python -m tools.walkthrough --readme docs/serving.md --overrides $(SOURCES)
 
 own-docs: ## run the commands of docs/own-docs.md in a fresh folder and record them there

@@ -192,6 +192,49 @@ def test_walkthrough_commands_are_what_ran_and_reproduce_their_status(store, tmp
     assert out.splitlines()[1].startswith(f"{prefix},")
 
 
+def unstable(recording: str) -> str:
+    """A walkthrough's recording with what differs between two runs of it masked: run and
+    sweep ids (whole and 8-character prefixes) and the latencies a sweep measures."""
+    text = re.sub(r"\b[0-9a-f]{32}\b", "ID", recording)
+    text = re.sub(r"\b[0-9a-f]{8}\b", "PREFIX", text)
+    return re.sub(r"(time\.query_p95_ms) [0-9.]+ vs [0-9.]+ for the best: [0-9.]+x",
+                  r"\1 T vs T for the best: Rx", text)
+
+
+@pytest.mark.slow
+def test_the_walkthrough_runs_in_a_store_of_its_own_and_repeats_itself(store, monkeypatch):
+    """On the repository's store a second ``make walkthrough`` promoted the run that an earlier
+    one had made champion, and ``promote --gate`` was refused (no gain over itself): the
+    recording depended on what the store held. It now sweeps, promotes and searches in a fresh
+    folder and store of its own: each run promotes version 1 of its own model, the caller's
+    store, folder and ``MLFLOW_TRACKING_URI`` are as they were, and two runs record the same
+    steps apart from ids and timings. (Its serving steps, the same in any store, are tested
+    above and in test_servingmodel.py.)"""
+    import os
+
+    for part in ("serve_and_query", "mine_and_accept", "mlflow_serve_and_query"):
+        monkeypatch.setattr(walkthrough, part, lambda: [])
+    c = tracking.client()
+
+    def held() -> tuple:
+        experiments = [e.experiment_id for e in c.search_experiments()]
+        champion = tracking.champion()
+        return ({r.info.run_id for r in c.search_runs(experiments)},
+                champion and (champion.version, champion.run_id))
+
+    before, uri, here = held(), os.environ["MLFLOW_TRACKING_URI"], Path.cwd()
+    first, second = (walkthrough.build("ragexp-handbook") for _ in range(2))
+    assert (os.environ["MLFLOW_TRACKING_URI"], Path.cwd()) == (uri, here)
+    assert held() == before
+    parts = first.removeprefix("```text\n").removesuffix("\n```").split("\n\n$ ")
+    steps = recorded([parts[0], *(f"$ {part}" for part in parts[1:])])
+    assert steps[0][0] == "python -m ragexp -m +ablation=default,hybrid,bm25 progress=false"
+    assert "sweep done: 3 finished" in steps[0][1]
+    promoted = next(out for command, out in steps if command.startswith("ragexp promote"))
+    assert promoted.startswith("ragexp-serving version 1 is now 'champion'")
+    assert unstable(second) == unstable(first)
+
+
 def test_differing_params_come_out_in_one_order_whatever_order_mlflow_gives():
     import pandas as pd
 

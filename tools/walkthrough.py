@@ -1,7 +1,14 @@
 """Run sweep -> compare -> promote -> search/ask/serve (traced, one answer marked wrong) ->
-``traces mine`` -> ``traces accept`` -> ``mlflow models serve`` on the local store and record the
-real output in the ``walkthrough`` block of ``docs/serving.md`` (``make walkthrough``; needs
-``make sweep`` first).
+``traces mine`` -> ``traces accept`` -> ``mlflow models serve`` and record the real output in the
+``walkthrough`` block of ``docs/serving.md`` (``make walkthrough``).
+
+It runs in a fresh temporary folder of its own, with its own store (ragexp's default
+``mlruns/`` there; ``MLFLOW_TRACKING_URI`` is ignored) and embedding cache, on the shipped
+config, handbook and golden set (which run from any folder): the sweep of ``ABLATIONS`` it
+records is the one its compare, promote and serving read. On a shared store the champion could
+be an earlier walkthrough's, and ``promote --gate`` of the same run was refused (no gain over
+itself), so the recording depended on what the store held; now two runs in a row record the
+same steps, apart from ids, ports and timings.
 
 Each step is recorded as one command line, and that very string is what runs: split as a shell
 splits it (``shlex``), executed without a shell, with this interpreter's ``bin/`` first on
@@ -15,35 +22,48 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from ragexp.cli.tables import ablation_runs
+from ragexp.tracking.store import PARENT_ENV
 from tools.background import background_server
 from tools.readme import has_block, replace_block
 
 BIN = str(Path(sys.executable).parent)
-# The store as the user named it (``make walkthrough``: unset, so ragexp's relative default),
-# read by ``main`` before MLflow, once pointed at a store, exports its absolute URI to this
-# process; the recorded commands then run with it. Unset (``NAMED`` false) when this module is
-# used without ``main``, as the tests do: commands then inherit this process's store.
-USER_URI: str | None = None
-NAMED = False
+# True while ``build`` runs in its temporary folder: each command then uses that folder's own
+# store (ragexp's default, ``mlruns/`` there), not the absolute URI MLflow exports to this
+# process once pointed at a store. False when this module is used without ``build``, as the
+# tests do: commands then inherit this process's store.
+OWN_STORE = False
+# The ablations the walkthrough sweeps: the three its compare shows (the best of them is
+# promoted).
+ABLATIONS = ("default", "hybrid", "bm25")
+# Log lines of Hydra (``[2026-01-31 12:00:00,000][module][INFO] - ...``) and MLflow
+# (``2026/01/31 12:00:00 INFO mlflow...``): counted in a sweep's recording, not shown.
+LOG_LINE = re.compile(r"^(\[\d{4}-\d\d-\d\d [\d:,]+\]|\d{4}/\d\d/\d\d [\d:]+ [A-Z]+ )")
 
 
-def run(command: str) -> str:
+def run(command: str, omit_log: bool = False) -> str:
     """Execute ``command`` exactly as written; return it as ``$ command`` and its output, with
-    this machine's folder shown relative (``relative``)."""
+    this machine's folder shown relative (``relative``); ``omit_log``: Hydra's and MLflow's log
+    lines (``LOG_LINE``) left out and counted."""
     env = {**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
-    if NAMED:  # each command sees the store as the user named it
+    if OWN_STORE:  # the store of the walkthrough's folder, and no sweep of this process's
         env.pop("MLFLOW_TRACKING_URI", None)
-        if USER_URI:
-            env["MLFLOW_TRACKING_URI"] = USER_URI
+        env.pop(PARENT_ENV, None)
     proc = subprocess.run(shlex.split(command), capture_output=True, text=True, timeout=600,
                           env=env)
-    return relative(f"$ {command}\n{(proc.stdout + proc.stderr).rstrip()}")
+    lines = (proc.stdout + proc.stderr).rstrip().splitlines()
+    if omit_log:
+        kept = [line for line in lines if not LOG_LINE.match(line)]
+        omitted = len(lines) - len(kept)
+        lines = kept + ([f"[{omitted} lines of Hydra/MLflow log omitted]"] if omitted else [])
+    return relative("\n".join([f"$ {command}", *lines]))
 
 
 def relative(text: str, folder: Path | None = None) -> str:
@@ -118,8 +138,7 @@ def mlflow_serve_and_query() -> list[str]:
     env = {"PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
 
     def command(port: int) -> str:
-        return mlflow_serve_command(port=port,
-                                    uri=USER_URI or (LOCAL_STORE if NAMED else None))
+        return mlflow_serve_command(port=port, uri=LOCAL_STORE if OWN_STORE else None)
 
     with background_server(lambda port: shlex.split(command(port)), health="/ping",
                            timeout_s=240, env=env) as port:
@@ -129,12 +148,40 @@ def mlflow_serve_and_query() -> list[str]:
 
 
 def build(experiment: str, overrides: tuple[str, ...] = ()) -> str:
+    """The recorded walkthrough, run in a fresh temporary folder with its own store
+    (``OWN_STORE``), which this process reads too (``MLFLOW_TRACKING_URI`` pointed at it for the
+    while); ``overrides``: what the sweep adds to every ablation (``make sweep``'s question
+    sources). The current folder and ``MLFLOW_TRACKING_URI`` are restored after."""
+    global OWN_STORE
+    here, uri = Path.cwd(), os.environ.get("MLFLOW_TRACKING_URI")
+    with tempfile.TemporaryDirectory(prefix="ragexp-walkthrough-") as tmp:
+        os.chdir(tmp)
+        Path("mlruns").mkdir()
+        os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{Path(tmp).resolve()}/mlruns/mlflow.db"
+        OWN_STORE = True
+        try:
+            steps = walk(experiment, overrides)
+        finally:
+            OWN_STORE = False
+            os.chdir(here)
+            os.environ.pop("MLFLOW_TRACKING_URI")
+            if uri is not None:
+                os.environ["MLFLOW_TRACKING_URI"] = uri
+    return "\n".join(["```text", "\n\n".join(steps), "```"])
+
+
+def walk(experiment: str, overrides: tuple[str, ...]) -> list[str]:
+    """Each step's recording, in the current folder: the sweep of ``ABLATIONS``, then compare,
+    promote and serving on its runs."""
+    q = shlex.quote
+    sweep = [run(" ".join(["python -m ragexp -m", f"+ablation={','.join(ABLATIONS)}",
+                           *map(q, overrides), "progress=false"]), omit_log=True)]
     df = ablation_runs(experiment, overrides)
     ids = {n: r[:8] for n, r in zip(df["tags.ragexp.ablation"], df["run_id"])}  # prefixes
     best = df.sort_values("metrics.rr_at_10", ascending=False)["tags.ragexp.ablation"].iloc[0]
     picks = [n for n in dict.fromkeys(["default", "hybrid", "bm25", best]) if n in ids]
-    q = shlex.quote
-    steps = [
+    return [
+        *sweep,
         run(f"ragexp compare --experiment {q(experiment)} --runs "
             f"{' '.join(ids[n] for n in picks)} --baseline {ids['default']}"),
         run(f"ragexp promote --gate {ids[best]}"),
@@ -145,21 +192,19 @@ def build(experiment: str, overrides: tuple[str, ...] = ()) -> str:
         *mine_and_accept(),
         *mlflow_serve_and_query(),
     ]
-    return "\n".join(["```text", "\n\n".join(steps), "```"])
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.walkthrough", description=__doc__)
     p.add_argument("--experiment", default="ragexp-handbook")
     p.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
-                   help="the overrides the sweep added to every ablation (make sweep's)")
+                   help="what the walkthrough's sweep adds to every ablation (make "
+                   "walkthrough: make sweep's question sources)")
     p.add_argument("--readme", help="write the output into this markdown file's walkthrough "
                    "block (make walkthrough: docs/serving.md)")
     args = p.parse_args(argv)
     if not has_block(args.readme, "walkthrough"):
         return 2
-    global USER_URI, NAMED
-    USER_URI, NAMED = os.environ.get("MLFLOW_TRACKING_URI"), True
     content = build(args.experiment, tuple(args.overrides))
     print(content)
     if args.readme:
