@@ -270,3 +270,16 @@ def test_each_beir_folder_gets_its_own_experiment_name():
     names = {composed(f"/data/{d}/beir_format").experiment for d in
              ("scifact", "nfcorpus", "fiqa", "arguana", "quora")}
     assert len(names) == 5 and all(n.startswith("ragexp-beir-beir_format-") for n in names)
+
+
+def test_beir_qrels_with_nothing_relevant_are_refused(tmp_path):
+    # every grade 0: the run finished with every measure 0.000 for every configuration, a
+    # sweep then "chose" among ties; one query judged all-zero beside a relevant one still loads
+    zeros = "query-id\tcorpus-id\tscore\nq1\td1\t0\nq2\td2\t0\nq3\td4\t-1\n"
+    root = _beir(tmp_path, **{"qrels/test.tsv": zeros})
+    with pytest.raises(BeirFormatError) as err:
+        BeirDataset(path=str(root))
+    assert str(err.value).startswith(f"{root / 'qrels' / 'test.tsv'}: no document is relevant")
+    assert "3 judged query(ies)" in str(err.value)
+    mixed = _beir(tmp_path / "mixed", **{"qrels/test.tsv": zeros + "q1\td3\t1\n"})
+    assert [q.qid for q in BeirDataset(path=str(mixed)).queries()] == ["q1", "q2", "q3"]

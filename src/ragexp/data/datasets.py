@@ -184,6 +184,13 @@ class BeirDataset:
         if not any(q.answerable for q in self._queries):
             raise BeirFormatError(qrels_path, None, "no query of queries.jsonl has judgements here "
                                   "(no query has judgements)")
+        judged = [q.qid for q in self._queries if q.answerable]
+        if not any(g > 0 for q in judged for g in self._qrels[q].values()):
+            raise BeirFormatError(qrels_path, None, f"no document is relevant to any query: "
+                                  f"every judgement of the {len(judged)} judged query(ies) has "
+                                  f"grade 0 or below, so every run would score 0 on every "
+                                  f"measure (a grade above 0 marks a relevant document): check "
+                                  f"the score column, or pick another file with dataset.split")
 
     def documents(self) -> list[Document]:
         return list(self._docs)
