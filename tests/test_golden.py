@@ -435,9 +435,14 @@ def test_a_quote_in_other_code_points_says_so(tmp_path, capsys, doc_form, quote_
     ("Five hundred jobs a second.", "Five\u00adhundred",
      "the document has it with other invisible characters"),
     ("Five hundred jobs a second.", "five HUNDRED jobs", "the document has it in other case"),
+    # typeset by an editor, or copied from a rendered page: printed alike at a glance
+    ("It says \u201cdon\u2019t stop\u201d \u2014 ever.", 'says "don\'t stop" - ever',
+     "the document has it with other punctuation"),
+    ("Wait... then retry 2-3 times.", "Wait\u2026 then retry 2\u20133 times",
+     "the document has it with other punctuation"),
 ])
-def test_a_quote_that_misses_by_case_or_an_invisible_character_says_so(tmp_path, capsys,
-                                                                        doc_text, quote, hint):
+def test_a_quote_that_misses_by_case_punctuation_or_an_invisible_character_says_so(
+        tmp_path, capsys, doc_text, quote, hint):
     corpus, golden = _one_question(tmp_path, {"c.md": f"# C\n\n{doc_text}\n"},
                                    [{"doc": "c.md", "quote": quote}])
     _assert_reported(capsys, corpus, golden, "g.jsonl", 2, f"quote not found in c.md: "

@@ -293,13 +293,21 @@ def _quote_span(qid: str, doc: Document, name: str, quote: str, bad) -> Span | N
 _INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
 _AS_NOTHING = dict.fromkeys(map(ord, _INVISIBLE))
 _AS_SPACE = dict.fromkeys(map(ord, _INVISIBLE), " ")
+# typeset punctuation and its typewriter form: an editor or a rendered page turns one into the
+# other (an apostrophe into U+2019, " - " into an em dash), and they print alike at a glance
+_PLAIN_PUNCTUATION = str.maketrans({
+    **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032", "'"),
+    **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033", '"'),
+    **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212", "-"),
+    "\u2026": "..."})
 
 
 def _other_form(doc: Document, quote: str) -> str:
     """``"; the document has it ..."`` when ``quote`` is found once both it and the document
-    are NFC-normalised (other code points), case folded (other case) or stripped of invisible
-    characters (zero-width spaces and joiners, soft hyphens), else ``""``: such a quote prints
-    like the text it misses, and a quote is matched as written (its span is the file's)."""
+    are NFC-normalised (other code points), stripped of invisible characters (zero-width spaces
+    and joiners, soft hyphens), given typewriter punctuation (curly quotes, dashes, ellipsis)
+    or case folded (other case), else ``""``: such a quote prints like the text it misses, and
+    a quote is matched as written (its span is the file's)."""
     def found(fold) -> bool:
         q = normalize_ws(fold(quote))[0]
         return bool(q) and q in normalize_ws(fold(doc.text))[0]
@@ -316,6 +324,10 @@ def _other_form(doc: Document, quote: str) -> str:
         return ("; the document has it with other invisible characters (zero-width spaces or "
                 "joiners, soft hyphens, which print as nothing): copy the quote from the "
                 "document's source, not a rendered page")
+    if found(lambda t: t.translate(_PLAIN_PUNCTUATION)):
+        return ("; the document has it with other punctuation (curly quotes, dashes or an "
+                "ellipsis where the quote has straight quotes, hyphens or '...', or the reverse): "
+                "copy the quote from the document's source, not a rendered page")
     if found(str.casefold):
         return "; the document has it in other case (a quote matches case as written)"
     return ""
