@@ -516,6 +516,21 @@ def test_hidden_files_and_folders_are_not_documents(tmp_path, caplog):
     assert sorted(load_corpus(hidden)) == ["a.md"]  # only names below the corpus folder count
 
 
+def test_a_linked_folder_is_read_once_and_a_link_loop_ends(tmp_path):
+    # a folder linked into the corpus (a shared folder of a monorepo) was skipped without a
+    # word, while a linked file was read; a link back into the corpus or to an ancestor must not
+    # read its files again under another id, nor walk forever
+    shared = write_tree(tmp_path / "shared", {"ops.md": "# Ops\n\nRestart it.\n",
+                                              "deep/more.md": "# More\n\nm\n"})
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE, "sub/a.md": "# A\n\na\n"})
+    for name, target in [("linked", shared), ("again", shared), ("deep_again", shared / "deep"),
+                         ("loop", corpus), ("sub/up", corpus / "sub"), ("root", tmp_path)]:
+        (corpus / name).symlink_to(target, target_is_directory=True)
+    (shared / "back").symlink_to(corpus, target_is_directory=True)
+    assert sorted(load_corpus(corpus)) == ["again/deep/more.md", "again/ops.md", "guide.md",
+                                           "sub/a.md"]  # "again" is first in name order
+
+
 def test_documents_of_the_same_text_are_named(tmp_path, caplog):
     # two copies of one page: a question labelled in one scored 0 for retrieving the other, and
     # which came first was decided by the file name, without a word

@@ -18,6 +18,7 @@ import codecs
 import csv
 import io
 import json
+import os
 import re
 import unicodedata
 from pathlib import Path
@@ -62,7 +63,10 @@ def markdown_tree(root: Path) -> tuple[list[Path], list[Path]]:
     recursively), each list sorted by path, from one walk of the folder; a folder named like one
     is not a file. A file or folder whose name starts with ``.`` below ``root`` is hidden, not
     a document (``.git/``, ``.github/ISSUE_TEMPLATE.md`` were indexed as documents), as
-    static-site tools leave it. Both empty for a folder that does not exist."""
+    static-site tools leave it. A symbolic link to a folder is followed, under its own name,
+    unless its target is inside ``root`` or a folder linked before (in name order), or holds
+    one (a loop, a second link to one folder, a link to an ancestor): that would read files
+    twice under two ids. Both empty for a folder that does not exist."""
     found: tuple[list[Path], list[Path]] = ([], [])
     for path, hidden in _markdown_walk(Path(root)):
         found[hidden].append(path)
@@ -76,10 +80,25 @@ def has_markdown_documents(root: Path) -> bool:
 
 
 def _markdown_walk(root: Path) -> Iterator[tuple[Path, bool]]:
-    """``(path, hidden)`` of each markdown file under ``root``, in the walk's order."""
-    for p in root.rglob("*"):
-        if is_markdown(p) and p.is_file():
-            yield p, any(part.startswith(".") for part in p.relative_to(root).parts)
+    """``(path, hidden)`` of each markdown file under ``root``, folders in name order. A linked
+    folder was skipped without a word (``Path.rglob`` does not follow links): a corpus that
+    links in a shared folder was measured without it."""
+    if not root.is_dir():
+        return
+    trees = [root.resolve()]  # the folders walked whole: root and each linked one
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        here = Path(folder)
+        dirs.sort()
+        for name in [d for d in dirs if (here / d).is_symlink()]:
+            real = (here / name).resolve()
+            if any(real.is_relative_to(t) or t.is_relative_to(real) for t in trees):
+                dirs.remove(name)
+            else:
+                trees.append(real)
+        for name in sorted(files):
+            p = here / name
+            if is_markdown(p) and p.is_file():
+                yield p, any(part.startswith(".") for part in p.relative_to(root).parts)
 
 
 def markdown_files(root: Path) -> list[Path]:
