@@ -512,6 +512,13 @@ def test_hidden_files_and_folders_are_not_documents(tmp_path, caplog):
     with caplog.at_level("INFO", logger="ragexp.data.golden"):
         assert sorted(load_corpus(corpus)) == ["guide.md"]
     assert "3 hidden markdown file(s) not read" in caplog.text
+    # a question labelled there was refused as "document not found", the file right there
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([
+        {**GOOD, "evidence": [{"doc": "sub/.github/ISSUE.md"}]}])})
+    _, problems = check_golden(golden, load_corpus(corpus))
+    assert [p.message for p in problems] == [
+        "t-01: document not found in corpus: sub/.github/ISSUE.md (a file or folder whose name "
+        "starts with '.' is hidden, not a document of the corpus: rename it)"]
     hidden = write_tree(tmp_path / ".dotted" / "docs", {"a.md": "# A\n\ntext\n"})
     assert sorted(load_corpus(hidden)) == ["a.md"]  # only names below the corpus folder count
 

@@ -222,6 +222,9 @@ def _resolve_evidence(qid: str, ev: object, docs: dict[str, Document], bad) -> S
         hint = (f" (the corpus reads only markdown files, {kinds}; a {suffix} file is not read: "
                 f"rename it to .md)"
                 if suffix and not readers.is_markdown(Path(str(ev["doc"]))) else "")
+        if any(p.startswith(".") and p not in (".", "..") for p in str(ev["doc"]).split("/")):
+            hint += (" (a file or folder whose name starts with '.' is hidden, not a document "
+                     "of the corpus: rename it)")
         bad(f"{qid}: document not found in corpus: {label(ev['doc'])}{hint}"
             f"{readers.look_alikes([str(ev['doc'])], docs)}")
         return None
