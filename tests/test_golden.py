@@ -699,7 +699,22 @@ def test_a_question_file_given_twice_is_named_once(tmp_path):
 def test_ragexp_questions_check_passes_the_shipped_set(capsys):
     assert cli.main(["questions", "check"]) == 0
     n = len(load_golden(GOLDEN, load_corpus(CORPUS)))
-    assert f"| total | {n} |" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert f"| total | {n} |" in out
+    # run in a starter's folder, it printed the handbook's counts and exit 0 without a word:
+    # the user took their own questions to have passed
+    assert "note: no --corpus or --golden given: checking the shipped Brindle handbook's corpus " \
+        "and golden set; pass --corpus DIR --golden FILE_OR_DIR to check your own" in err
+
+
+def test_questions_check_says_which_half_is_the_handbook(tmp_path, capsys):
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE})
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD])})
+    assert cli.main(["questions", "check", "--corpus", str(corpus), "--golden", str(golden)]) == 0
+    assert "note:" not in capsys.readouterr().err
+    assert cli.main(["questions", "check", f"--golden={golden}"]) == 1  # guide.md not there
+    assert "note: no --corpus given: checking the shipped Brindle handbook's corpus;" in \
+        capsys.readouterr().err
 
 
 def test_a_missing_section_lists_the_headings_and_says_how_many_more(tmp_path):

@@ -561,11 +561,21 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Validate a golden set against its corpus.")
     sub = parser.add_subparsers(dest="cmd", required=True)
     check = sub.add_parser("check", help="validate and print counts per kind")
-    check.add_argument("--corpus", default=shipped.path("handbook/corpus"),
-                       help="markdown folder (default: the shipped Brindle handbook)")
-    check.add_argument("--golden", nargs="+", default=[shipped.path("handbook/golden")],
-                       help="question files or folders (default: the handbook's golden set)")
+    check.add_argument("--corpus", help="markdown folder (default: the shipped Brindle "
+                       "handbook)")
+    check.add_argument("--golden", nargs="+", help="question files or folders (default: the "
+                       "handbook's golden set)")
     args = parser.parse_args(argv)
+    defaulted = {"--corpus": "corpus", "--golden": "golden set"}
+    for key, value in (("--corpus", args.corpus), ("--golden", args.golden)):
+        if value is not None:
+            del defaulted[key]
+    if defaulted:  # run in a folder of one's own, it passed on the handbook's files, exit 0
+        print(f"note: no {' or '.join(defaulted)} given: checking the shipped Brindle "
+              f"handbook's {' and '.join(defaulted.values())}; pass --corpus DIR --golden "
+              f"FILE_OR_DIR to check your own", file=sys.stderr)
+    args.corpus = args.corpus or shipped.path("handbook/corpus")
+    args.golden = args.golden or [shipped.path("handbook/golden")]
     try:
         docs = load_corpus(args.corpus)
         queries, problems = check_golden(args.golden, docs)
