@@ -192,6 +192,12 @@ def test_qrels_naming_unknown_queries_warns_with_count_and_first_ids(tmp_path, c
     ('{"_id": "d9", "text": "t", "title": 3}', "'title' must be a string or null, got 3"),
     ('{"_id": "d9"}', "missing field(s) text"),
     ('["d9", "t"]', "expected a JSON object, got list"),
+    # a JSON array of the records, on one line or pretty-printed: said to be one, not just
+    # "Expecting value" at column 2
+    ('[{"_id": "d9", "text": "t"}]', "got list; a JSON Lines file holds one whole JSON object "
+                                     "per line, not a JSON array"),
+    ('[', "invalid JSON at column 2: Expecting value; a JSON Lines file holds one whole"),
+    (' {', "nor an object spread over lines (`jq -c '.[]' FILE`"),
     ('{"_id": "d9", "text": "t"', "invalid JSON at column 26"),
     ('{"_id": "d9", "text": "t}', "invalid JSON at column 23: Unterminated string starting there"),
     ('{"_id": "d9", "text": "bad \\udc80 half"}', "lone UTF-16 surrogate"),

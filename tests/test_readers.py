@@ -221,6 +221,8 @@ def test_golden_line_separators_inside_json_strings_do_not_split_lines(tmp_path)
      "'id' must be a non-empty string or an integer"),  # 7 is "7", as in every reader
     ('{"id": "  ", "kind": "unanswerable", "question": "q?"}', "'id' must be a non-empty"),
     ('["u1", "unanswerable"]', "expected a JSON object"),
+    ('[{"id": "u1", "kind": "unanswerable", "question": "q?"}]',
+     "expected a JSON object; a JSON Lines file holds one whole JSON object per line"),
     ('{"id": "u1", "kind": "unanswerable", "question": ""}', "missing or empty 'question'"),
 ])
 def test_golden_refuses_with_file_and_line(tmp_path, capsys, line, fragment):

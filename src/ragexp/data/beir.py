@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from ragexp.data.readers import (
+    ONE_PER_LINE,
     InputError,
     decode,
     duplicates_message,
@@ -56,7 +57,8 @@ def _records(path: Path, required: tuple[str, ...],
             row = parse_json(line, path, lineno)
             if not isinstance(row, dict):
                 raise BeirFormatError(path, lineno, f"expected a JSON object, got "
-                                      f"{type(row).__name__}")
+                                      f"{type(row).__name__}"
+                                      f"{ONE_PER_LINE if isinstance(row, list) else ''}")
             missing = [k for k in required if k not in row]
             if missing:
                 raise BeirFormatError(path, lineno, f"missing field(s) {', '.join(missing)}")

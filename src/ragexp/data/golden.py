@@ -409,7 +409,7 @@ def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document]
         problems.append(Problem(file, line, msg))
 
     if not isinstance(rec, dict):
-        bad("expected a JSON object")
+        bad("expected a JSON object" + (readers.ONE_PER_LINE if isinstance(rec, list) else ""))
         return None
     qid, kind, text = rec.get("id"), rec.get("kind", DEFAULT_KIND), rec.get("question")
     try:  # JSON integers are ids too (``7`` is ``"7"``), as every reader takes them

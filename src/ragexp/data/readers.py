@@ -228,6 +228,13 @@ def lines(path: str | Path, text: str | None = None) -> Iterator[tuple[int, str]
         start, lineno = end + 1, lineno + 1
 
 
+# said of a JSON document where JSON Lines are read: pretty-printed (a line of only "[" or "{")
+# or a JSON array of the records on one line
+ONE_PER_LINE = ("; a JSON Lines file holds one whole JSON object per line, not a JSON array "
+                "nor an object spread over lines (`jq -c '.[]' FILE` writes an array's "
+                "objects one per line)")
+
+
 def parse_json(line: str, path: str | Path, lineno: int) -> object:
     """One JSON value (a JSON Lines line). ``InputError`` names file and line for invalid JSON
     and for a string holding a lone UTF-16 surrogate (``"\\ud800"``: valid JSON escape syntax,
@@ -237,7 +244,8 @@ def parse_json(line: str, path: str | Path, lineno: int) -> object:
     except json.JSONDecodeError as exc:
         # json says "Unterminated string starting at" and gives the place apart
         msg = exc.msg[:-3] + " there" if exc.msg.endswith(" at") else exc.msg
-        raise InputError(path, lineno, f"invalid JSON at column {exc.colno}: {msg}") from None
+        raise InputError(path, lineno, f"invalid JSON at column {exc.colno}: {msg}"
+                         f"{ONE_PER_LINE if line.strip() in ('[', '{') else ''}") from None
     except RecursionError:
         raise InputError(path, lineno, "invalid JSON: nested too deeply") from None
     if "\\u" in line:
