@@ -13,7 +13,15 @@ import pytest
 from conftest import CORPUS, GOLDEN, ROOT, jsonl, write_tree
 
 from ragexp.cli import main as cli
-from ragexp.data.golden import GoldenError, check_golden, find_quote, load_corpus, load_golden, main
+from ragexp.data.golden import (
+    GoldenError,
+    check_golden,
+    find_quote,
+    golden_files,
+    load_corpus,
+    load_golden,
+    main,
+)
 
 MINIMUM = {"identifier": 15, "semantic": 20, "procedural": 15, "factual": 25, "unanswerable": 15}
 
@@ -684,7 +692,6 @@ def test_a_heading_only_section_owns_its_own_chunk_and_its_subsections(tmp_path,
 def test_a_question_file_given_twice_is_named_once(tmp_path):
     # 'dataset.questions=[qs/one.jsonl,qs/one.jsonl]' said "duplicate id 'a1' (first at
     # qs/one.jsonl:1)", reported at qs/one.jsonl:1 itself
-    from ragexp.data.golden import golden_files
     from ragexp.errors import InvalidValue
 
     folder = write_tree(tmp_path / "qs", {"one.jsonl": jsonl([GOOD])})
@@ -694,6 +701,17 @@ def test_a_question_file_given_twice_is_named_once(tmp_path):
         with pytest.raises(InvalidValue, match=r"the question file .*one\.jsonl is given twice"):
             golden_files(given)
     assert golden_files([one]) == [one]
+
+
+def test_a_question_folder_reads_jsonl_files_in_any_case(tmp_path):
+    # B.JSONL was skipped without a word (the corpus reads README.MD), its questions missing
+    folder = write_tree(tmp_path / "qs", {"a.jsonl": jsonl([GOOD]),
+                                          "B.JSONL": jsonl([{**GOOD, "id": "t-02"}]),
+                                          "notes.json": "{}", "sub/c.jsonl": "",
+                                          "d.jsonl/inside.txt": ""})
+    assert golden_files(folder) == [folder / "B.JSONL", folder / "a.jsonl"]
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE})
+    assert [q.qid for q in load_golden(folder, load_corpus(corpus))] == ["t-02", "t-01"]
 
 
 def test_ragexp_questions_check_passes_the_shipped_set(capsys):

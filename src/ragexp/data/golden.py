@@ -164,11 +164,17 @@ def same_text(docs: dict[str, Document]) -> list[list[str]]:
 
 
 def golden_files(golden: str | Path | list) -> list[Path]:
+    """The question files of ``golden`` (a file or folder, or a list of them): a folder gives
+    its files named ``*.jsonl`` in any case (``A.JSONL`` from a Windows tool was skipped without
+    a word, its questions missing from every mean), sorted, not those of its subfolders. Raises
+    ``MissingInput`` for a path that is not there or a folder without one, ``InvalidValue`` for
+    a file given twice."""
     paths = golden if isinstance(golden, (list, tuple)) else [golden]
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files.extend(sorted(p.glob("*.jsonl")))
+            files.extend(sorted(f for f in p.iterdir()
+                                if f.suffix.lower() == ".jsonl" and f.is_file()))
         elif p.is_file():
             files.append(p)
         else:
