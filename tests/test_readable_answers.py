@@ -71,6 +71,17 @@ def test_a_row_the_question_names_is_an_answer_shown_as_text(chunks, bm25):
     assert len(ans.sentences) == 2 and all("BD-2110" in s for s in ans.sentences)
 
 
+def test_a_sentence_two_overlapping_chunks_hold_is_shown_once():
+    # windows overlap by chunking.overlap_words: the answer said "Gizmos need 12 volts. [1]
+    # Gizmos need 12 volts. [2]", its second sentence slot spent on a copy
+    first = _chunk("Setup is quick. Gizmos need 12 volts to run.", 0)
+    second = _chunk("Gizmos need 12 volts to run. A gizmo draws 2 amps at 12 volts.", 1)
+    bm25 = BM25Index().fit([first.text, second.text, "T\nfiller text", "T\nother filler"])
+    ans = _ask("How many volts does a gizmo need to run?", [first, second], bm25)
+    assert ans.sentences == ["Gizmos need 12 volts to run. [1]",
+                             "A gizmo draws 2 amps at 12 volts. [2]"]
+
+
 def _chunk(body: str, n: int = 0) -> Chunk:
     return Chunk(f"d#{n}", "d", f"T\n{body}", heading="T")
 

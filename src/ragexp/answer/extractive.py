@@ -6,7 +6,8 @@ scored by the idf-weighted share of the question's terms it holds,
 best ``max_sentences`` are kept, ranked by that score halved (``QUANTITY_MISSING``) for a
 sentence without a digit when the question asks for a quantity (``how long``, ``how many``,
 ``what size``, ...: the expected answer type of TREC QA systems, Moldovan et al., ACL 2000),
-each tagged ``[n]`` for its chunk, and passed through the shared citation checker
+each tagged ``[n]`` for its chunk (a sentence that overlapping chunks both hold is kept once,
+for the first), and passed through the shared citation checker
 (:func:`ragexp.answer.base.finish`).
 
 Sentences are read as text, not as markdown source (``text.markdown.body_lines``): a sentence
@@ -114,8 +115,12 @@ class ExtractiveAnswerer:
                     if score >= self.min_overlap and word_count(sentence) >= 3:
                         if quantity and not any(ch.isdigit() for ch in sentence):
                             score *= QUANTITY_MISSING
-                        candidates.append((score, -src.n, -rank, f"{sentence} [{src.n}]"))
-        picked = [c[3] for c in sorted(candidates, reverse=True)[:self.max_sentences]]
-        return finish(inp, picked, sources, bm25, self.min_support,
+                        candidates.append((score, -src.n, -rank, sentence))
+        # a sentence in two overlapping chunks is one sentence: shown once, cited by the first
+        picked: dict[str, str] = {}
+        for _, n, _, sentence in sorted(candidates, reverse=True):
+            if len(picked) < self.max_sentences:
+                picked.setdefault(sentence, f"{sentence} [{-n}]")
+        return finish(inp, list(picked.values()), sources, bm25, self.min_support,
                       "no retrieved sentence covers enough of the question, or none kept a "
                       "valid citation")
