@@ -626,6 +626,110 @@ def test_a_sweep_with_many_bad_jobs_lists_ten_and_counts_the_rest(capsys):
     assert listed[9].startswith("  job #10: k=-10 embedder=hash: k=-10 is out of range")
 
 
+def test_a_refused_job_names_its_own_bad_value_beside_the_first_jobs(capsys):
+    """Job #1 holds job #0's bad ``k=0`` and a bad value of its own: its line names that one,
+    not "the same" (which hid ``answer.n_chunks=0`` until the next try)."""
+    lines = _refusal({"answer.n_chunks": "3,0"}, ["k=0"], capsys)
+    assert lines[0].startswith("error: invalid config (job #0: answer.n_chunks=3 ")
+    assert lines[1].startswith("  k=0 is out of range: must be >= 1")
+    assert lines[-2].startswith("  job #1: answer.n_chunks=0 ")
+    assert lines[-2].endswith(": answer.n_chunks=0 is out of range: must be >= 1")
+
+
+def _search(sweeper: str, params: dict, overrides: list[str], capsys) -> tuple[object, list]:
+    """``sweep.check_jobs`` on an Optuna search (``hydra/sweeper=SWEEPER``, its params updated
+    with ``params``) as ``SweepCallback`` calls it before creating anything: what it returned
+    (``None``) or its exit code, and its stderr lines."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
+
+    from ragexp.run import sweep
+    from ragexp.run.app import CONF_DIR
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        master = compose("config", overrides=["embedder=hash", f"hydra/sweeper={sweeper}",
+                                              *overrides], return_hydra_config=True)
+        with open_dict(master):
+            master.hydra.sweeper.params = {**(master.hydra.sweeper.params or {}), **params}
+        try:
+            out = sweep.check_jobs(master)
+        except SystemExit as stopped:
+            out = stopped.code
+    assert not sweep.VALIDATED  # a trial is validated as it starts: its overrides are drawn
+    return out, capsys.readouterr().err.rstrip().splitlines()
+
+
+# An Optuna search refused before its first trial: (sweeper, params, overrides, the search
+# point refused first and its overrides, the problem). Point #0 sets every dimension to its
+# first value, each later point one other choice value or bound (``sweep.search_points``).
+SEARCHES = [
+    ("optuna", {"bm25.k1": "interval(0.5, 2.0)"}, ["retriever=bm25", "k=0"],
+     "#0: bm25.k1=0.5 embedder=hash retriever=bm25 k=0",
+     "k=0 is out of range: must be >= 1"),
+    ("fusion_search", {"fusion.norm": "choice(minmax, bogus)"}, [],
+     "#2: fusion.alpha=0.0 fusion.norm=bogus retriever=hybrid reranker=none fusion=convex "
+     "embedder=hash", "fusion.norm='bogus' is not one of"),
+    ("optuna", {"answer.n_chunks": "int(interval(0, 5))"}, [],
+     "#0: answer.n_chunks=0 embedder=hash",
+     "answer.n_chunks=0 is out of range: must be >= 1"),
+    ("optuna", {"retriever.parts.dense.depth": "range(0, 50, 10)"}, ["retriever=hybrid"],
+     "#0: retriever.parts.dense.depth=0 embedder=hash retriever=hybrid",
+     "retriever.parts.dense.depth=0 is out of range: must be >= 1"),
+]
+
+
+@pytest.mark.parametrize("sweeper,params,overrides,point,problem", SEARCHES,
+                         ids=["fixed k=0", "choice", "interval bound", "range"])
+def test_an_optuna_search_with_a_bad_value_launches_no_trial(sweeper, params, overrides,
+                                                             point, problem, capsys):
+    out, lines = _search(sweeper, params, overrides, capsys)
+    assert out == 2
+    assert lines[0] == f"error: invalid config (search point {point}):"
+    assert lines[1].startswith(f"  {problem}")
+    assert lines[-2].startswith("(checked before the first trial: the fixed overrides with")
+    assert lines[-1] == "nothing was run"
+
+
+def test_a_fixed_bad_override_is_said_once_for_every_search_point(capsys):
+    out, lines = _search("optuna", {"bm25.k1": "interval(0.5, 2.0)", "bm25.b": "choice(0.3, 1)"},
+                         ["retriever=bm25", "k=0"], capsys)
+    assert out == 2
+    assert lines[2] == "2 more of the 3 search points are refused too:"
+    assert [ln.split(": ")[0] for ln in lines[3:5]] == ["  search point #1", "  search point #2"]
+    assert all(ln.endswith(" k=0: the same") for ln in lines[3:5])
+
+
+def test_an_override_optuna_cannot_search_is_refused_naming_it(capsys):
+    out, lines = _search("optuna", {"retriever.parts.dense.depth": "range(50, 0, -10)"},
+                         ["retriever=hybrid"], capsys)
+    assert out == 2
+    assert lines[0].startswith("error: retriever.parts.dense.depth=range(50, 0, -10): Optuna's "
+                               "sweeper cannot search it: The `low` value must be smaller")
+    assert lines[1:] == ["nothing was run"]
+
+
+def test_the_shipped_optuna_searches_pass_and_each_value_is_checked(capsys, monkeypatch):
+    """No false refusal of ``conf/hydra/sweeper/*``; every choice value and both bounds of
+    each interval of ``ragexp_search`` are in some checked config, one dimension moved at a
+    time from the first values."""
+    from ragexp.run import sweep
+
+    checked = []
+    original = sweep.search_points
+    monkeypatch.setattr(sweep, "search_points", lambda config: checked.append(
+        original(config)) or checked[-1])
+    assert _search("fusion_search", {}, [], capsys) == (None, [])
+    assert _search("ragexp_search", {}, [], capsys) == (None, [])
+    points = [dict(o.split("=", 1) for o in ov) for ov in checked[1]]
+    assert len(points) == 1 + 1 + 2 + 1 + 1
+    seen = {key: {p[key] for p in points} for key in points[0]}
+    assert seen["fusion.k"] == {"1", "100"} and seen["chunking.max_words"] == {"60", "120", "250"}
+    assert seen["bm25.k1"] == {"0.5", "2.0"} and seen["bm25.b"] == {"0.3", "1.0"}
+    assert seen["retriever"] == {"hybrid"} and seen["reranker"] == {"none"}
+    first = points[0]
+    assert all(sum(p[k] != first[k] for k in first) == 1 for p in points[1:])
+
+
 @pytest.mark.slow
 def test_the_cli_refuses_a_sweep_with_a_bad_second_job_and_creates_no_run(tmp_path):
     proc = run_ragexp(tmp_path, "-m", "retriever=hybrid", "fusion=combsum",

@@ -272,7 +272,7 @@ def test_a_sweep_whose_composing_child_dies_stops_before_any_job(monkeypatch, ca
     without a parent run."""
     from ragexp.run import sweep
 
-    monkeypatch.setattr(sweep, "composed_and_checked", lambda config, overrides: os._exit(9))
+    monkeypatch.setattr(sweep, "composed_and_checked", lambda config, overrides, noun: os._exit(9))
     initialize, master = _master(["embedder=hash"])
     try:
         with pytest.raises(SystemExit) as stopped:
@@ -323,7 +323,7 @@ def test_a_sweep_imports_what_it_uses_later_while_its_jobs_compose(monkeypatch, 
     monkeypatch.setattr(sweep.tracking, "preload", lambda: None)
     monkeypatch.setattr(sweep, "import_step", lambda m: lambda: asked.append(m))
     monkeypatch.setattr(sweep, "composed_and_checked",
-                        lambda config, overrides: (time.sleep(3), ([], None))[1])
+                        lambda config, overrides, noun: (time.sleep(3), ([], None))[1])
     initialize, master = _master(overrides)
     try:
         with open_dict(master):

@@ -213,23 +213,43 @@ def pd_missing(value) -> bool:
 
 
 @pytest.mark.slow
-def test_an_optuna_search_whose_every_trial_is_refused_ends_failed_saying_why(tmp_path):
-    """Every trial's config refused (``k=5`` under ``R@100``): Optuna's sweeper raises ``No
-    trials are completed yet``. The sweep ends FAILED with that reason and each trial's refusal
-    printed, exit 1, no traceback (``SweepCallback.stopped``)."""
+def test_an_optuna_search_with_a_bad_fixed_override_is_refused_before_any_run(tmp_path):
+    """``k=5`` under ``R@100`` refuses every trial: refused before the first, exit 2, naming
+    the key, no store and so no parent or trial run (each trial failed in turn, then "No
+    trials are completed yet")."""
     proc = run_ragexp(tmp_path, "-m", "hydra/sweeper=optuna", "hydra.sweeper.direction=maximize",
                       "hydra.sweeper.n_trials=2", "k=5", "bm25.k1=interval(0.5,2.0)",
                       "retriever=bm25", "embedder=hash",
+                      f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert proc.stderr.startswith("error: invalid config (search point #0: bm25.k1=0.5 k=5 ")
+    assert proc.stderr.count("k=5 is below the deepest measure cutoff 100 (R@100)") == 1
+    assert proc.stderr.rstrip().endswith("nothing was run")
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "multirun").exists()
+
+
+@pytest.mark.slow
+def test_an_optuna_search_whose_every_trial_fails_ends_failed_saying_why(tmp_path):
+    """Every trial fails as it runs (a questions file that is not JSON, which only reading it
+    finds): Optuna's sweeper raises ``No trials are completed yet``. The sweep ends FAILED with
+    that reason and each trial's failure printed, exit 1, no traceback
+    (``SweepCallback.stopped``)."""
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("not json\n")
+    proc = run_ragexp(tmp_path, "-m", "hydra/sweeper=optuna", "hydra.sweeper.direction=maximize",
+                      "hydra.sweeper.n_trials=2", "bm25.k1=interval(0.5,2.0)",
+                      "retriever=bm25", "embedder=hash", f"dataset.questions={questions}",
                       f"hydra.sweep.dir={tmp_path / 'multirun'}")
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "error: the sweeper stopped: ValueError: No trials are completed yet" in proc.stderr
     assert "sweep FAILED: 2 failed" in proc.stdout
     summary = proc.stdout.split("sweep FAILED: 2 failed", 1)[1]
-    assert len([ln for ln in summary.splitlines() if ln.startswith("  FAILED ")]) == 2
-    assert summary.count("k=5 is below the deepest measure cutoff 100 (R@100)") == 2
+    failed = [ln for ln in summary.splitlines() if ln.startswith("  FAILED ")]
+    assert len(failed) == 2 and all(f"{questions}:1: invalid JSON" in ln for ln in failed)
     df = runs(tmp_path)
     parent = df[df["tags.ragexp.role"] == "sweep"].iloc[0]
-    assert parent["status"] == "FAILED" and len(df) == 1  # no trial got as far as a run
+    assert parent["status"] == "FAILED"
     assert parent["tags.ragexp.error"].startswith("the sweeper stopped: ValueError")
     assert json.loads(parent["tags.ragexp.jobs"]) == {"failed": 2}

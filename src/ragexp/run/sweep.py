@@ -3,7 +3,8 @@
 ``SweepCallback.on_multirun_start`` composes and validates every job's config first (a typo, a
 value a job would refuse in any sweep option, or a sweep that expands to no job at all, such as
 an ``ablation=glob(...)`` matching no ablation, stops the sweep with exit code 2 before anything
-is created), then
+is created; for an Optuna search, whose trials are drawn as it runs, its fixed overrides with
+each choice value and range bound: ``search_points``), then
 delivers results a previous run of this sweep folder kept on disk (``outbox``), closes runs of
 the experiment whose process is gone (``lifecycle.close_abandoned``), and only then creates the
 parent run. ``on_multirun_end`` compares the jobs and writes the page when any job finished or
@@ -34,7 +35,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ragexp.errors import RagexpError
+from ragexp.errors import InvalidValue, RagexpError
 from ragexp.run import forked, validation
 from ragexp.run.compose import task_overrides
 from ragexp.run.console import say
@@ -62,10 +63,7 @@ def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
     from hydra.errors import HydraException
 
     loader = GlobalHydra.instance().config_loader()
-    params = config.hydra.sweeper.get("params") or {}
-    params = OmegaConf.to_container(params, resolve=False) if params else {}  # as typed
-    args = [f"{k}={v}" for k, v in params.items()] + task_overrides(config.hydra)
-    parsed = OverridesParser.create(config_loader=loader).parse_overrides(args)
+    parsed = OverridesParser.create(config_loader=loader).parse_overrides(sweep_arguments(config))
     try:
         batches = BasicSweeper.split_arguments(parsed, None)[0]
     except HydraException:
@@ -75,10 +73,63 @@ def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
     return [list(ov) for ov in batches]
 
 
-def compose_job(config: DictConfig, i: int, overrides: list[str]) -> DictConfig:
-    """Job ``#i``'s config for its ``overrides`` (``sweep_jobs``), composed the way the
-    launcher will compose it. Raises ``HydraException`` naming the job when it does not
-    compose. Pure: what it composed answers Hydra only once ``compose_once`` hands it over."""
+def sweep_arguments(config: DictConfig) -> list[str]:
+    """The sweep's overrides as its sweeper reads them: ``hydra.sweeper.params`` as typed
+    (``key=value``), then the command's."""
+    params = config.hydra.sweeper.get("params") or {}
+    params = OmegaConf.to_container(params, resolve=False) if params else {}  # as typed
+    return [f"{k}={v}" for k, v in params.items()] + task_overrides(config.hydra)
+
+
+OPTUNA = "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"
+
+
+def search_points(config: DictConfig) -> list[list[str]]:
+    """The configs that stand for an Optuna search (``hydra/sweeper=optuna``) before its first
+    trial, as override lists in the form its trials take (search values, then the fixed
+    overrides: the sweeper's own ``_configure_trials``): point #0 sets each search dimension
+    to its first value, each further point changes one dimension to another of its values. A
+    dimension's values are a ``choice``'s every value and a range's or interval's two bounds
+    (Optuna draws both; an interval's are floats unless cast, ``int(interval(1,100))``, so an
+    integer key refuses them as it would every trial's value). So a fixed override, a choice
+    value or a bound that every trial, or the trials that draw it, would refuse is refused
+    before anything runs: the search ran trial after trial, each failing, to "No trials are
+    completed yet". A refusal only of a combination of two dimensions' values is left to the
+    trials that draw it (each trial is validated as it starts). Raises ``InvalidValue`` naming
+    an override the sweeper cannot search (``range(50, 0, -10)``: Optuna's own error, at the
+    search's start, named no key)."""
+    # optuna imports alembic, which logs its plugins' setup at INFO under Hydra's log format;
+    # mlflow, imported after, sets the level it sets here (its loggers' configuration)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    # defer heavy import
+    from hydra_plugins.hydra_optuna_sweeper._impl import create_params_from_overrides
+    from optuna.distributions import CategoricalDistribution
+
+    space, fixed = {}, {}
+    for arg in sweep_arguments(config):  # one at a time, to name the one it cannot search
+        try:
+            dimension, value = create_params_from_overrides([arg])
+        except Exception as exc:
+            raise InvalidValue(f"{arg}: Optuna's sweeper cannot search it: "
+                               f"{' '.join(str(exc).split()) or type(exc).__name__}") from exc
+        space.update(dimension)
+        fixed.update(value)
+    values = {}
+    for name, dist in space.items():
+        if name not in fixed:  # a fixed override takes the dimension out, as the sweeper does
+            drawn = dist.choices if isinstance(dist, CategoricalDistribution) else (
+                dist.low, dist.high)
+            values[name] = list(dict.fromkeys(drawn))
+    first = {name: vals[0] for name, vals in values.items()}
+    points = [first] + [{**first, name: v} for name, vals in values.items() for v in vals[1:]]
+    return [[f"{k}={v}" for k, v in {**point, **fixed}.items()] for point in points]
+
+
+def compose_job(config: DictConfig, name: str, overrides: list[str]) -> DictConfig:
+    """The config of job ``name`` (``job #3``) for its ``overrides`` (``sweep_jobs``), composed
+    the way the launcher will compose it. Raises ``HydraException`` naming the job when it
+    does not compose. Pure: what it composed answers Hydra only once ``compose_once`` hands
+    it over."""
     # defer heavy import
     from hydra.errors import HydraException
 
@@ -86,7 +137,7 @@ def compose_job(config: DictConfig, i: int, overrides: list[str]) -> DictConfig:
         return GlobalHydra.instance().config_loader().load_sweep_config(
             master_config=config, sweep_overrides=overrides)
     except Exception as exc:
-        raise HydraException(f"job #{i} ({' '.join(overrides)}) does not compose: "
+        raise HydraException(f"{name} ({' '.join(overrides)}) does not compose: "
                              f"{validation.composition_error(exc)}") from exc
 
 
@@ -127,7 +178,9 @@ def check_jobs(config: DictConfig) -> list | None:
     """Compose and validate every job; print the first bad job and every bad value in it, a
     line for each other bad job (``composed_and_checked``), or why the sweep has no job, and
     raise ``SystemExit(2)``. Returns the jobs as ``(overrides, config)`` (``None`` when the
-    sweep cannot be expanded), composed once for the whole sweep (``compose_once``). Anything
+    sweep cannot be expanded), composed once for the whole sweep (``compose_once``). An Optuna
+    search's jobs are drawn as it runs: its ``search_points`` are checked the same way
+    instead, and it returns ``None``. Anything
     else that stops the check (the child composing them killed) is ``SystemExit`` too, exit 1,
     naming it: Hydra would only warn of an ``Exception`` raised in a callback and launch the
     jobs without a parent run.
@@ -139,24 +192,29 @@ def check_jobs(config: DictConfig) -> list | None:
     other. The jobs come back pickled, the same configs (``tests/test_forked.py``); the
     refusals are the same."""
     VALIDATED.clear()
+    search = config.hydra.sweeper.get("_target_") == OPTUNA
     try:
-        overrides = sweep_jobs(config)
+        overrides = search_points(config) if search else sweep_jobs(config)
     except Exception as exc:
         refuse(f"{' '.join(str(exc).split())}\nnothing was run")
     if overrides is None:
         return None
+    n_jobs = int(config.hydra.sweeper.n_trials) if search else len(overrides)
     try:
-        with forked.Beside(lambda: composed_and_checked(config, overrides),
+        with forked.Beside(lambda: composed_and_checked(
+                config, overrides, "search point" if search else "job"),
                            "composing the sweep's jobs") as checking:
             if checking.forked:
                 tracking.preload()
-                checking.meanwhile(import_step(m) for m in later_imports(config, len(overrides)))
+                checking.meanwhile(import_step(m) for m in later_imports(config, n_jobs))
             jobs, refusal = checking.result()
     except Exception as exc:
         raise SystemExit(f"error: the sweep could not start, nothing was run: "
                          f"{tracking.error_summary(exc)}") from None
     if refusal is not None:
-        refuse(f"{refusal}\nnothing was run")
+        refuse(f"{refusal}\n{SEARCH_POINTS if search else ''}nothing was run")
+    if search:  # its trials are drawn as it goes: each is validated as it starts
+        return None
     compose_once(GlobalHydra.instance().config_loader(), config, jobs)
     VALIDATED.update(tuple(ov) for ov, _ in jobs)
     return jobs
@@ -193,43 +251,49 @@ def import_step(module: str) -> Callable[[], None]:
 
 
 MORE_REFUSED = 10  # jobs listed after the first refused one, one line each
+SEARCH_POINTS = ("(checked before the first trial: the fixed overrides with every search dimension "
+                 "at its first value, search point #0, then with one other choice value or range "
+                 "bound at a time)\n")
 
 
-def composed_and_checked(config: DictConfig, overrides: list[list[str]]
+def composed_and_checked(config: DictConfig, overrides: list[list[str]], noun: str = "job"
                          ) -> tuple[list | None, str | None]:
     """``(jobs, None)``: each job's ``(overrides, config)`` (``compose_job``), every one
     validated; or ``(None, why)`` when any job does not compose or holds a value its run would
     refuse. ``why`` is the first such job's refusal in full (one line for a composition
-    error), then, when other jobs are refused too, one line for each (its first problem, or
-    "the same" as the first job's; at most ``MORE_REFUSED``, then how many more): a sweep with
-    two bad jobs said only the first, and its user met the second on the next try."""
+    error), then, when other jobs are refused too, one line for each (its first problem the
+    first job's did not say, or "the same"; at most ``MORE_REFUSED``, then how many more): a
+    sweep with two bad jobs said only the first, and its user met the second on the next try,
+    and a job refused for the first job's bad value and one of its own said "the same".
+    ``noun`` names the jobs (``search point`` for an Optuna search's ``search_points``)."""
     # defer heavy import
     from hydra.errors import HydraException
 
     jobs, refused = [], []
     for i, ov in enumerate(overrides):
-        where = f"job #{i}: {' '.join(ov)}"
+        where = f"{noun} #{i}: {' '.join(ov)}"
         try:
-            cfg = compose_job(config, i, ov)
+            cfg = compose_job(config, f"{noun} #{i}", ov)
             validation.validate(cfg, where=where)
             jobs.append((ov, cfg))
         except HydraException as exc:
-            refused.append((where, " ".join(str(exc).split()), None))
+            text = " ".join(str(exc).split())
+            refused.append((where, text, [text.split(" does not compose: ", 1)[-1]], True))
         except validation.ConfigRangeError as exc:
             head, *problems = str(exc).splitlines()
-            refused.append((where, str(exc), problems[0].strip() if problems else head))
+            refused.append((where, str(exc), [p.strip() for p in problems] or [head], False))
     if not refused:
         return jobs, None
-    (_, first, _), more = refused[0], refused[1:]
+    (_, first, said, _), more = refused[0], refused[1:]
     if not more:
         return None, first
-    lines = [f"{first}\n{len(more)} more of the {len(overrides)} jobs are refused too:"]
-    said = refused[0][2]
-    for where, text, problem in more[:MORE_REFUSED]:
-        if problem is None:
-            lines.append(f"  {text}")
-        else:
-            lines.append(f"  {where}: " + ("the same" if problem == said else problem))
+    lines = [f"{first}\n{len(more)} more of the {len(overrides)} {noun}s are refused too:"]
+    for where, text, problems, composed in more[:MORE_REFUSED]:
+        new = [p for p in problems if p not in said]
+        if not new:
+            lines.append(f"  {where}: the same")
+        else:  # a composition error names its job already
+            lines.append(f"  {text}" if composed else f"  {where}: {new[0]}")
     if len(more) > MORE_REFUSED:
         lines.append(f"  ... and {len(more) - MORE_REFUSED} more")
     return None, "\n".join(lines)
