@@ -81,7 +81,7 @@ def test_a_question_without_terms_retrieves_nothing_and_is_counted(tmp_path, ret
     assert result.metrics["rr_at_10"] == pytest.approx(2 / 3)
     table = result.per_question.set_index("id")
     assert not table.loc["q3", "answered"]
-    assert "1 questions have no terms" in caplog.text and "q3" in caplog.text
+    assert "1 question has no terms" in caplog.text and "q3" in caplog.text
 
 
 def test_index_accepts_zero_rows_and_names_a_row_that_is_not_normalised():
@@ -121,8 +121,8 @@ def test_a_document_of_front_matter_only_is_named_as_such(caplog):
     assert "2 documents hold only front matter (metadata, not text: no chunk holds it) and can "\
            "only score 0: lead.md, meta.md" in said
     # "and can only score 0" was false under a dense model, which found such a document first
-    assert "1 documents have no terms (empty, or stopwords only), so BM25 and the hash embedder " \
-           "can only score them 0 (a dense model still reads them): empty.md" in said
+    assert "1 document has no terms (empty, or stopwords only), so BM25 and the hash embedder " \
+           "can only score it 0 (a dense model still reads it): empty.md" in said
 
 
 def test_a_markdown_chunker_that_drops_words_of_beir_passages_says_which(tmp_path, caplog):
@@ -147,5 +147,6 @@ def test_a_markdown_chunker_that_drops_words_of_beir_passages_says_which(tmp_pat
     assert "m1 (its opening --- block is read as front matter, not text)" in said[0]
     assert "t1 (no chunk, though its title or text has words)" in said[0]
     assert "chunking=none indexes every passage whole" in said[0]
-    assert "1 documents have words but no chunk holding any" in caplog.text
-    assert "have no terms (empty, or stopwords only)" not in caplog.text
+    assert "1 document has words but no chunk holding any (the chunking left it out)" \
+        in caplog.text
+    assert "no terms (empty, or stopwords only)" not in caplog.text

@@ -703,13 +703,22 @@ def test_a_question_file_given_twice_is_named_once(tmp_path):
     assert golden_files([one]) == [one]
 
 
-def test_a_question_folder_reads_jsonl_files_in_any_case(tmp_path):
-    # B.JSONL was skipped without a word (the corpus reads README.MD), its questions missing
+def test_a_question_folder_reads_jsonl_files_in_any_case(tmp_path, caplog):
+    # B.JSONL was skipped without a word (the corpus reads README.MD), its questions missing;
+    # so was a .json file of questions
     folder = write_tree(tmp_path / "qs", {"a.jsonl": jsonl([GOOD]),
                                           "B.JSONL": jsonl([{**GOOD, "id": "t-02"}]),
-                                          "notes.json": "{}", "sub/c.jsonl": "",
-                                          "d.jsonl/inside.txt": ""})
-    assert golden_files(folder) == [folder / "B.JSONL", folder / "a.jsonl"]
+                                          "notes.json": "{}", "More.JSON": "{}",
+                                          "sub/c.jsonl": "", "sub/e.json": "",
+                                          "d.jsonl/inside.txt": "", "f.json/inside.txt": ""})
+    with caplog.at_level("WARNING", logger="ragexp.data.golden"):
+        assert golden_files(folder) == [folder / "B.JSONL", folder / "a.jsonl"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{folder}: More.JSON, notes.json not read: questions are JSON Lines files named *.jsonl "
+        f"(one JSON object a line); rename one that holds questions"]
+    caplog.clear()
+    golden_files(folder / "a.jsonl")  # a file given by name: nothing to say of its folder
+    assert not caplog.records
     corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE})
     assert [q.qid for q in load_golden(folder, load_corpus(corpus))] == ["t-02", "t-01"]
 
@@ -756,3 +765,19 @@ def test_a_list_cut_short_says_how_many_it_left_out():
     assert listed(range(10), 4, "; ") == "0; 1; 2; 3; ... and 6 more"
     runs = [({"corpus_hash": h}, {}) for h in "abcdef"]
     assert "(a, b, c, d, ... and 2 more)" in not_comparable(runs)
+
+
+def test_a_count_of_one_reads_as_one(tmp_path, capsys):
+    """``questions check`` on a one-document, one-question set printed "1 documents, 1
+    questions" (``errors.counted``, used wherever a count of one can reach a message)."""
+    from ragexp.errors import counted
+
+    assert [counted(n, "question") for n in (0, 1, 2)] == ["0 questions", "1 question",
+                                                           "2 questions"]
+    assert counted(1, "index", "indexes") == "1 index" and counted(3, "index",
+                                                                   "indexes") == "3 indexes"
+    corpus = write_tree(tmp_path / "corpus", {"guide.md": GUIDE})
+    golden = write_tree(tmp_path / "golden", {"g.jsonl": jsonl([GOOD])})
+    assert cli.main(["questions", "check", "--corpus", str(corpus), "--golden",
+                     str(golden)]) == 0
+    assert capsys.readouterr().out.startswith("1 document, 1 question\n")

@@ -292,3 +292,28 @@ def test_search_and_ask_read_the_run_in_a_child_and_say_what_they_said_here(stor
         assert (done.returncode, done.stdout) == (code, here.out), argv
         assert here.err.strip().splitlines()[-1:] == done.stderr.strip().splitlines()[-1:]
         assert code == (2 if argv[-1] in (ids["failed"], "ffffffffff") else 0)
+
+
+def test_search_and_ask_print_no_empty_heading_for_a_heading_less_document(monkeypatch,
+                                                                           capsys):
+    """A chunk of a document without headings printed ``table.md#7  ()``."""
+    from types import SimpleNamespace
+
+    from ragexp.answer.base import Answer, Source
+    from ragexp.cli import main as cli
+    from ragexp.serving.engine import Hit
+
+    hits = [Hit(1, "table.md#7", "table.md", "", 0.5, "x"),
+            Hit(2, "guide.md#0", "guide.md", "Guide > Setup", 0.25, "y")]
+    sources = [Source(1, "table.md#7", "table.md", ""),
+               Source(2, "guide.md#0", "guide.md", "Guide > Setup")]
+    answer = Answer(question="table?", text="It is so [1][2].", refused=False, signal=0.9,
+                    threshold=0.1, sources=sources)
+    engine = SimpleNamespace(run_id="r1", search=lambda q, k: hits, answer=lambda q: answer)
+    monkeypatch.setattr(cli, "_engine", lambda args, pyfunc=False: engine)
+    assert cli.main(["search", "table", "--run", "r1"]) == 0
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        " 1. 0.5000  table.md#7", " 2. 0.2500  guide.md#0  (Guide > Setup)"]
+    assert cli.main(["ask", "table?", "--run", "r1"]) == 0
+    out = capsys.readouterr().out
+    assert "  [1] table.md\n  [2] guide.md — Guide > Setup\n" in out

@@ -52,6 +52,13 @@ def path_problem(path: str | Path, kind: str) -> str | None:
     return None
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun`` in agreement: ``counted(1, "document")`` -> ``"1 document"``,
+    ``counted(3, "document")`` -> ``"3 documents"`` (``plural`` where adding ``s`` is wrong).
+    A one-document corpus read "1 documents, 1 questions"."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def listed(items: Iterable[object], limit: int, sep: str = ", ") -> str:
     """At most ``limit`` of ``items`` (as ``str``) joined by ``sep``, then ``"... and N more"``
     when some were left out: ``listed("abcdef", 3)`` -> ``"a, b, c, ... and 3 more"``. A message

@@ -269,7 +269,8 @@ def cmd_search(args) -> int:
     engine = _engine(args)
     hits = engine.search(query, k)
     for hit in hits:
-        print(f"{hit.rank:>2}. {hit.score:.4f}  {hit.chunk_id}  ({hit.heading})")
+        heading = f"  ({hit.heading})" if hit.heading else ""  # a heading-less document's
+        print(f"{hit.rank:>2}. {hit.score:.4f}  {hit.chunk_id}{heading}")
         if args.show_text:
             print("    " + " ".join(hit.text.split())[:300])
     if not hits:
@@ -293,7 +294,7 @@ def cmd_ask(args) -> int:
     if not ans.refused:
         print("\nSources:")
         for src in ans.sources:
-            print(f"  [{src.n}] {src.doc_id} — {src.heading}")
+            print(f"  [{src.n}] {src.doc_id}" + (f" — {src.heading}" if src.heading else ""))
     print(f"\n(run {engine.run_id}; confidence {ans.signal:.3f}, refusal threshold "
           f"{ans.threshold:.3f})")
     return 0

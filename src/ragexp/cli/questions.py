@@ -9,7 +9,7 @@ import operator
 import sys
 
 from ragexp.cli import helptext
-from ragexp.errors import RagexpError
+from ragexp.errors import RagexpError, counted
 
 GENERATORS = ("known_item", "llm")
 
@@ -90,7 +90,7 @@ def cmd_generate(args) -> int:
     calls = (f"; {usage['calls']} calls, {usage['tokens_in']} tokens in, {usage['tokens_out']} "
              f"out, {usage['retries']} retries" + (f", ${cost:.4f}" if cost is not None else "")
              if usage else "")
-    print(f"{summary.line()}; {args.out} holds {summary.total} questions{calls}")
+    print(f"{summary.line()}; {args.out} holds {counted(summary.total, 'question')}{calls}")
     if summary.short:
         print(f"warning: {args.out} holds {summary.short}", file=sys.stderr)
     return 0
@@ -117,7 +117,7 @@ def cmd_plan(args) -> int:
     names = compare.run_labels(df)
     needs = plan.pair_needs(scores, args.top)
     have = len(next(iter(scores.values())))
-    print(f"pilot sweep {parent[:8]}: {len(scores)} runs, {have} questions "
+    print(f"pilot sweep {parent[:8]}: {counted(len(scores), 'run')}, {counted(have, 'question')} "
           f"(objective_source={source}), {objective}; the top {min(args.top, len(scores))} by "
           f"mean, every pair, closest first:\n")
     rows = [{"better": names[p.a], "worse": names[p.b], f"Δ {objective}": f"{p.delta:+.3f}",

@@ -46,7 +46,7 @@ import yaml
 
 from ragexp.data import readers, shipped, split
 from ragexp.data.readers import label, shown
-from ragexp.errors import InvalidValue, MissingInput, listed, path_problem
+from ragexp.errors import InvalidValue, MissingInput, counted, listed, path_problem
 from ragexp.records import HAND, OVERALL, UNANSWERABLE, Document, Query, Span
 from ragexp.text import markdown
 from ragexp.text.analysis import content_words, normalize_ws
@@ -166,7 +166,8 @@ def same_text(docs: dict[str, Document]) -> list[list[str]]:
 def golden_files(golden: str | Path | list) -> list[Path]:
     """The question files of ``golden`` (a file or folder, or a list of them): a folder gives
     its files named ``*.jsonl`` in any case (``A.JSONL`` from a Windows tool was skipped without
-    a word, its questions missing from every mean), sorted, not those of its subfolders. Raises
+    a word, its questions missing from every mean), sorted, not those of its subfolders; its
+    ``*.json`` files are named in a warning, not read (one was skipped without a word). Raises
     ``MissingInput`` for a path that is not there or a folder without one, ``InvalidValue`` for
     a file given twice."""
     paths = golden if isinstance(golden, (list, tuple)) else [golden]
@@ -175,6 +176,11 @@ def golden_files(golden: str | Path | list) -> list[Path]:
         if p.is_dir():
             files.extend(sorted(f for f in p.iterdir()
                                 if f.suffix.lower() == ".jsonl" and f.is_file()))
+            if json_files := sorted(f.name for f in p.iterdir()
+                                    if f.suffix.lower() == ".json" and f.is_file()):
+                log.warning("%s: %s not read: questions are JSON Lines files named *.jsonl "
+                            "(one JSON object a line); rename one that holds questions",
+                            p, listed(json_files, 3))
         elif p.is_file():
             files.append(p)
         else:
@@ -555,7 +561,7 @@ def kind_counts(queries: list[Query]) -> dict[str, int]:
 def counts_table(n_docs: int, queries: Sequence[Query]) -> str:
     """The counts ``ragexp questions check`` prints: documents and questions, then a markdown
     table of questions per kind (``kind_counts``) with the total."""
-    lines = [f"{n_docs} documents, {len(queries)} questions", "",
+    lines = [f"{counted(n_docs, 'document')}, {counted(len(queries), 'question')}", "",
              "| kind | questions |", "|---|---|",
              *(f"| {kind} | {n} |" for kind, n in kind_counts(queries).items()),
              f"| total | {len(queries)} |"]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from ragexp.data.readers import DataError
-from ragexp.errors import InvalidValue
+from ragexp.errors import InvalidValue, counted
 from ragexp.records import Chunk, Document, Qrels, Query
 
 SPLITS = ("dev", "test", "all")
@@ -58,7 +58,7 @@ def rule(requested: str, chosen: str, own_split: str | None, scored: int, total:
     else:
         why = (f"ragexp's seeded dev/test split (seed {seed}, test share {test_share}, "
                f"stratified by kind): choose on dev, confirm on test")
-    return f"scoring {scored} of {total} questions: rule {how}, {why}"
+    return f"scoring {scored} of {counted(total, 'question')}: rule {how}, {why}"
 
 
 def _digest(seed: int, kind: str, qid: str) -> str:
@@ -109,7 +109,7 @@ def too_small(queries: list[Query], side: str, seed: int, test_share: float) -> 
         return None
     n = sum(assigned[q.qid] == side for q in queries)
     return (f"split {side!r} (seed {seed}, test share {test_share}) holds {n} of the "
-            f"{len(queries)} questions and no answerable one: each kind puts "
+            f"{counted(len(queries), 'question')} and no answerable one: each kind puts "
             f"floor({test_share} x its questions + 0.5) in test (a kind of one question: that "
             f"one), the rest in dev; score every question with split=all (nothing is then held "
             f"out for ragexp confirm), or add questions")
@@ -132,7 +132,7 @@ class SplitDataset:
         side = assign(queries, self.seed, self.test_share)
         self._queries = [q for q in queries if self.split == "all" or side[q.qid] == self.split]
         if not self._queries:
-            raise EmptySplit(f"{self.inner.name!r}: scoring 0 of {len(queries)} questions: "
+            raise EmptySplit(f"{self.inner.name!r}: scoring 0 of {counted(len(queries), 'question')}: "
                              + too_small(queries, self.split, self.seed, self.test_share))
         self._ids = {q.qid for q in self._queries}
 

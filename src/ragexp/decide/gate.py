@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ragexp.decide import compare, labels, sources
-from ragexp.errors import InvalidValue, listed
+from ragexp.errors import InvalidValue, counted, listed
 from ragexp.evaluation import significance, stats
 from ragexp.evaluation.stats import ALL, Paired
 from ragexp.records import HAND
@@ -120,7 +120,7 @@ class Verdict:
                 for t in overall) + ")"
         if not kinds:
             return "PASS"
-        shown = listed((f"{t.measure} {t.kind} {t.mean_diff:+.3f} ({t.n} questions)"
+        shown = listed((f"{t.measure} {t.kind} {t.mean_diff:+.3f} ({counted(t.n, 'question')})"
                         for t in kinds), 3)
         return (f"PASS (inconclusive for {len(kinds)} kind(s): {shown} beyond the margin, "
                 f"not significant: too few questions of the kind to tell)")
@@ -130,7 +130,7 @@ def _power(t: Paired) -> str:
     """How far ``t``'s questions are from detecting its difference (80% power)."""
     needed = t.n_needed
     if math.isnan(needed) or math.isinf(needed):
-        return f"no power estimate from {t.n} questions (too few, or differences without spread)"
+        return f"no power estimate from {counted(t.n, 'question')} (too few, or differences without spread)"
     return (f"{t.n} of the {significance.format_n_needed(needed)} questions needed to detect "
             f"this difference")
 

@@ -26,7 +26,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from ragexp.errors import InvalidValue
+from ragexp.errors import InvalidValue, counted
 from ragexp.evaluation import significance, stats
 from ragexp.records import HAND, OVERALL
 
@@ -140,7 +140,7 @@ def lines(chosen: Mapping[str, Choice], pairs: list[Agreement], label: Mapping[s
     if not chosen:
         return []
     out = [f"by source ({objective}; objective_source={deciding_source} decides): " + "; ".join(
-        f"{c.source} ({c.n} questions) best {label.get(c.best, c.best[:8])}, "
+        f"{c.source} ({counted(c.n, 'question')}) best {label.get(c.best, c.best[:8])}, "
         f"{len(c.tied)} tied with it" for c in chosen.values())]
     for p in pairs:
         only = [f"{s} only: " + ", ".join(label.get(r, r[:8]) for r in mine if r not in theirs)

@@ -15,7 +15,7 @@ from typing import Mapping, NamedTuple, Sequence
 import numpy as np
 import pandas as pd
 
-from ragexp.errors import RagexpError, listed
+from ragexp.errors import RagexpError, counted, listed
 from ragexp.evaluation import measures, stats
 from ragexp.evaluation.stats import ALL, Paired
 
@@ -166,8 +166,8 @@ def no_interval(n: int) -> str:
     bootstrap gave none."""
     least = stats.least_testable_n()
     if n < least:
-        return f"{n} question{'' if n == 1 else 's'}; an interval needs at least {least}"
-    return f"no bootstrap interval from {n} questions"
+        return f"{counted(n, 'question')}; an interval needs at least {least}"
+    return f"no bootstrap interval from {counted(n, 'question')}"
 
 
 def format_n_needed(n: float) -> str:

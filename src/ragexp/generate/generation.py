@@ -16,7 +16,7 @@ from typing import Protocol, Sequence
 
 from tqdm import tqdm
 
-from ragexp.errors import InvalidValue, MissingInput
+from ragexp.errors import InvalidValue, MissingInput, counted
 from ragexp.generate.filters import Filters
 from ragexp.generate.outfile import QuestionFile
 from ragexp.generate.passages import MIN_WORDS, Job, Passage, jobs, passages_of
@@ -95,7 +95,7 @@ def generate(docs: Sequence[Document], generator: Generator, settings: Settings,
     passages = passages_of(docs)
     if not passages:
         raise MissingInput(f"the corpus has no passage of {MIN_WORDS}+ words to write questions "
-                           f"from ({len(docs)} documents)")
+                           f"from ({counted(len(docs), 'document')})")
     file = QuestionFile(out)
     _check_same_run(file, generator, settings.seed)
     by_id = {d.doc_id: d for d in docs}

@@ -25,7 +25,7 @@ import pandas as pd
 
 from ragexp.data import files
 from ragexp.decide import compare, sources
-from ragexp.errors import InvalidValue
+from ragexp.errors import InvalidValue, counted
 from ragexp.evaluation import measures as measures_mod
 from ragexp.evaluation import question_failures, significance, stats
 from ragexp.evaluation.stats import ALL
@@ -378,7 +378,7 @@ def build(data: SweepData, method: str = "holm") -> tuple[str, str]:
     whole = data.previous_status in (None, "FINISHED")
     prev = (f"previous sweep {data.previous_id[:8]}"
             + ("" if whole else f" ({data.previous_status}: incomplete)")
-            + f" ({len(data.previous_match)} of {len(data.runs)} runs matched by configuration "
+            + f" ({len(data.previous_match)} of {counted(len(data.runs), 'run')} matched by configuration "
               f"or name)" if data.previous_id else "no previous sweep")
     champ = (f"champion run {data.champion['run_id'].iloc[0][:8]}"
              if data.champion is not None else "no champion registered")

@@ -22,7 +22,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp.data import shipped
-from ragexp.errors import InvalidValue, RagexpError
+from ragexp.errors import InvalidValue, RagexpError, counted
 from ragexp.index.resources import Resources
 from ragexp.run import build, schema, sweep, validation
 from ragexp.run.pipeline import read_corpus
@@ -70,8 +70,8 @@ class Embedded:
     cached: int
 
     def line(self) -> str:
-        return (f"shard {self.shard.index}/{self.shard.count}: {self.passages} passages, "
-                f"{self.questions} questions; embedded {self.embedded}, already cached "
+        return (f"shard {self.shard.index}/{self.shard.count}: {counted(self.passages, 'passage')}, "
+                f"{counted(self.questions, 'question')}; embedded {self.embedded}, already cached "
                 f"{self.cached}")
 
 

@@ -24,7 +24,7 @@ from ragexp.answer.judge import Judge, JudgeResult, NoJudge
 from ragexp.data import units
 from ragexp.data.datasets import Dataset
 from ragexp.data.docrank import collapse_to_documents, rank_documents
-from ragexp.errors import InvalidValue
+from ragexp.errors import InvalidValue, counted, listed
 from ragexp.evaluation import measures as measures_mod
 from ragexp.evaluation import metrics
 from ragexp.evaluation.attribution import rerank_attribution
@@ -240,7 +240,8 @@ def read_corpus(dataset: Dataset, chunker: Chunker, store: StageStore) -> Corpus
     parents = answer_context(chunker, docs, chunks)
     judged = judged_chunks(chunks, parents)
     qrels = dataset.qrels(judged)
-    log.info("%d documents -> %d chunks; %d questions", len(docs), len(chunks), len(queries))
+    log.info("%s -> %s; %s", counted(len(docs), "document"), counted(len(chunks), "chunk"),
+             counted(len(queries), "question"))
     if plain_text:
         lost = markup_losses(docs, chunks)
         if lost:
@@ -455,8 +456,8 @@ def without_terms(docs, res: Resources, queries, titled: bool = False) -> dict[s
     lengths = res.terms.lengths()
     chunks = res.chunks
     with_terms = {chunks[i].doc_id for i in np.flatnonzero(lengths)}
-    empty = {"documents": [d.doc_id for d in docs if d.doc_id not in with_terms],
-             "questions": [q.qid for q in queries if not tokenize(q.text)]}
+    empty = {"document": [d.doc_id for d in docs if d.doc_id not in with_terms],
+             "question": [q.qid for q in queries if not tokenize(q.text)]}
 
     def only_front_matter(text: str) -> bool:
         start = markdown.text_start(text)
@@ -465,22 +466,27 @@ def without_terms(docs, res: Resources, queries, titled: bool = False) -> dict[s
     meta_only = sorted(d.doc_id for d in docs
                        if d.doc_id not in with_terms and only_front_matter(d.text))
     if meta_only:
-        log.warning("%d documents hold only front matter (metadata, not text: no chunk holds "
-                    "it) and can only score 0: %s", len(meta_only), ", ".join(meta_only[:5]))
+        one = len(meta_only) == 1
+        log.warning("%s %s only front matter (metadata, not text: no chunk holds it) and can "
+                    "only score 0: %s", counted(len(meta_only), "document"),
+                    "holds" if one else "hold", listed(meta_only, 5))
     worded = {d.doc_id for d in docs if d.doc_id not in with_terms and d.doc_id not in meta_only
               and tokenize(f"{d.title} {d.text}" if titled else d.text)}
     if worded:  # the chunking left their words out (a title with no text, markup only)
-        log.warning("%d documents have words but no chunk holding any (the chunking left them "
-                    "out) and can only score 0: %s", len(worded), ", ".join(sorted(worded)[:5]))
+        one = len(worded) == 1
+        log.warning("%s %s words but no chunk holding any (the chunking left %s out) and "
+                    "can only score 0: %s", counted(len(worded), "document"),
+                    "has" if one else "have", "it" if one else "them", listed(sorted(worded), 5))
     for what, ids in empty.items():
         ids = [i for i in ids if i not in meta_only and i not in worded]
         if ids:
-            log.warning("%d %s have no terms (empty, or stopwords only), so BM25 and the hash "
-                        "embedder can only score them 0 (a dense model still reads them): %s",
-                        len(ids), what, ", ".join(ids[:5]))
-    return {"data.docs_without_terms": float(len(empty["documents"])),
+            has, them = ("has", "it") if len(ids) == 1 else ("have", "them")
+            log.warning("%s %s no terms (empty, or stopwords only), so BM25 and the hash "
+                        "embedder can only score %s 0 (a dense model still reads %s): %s",
+                        counted(len(ids), what), has, them, them, listed(ids, 5))
+    return {"data.docs_without_terms": float(len(empty["document"])),
             "data.chunks_without_terms": float((lengths == 0).sum()),
-            "data.queries_without_terms": float(len(empty["questions"]))}
+            "data.queries_without_terms": float(len(empty["question"]))}
 
 
 def _latency(rank_judged: Callable, texts: dict[str, str], res: Resources,
