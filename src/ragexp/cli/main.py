@@ -12,7 +12,7 @@ from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
 
-from ragexp import __version__
+from ragexp import __version__, handed_over
 from ragexp.cli import process
 from ragexp.errors import RagexpError
 from ragexp.run.console import reader_left
@@ -610,10 +610,11 @@ def is_command(word: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    args = parser().parse_args(argv)
     try:
+        handed_over()  # a stop from here is this function's (Ctrl-C: exit 130)
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        args = parser().parse_args(argv)
         code = args.fn(args)
         sys.stdout.flush()  # a closed pipe raises here, inside the try
         return code

@@ -25,6 +25,8 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+from ragexp import NOTHING_RUN
+
 log = logging.getLogger(__name__)
 
 PID_TAG, HOST_TAG, START_TAG = "ragexp.pid", "ragexp.host", "ragexp.pid_start"
@@ -59,7 +61,8 @@ def _on_signal(signum, frame) -> None:
 
 def install_signal_handlers() -> None:
     """SIGTERM/SIGINT raise in the main thread; an exit hook closes runs still registered.
-    Idempotent; outside the main thread (a launcher's worker thread) only the hook is set."""
+    Idempotent; outside the main thread (a launcher's worker thread) only the hook is set.
+    Replaces the start-up guard (``ragexp.handed_over``): from here a stop is the run's."""
     if _installed:
         return
     _installed.append(True)
@@ -142,7 +145,7 @@ def stop_summary() -> str:
     ended KILLED" of a parent KILLED and jobs FINISHED."""
     killed, started = stopped_runs(), len(_ever_opened)
     if not started:
-        return "no run was created, nothing was run"
+        return NOTHING_RUN
     if not killed:
         return "every run it started had ended before the stop (none is ended KILLED)"
     if killed >= started:
