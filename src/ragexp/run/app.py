@@ -30,7 +30,7 @@ from ragexp.evaluation import measures
 from ragexp.report.abstain_svg import abstain_svg
 from ragexp.run import build as stages
 from ragexp.run import inputs as run_inputs
-from ragexp.run import repeats, schema, validation
+from ragexp.run import repeats, run_folder, schema, validation
 from ragexp.run.compose import task_overrides, warn_shadowed
 from ragexp.run.console import say
 from ragexp.run.pipeline import RunResult, run_experiment
@@ -245,6 +245,7 @@ def main(cfg: DictConfig) -> float | None:
         out = run_logged(cfg)
     except validation.ConfigRangeError as exc:
         if not in_sweep:
+            run_folder.remove_if_refused()
             refuse(f"{exc}\nnothing was run")
         failed_before_its_run(exc, str(exc))
         log.error("%s", exc)
@@ -259,6 +260,8 @@ def main(cfg: DictConfig) -> float | None:
         if in_sweep:
             log.error("the sweep goes on and reports failed jobs at the end")
             return None
+        if refused_input(exc):
+            run_folder.remove_if_refused()  # only where no run left anything in it
         if cfg.verbose:
             raise
         # a refused input exits 2: the message said what and where, nothing more to show

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from ragexp.data import shipped
 from ragexp.errors import InvalidValue, RagexpError, counted
 from ragexp.index.resources import Resources
-from ragexp.run import build, schema, sweep, validation
+from ragexp.run import build, run_folder, schema, sweep, validation
 from ragexp.run.pipeline import read_corpus
 
 schema.register()
@@ -114,6 +114,7 @@ def main(cfg: DictConfig) -> None:
         shard = Shard.parse(OmegaConf.select(cfg, "shard", default="0/1"), key="shard")
         print(embed_shard(cfg, shard).line())
     except RagexpError as exc:
+        run_folder.remove_if_refused()
         sys.exit(f"error: {exc}")
 
 
