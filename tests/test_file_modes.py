@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -117,3 +118,71 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
         files.write_atomic(target, broken)
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+
+
+# The paths each writer writes (``test_an_existing_file_keeps_its_mode``'s), for the links below.
+NAMES = {"write_atomic": ["a.txt"], "report --html/--chart": ["r.html", "c.svg"],
+         "trec.write_run": ["run.trec"], "traces mine --out": ["c.jsonl"]}
+
+
+@pytest.mark.parametrize("writer", NAMES)
+def test_a_symlink_is_written_through_and_stays_a_link(tmp_path, monkeypatch, umask, writer):
+    """As ``open(path, "w")`` writes: the link's target gets the content and keeps its mode,
+    the link stays a link (before, the temporary file replaced the link with a copy and the
+    target kept its old content). The temporary file is made beside the target, in another
+    folder, through a chain of two links, one of them relative."""
+    out, store = tmp_path / "out", tmp_path / "store"
+    out.mkdir()
+    store.mkdir()
+    for name in NAMES[writer]:
+        (store / name).write_text("old")
+        (store / name).chmod(0o640)
+        (store / f"via-{name}").symlink_to(name)  # relative, inside store
+        (out / name).symlink_to(store / f"via-{name}")
+    written = WRITERS[writer](out, monkeypatch)
+    for path in written:
+        assert path.is_symlink() and (store / path.name).is_file()
+        assert (store / path.name).read_text() not in ("", "old")
+        assert mode(store / path.name) == 0o640
+    assert sorted(p.name for p in out.iterdir()) == sorted(NAMES[writer])
+    assert not list(tmp_path.rglob("*.part"))
+
+
+def test_a_dangling_symlink_gets_its_target_created_as_open_would(tmp_path, umask):
+    (tmp_path / "store").mkdir()
+    link = tmp_path / "latest.txt"
+    link.symlink_to(tmp_path / "store" / "7.txt")
+    files.write_atomic(link, "seven")
+    assert link.is_symlink() and (tmp_path / "store" / "7.txt").read_text() == "seven"
+    assert mode(tmp_path / "store" / "7.txt") == 0o666 & ~umask
+    nowhere = tmp_path / "nowhere.txt"
+    nowhere.symlink_to(tmp_path / "missing" / "x.txt")  # open() refuses it too
+    with pytest.raises(FileNotFoundError):
+        files.write_atomic(nowhere, "x")
+    assert nowhere.is_symlink() and not (tmp_path / "missing").exists()
+
+
+def test_a_failed_write_all_removes_the_target_it_created_through_a_link(tmp_path):
+    """A dangling link's target that ``write_all`` created is removed when a later file cannot
+    be moved into place (here a folder stands at its path), and the link is left as it was,
+    dangling: the link is never what gets removed."""
+    link = tmp_path / "a.txt"
+    link.symlink_to(tmp_path / "target.txt")
+    (tmp_path / "b.txt").mkdir()
+    with pytest.raises(IsADirectoryError):
+        files.write_all({link: "a", tmp_path / "b.txt": "b"})
+    assert link.is_symlink() and not (tmp_path / "target.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
+
+
+def test_a_run_record_outside_hydra_gets_a_plain_folder_mode(tmp_path, monkeypatch, umask):
+    """``Outbox.create(None)`` (a run with no Hydra job folder) made its folder with
+    ``tempfile.mkdtemp``: 0700 whatever the umask, where every other folder ragexp makes,
+    the record's own ``mlflow_record/`` in it too, gets ``0777 & ~umask``."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    box = Outbox.create(None)
+    made = box.root.parent
+    assert made.parent == tmp_path and made.name.startswith("ragexp-run-")
+    for folder in (made, box.root, box.artifacts):
+        assert mode(folder) == 0o777 & ~umask, (folder, oct(mode(folder)))
+    assert Outbox.create(None).root.parent != made  # each run its own

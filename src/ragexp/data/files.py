@@ -1,4 +1,5 @@
-"""Files written whole or not at all, with the mode a plain ``open(path, "w")`` gives them.
+"""Files written whole or not at all, where and with the mode a plain ``open(path, "w")`` gives
+them; folders made as a plain ``mkdir`` makes them.
 
 Each is written to a temporary file beside its target, then moved into place (``os.replace``,
 atomic on one filesystem), so a reader never sees half a file. The temporary file is created
@@ -6,6 +7,15 @@ with mode 0666, from which the kernel takes the umask as for any new file, and i
 existing target's mode: a new file gets ``0666 & ~umask`` (0644 under umask 022), a file that
 existed keeps its mode. ``tempfile.mkstemp`` creates 0600 whatever the umask, so a report
 written through it was unreadable to anyone else (``-rw-------``, an existing 0644 file too).
+
+A path that is a symbolic link is written through, as ``open`` writes: the target is the file
+the link resolves to (``os.path.realpath``), the temporary file is made beside it and replaces
+it, and the link stays a link. A dangling link gets its target created, as ``open`` creates
+it (its folder must exist: else ``FileNotFoundError``, as from ``open``). Before, the
+temporary file replaced the link itself: a report written to ``latest.html -> runs/7.html``
+turned the link into a copy and left ``runs/7.html`` as it was. One difference from ``open``
+stays, as in any atomic write: a file with other hard links gets a new inode, and its other
+names keep the old content.
 """
 
 from __future__ import annotations
@@ -41,6 +51,22 @@ def beside(path: Path) -> Path:
     raise FileExistsError(f"no free temporary name beside {path}")
 
 
+def new_folder(parent: Path, prefix: str) -> Path:
+    """A new empty folder in ``parent``, ``PREFIX<8 hex>``, made as a plain ``mkdir`` makes one:
+    mode ``0777 & ~umask`` (0755 under umask 022), as every other folder ragexp makes.
+    ``tempfile.mkdtemp`` makes 0700 whatever the umask, so a run's record kept in one (a run
+    outside Hydra) was the only folder of ragexp's no one else could read. Raises ``OSError``
+    when ``parent`` cannot take it."""
+    for _ in range(100):
+        folder = Path(parent) / f"{prefix}{secrets.token_hex(4)}"
+        try:
+            folder.mkdir(0o777)
+        except FileExistsError:
+            continue
+        return folder
+    raise FileExistsError(f"no free folder name {prefix}... in {parent}")
+
+
 def _fill(tmp: Path, content: Content) -> None:
     with open(tmp, "wb") as fh:
         if callable(content):
@@ -52,32 +78,34 @@ def _fill(tmp: Path, content: Content) -> None:
 def write_atomic(path: str | Path, content: Content) -> Path:
     """Write ``content`` to ``path`` whole or not at all and return ``path``: text (UTF-8),
     bytes, or a function given the open binary file (``np.save``, ``pickle.dump``). The mode is
-    a plain ``open``'s (module docstring). On any error the temporary file is removed and the
-    error re-raised; ``path`` is then as it was."""
+    a plain ``open``'s, and so is the file written when ``path`` is a symbolic link: the one it
+    resolves to (module docstring). On any error the temporary file is removed and the error
+    re-raised; ``path`` is then as it was."""
     return write_all({Path(path): content})[0]
 
 
 def write_all(contents: dict[Path, Content]) -> list[Path]:
     """Write every ``{path: content}`` (as ``write_atomic``) or none: each to a temporary file
-    beside its target, then each moved into place. On any failure the temporaries are removed,
-    and so are the targets already moved in that did not exist before (a target that did exist
-    keeps the new content: its old one is gone with the rename). Re-raises the error. Returns
-    the paths, in order."""
+    beside its target (the file a symbolic link resolves to: module docstring), then each moved
+    into place. On any failure the temporaries are removed, and so are the targets already
+    moved in that did not exist before (a target that did exist keeps the new content: its old
+    one is gone with the rename). Re-raises the error. Returns the paths, in order."""
+    targets = {path: Path(os.path.realpath(path)) for path in contents}
     temps: dict[Path, Path] = {}
     moved: list[Path] = []
-    existed = {path: path.exists() for path in contents}
+    existed = {target: target.exists() for target in targets.values()}
     try:
         for path, content in contents.items():
-            temps[path] = beside(path)
+            temps[path] = beside(targets[path])
             _fill(temps[path], content)
         for path, tmp in temps.items():
-            os.replace(tmp, path)
-            moved.append(path)
+            os.replace(tmp, targets[path])
+            moved.append(targets[path])
     except BaseException:
         for tmp in temps.values():
             tmp.unlink(missing_ok=True)
-        for path in moved:
-            if not existed[path]:
-                path.unlink(missing_ok=True)
+        for target in moved:
+            if not existed[target]:
+                target.unlink(missing_ok=True)
         raise
     return list(contents)

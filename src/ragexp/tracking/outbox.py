@@ -35,9 +35,10 @@ class Outbox:
 
     @classmethod
     def create(cls, output_dir: str | Path | None) -> "Outbox":
-        """In the job's output folder; outside Hydra (no folder) in a fresh temporary one."""
-        base = Path(output_dir) if output_dir is not None else Path(
-            tempfile.mkdtemp(prefix="ragexp-run-"))
+        """In the job's output folder; outside Hydra (no folder) in a new one in the temporary
+        folder, ``ragexp-run-<8 hex>``, with a plain ``mkdir``'s mode (``files.new_folder``)."""
+        base = Path(output_dir) if output_dir is not None else files.new_folder(
+            Path(tempfile.gettempdir()), "ragexp-run-")
         (base / RECORD_DIR / "artifacts").mkdir(parents=True, exist_ok=True)
         return cls(base / RECORD_DIR)
 
