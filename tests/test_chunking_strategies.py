@@ -303,14 +303,18 @@ def test_parents_are_whole_sections_with_exact_spans():
     parents = chunker.parents([doc], children)
     assert set(parents) == {c.chunk_id for c in children}
     by_id = {p.chunk_id: p for p in parents.values()}
-    assert sorted(by_id) == ["guide.md#Guide", "guide.md#Guide/Install", "guide.md#Guide/Run"]
-    install = by_id["guide.md#Guide/Install"]
-    # The two "Install" sections are one parent (one section unit), both bodies in order.
+    assert sorted(by_id) == ["guide.md#Guide", "guide.md#Guide/Install",
+                             "guide.md#Guide/Install@2", "guide.md#Guide/Run"]
+    # The two "Install" sections are two parents (two section units), each its own body: one
+    # parent gave a child of the second the first's eleven steps to read
     first = SECTIONS.index("Install step 0")
     last = SECTIONS.index("Install step 11 runs.") + len("Install step 11 runs.")
     again = SECTIONS.index("Again install.")
-    assert install.spans == ((first, last), (again, again + len("Again install.")))
-    assert install.text == ("Guide > Install\n" + SECTIONS[first:last] + "\nAgain install.")
+    install, second = by_id["guide.md#Guide/Install"], by_id["guide.md#Guide/Install@2"]
+    assert install.spans == ((first, last),)
+    assert install.text == "Guide > Install\n" + SECTIONS[first:last]
+    assert (second.spans, second.text) == (((again, again + len("Again install.")),),
+                                           "Guide > Install\nAgain install.")
     for child in children:  # every child lies inside its parent's spans
         parent = parents[child.chunk_id]
         assert all(any(ps <= s and e <= pe for ps, pe in parent.spans) for s, e in child.spans)

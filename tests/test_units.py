@@ -250,3 +250,65 @@ def test_a_document_without_headings_or_title_gets_no_file_name_line():
         assert texts["b.md"].strip() == "To be or not to be.", chunker
         assert texts["c.md"].startswith("Hamlet\n"), chunker
     assert WholeDocumentChunker().chunk([passage])[0].text == "Hamlet\nTo be or not to be."
+
+
+DUPLICATE = ("# Setup\n\nFirst setup section: install the flux capacitor.\n\n# Setup\n\nSecond "
+             "setup section: calibrate the flux capacitor.\n\n## Notes\n\nNote one.\n\n# Other\n\n"
+             "## Notes\n\nNote two about the turbo encabulator.\n")
+
+
+def _duplicate_dataset(tmp_path, unit):
+    docs = write_tree(tmp_path / "docs", {"dup.md": DUPLICATE})
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text(jsonl([{"id": "s1", "kind": "k", "question": "install the flux capacitor",
+                             "answer": "calibrate", "evidence": [
+                                 {"doc": "dup.md", "quote": "Second setup section: calibrate "
+                                                            "the flux capacitor."}]}]))
+    return MarkdownDataset(str(docs), str(qfile), unit=unit)
+
+
+def test_two_sections_of_one_heading_path_are_two_units_under_every_chunking(tmp_path):
+    """Two ``# Setup`` sections of one document were one unit (``dup.md#Setup``), so a question
+    quoting the second was credited for retrieving the first. The second is ``Setup@2``, an id
+    read from the document's headings, so every chunking gives the same units and judgements."""
+    from ragexp.data.units import unit_chunks
+    from ragexp.stages.parent_child import ParentChildChunker
+    from ragexp.stages.semantic_chunking import SemanticChunker
+    from ragexp.stages.sentence_chunking import SentenceChunker
+
+    ds = _duplicate_dataset(tmp_path, "section")
+    hashed = {"_target_": "ragexp.index.embedders.HashEmbedder", "dim": 64}
+    chunkers = [MarkdownChunker(), MarkdownChunker(max_words=10, overlap_words=3),
+                MarkdownChunker(max_words=40, overlap_words=0, include_headings=False),
+                SentenceChunker(sentences=1, overlap_sentences=0), ParentChildChunker(),
+                SemanticChunker(hashed, min_words=0, cache_dir=str(tmp_path / "c"))]
+    units = ["dup.md#Setup", "dup.md#Setup@2", "dup.md#Setup/Notes", "dup.md#Other/Notes"]
+    for chunker in chunkers:
+        chunks = chunker.chunk(ds.documents())
+        assert [u.chunk_id for u in unit_chunks(chunks, "section")] == units, chunker
+        assert ds.qrels(chunks) == {"s1": {"dup.md#Setup@2": 1}}, chunker
+    parents = ParentChildChunker().parents(ds.documents(), ParentChildChunker().chunk(
+        ds.documents()))
+    assert sorted({p.chunk_id for p in parents.values()}) == sorted(units)
+
+
+def test_a_question_on_the_second_of_two_sections_is_not_credited_for_the_first(tmp_path):
+    # BM25 ranks the first Setup (install + flux + capacitor) above the second (flux +
+    # capacitor), which the question quotes: the relevant section is second, RR 0.5 (was 1.0)
+    ds = _duplicate_dataset(tmp_path, "section")
+    result = run_experiment(ds, Stages(MarkdownChunker(), lambda: HashEmbedder(), BM25Retriever,
+                                       NoReranker(), LexicalSignal(),
+                                       cache=EmbeddingCache(str(tmp_path / "c"))),
+                            k=10, measures=_measures(), progress=False)
+    assert list(result.judged["s1"])[:2] == ["dup.md#Setup", "dup.md#Setup@2"]
+    assert result.metrics["rr_at_10"] == 0.5
+
+
+def test_a_heading_that_reads_as_a_repeat_keeps_its_id_and_the_repeat_takes_a_digest():
+    from ragexp.data.units import section_ids
+    from ragexp.records import Document
+
+    doc = Document("d.md", "D", "# Setup@2\n\nLiteral.\n\n# Setup\n\nOne.\n\n# Setup\n\nTwo.\n")
+    ids = section_ids(MarkdownChunker().chunk([doc]))
+    assert ids["d.md#0"] == "d.md#Setup@2" and ids["d.md#1"] == "d.md#Setup"
+    assert ids["d.md#2"].startswith("d.md#Setup@2~") and len(set(ids.values())) == 3

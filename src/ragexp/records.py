@@ -45,13 +45,17 @@ class Span:
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """A retrievable unit. ``spans`` are the source ranges its text came from, which is what lets
-    relevance be decided from evidence offsets rather than chunk ids."""
+    relevance be decided from evidence offsets rather than chunk ids. ``repeat`` tells apart
+    sections of one document under the same ``heading`` path (two ``# Setup``): 0 in the first
+    such section, 1 in the second, ... (``chunking.numbered_sections``), so each is a
+    ``section`` unit of its own (``data.units``)."""
 
     chunk_id: str
     doc_id: str
     text: str
     heading: str = ""
     spans: tuple[tuple[int, int], ...] = ()
+    repeat: int = 0
 
 
 @dataclass(frozen=True, slots=True)

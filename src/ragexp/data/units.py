@@ -1,11 +1,12 @@
 """Scoring units: what a ranking is judged as, independent of what the labels name.
 
-``chunk`` (the retrievable unit itself), ``section`` (a chunk's heading path within its
-document) or ``document``. A chunk ranking becomes a unit ranking by each unit's best chunk
-(MaxP, ``docrank.rank_documents``), retrieved deep enough to fill ``k`` distinct units. A unit
-is judged by the relevance rule itself (``relevance.is_relevant``) on the source text of all its
-chunks, merged (``unit_chunks``), so its judgements do not depend on how it was chunked (labels
-at quote, section or document level all reach every unit).
+``chunk`` (the retrievable unit itself), ``section`` (a chunk's section of its document: its
+heading path, and which of the sections under that path it is) or ``document``. A chunk
+ranking becomes a unit ranking by each unit's best chunk (MaxP, ``docrank.rank_documents``),
+retrieved deep enough to fill ``k`` distinct units. A unit is judged by the relevance rule
+itself (``relevance.is_relevant``) on the source text of all its chunks, merged
+(``unit_chunks``), so its judgements do not depend on how it was chunked (labels at quote,
+section or document level all reach every unit).
 """
 
 from __future__ import annotations
@@ -27,29 +28,36 @@ def check_unit(unit: str, key: str = "dataset.unit") -> str:
 
 
 def section_id(chunk: Chunk) -> str:
-    """``doc#Heading-path/Sub-heading``: whitespace-free (TREC files split on whitespace). Two
-    sections with the same heading path in one document are one unit. Not one-to-one: a title
-    holding ``/`` or ``-`` can give another path's id (``section_ids`` tells them apart)."""
+    """``doc#Heading-path/Sub-heading``: whitespace-free (TREC files split on whitespace). A
+    section under a heading path that an earlier section of its document also has (its
+    ``repeat``, from the document's structure: ``chunking.numbered_sections``) takes ``@`` and
+    its ordinal, ``guide.md#Setup@2``, so it is a unit of its own under every chunking. Not
+    one-to-one: a title holding ``/``, ``-`` or ``@`` can give another path's id
+    (``section_ids`` tells them apart)."""
     path = "/".join(re.sub(r"\s+", "-", p.strip()) for p in chunk.heading.split(" > "))
-    return f"{chunk.doc_id}#{path}"
+    return f"{chunk.doc_id}#{path}" + (f"@{chunk.repeat + 1}" if chunk.repeat else "")
 
 
 def section_ids(chunks: list[Chunk]) -> dict[str, str]:
-    """``{chunk_id: section id}``, one id per heading path of a document: ``section_id``,
-    except where two paths of one document give the same id (a top-level ``Install/Upgrade``
-    beside ``Install > Upgrade``; ``Cold storage`` beside ``Cold-storage``), which made two
-    sections one unit. Then every path but the one the id reads as (``/`` between titles,
-    ``-`` for a space) takes ``~`` and 6 hex digits of its sha256: ``guide.md#Install/Upgrade~
-    3f2a9c``. Ids of paths that collide with none are as ``section_id`` gives them."""
-    by_path = {(c.doc_id, c.heading): section_id(c) for c in chunks}
-    paths_of: dict[str, list[str]] = {}
-    for (_, heading), sid in by_path.items():
-        paths_of.setdefault(sid, []).append(heading)
-    for (doc, heading), sid in by_path.items():
-        if len(paths_of[sid]) > 1 and heading != _read_as(sid[len(doc) + 1:]):
-            digest = hashlib.sha256(heading.encode()).hexdigest()[:6]
-            by_path[(doc, heading)] = f"{sid}~{digest}"
-    return {c.chunk_id: by_path[(c.doc_id, c.heading)] for c in chunks}
+    """``{chunk_id: section id}``, one id per section of a document (heading path and repeat):
+    ``section_id``, except where two sections of one document give the same id (a top-level
+    ``Install/Upgrade`` beside ``Install > Upgrade``; ``Cold storage`` beside ``Cold-storage``;
+    a heading ``Setup@2`` beside a second ``Setup``), which made two sections one unit. Then
+    every section but the one the id reads as (the first under the path the id spells, ``/``
+    between titles, ``-`` for a space) takes ``~`` and 6 hex digits of a sha256 of its path
+    (and repeat, after the first): ``guide.md#Install/Upgrade~3f2a9c``. Ids of sections that
+    collide with none are as ``section_id`` gives them."""
+    by_key = {(c.doc_id, c.heading, c.repeat): section_id(c) for c in chunks}
+    keys_of: dict[str, list[tuple]] = {}
+    for key, sid in by_key.items():
+        keys_of.setdefault(sid, []).append(key)
+    for (doc, heading, repeat), sid in by_key.items():
+        if (len(keys_of[sid]) > 1
+                and (repeat or heading != _read_as(sid[len(doc) + 1:]))):
+            named = heading if not repeat else f"{heading}\0{repeat}"
+            digest = hashlib.sha256(named.encode()).hexdigest()[:6]
+            by_key[(doc, heading, repeat)] = f"{sid}~{digest}"
+    return {c.chunk_id: by_key[(c.doc_id, c.heading, c.repeat)] for c in chunks}
 
 
 def _read_as(path: str) -> str:

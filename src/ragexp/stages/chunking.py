@@ -161,6 +161,20 @@ def parse_sections(doc: Document) -> list[tuple[str, list[Unit]]]:
     return sections or [(path, [unit]) for path, unit in headings]
 
 
+def numbered_sections(doc: Document) -> list[tuple[str, list[Unit], int]]:
+    """``parse_sections(doc)`` with each section's repeat: how many sections before it in the
+    document have the same heading path (0 for the first ``# Setup``, 1 for a second). It comes
+    from the document's structure alone, so a section's unit id (``data.units``) is the same
+    under every chunking; without it two ``# Setup`` sections were one ``section`` unit, and a
+    question quoting the second was credited for retrieving the first."""
+    seen: dict[str, int] = {}
+    out = []
+    for heading, units in parse_sections(doc):
+        out.append((heading, units, seen.get(heading, 0)))
+        seen[heading] = seen.get(heading, 0) + 1
+    return out
+
+
 def heading_line(heading: str, include: bool) -> str:
     """The line a chunk's text starts with: its heading path and a line end, when ``include``
     (``chunking.include_headings``) and the chunk is under a heading; else ``""``."""
@@ -354,14 +368,15 @@ class MarkdownChunker:
         measure, limits = self._measure(), {}
         for doc in docs:
             n = 0
-            for heading, units in parse_sections(doc):
+            for heading, units, repeat in numbered_sections(doc):
                 size, block, overlap = self._limits(heading, limits)
                 units = fit(measure.sized(units), doc.text, size, block, overlap, measure)
                 for window in _windows(units, size, overlap):
                     body = "\n".join(u.text for u in window)
                     text = heading_line(heading, self.include_headings) + body
                     chunks.append(Chunk(chunk_id=f"{doc.doc_id}#{n}", doc_id=doc.doc_id,
-                                        text=text, heading=heading, spans=spans_of(window)))
+                                        text=text, heading=heading, spans=spans_of(window),
+                                        repeat=repeat))
                     n += 1
         return chunks
 

@@ -4,9 +4,10 @@
 query ids must be the dataset's question ids) through the same scoring, per-kind breakdown,
 abstain curve and answerer as ragexp's own retrievers, so ``ragexp compare`` can pair it with them.
 Item ids must be ids of the run's scoring unit (``dataset.unit``): chunk ids
-(``guide.md#3``), section ids (``guide.md#Install/Docker``, as ragexp's ``run.trec`` writes them)
-or document ids. A unit stands in the ranking through its first chunk, which the unit ranking
-collapses back to the unit, so the file's order is what gets scored.
+(``guide.md#3``), section ids (``guide.md#Install/Docker``, ``guide.md#Setup@2`` for a second
+section under one heading path, as ragexp's ``run.trec`` writes them) or document ids. A unit
+stands in the ranking through its first chunk, which the unit ranking collapses back to the
+unit, so the file's order is what gets scored.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ class TrecRunRetriever:
         if unknown:
             hint = {"chunk": "a run that ranks documents is scored with dataset.unit=document",
                     "document": "ids must be document ids (file paths for markdown corpora)",
-                    "section": "section ids look like guide.md#Install/Docker"}[unit]
+                    "section": "section ids look like guide.md#Install/Docker, a second "
+                               "section under one heading path guide.md#Setup@2"}[unit]
             at = first_line_of(path, set(unknown))
             where = f"{path}:{at[0]}" if at else str(path)
             shown = listed((readers.shown(u) for u in unknown), 5)

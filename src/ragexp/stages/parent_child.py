@@ -2,9 +2,9 @@
 
 The children come from any section-keeping chunker (``children``, by default
 ``MarkdownChunker`` with 40-word windows); a child's parent is its section: every unit under
-its heading path in its document (``chunking.parse_sections``; two sections with the same path
-in one document are one parent, as they are one ``section`` unit in ``data.units``; a BEIR
-passage is one section, so its parent is the whole passage).
+its heading path in its document (``chunking.numbered_sections``; two sections with the same
+path in one document are two parents, as they are two ``section`` units in ``data.units``; a
+BEIR passage is one section, so its parent is the whole passage).
 
 What is measured (docs/measuring.md, "Chunking strategies"): what the answerer is given.
 The retriever scores children; each parent scores as its best child (MaxP, as a section or a
@@ -24,7 +24,7 @@ from ragexp.data.units import section_ids, unit_of
 from ragexp.index.embedders import TokenCounter
 from ragexp.records import Chunk, Document
 from ragexp.stages.chunking import (Chunker, MarkdownChunker, TokenSized, heading_line,
-                                    parse_sections)
+                                    numbered_sections)
 
 
 @runtime_checkable
@@ -37,26 +37,22 @@ class ParentChunker(Protocol):
 
 
 def section_parents(docs: Iterable[Document],
-                    include_headings: bool = True) -> dict[tuple[str, str], Chunk]:
-    """``{(doc id, heading path): parent chunk}`` for every section of ``docs``: its id is the
-    section's unit id (``units.section_ids`` over every section of its document), its text the
-    heading path (when ``include_headings``) and then the section's source text, its spans the
-    exact source ranges of that text."""
-    found: dict[tuple[str, str], tuple[str, tuple]] = {}
+                    include_headings: bool = True) -> dict[tuple[str, str, int], Chunk]:
+    """``{(doc id, heading path, repeat): parent chunk}`` for every section of ``docs``
+    (``chunking.numbered_sections``): its id is the section's unit id (``units.section_ids``
+    over every section of its document), its text the heading path (when
+    ``include_headings``) and then the section's source text, its spans the exact source
+    range of that text."""
+    drafts = []
     for doc in docs:
-        for heading, units in parse_sections(doc):
-            span = (units[0].start, units[-1].end)
-            key = (doc.doc_id, heading)
-            held = found.get(key)
-            if held is None:
-                text = heading_line(heading, include_headings)
-                found[key] = (text + doc.text[span[0]:span[1]], (span,))
-            else:
-                found[key] = (f"{held[0]}\n{doc.text[span[0]:span[1]]}", held[1] + (span,))
-    drafts = [Chunk(f"{i}", doc, text, heading, spans)
-              for i, ((doc, heading), (text, spans)) in enumerate(found.items())]
+        for heading, units, repeat in numbered_sections(doc):
+            start, end = units[0].start, units[-1].end
+            drafts.append(Chunk(f"{len(drafts)}", doc.doc_id,
+                                heading_line(heading, include_headings) + doc.text[start:end],
+                                heading, ((start, end),), repeat))
     ids = section_ids(drafts)
-    return {(c.doc_id, c.heading): replace(c, chunk_id=ids[c.chunk_id]) for c in drafts}
+    return {(c.doc_id, c.heading, c.repeat): replace(c, chunk_id=ids[c.chunk_id])
+            for c in drafts}
 
 
 @dataclass(frozen=True)
@@ -87,7 +83,7 @@ class ParentChildChunker:
         A child whose section is not one of ``docs``' (a child chunker that does not keep to
         sections) is its own parent."""
         by_section = section_parents(docs, self.include_headings)
-        return {c.chunk_id: by_section.get((c.doc_id, c.heading), c) for c in chunks}
+        return {c.chunk_id: by_section.get((c.doc_id, c.heading, c.repeat), c) for c in chunks}
 
 
 def read_through(chunks: list[Chunk], parent_of: dict[str, Chunk]) -> list[Chunk]:

@@ -27,7 +27,7 @@ import numpy as np
 from ragexp.errors import InvalidValue
 from ragexp.index.cache import EmbeddingCache
 from ragexp.records import Chunk, Document
-from ragexp.stages.chunking import Unit, fit, parse_sections
+from ragexp.stages.chunking import Unit, fit, numbered_sections
 from ragexp.stages.sentence_chunking import make_chunk, sentence_units
 
 
@@ -97,23 +97,24 @@ class SemanticChunker:
 
     def chunk(self, docs: Iterable[Document]) -> list[Chunk]:
         plan = [(doc, [(heading, fit(sentence_units(doc.text, units), doc.text, self.max_words,
-                                     self.max_words))
-                       for heading, units in parse_sections(doc)])
+                                     self.max_words), repeat)
+                       for heading, units, repeat in numbered_sections(doc)])
                 for doc in docs]
-        texts = [self._context(units, i) for _, sections in plan for _, units in sections
+        texts = [self._context(units, i) for _, sections in plan for _, units, _ in sections
                  for i in range(len(units))]
         vectors, row = self._embed(texts), 0
         chunks: list[Chunk] = []
         for doc, sections in plan:
             distances = []
-            for _, units in sections:
+            for _, units, _ in sections:
                 distances.append(neighbour_distances(vectors[row:row + len(units)]))
                 row += len(units)
             n = 0
-            for (heading, units), cut in zip(sections,
-                                             boundaries(distances, self.breakpoint_percentile)):
+            for (heading, units, repeat), cut in zip(
+                    sections, boundaries(distances, self.breakpoint_percentile)):
                 for group in segment(units, cut, self.min_words, self.max_words):
-                    chunks.append(make_chunk(doc, n, heading, group, self.include_headings))
+                    chunks.append(make_chunk(doc, n, heading, group, self.include_headings,
+                                             repeat))
                     n += 1
         return chunks
 

@@ -1,7 +1,7 @@
 """``chunking=sentences``: ``sentences`` whole sentences per chunk, consecutive chunks sharing
 ``overlap_sentences`` of them.
 
-Sections come from ``chunking.parse_sections`` (a chunk never crosses a heading; a BEIR
+Sections come from ``chunking.numbered_sections`` (a chunk never crosses a heading; a BEIR
 passage, without headings, is one section). Its prose is re-split by a real sentence splitter
 (``text.sentences``: abbreviations, decimals, versions, URLs and inline code stay inside their
 sentence); a list item's sentences are split the same way, a code fence or a table counts as
@@ -19,7 +19,7 @@ from typing import Iterable
 
 from ragexp.errors import InvalidValue
 from ragexp.records import Chunk, Document
-from ragexp.stages.chunking import Unit, fit, heading_line, parse_sections, spans_of
+from ragexp.stages.chunking import Unit, fit, heading_line, numbered_sections, spans_of
 from ragexp.text.analysis import layout_word_count, normalize_ws
 from ragexp.text.sentences import sentence_spans
 
@@ -60,13 +60,14 @@ def sentence_units(text: str, units: list[Unit]) -> list[Unit]:
 
 
 def make_chunk(doc: Document, n: int, heading: str, units: list[Unit],
-               include_headings: bool) -> Chunk:
+               include_headings: bool, repeat: int = 0) -> Chunk:
     """Chunk ``n`` of ``doc`` (id ``doc_id#n``, as ``MarkdownChunker`` numbers them): the units'
-    texts one per line, after the heading path when ``include_headings``."""
+    texts one per line, after the heading path when ``include_headings``; ``repeat`` is its
+    section's (``chunking.numbered_sections``)."""
     body = "\n".join(u.text for u in units)
     return Chunk(chunk_id=f"{doc.doc_id}#{n}", doc_id=doc.doc_id,
                  text=heading_line(heading, include_headings) + body, heading=heading,
-                 spans=spans_of(units))
+                 spans=spans_of(units), repeat=repeat)
 
 
 def sentence_windows(count: int, size: int, overlap: int) -> list[range]:
@@ -110,12 +111,12 @@ class SentenceChunker:
         chunks: list[Chunk] = []
         for doc in docs:
             n = 0
-            for heading, units in parse_sections(doc):
+            for heading, units, repeat in numbered_sections(doc):
                 units = fit(sentence_units(doc.text, units), doc.text, self.max_words,
                             self.max_words)
                 for window in sentence_windows(len(units), self.sentences,
                                                self.overlap_sentences):
                     chunks.append(make_chunk(doc, n, heading, units[window.start:window.stop],
-                                             self.include_headings))
+                                             self.include_headings, repeat))
                     n += 1
         return chunks
