@@ -11,7 +11,7 @@ import pytest
 from ir_measures import RR, Qrel, ScoredDoc
 
 from ragexp.evaluation.measures import DEFAULT, parse_all
-from ragexp.evaluation.metrics import aggregate, first_relevant_rank, per_query
+from ragexp.evaluation.metrics import aggregate, first_relevant_rank, order_free, per_query
 from ragexp.records import Query, ordered
 
 # Every family at several cutoffs, each compared with trec_eval (RR@k is handled apart: below).
@@ -129,3 +129,19 @@ def test_aggregate_overall_and_per_kind():
     kinds = {k.split(".", 1)[1] for k in out if "." in k}
     assert kinds == {"identifier", "semantic", "general"}
     assert len(out) == len(DEFAULT) * 4
+
+
+def test_order_free_measures_are_those_no_order_of_every_unit_can_change():
+    measures = parse_all(["R@1", "R@3", "Success@3", "P@3", "RR@10", "nDCG@10"])
+    names = lambda found: [m.name for m in found]  # noqa: E731
+    # three units, one relevant, all in the top 3: found by every order, first only by some
+    assert names(order_free(measures, {"q": {"a": 1}}, ["a", "b", "c"])) == [
+        "R@3", "Success@3", "P@3"]
+    # one unit: it is every ranking, every measure is fixed
+    assert names(order_free(measures, {"q": {"a": 1}}, ["a"])) == names(measures)
+    # every unit relevant alike: any order is ideal; graded, nDCG (not RR) sees the order
+    assert names(order_free(measures, {"q": {"a": 1, "b": 1}}, ["a", "b"])) == names(measures)
+    assert "nDCG@10" not in names(order_free(measures, {"q": {"a": 2, "b": 1}}, ["a", "b"]))
+    # one query with room for order is enough to keep a measure
+    assert names(order_free(measures, {"q": {"a": 1}, "p": {"a": 1, "b": 1}}, ["a", "b"])) == [
+        "R@3", "Success@3", "P@3"]

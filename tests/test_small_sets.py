@@ -337,6 +337,51 @@ def test_beir_default_scores_its_own_split_whole(tmp_path, mlflow_store, caplog)
     assert len(dev_table) == 2
 
 
+# ---- corpora too small to rank ---------------------------------------------------------------
+
+def test_a_one_document_corpus_warns_that_it_measures_nothing(tmp_path, mlflow_store, caplog):
+    """It scored 1.000 on every measure with only an INFO line ("rank fewer than k"): a run that
+    measures nothing looked perfect. Its one chunk is every ranking, so no configuration can
+    score otherwise: a warning in the output and a tag on the run now say so."""
+    work = write_tree(tmp_path / "work", {
+        "corpus/one.md": "# One\n\nHi there.\n",
+        "golden/q.jsonl": jsonl([{"id": "a", "kind": "f", "question": "hi?", "answer": "hi",
+                                  "evidence": [{"doc": "one.md", "quote": "Hi there."}]}])})
+    with caplog.at_level(logging.INFO, logger="ragexp"):
+        done = record_run(*overrides(work, "split=all"))
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING
+              and "cannot tell configurations apart" in r.getMessage()]
+    assert warned == ["the corpus has one chunk at dataset.unit=chunk (one.md#0), and every "
+                      "question's ranking holds it: every measure scores the same under any "
+                      "configuration, so this run cannot tell configurations apart; add "
+                      "documents that do not answer the questions, so retrieval has something "
+                      "to rank past"]
+    assert done["ndcg_at_10"] == done["r_at_1"] == 1.0
+    tags = tracking.client().get_run(done["run_id"]).data.tags
+    assert tags["ragexp.warning.complete_rankings"] == warned[0]
+
+
+def test_units_within_the_smallest_cutoff_name_the_measures_that_cannot_differ(
+        tmp_path, mlflow_store, caplog):
+    # two documents, each question's one relevant among them: R@5 finds it in any order
+    # (fixed), nDCG@5 ranks it first or second (can differ); with the default measures
+    # Success@1 can differ too and 2 documents are more than its cutoff: no warning
+    work = workspace(tmp_path, FACTUAL)
+    with caplog.at_level(logging.WARNING, logger="ragexp"):
+        done = record_run(*overrides(work, "split=all", "dataset.unit=document",
+                                     "measures=[R@5,nDCG@5]", "objective=nDCG@5"))
+    tags = tracking.client().get_run(done["run_id"]).data.tags
+    assert tags["ragexp.warning.complete_rankings"] == (
+        "every question's ranking holds all 2 documents of the corpus (dataset.unit=document), "
+        "no more than the smallest measure cutoff (R@5): R@5 cannot differ between "
+        "configurations; only nDCG@5 can tell them apart; add documents that do not answer "
+        "the questions, so retrieval has something to rank past")
+    assert tags["ragexp.warning.complete_rankings"] in caplog.text
+    plain = record_run(*overrides(work, "split=all", "dataset.unit=document"))
+    assert "ragexp.warning.complete_rankings" not in tracking.client().get_run(
+        plain["run_id"]).data.tags
+
+
 # ---- runs on tiny sets, through the entry points ---------------------------------------------
 
 def test_a_run_with_no_answerable_question_in_its_split_fails_in_one_line(tmp_path,

@@ -31,6 +31,26 @@ def per_query(ranking: Ranking, qrels: Qrels,
     return out
 
 
+def order_free(measures: Iterable[Measure], qrels: Qrels, units: Iterable[str]
+               ) -> tuple[Measure, ...]:
+    """The ``measures`` that score every query of ``qrels`` the same on every order of
+    ``units`` (ids of every item a ranking can hold): the measures a run whose rankings all
+    hold every unit cannot tell configurations apart on (one unit: all of them; a cutoff at or
+    past the unit count: ``R@k``, ``Success@k``, ``P@k``). Each query is scored on its best
+    order (relevant first, higher grades first) and its worst (that reversed); every measure
+    rewards a relevant item ranked earlier, so equal at both ends is equal at every order."""
+    units = list(units)
+    fixed = []
+    for m in measures:
+        for rel in qrels.values():
+            best = sorted(units, key=lambda u: -rel.get(u, 0))
+            if m(best, rel) != m(best[::-1], rel):
+                break
+        else:
+            fixed.append(m)
+    return tuple(fixed)
+
+
 def aggregate(scores: dict[str, dict[str, float]], queries: Iterable[Query]) -> dict[str, float]:
     """Means overall, per kind and, when the questions come from more than one source (hand-written
     and generated), per source: ``<key>``, ``<key>.<kind>``, ``<key>.source.<source>``, over the

@@ -50,6 +50,8 @@ from ragexp.text import markdown
 from ragexp.text.analysis import tokenize
 
 log = logging.getLogger(__name__)
+# the tag on a run whose rankings all hold every unit of the corpus (``complete_rankings``)
+COMPLETE_TAG = "ragexp.warning.complete_rankings"
 # Questions timed one by one for time.query_p50_ms/p95_ms (``latency_sample``): at 100 the p95
 # lies between the 95th and 96th fastest of them, five slower ones above it.
 LATENCY_SAMPLE = 100
@@ -60,8 +62,9 @@ class RunResult:
     """What one run measured: ``metrics`` (the logged numbers), the per-question table, the
     abstain curve (None without one), the chunk ranking and the ranking at the scoring unit
     (``judged``), the chunks, the embedder that ran (None when no stage used one), the run's
-    ``resources``, the qrels at the scoring unit, and the tags of the judge and of the
-    embedder's window (``truncation.facts``)."""
+    ``resources``, the qrels at the scoring unit, and the tags of the judge, of the
+    embedder's window (``truncation.facts``) and of rankings that hold every unit
+    (``complete_rankings``)."""
 
     metrics: dict[str, float]
     per_question: pd.DataFrame
@@ -160,6 +163,7 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
     judged, ranking, first_stage = retrieve_all(corpus, retriever, stages.reranker, res, k,
                                                latency_sample)
     scores = metrics.per_query(judged, corpus.qrels, measures)
+    complete = complete_rankings(corpus, judged, measures)
     results = metrics.aggregate(scores, corpus.queries)
     results.update(attribute_reranker(corpus, first_stage, judged, k, stages.reranker.top_n,
                                       measures_mod.parse(objective)))
@@ -185,7 +189,50 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
         table[column] = values
     return RunResult(results, table, abstain, ranking, corpus.chunks,
                      res.embedder.identity if res.embedder_used else None, res, judged,
-                     corpus.qrels, {**graded.tags, **window_tags, **part_tags(retriever)})
+                     corpus.qrels, {**graded.tags, **window_tags, **part_tags(retriever),
+                                    **complete})
+
+
+def complete_rankings(corpus: Corpus, judged: Ranking,
+                      measures: tuple[measures_mod.Measure, ...]) -> dict[str, str]:
+    """``{COMPLETE_TAG: why}``, logged as a warning, when every question's ranking (``judged``,
+    at the scoring unit) holds every unit of the corpus and so the measures cannot tell
+    configurations apart: every measure scores the same on every order of them
+    (``metrics.order_free``; one unit, or every unit relevant), or the units are no more than
+    the smallest cutoff and the measures that count what the top k holds score the same. A
+    one-document corpus scored 1.000 on every measure with only an INFO line; else ``{}``."""
+    shortest = min((len(judged.get(q, ())) for q in corpus.qrels), default=0)
+    held: set[str] = set()
+    for unit in corpus.unit_of.values():  # stops early on a corpus larger than a ranking
+        held.add(unit)
+        if len(held) > shortest:
+            return {}
+    if any(not held <= set(judged.get(q, ())) for q in corpus.qrels):
+        return {}
+    fixed = metrics.order_free(measures, corpus.qrels, sorted(held))
+    smallest = min(measures, key=lambda m: m.cutoff)
+    if not fixed or (len(fixed) < len(measures) and len(held) > smallest.cutoff):
+        return {}
+    what = "parent" if corpus.unit == "chunk" and corpus.parents else corpus.unit
+    if len(held) == 1:
+        cause = (f"the corpus has one {what} at dataset.unit={corpus.unit} ({next(iter(held))}), "
+                 f"and every question's ranking holds it")
+    else:
+        cause = (f"every question's ranking holds all {len(held)} {what}s of the corpus "
+                 f"(dataset.unit={corpus.unit})")
+        if len(held) <= smallest.cutoff:
+            cause += f", no more than the smallest measure cutoff ({smallest.name})"
+    if len(fixed) == len(measures):
+        effect = ("every measure scores the same under any configuration, so this run cannot "
+                  "tell configurations apart")
+    else:
+        varying = [m.name for m in measures if m not in fixed]
+        effect = (f"{listed((m.name for m in fixed), 6)} cannot differ between "
+                  f"configurations; only {listed(varying, 6)} can tell them apart")
+    why = (f"{cause}: {effect}; add documents that do not answer the questions, so retrieval "
+           f"has something to rank past")
+    log.warning("%s", why)
+    return {COMPLETE_TAG: why}
 
 
 def part_tags(retriever: Retriever) -> dict[str, str]:
