@@ -142,6 +142,9 @@ def test_the_sample_order_is_stratified_over_documents(docs):
     (["--kinds", "factual"], "not a kind the known_item generator writes"),
     (["--n", "5", "dataset=markdown", "dataset.corpus_dir=EMPTY"], "no markdown documents"),
     (["--n", "5", "dataset=markdown", "dataset.corpus_dir=SHORT"], "no passage"),
+    (["--n", "5", "dataset=beir", "dataset.path=EMPTY"], "EMPTY/corpus.jsonl: no such file: "
+     "questions are written from a BEIR folder's corpus.jsonl (its queries and qrels are not "
+     "read)"),
     (["--n", "5", "generator=nope"],
      "Could not find 'generator/nope'; options in 'generator': known_item, llm"),
     (["--n", "5", "--generator", "llm", "llm.api_key_env=RAGEXP_UNSET_KEY_VAR"],
@@ -159,7 +162,8 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, args, messag
     out = tmp_path / "q.jsonl"
     assert generate(out, *args) == 2
     err = capsys.readouterr().err.strip()
-    assert message in err and len(err.splitlines()) == 1, err
+    assert message.replace("EMPTY", str(tmp_path / "EMPTY")) in err, err
+    assert len(err.splitlines()) == 1, err
     assert not out.exists()
 
 
@@ -169,3 +173,31 @@ def test_an_out_that_cannot_be_written_fails_first(tmp_path, capsys, where):
     assert generate(out, "--n", "5") == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --out") and len(err.splitlines()) == 1
+
+
+def test_a_beir_folder_needs_only_its_corpus_to_write_questions(tmp_path, capsys):
+    """Writing questions reads documents only; a BEIR folder without qrels was refused ("qrels
+    file not found"), and one whose qrels judged nothing relevant too. With or without its
+    queries and qrels, the folder gives the same questions, quoting its passages by id."""
+    texts = {f"d{i}": f"The {w} team ships the {w} release every second Tuesday after the "
+                      f"review meeting closes." for i, w in enumerate(["alpha", "beta", "gamma"])}
+    corpus = "".join(json.dumps({"_id": d, "title": "", "text": t}) + "\n"
+                     for d, t in texts.items())
+    bare, full = tmp_path / "bare", tmp_path / "full"
+    for folder in (bare, full):
+        folder.mkdir()
+        (folder / "corpus.jsonl").write_text(corpus)
+    (full / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "alpha"}) + "\n")
+    (full / "qrels").mkdir()
+    (full / "qrels" / "test.tsv").write_text("q1\td0\t1\n")
+    outs = []
+    for folder in (bare, full):
+        outs.append(tmp_path / f"{folder.name}.jsonl")
+        assert generate(outs[-1], "--n", "3", "dataset=beir", f"dataset.path={folder}") == 0
+    records = lines(outs[0])
+    # ids are named after the file written; the rest is the same
+    assert [{**r, "id": ""} for r in records] == [{**r, "id": ""} for r in lines(outs[1])]
+    assert len(records) == 3
+    for rec in records:
+        (ev,) = rec["evidence"]
+        assert ev["quote"] in texts[ev["doc"]]

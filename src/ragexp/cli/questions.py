@@ -7,26 +7,38 @@ from __future__ import annotations
 import math
 import operator
 import sys
+from pathlib import Path
 
 from ragexp.cli import helptext
-from ragexp.errors import RagexpError, counted
+from ragexp.errors import RagexpError, counted, path_problem
 
 GENERATORS = ("known_item", "llm")
 
 
 def documents(dataset_cfg) -> list:
-    """The documents of a composed ``dataset`` config: a markdown folder is read alone (no
-    question file is needed to write questions for it); any other dataset is instantiated."""
+    """The documents of a composed ``dataset`` config, read alone: a markdown folder without
+    its question files, a BEIR folder's ``corpus.jsonl`` without its queries and qrels (writing
+    questions needs none of them: a BEIR folder without qrels was refused, "qrels file not
+    found"); any other dataset is instantiated. Raises what the readers raise on bad input
+    (``DataError``, ``BeirFormatError``: file and line)."""
     # defer heavy import
-    from hydra.utils import instantiate
+    from hydra.utils import get_class, instantiate
     from omegaconf import OmegaConf
 
     # defer heavy import
+    from ragexp.data.beir import BeirFormatError, read_corpus
+    from ragexp.data.datasets import BeirDataset
     from ragexp.data.golden import load_corpus
 
     corpus_dir = OmegaConf.select(dataset_cfg, "corpus_dir", default=None)
     if corpus_dir is not None:
         return list(load_corpus(corpus_dir).values())
+    if issubclass(get_class(dataset_cfg._target_), BeirDataset):
+        corpus = Path(dataset_cfg.path).expanduser() / "corpus.jsonl"
+        if problem := path_problem(corpus, "file"):
+            raise BeirFormatError(corpus, None, f"{problem}: questions are written from a BEIR "
+                                  f"folder's corpus.jsonl (its queries and qrels are not read)")
+        return read_corpus(corpus)
     return instantiate(dataset_cfg).documents()
 
 
