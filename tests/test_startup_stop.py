@@ -197,3 +197,39 @@ def test_importing_ragexp_keeps_the_interpreters_handlers(tmp_path):
                           cwd=tmp_path, env=cli_env(tmp_path), capture_output=True, text=True,
                           timeout=120)
     assert done.stdout.split() == ["True", "True"], done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("entry", ["module", "script"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_during_a_command_s_work_is_one_line_and_128_plus_the_signal(tmp_path, entry,
+                                                                              sig):
+    """Past the start-up guard a command took a Ctrl-C with Python's own handler and SIGTERM
+    not at all: SIGTERM ended ``ragexp questions check`` by the signal (-15) without a word."""
+    done = stopped_at(tmp_path, entry, "ragexp.data.golden", "questions", "check", sig=sig)
+    assert done.returncode == 128 + sig, done.stderr
+    assert done.stderr.strip().splitlines() == [f"ragexp: stopped by {signal.Signals(sig).name}"]
+    assert "Traceback" not in done.stderr and not done.stdout
+
+
+def test_a_stop_a_library_swallowed_or_wrapped_still_ends_the_command(monkeypatch, capsys):
+    """A Ctrl-C raised inside a garbage-collection callback is printed as "Exception ignored"
+    and lost: ``ragexp compare`` printed its whole table and exited 0. Raised in a class body's
+    ``__set_name__`` it came out as a ``RuntimeError``: exit 1 with a traceback. The recorded
+    signal decides."""
+    from ragexp.cli import main as cli
+    from ragexp.tracking import lifecycle
+
+    monkeypatch.setattr(lifecycle, "_received", [signal.SIGINT])
+    assert cli.main(["questions", "check"]) == 130  # the work ran on to its end
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "ragexp: stopped by SIGINT"
+
+    def wrapped(args, pyfunc=False):
+        raise RuntimeError("Error calling __set_name__ on 'PydanticDescriptorProxy'")
+
+    monkeypatch.setattr(cli, "_engine", wrapped)
+    monkeypatch.setattr(lifecycle, "_received", [signal.SIGTERM])
+    assert cli.main(["search", "x", "--run", "r1"]) == 143
+    assert capsys.readouterr().err.strip() == "ragexp: stopped by SIGTERM"
+    monkeypatch.setattr(lifecycle, "_received", [])
+    with pytest.raises(RuntimeError):  # no stop: the error is the error
+        cli.main(["search", "x", "--run", "r1"])

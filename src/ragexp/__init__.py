@@ -57,15 +57,18 @@ def _stopped_while_starting(signum: int, frame) -> None:
     os._exit(128 + signum)
 
 
-def handed_over() -> None:
-    """The command takes a stop itself from here (its ``try``: ``cli.main.main``; a run replaces
-    the guard with ``tracking.lifecycle.install_signal_handlers``): SIGINT and SIGTERM get back
-    the handlers they had before the guard (Python's ``KeyboardInterrupt``, the default) where
-    the guard is still set. Does nothing in a process the guard left alone."""
+def handed_over() -> bool:
+    """The command takes a stop itself from here (a run replaces the guard with
+    ``tracking.lifecycle.install_signal_handlers``; ``cli.main.main`` does too): SIGINT and
+    SIGTERM get back the handlers they had before the guard (Python's ``KeyboardInterrupt``,
+    the default) where the guard is still set. Returns whether it was set: False in a process
+    the guard left alone (a library import, a test calling ``cli.main.main``)."""
+    guarded = bool(_before_guard)
     for sig, before in _before_guard.items():
         if _signal.getsignal(sig) is _stopped_while_starting:
             _signal.signal(sig, before)
     _before_guard.clear()
+    return guarded
 
 
 if starting_command() is not None:

@@ -24,6 +24,10 @@ from ragexp.tracking.lifecycle import (  # noqa: E402
 )
 
 
+class _Done(SystemExit):
+    """A command's exit code, its stop (if any) already said by ``cli.main.main``."""
+
+
 def _run() -> None:
     """A ``ragexp`` command, or the Hydra app (``run.app.entry``); imported in here, so a
     Ctrl-C during their imports is the one line below, not a traceback."""
@@ -32,9 +36,9 @@ def _run() -> None:
     from ragexp.errors import path_problem
 
     if len(sys.argv) > 1 and (cli.is_command(sys.argv[1]) or sys.argv[1:] == ["--version"]):
-        code = cli.main(sys.argv[1:])  # --version: ragexp's, not Hydra's
+        code = cli.main(sys.argv[1:])  # --version: ragexp's, not Hydra's; a stop is said there
         finishing()
-        sys.exit(code)
+        raise _Done(code)
     if len(sys.argv) > 1 and (meant := cli.near_command(sys.argv[1])):
         print(f"error: no command {sys.argv[1]!r} (did you mean {meant!r}? `ragexp --help` "
               f"lists them); an override is key=value", file=sys.stderr)
@@ -56,6 +60,8 @@ def _run() -> None:
 
 try:
     _run()
+except _Done:
+    raise
 except BaseException as exc:
     # A library may turn the KeyboardInterrupt into its own error (OmegaConf an AttributeError):
     # the signal recorded by lifecycle's handler says what stopped the process.

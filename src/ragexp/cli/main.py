@@ -610,30 +610,50 @@ def is_command(word: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``ragexp`` command line (``argv``: its arguments, default ``sys.argv[1:]``); returns
+    the exit code: 0, 1 (a check said no, or the output's reader left), 2 (refused input),
+    128 + the signal when stopped. In a command's own process (``ragexp.handed_over``) a stop
+    is recorded as it raises (``lifecycle.install_signal_handlers``; SIGTERM too, which ended
+    the process by the signal without a word), so one that a library swallowed ("Exception
+    ignored in ...", the command then ran on to exit 0) or wrapped (a ``RuntimeError`` from a
+    class body's ``__set_name__``) still ends the command as a stop."""
     try:
-        handed_over()  # a stop from here is this function's (Ctrl-C: exit 130)
+        if handed_over():  # a stop from here is this function's (Ctrl-C: exit 130)
+            lifecycle.install_signal_handlers()
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
         args = parser().parse_args(argv)
         code = args.fn(args)
         sys.stdout.flush()  # a closed pipe raises here, inside the try
+        if lifecycle.signal_received() is not None:  # swallowed on the way
+            return _stopped(None)
         return code
     except BrokenPipeError:  # `ragexp compare --format csv | head -1`: the reader left
         reader_left()
         return 1
-    except (KeyboardInterrupt, lifecycle.Interrupted) as exc:  # Ctrl-C; SIGTERM once a run
-        sig = lifecycle.signal_received() or getattr(exc, "signum", signal.SIGINT)  # took it
-        print(f"\nragexp: stopped by {signal.Signals(sig).name}", file=sys.stderr)
-        return 128 + sig  # a run it started is ended KILLED on the way (tracking.runs)
+    except (KeyboardInterrupt, lifecycle.Interrupted) as exc:  # Ctrl-C; SIGTERM
+        return _stopped(exc)  # a run it started is ended KILLED on the way (tracking.runs)
     except RagexpError as exc:  # every verb's user-facing errors: one line, exit 2
+        if lifecycle.signal_received() is not None:
+            return _stopped(exc)
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:
+        if lifecycle.signal_received() is not None:  # a stop another error stands for
+            return _stopped(exc)
         refusal = _refusal(exc)
         if refusal is None:
             raise
         print(f"error: {refusal}", file=sys.stderr)
         return 2
+
+
+def _stopped(exc: BaseException | None) -> int:
+    """The one line of a stopped command and its exit code, 128 + the signal (the one
+    recorded, else the exception's, else SIGINT)."""
+    sig = lifecycle.signal_received() or getattr(exc, "signum", signal.SIGINT)
+    print(f"\nragexp: stopped by {signal.Signals(sig).name}", file=sys.stderr)
+    return 128 + sig
 
 
 def _refusal(exc: BaseException) -> RagexpError | None:
