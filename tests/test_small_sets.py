@@ -350,36 +350,43 @@ def test_a_one_document_corpus_warns_that_it_measures_nothing(tmp_path, mlflow_s
     with caplog.at_level(logging.INFO, logger="ragexp"):
         done = record_run(*overrides(work, "split=all"))
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING
-              and "cannot tell configurations apart" in r.getMessage()]
-    assert warned == ["the corpus has one chunk at dataset.unit=chunk (one.md#0), and every "
-                      "question's ranking holds it: every measure scores the same under any "
-                      "configuration, so this run cannot tell configurations apart; add "
-                      "documents that do not answer the questions, so retrieval has something "
-                      "to rank past"]
+              and "cannot tell them apart" in r.getMessage()]
+    assert warned == ["the corpus has one chunk under this chunking and dataset.unit=chunk "
+                      "(one.md#0), and every question's ranking holds it: every ranking measure "
+                      "scores the same whatever the retriever or reranker, so this run cannot "
+                      "tell them apart; add documents that do not answer the questions, so "
+                      "retrieval has something to rank past"]
     assert done["ndcg_at_10"] == done["r_at_1"] == 1.0
     tags = tracking.client().get_run(done["run_id"]).data.tags
     assert tags["ragexp.warning.complete_rankings"] == warned[0]
 
 
-def test_units_within_the_smallest_cutoff_name_the_measures_that_cannot_differ(
+def test_a_two_document_corpus_names_the_measures_that_cannot_differ(
         tmp_path, mlflow_store, caplog):
     # two documents, each question's one relevant among them: R@5 finds it in any order
-    # (fixed), nDCG@5 ranks it first or second (can differ); with the default measures
-    # Success@1 can differ too and 2 documents are more than its cutoff: no warning
+    # (fixed), nDCG@5 ranks it first or second (can differ). With the default measures
+    # (deepest R@100) it said nothing, though R@3 to R@10 and Success@3 to @10 are fixed too.
     work = workspace(tmp_path, FACTUAL)
     with caplog.at_level(logging.WARNING, logger="ragexp"):
         done = record_run(*overrides(work, "split=all", "dataset.unit=document",
                                      "measures=[R@5,nDCG@5]", "objective=nDCG@5"))
     tags = tracking.client().get_run(done["run_id"]).data.tags
     assert tags["ragexp.warning.complete_rankings"] == (
-        "every question's ranking holds all 2 documents of the corpus (dataset.unit=document), "
-        "no more than the smallest measure cutoff (R@5): R@5 cannot differ between "
-        "configurations; only nDCG@5 can tell them apart; add documents that do not answer "
-        "the questions, so retrieval has something to rank past")
+        "every question's ranking holds all 2 documents of the corpus under this chunking and "
+        "dataset.unit=document: R@5 cannot differ between retrievers or rerankers; only nDCG@5 "
+        "can tell them apart; add documents that do not answer the questions, so retrieval "
+        "has something to rank past")
     assert tags["ragexp.warning.complete_rankings"] in caplog.text
     plain = record_run(*overrides(work, "split=all", "dataset.unit=document"))
-    assert "ragexp.warning.complete_rankings" not in tracking.client().get_run(
-        plain["run_id"]).data.tags
+    said = tracking.client().get_run(plain["run_id"]).data.tags[
+        "ragexp.warning.complete_rankings"]
+    fixed, varying = said.split(": ", 1)[1].split("; add ")[0].split(" cannot differ between "
+                                                                     "retrievers or rerankers; "
+                                                                     "only ")
+    assert set(fixed.split(", ")) == {"Success@3", "Success@5", "Success@10", "R@3", "R@5",
+                                      "R@10", "R@100"}
+    assert set(varying.removesuffix(" can tell them apart").split(", ")) == {
+        "Success@1", "R@1", "RR@10", "nDCG@10"}
 
 
 # ---- runs on tiny sets, through the entry points ---------------------------------------------

@@ -196,11 +196,16 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
 def complete_rankings(corpus: Corpus, judged: Ranking,
                       measures: tuple[measures_mod.Measure, ...]) -> dict[str, str]:
     """``{COMPLETE_TAG: why}``, logged as a warning, when every question's ranking (``judged``,
-    at the scoring unit) holds every unit of the corpus and so the measures cannot tell
-    configurations apart: every measure scores the same on every order of them
-    (``metrics.order_free``; one unit, or every unit relevant), or the units are no more than
-    the smallest cutoff and the measures that count what the top k holds score the same. A
-    one-document corpus scored 1.000 on every measure with only an INFO line; else ``{}``."""
+    at the scoring unit) holds every unit of the corpus and so some measures cannot tell
+    configurations apart: those that score the same on every order of the units
+    (``metrics.order_free``): all of them (one unit, or every unit relevant), any with a cutoff
+    below the deepest measure's (``R@10`` of a 2-document corpus), or any when the units are no
+    more than the smallest cutoff. A fixed measure at
+    the deepest cutoff alone (``R@100`` of the handbook's 22 documents) says nothing of the
+    corpus being small, so it is not warned of. A one-document corpus scored 1.000 on every
+    measure, and a two-document one 1.000 on 7 of 11, with only an INFO line; else ``{}``.
+    What holds for this chunking and ``dataset.unit`` only: another chunking may cut more
+    units."""
     shortest = min((len(judged.get(q, ())) for q in corpus.qrels), default=0)
     held: set[str] = set()
     for unit in corpus.unit_of.values():  # stops early on a corpus larger than a ranking
@@ -210,25 +215,25 @@ def complete_rankings(corpus: Corpus, judged: Ranking,
     if any(not held <= set(judged.get(q, ())) for q in corpus.qrels):
         return {}
     fixed = metrics.order_free(measures, corpus.qrels, sorted(held))
-    smallest = min(measures, key=lambda m: m.cutoff)
-    if not fixed or (len(fixed) < len(measures) and len(held) > smallest.cutoff):
+    deepest, smallest = max(m.cutoff for m in measures), min(m.cutoff for m in measures)
+    if not fixed or (len(fixed) < len(measures) and len(held) > smallest
+                     and all(m.cutoff >= deepest for m in fixed)):
         return {}
     what = "parent" if corpus.unit == "chunk" and corpus.parents else corpus.unit
+    where = f"chunking and dataset.unit={corpus.unit}"
     if len(held) == 1:
-        cause = (f"the corpus has one {what} at dataset.unit={corpus.unit} ({next(iter(held))}), "
-                 f"and every question's ranking holds it")
+        cause = (f"the corpus has one {what} under this {where} ({next(iter(held))}), and "
+                 f"every question's ranking holds it")
     else:
-        cause = (f"every question's ranking holds all {len(held)} {what}s of the corpus "
-                 f"(dataset.unit={corpus.unit})")
-        if len(held) <= smallest.cutoff:
-            cause += f", no more than the smallest measure cutoff ({smallest.name})"
+        cause = (f"every question's ranking holds all {len(held)} {what}s of the corpus under "
+                 f"this {where}")
     if len(fixed) == len(measures):
-        effect = ("every measure scores the same under any configuration, so this run cannot "
-                  "tell configurations apart")
+        effect = ("every ranking measure scores the same whatever the retriever or reranker, "
+                  "so this run cannot tell them apart")
     else:
         varying = [m.name for m in measures if m not in fixed]
-        effect = (f"{listed((m.name for m in fixed), 6)} cannot differ between "
-                  f"configurations; only {listed(varying, 6)} can tell them apart")
+        effect = (f"{listed((m.name for m in fixed), 12)} cannot differ between retrievers or "
+                  f"rerankers; only {listed(varying, 12)} can tell them apart")
     why = (f"{cause}: {effect}; add documents that do not answer the questions, so retrieval "
            f"has something to rank past")
     log.warning("%s", why)
