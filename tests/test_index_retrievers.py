@@ -302,8 +302,11 @@ def test_bm25_says_which_terms_no_passage_holds_or_that_the_query_has_none(broke
     found = bm25.search({"stem": "running brokers", "cjk": "死信", "stop": "the of and?"}, 5)
     assert list(found["stem"]) == ["c0"] and found["cjk"] == {} and found["stop"] == {}
     assert bm25.why_none("死信") == (
-        "no passage shares a term with it: none holds any of its terms after analysis "
+        "no passage shares a term with the query: none holds any of its terms after analysis "
         "(lowercased, stopwords dropped, English words stemmed): 死, 死信, 信")
+    many = " ".join(f"zq{i}x" for i in range(10))  # ten unknown terms: eight named, then a count
+    assert bm25.why_none(many).endswith(": " + ", ".join(f"zq{i}x" for i in range(8))
+                                        + ", ... and 2 more")
     assert bm25.why_none("the of and?") == (
         "the analyser leaves the query no term (it drops stopwords, punctuation and symbols), "
         "and BM25 ranks only passages that share a term with it")

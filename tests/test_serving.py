@@ -243,8 +243,8 @@ def test_search_and_ask_say_why_no_passage_matched_for_the_run_s_retriever(store
     _, ids = store
     assert cli.main(["search", "死信", "--run", ids["bm25"]]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == ["no passage matched the query: no passage shares a term with it: none "
-                   "holds any of its terms after analysis (lowercased, stopwords dropped, "
+    assert out == ["no passage matched the query: no passage shares a term with the query: "
+                   "none holds any of its terms after analysis (lowercased, stopwords dropped, "
                    "English words stemmed): 死, 死信, 信", f"(run {ids['bm25']})"]
     assert cli.main(["search", "死信", "--run", ids["dense"]]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 5 + 1

@@ -5,6 +5,7 @@ which pattern matched nothing and which ablations exist, and creates nothing."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 
@@ -236,11 +237,12 @@ def test_init_folds_accents_to_ascii_and_says_the_name_it_made(tmp_path, capsys,
 def test_init_says_nothing_of_the_documented_lowercase_and_underscore_rule(tmp_path, capsys):
     assert cli.main(["init", str(tmp_path / "My Docs")]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1] == f"Next, in {tmp_path / 'My Docs'}:"
+    # the folder is quoted as a shell reads it: `cd My Docs` went to a folder "My"
+    assert lines[1] == f"Next, in {shlex.quote(str(tmp_path / 'My Docs'))}:"
     assert not any(line.startswith("project name:") for line in lines)
 
 
-@pytest.mark.parametrize("folder", ["文档", "★★", "---", "ドキュメント"])
+@pytest.mark.parametrize("folder", ["文档", "★★", "---", "ドキュメント", "文档 笔记"])
 def test_init_refuses_a_folder_name_with_nothing_ascii_and_asks_for_name(tmp_path, capsys,
                                                                          folder):
     """It wrote a project named ``mydocs`` (or, for ``---``, nothing better) whatever the
@@ -249,8 +251,8 @@ def test_init_refuses_a_folder_name_with_nothing_ascii_and_asks_for_name(tmp_pat
     assert line == (f"error: ragexp init {tmp_path / folder}: the folder's name {folder!r} has no "
                     f"letter or digit that folds to ASCII, so it cannot name the project's "
                     f"config options (dataset=NAME, +ablation=NAME_baseline); give a name made "
-                    f"of {starter.ACCEPTED} with --name, e.g. ragexp init {tmp_path / folder} "
-                    f"--name my_docs")
+                    f"of {starter.ACCEPTED} with --name, e.g. ragexp init "
+                    f"{shlex.quote(str(tmp_path / folder))} --name my_docs")
 
 
 def test_name_names_the_project_in_a_folder_of_any_name(tmp_path, capsys):

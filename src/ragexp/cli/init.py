@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import shlex
 import shutil
 import unicodedata
 from pathlib import Path
@@ -214,11 +215,11 @@ def check_name(folder: Path, name: str | None = None) -> str:
                            f"letter or digit that folds to ASCII, so it cannot name the "
                            f"project's config options (dataset=NAME, +ablation=NAME_baseline); "
                            f"give a name made of {ACCEPTED} with --name, e.g. ragexp init "
-                           f"{folder} --name my_docs")
+                           f"{shlex.quote(str(folder))} --name my_docs")
     problem = name_problem(made)
     if problem:
-        instead = (f"{folder} --name {free_name(made)}" if name is not None
-                   else str(folder.parent / free_name(made)))
+        instead = (f"{shlex.quote(str(folder))} --name {free_name(made)}" if name is not None
+                   else shlex.quote(str(folder.parent / free_name(made))))
         raise InvalidValue(f"ragexp init {folder}: cannot name the project {made!r} (from "
                            f"{source}): {problem}. A name is accepted when it is made of "
                            f"{ACCEPTED}, and names none of ragexp's shipped dataset or ablation "
@@ -290,4 +291,4 @@ def next_steps(folder: str | Path, example: bool, name: str | None = None) -> st
     """What to run next, for the CLI to print (``name``: ``--name``, as given to ``init``)."""
     docs = ("(docs/ and questions.jsonl hold the Brindle handbook example)" if example else
             "put your markdown files in docs/ and your questions in questions.jsonl, then:")
-    return NEXT.format(dir=folder, docs=docs, name=_name(Path(folder), name))
+    return NEXT.format(dir=shlex.quote(str(folder)), docs=docs, name=_name(Path(folder), name))

@@ -77,7 +77,7 @@ class GoldenError(readers.DataError):
         self.problems = problems
         shown = "\n".join(f"  {p}" for p in problems[:20])
         more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
-        super().__init__(f"golden set has {len(problems)} problem(s):\n{shown}{more}")
+        super().__init__(f"golden set has {counted(len(problems), 'problem')}:\n{shown}{more}")
 
 
 def front_matter_meta(text: str, path: str | Path) -> dict:
@@ -163,11 +163,24 @@ def same_text(docs: dict[str, Document]) -> list[list[str]]:
     return sorted(sorted(ids) for ids in by_text.values() if len(ids) > 1)
 
 
+_said: set[tuple] = set()
+
+
+def _once(key: tuple) -> bool:
+    """True the first time ``key`` is seen in this process: a warning about a file is said
+    once, though a run reads its question files four times (a ``.json`` file's, four lines)."""
+    if key in _said:
+        return False
+    _said.add(key)
+    return True
+
+
 def golden_files(golden: str | Path | list) -> list[Path]:
     """The question files of ``golden`` (a file or folder, or a list of them): a folder gives
     its files named ``*.jsonl`` in any case (``A.JSONL`` from a Windows tool was skipped without
     a word, its questions missing from every mean), sorted, not those of its subfolders; its
-    ``*.json`` files are named in a warning, not read (one was skipped without a word). Raises
+    ``*.json`` files are named in a warning (once a process), not read (one was skipped
+    without a word). Raises
     ``MissingInput`` for a path that is not there or a folder without one, ``InvalidValue`` for
     a file given twice."""
     paths = golden if isinstance(golden, (list, tuple)) else [golden]
@@ -176,8 +189,9 @@ def golden_files(golden: str | Path | list) -> list[Path]:
         if p.is_dir():
             files.extend(sorted(f for f in p.iterdir()
                                 if f.suffix.lower() == ".jsonl" and f.is_file()))
-            if json_files := sorted(f.name for f in p.iterdir()
-                                    if f.suffix.lower() == ".json" and f.is_file()):
+            json_files = sorted(f.name for f in p.iterdir()
+                                if f.suffix.lower() == ".json" and f.is_file())
+            if json_files and _once(("json", str(p.resolve()), tuple(json_files))):
                 log.warning("%s: %s not read: questions are JSON Lines files named *.jsonl "
                             "(one JSON object a line); rename one that holds questions",
                             p, listed(json_files, 3))
@@ -604,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     if problems:
-        print(f"{len(problems)} problem(s) found", file=sys.stderr)
+        print(f"{counted(len(problems), 'problem')} found", file=sys.stderr)
         return 1
     return 0
 

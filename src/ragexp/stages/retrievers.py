@@ -15,7 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from ragexp.data.docrank import rank_documents
-from ragexp.errors import InvalidValue
+from ragexp.errors import InvalidValue, listed
 from ragexp.index.bm25 import BM25Params
 from ragexp.index.cutoff import top_k_by_id
 from ragexp.index.embedders import Embedder, EmbedderIdentity
@@ -157,9 +157,9 @@ class BM25Retriever:
         if not terms:
             return ("the analyser leaves the query no term (it drops stopwords, punctuation "
                     "and symbols), and BM25 ranks only passages that share a term with it")
-        shown = ", ".join(terms[:SHOWN_TERMS]) + (", ..." if len(terms) > SHOWN_TERMS else "")
-        return (f"no passage shares a term with it: none holds any of its terms after analysis "
-                f"(lowercased, stopwords dropped, English words stemmed): {shown}")
+        return (f"no passage shares a term with the query: none holds any of its terms after "
+                f"analysis (lowercased, stopwords dropped, English words stemmed): "
+                f"{listed(terms, SHOWN_TERMS)}")
 
     def _search(self, queries: dict[str, str], k: int) -> Ranking:
         qids = list(queries)
