@@ -180,9 +180,8 @@ def golden_files(golden: str | Path | list) -> list[Path]:
     its files named ``*.jsonl`` in any case (``A.JSONL`` from a Windows tool was skipped without
     a word, its questions missing from every mean), sorted, not those of its subfolders; its
     ``*.json`` files are named in a warning (once a process), not read (one was skipped
-    without a word). Raises
-    ``MissingInput`` for a path that is not there or a folder without one, ``InvalidValue`` for
-    a file given twice."""
+    without a word). Raises ``MissingInput`` for a path that is not there or a folder without
+    one, ``InvalidValue`` for a file given twice."""
     paths = golden if isinstance(golden, (list, tuple)) else [golden]
     files: list[Path] = []
     for p in map(Path, paths):

@@ -200,12 +200,11 @@ def complete_rankings(corpus: Corpus, judged: Ranking,
     configurations apart: those that score the same on every order of the units
     (``metrics.order_free``): all of them (one unit, or every unit relevant), any with a cutoff
     below the deepest measure's (``R@10`` of a 2-document corpus), or any when the units are no
-    more than the smallest cutoff. A fixed measure at
-    the deepest cutoff alone (``R@100`` of the handbook's 22 documents) says nothing of the
-    corpus being small, so it is not warned of. A one-document corpus scored 1.000 on every
-    measure, and a two-document one 1.000 on 7 of 11, with only an INFO line; else ``{}``.
-    What holds for this chunking and ``dataset.unit`` only: another chunking may cut more
-    units."""
+    more than the smallest cutoff. A fixed measure at the deepest cutoff alone (``R@100`` of
+    the handbook's 22 documents) says nothing of the corpus being small: not warned of. A
+    one-document corpus scored 1.000 on every measure, and a two-document one 1.000 on 7 of 11,
+    with only an INFO line; else ``{}``. It holds for this chunking and ``dataset.unit`` only:
+    another chunking may cut more units."""
     shortest = min((len(judged.get(q, ())) for q in corpus.qrels), default=0)
     held: set[str] = set()
     for unit in corpus.unit_of.values():  # stops early on a corpus larger than a ranking
