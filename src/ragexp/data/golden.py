@@ -186,10 +186,9 @@ def golden_files(golden: str | Path | list) -> list[Path]:
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files.extend(sorted(f for f in p.iterdir()
-                                if f.suffix.lower() == ".jsonl" and f.is_file()))
-            json_files = sorted(f.name for f in p.iterdir()
-                                if f.suffix.lower() == ".json" and f.is_file())
+            entries = sorted(f for f in p.iterdir() if f.is_file())
+            files.extend(f for f in entries if f.suffix.lower() == ".jsonl")
+            json_files = [f.name for f in entries if f.suffix.lower() == ".json"]
             if json_files and _once(("json", str(p.resolve()), tuple(json_files))):
                 log.warning("%s: %s not read: questions are JSON Lines files named *.jsonl "
                             "(one JSON object a line); rename one that holds questions",
@@ -247,7 +246,7 @@ def _resolve_evidence(qid: str, ev: object, docs: dict[str, Document], bad) -> S
         hint = (f" (the corpus reads only markdown files, {kinds}; a {suffix} file is not read: "
                 f"rename it to .md)"
                 if suffix and not readers.is_markdown(Path(str(ev["doc"]))) else "")
-        if any(p.startswith(".") and p not in (".", "..") for p in str(ev["doc"]).split("/")):
+        if readers.is_hidden(Path(str(ev["doc"]))):
             hint += (" (a file or folder whose name starts with '.' is hidden, not a document "
                      "of the corpus: rename it)")
         bad(f"{qid}: document not found in corpus: {label(ev['doc'])}{hint}"

@@ -79,6 +79,13 @@ def has_markdown_documents(root: Path) -> bool:
     return any(not hidden for _, hidden in _markdown_walk(Path(root)))
 
 
+def is_hidden(relative: Path) -> bool:
+    """Whether a path below a folder (relative to it) is hidden: a part of it, a file's name or
+    a folder's, starts with ``.`` (``.git/x.md``, ``notes/.draft.md``; ``..`` is no name). The
+    one rule of the corpus walk, the golden set's hint and the input digests."""
+    return any(part.startswith(".") and part != ".." for part in relative.parts)
+
+
 def _markdown_walk(root: Path) -> Iterator[tuple[Path, bool]]:
     """``(path, hidden)`` of each markdown file under ``root``, folders in name order. A linked
     folder was skipped without a word (``Path.rglob`` does not follow links): a corpus that
@@ -98,7 +105,7 @@ def _markdown_walk(root: Path) -> Iterator[tuple[Path, bool]]:
         for name in sorted(files):
             p = here / name
             if is_markdown(p) and p.is_file():
-                yield p, any(part.startswith(".") for part in p.relative_to(root).parts)
+                yield p, is_hidden(p.relative_to(root))
 
 
 def markdown_files(root: Path) -> list[Path]:

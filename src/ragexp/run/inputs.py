@@ -29,6 +29,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from ragexp.data.readers import is_hidden
 from ragexp.index.embedders import file_sha256
 from ragexp.run import schema
 
@@ -97,7 +98,7 @@ def _digest(path: Path) -> str:
         h = hashlib.sha256()
         for p in sorted(q for q in path.rglob("*") if q.is_file()):
             rel = p.relative_to(path)
-            if not any(part.startswith(".") for part in rel.parts):
+            if not is_hidden(rel):
                 h.update(f"{rel.as_posix()}\0{_digest(p)}\0".encode())
         return h.hexdigest()
     return "missing"
