@@ -20,11 +20,12 @@ from ragexp.records import Chunk, Document, Query, Span, ordered
 from ragexp.run import schema, validation
 from ragexp.run.app import CONF_DIR
 from ragexp.run.build import Stages
-from ragexp.run.pipeline import chunked, run_experiment
+from ragexp.run.pipeline import run_experiment
 from ragexp.serving.engine import Engine
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker, Unit
 from ragexp.stages.parent_child import ParentChildChunker, read_through, section_parents
+from ragexp.stages.ranking import chunked
 from ragexp.stages.rerankers import NoReranker
 from ragexp.stages.retrievers import BM25Retriever
 from ragexp.stages.semantic_chunking import (

@@ -14,11 +14,11 @@ from workspaces import record_run
 
 from ragexp.errors import NotFound
 from ragexp.run import schema
-from ragexp.run.pipeline import rank
 from ragexp.serving import mining, tracing
 from ragexp.serving.api import create_app
 from ragexp.serving.engine import Engine
 from ragexp.serving.mining import Served
+from ragexp.stages.ranking import rank
 from ragexp.tracking import store as tracking
 
 schema.register()

@@ -196,9 +196,9 @@ def stages(n: int, data: Path, dim: int, work: Path, vectors_out: Path,
     from ragexp.index.cache import EmbeddingCache
     from ragexp.index.embedders import HashEmbedder
     from ragexp.index.resources import Resources
-    from ragexp.run.pipeline import rank
     from ragexp.stages.chunking import WholeDocumentChunker
     from ragexp.stages.fusion.rank import RRF
+    from ragexp.stages.ranking import rank
     from ragexp.stages.rerankers import LexicalReranker
     from ragexp.stages.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Part
 

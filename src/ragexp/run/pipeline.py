@@ -13,7 +13,7 @@ import functools
 import logging
 import time
 from collections import ChainMap
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -31,7 +31,7 @@ from ragexp.evaluation.attribution import rerank_attribution
 from ragexp.index import truncation
 from ragexp.index.embedders import EmbedderIdentity
 from ragexp.index.resources import Resources
-from ragexp.index.stagestore import StageStore, stage_key
+from ragexp.index.stagestore import StageStore
 from ragexp.records import Chunk, Document, Qrels, Query, Ranking, ordered
 from ragexp.run.build import Stages
 from ragexp.stages.abstain import AbstainResult, AbstainSignal, evaluate_abstain
@@ -44,6 +44,7 @@ from ragexp.stages.parent_child import (
     read_through,
     unit_through,
 )
+from ragexp.stages.ranking import chunked, rank
 from ragexp.stages.rerankers import Reranker
 from ragexp.stages.retrievers import HybridRetriever, Retriever
 from ragexp.text import markdown
@@ -76,55 +77,6 @@ class RunResult:
     judged: Ranking = field(default_factory=dict, repr=False)  # at the scoring unit
     qrels: Qrels = field(default_factory=dict, repr=False)  # at the scoring unit
     tags: dict[str, str] = field(default_factory=dict)
-
-
-def reading(chunker: Chunker, dataset: Dataset) -> Chunker:
-    """``chunker`` as it reads ``dataset``'s documents: a whole-document chunker
-    (``chunking=none``) told the documents are markdown unless the dataset is plain text
-    (BEIR), so a markdown document's front matter is no chunk's text, as under the other
-    chunkers (a trial: its YAML keys and values were indexed as words and outranked the
-    relevant document). Every caller that chunks a dataset goes through it."""
-    if getattr(chunker, "markdown", None) is False and not getattr(dataset, "plain_text", False):
-        return replace(chunker, markdown=True)
-    return chunker
-
-
-def chunked(dataset: Dataset, chunker: Chunker, stages: StageStore,
-            docs: list | None = None) -> tuple[list[Chunk], str]:
-    """``(chunks, their stage key)``: the dataset's documents (``docs`` if already read)
-    chunked, or the chunks an earlier job or run stored under the same key (data fingerprint +
-    dataset type + chunker + ragexp code; see ``stagestore.py``)."""
-    chunker = reading(chunker, dataset)
-    key = stage_key("chunks", dataset.fingerprint() if stages.enabled else "",
-                    type(dataset).__qualname__, getattr(dataset, "level", ""),
-                    f"{type(chunker).__module__}.{chunker!r}")
-    return stages.get("chunks", key, lambda: chunker.chunk(
-        dataset.documents() if docs is None else docs)), key
-
-
-def rank(retriever: Retriever, reranker: Reranker, resources: Resources,
-         queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
-    """Retrieve deep enough for the reranker's head, rerank, keep the best ``k`` per query.
-    The one ranking path shared by evaluation, latency measurement and serving. Raises
-    ``ValueError`` for ``k < 1`` (``[:k]`` would silently drop items or keep none)."""
-    found = retrieve(retriever, reranker, queries, k, cached)
-    return rerank_top(reranker, resources, queries, found, k)
-
-
-def retrieve(retriever: Retriever, reranker: Reranker, queries: dict[str, str], k: int,
-             cached: bool = True) -> Ranking:
-    """The first half of :func:`rank`: retrieve ``max(k, reranker.top_n)`` items per query (the
-    reranker's whole head). Raises ``ValueError`` for ``k < 1``."""
-    if k < 1:
-        raise InvalidValue(f"k must be >= 1, got {k}")
-    return retriever.search(queries, max(k, reranker.top_n), cached)
-
-
-def rerank_top(reranker: Reranker, resources: Resources, queries: dict[str, str],
-               found: Ranking, k: int) -> Ranking:
-    """The second half of :func:`rank`: rerank ``found`` and keep the best ``k`` per query."""
-    ranking = reranker.rerank(queries, found, resources)
-    return {q: {c: scores[c] for c in ordered(scores)[:k]} for q, scores in ranking.items()}
 
 
 def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = None,

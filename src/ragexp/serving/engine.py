@@ -23,7 +23,7 @@ from ragexp.decide import replay
 from ragexp.index.resources import Resources
 from ragexp.records import ordered
 from ragexp.run import build as stages
-from ragexp.run.pipeline import chunked, rerank_top, retrieve
+from ragexp.stages.ranking import chunked, rerank_top, retrieve
 from ragexp.run.schema import BM25Conf
 from ragexp.serving import tracing
 from ragexp.serving.recorded import RecordedRun, ServingError, recorded_run
@@ -112,7 +112,7 @@ class Engine:
         return chunk_id in self.resources.position
 
     def _rank(self, question: str, k: int, req: tracing.Request) -> dict[str, float]:
-        """``pipeline.rank`` for one question, its two halves recorded as stages of ``req``."""
+        """``ranking.rank`` for one question, its two halves recorded as stages of ``req``."""
         queries = {"q": question}
         with req.stage("retrieve") as attrs:
             found = retrieve(self.retriever, self.reranker, queries, k)

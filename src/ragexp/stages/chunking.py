@@ -402,7 +402,7 @@ class WholeDocumentChunker:
     tokenizer: TokenCounter | None = None
     # the documents are markdown (not BEIR passages): a leading YAML front matter block is
     # metadata, held by no chunk, as under the markdown chunkers (``text.markdown.text_start``);
-    # ``run.pipeline.reading`` sets it for a dataset that is not plain text
+    # ``stages.ranking.reading`` sets it for a dataset that is not plain text
     markdown: bool = False
 
     def __post_init__(self) -> None:
