@@ -20,8 +20,8 @@ from omegaconf.errors import MissingMandatoryValue
 from workspaces import compose_config
 
 from ragexp.data import split
-from ragexp.decide import selection
 from ragexp.errors import RagexpError
+from ragexp.evaluation import measures
 from ragexp.index.resources import Resources
 from ragexp.run import build, schema, validation
 from ragexp.run.app import choose_split, run_logged
@@ -55,7 +55,7 @@ def budget(cfg: DictConfig):
 
 
 def objective(cfg: DictConfig):
-    return selection.check_objective(cfg.objective, cfg.measures)
+    return measures.check_objective(cfg.objective, cfg.measures)
 
 
 def index_build(cfg: DictConfig):

@@ -16,7 +16,7 @@ from statsmodels.stats.multitest import multipletests
 from workspaces import store_uri
 
 from ragexp.decide import selection
-from ragexp.evaluation import stats
+from ragexp.evaluation import measures, stats
 from ragexp.evaluation.stats import Paired
 
 HASH = ["embedder=hash", "embedder.dim=256"]
@@ -26,13 +26,13 @@ def test_vs_baseline_metric_names_are_mlflow_keys():
     tests = [Paired("nDCG@10", "all", 30, 0.1, 0.0, 0.2, 0.04, 50.0, 0.08),
              Paired("RR@10", "semantic", 8, 0.0, 0.0, 0.0, 1.0, float("inf"), 1.0)]
     out = selection.vs_baseline_metrics(tests)
-    key = selection.measure_key("nDCG@10")
+    key = measures.measure_key("nDCG@10")
     assert out[f"vs_baseline.{key}.delta"] == 0.1 and out[f"vs_baseline.{key}.p_adj"] == 0.08
-    rr = selection.measure_key("RR@10")
+    rr = measures.measure_key("RR@10")
     assert out[f"vs_baseline.{rr}.semantic.n_needed"] == -1.0
     assert all("@" not in k for k in out)
     with pytest.raises(ValueError, match="unknown measure 'Foo@10'"):
-        selection.measure_key("Foo@10")
+        measures.measure_key("Foo@10")
 
 
 def runs(tmp: Path):
@@ -59,7 +59,7 @@ def test_children_log_their_comparison_with_the_sweep_baseline(sweep):
     kids = df[df["tags.mlflow.parentRunId"] == parent["run_id"]].set_index("tags.ragexp.ablation")
     assert set(kids.index) == {"default", "bm25", "chunks_small"}
     assert (kids["params.split"] == "dev").all() and (kids["params.split_seed"] == "0").all()
-    key = selection.measure_key("nDCG@10")
+    key = measures.measure_key("nDCG@10")
     assert np.isnan(kids.loc["default"].get(f"metrics.vs_baseline.{key}.delta", np.nan))
     base = compare.per_question(kids.loc["default", "run_id"])
     all_p = []
@@ -95,7 +95,7 @@ def test_parent_records_the_best_run_and_those_tied_with_it(sweep):
     df = runs(tmp)
     parent = df[df["tags.ragexp.role"] == "sweep"].iloc[0]
     kids = df[df["tags.mlflow.parentRunId"] == parent["run_id"]]
-    key = selection.measure_key("nDCG@10")
+    key = measures.measure_key("nDCG@10")
     best = kids.loc[kids[f"metrics.{key}"].idxmax()]
     assert parent["tags.ragexp.best_run"] == best["run_id"]
     assert parent[f"metrics.best.{key}"] == pytest.approx(best[f"metrics.{key}"])
@@ -128,7 +128,7 @@ def test_confirm_evaluates_both_on_test_and_logs_the_held_out_difference(sweep, 
         tags["tags.ragexp.confirm.baseline_test_run"]
     assert tags["tags.ragexp.confirm.baseline"] == kids.loc["default", "run_id"]
     assert after.loc[test_run, "params.split"] == "test"
-    key = selection.measure_key("nDCG@10")
+    key = measures.measure_key("nDCG@10")
     assert tags[f"metrics.confirm.{key}"] == after.loc[test_run, f"metrics.{key}"]
     dev_q = set(compare.per_question(run_id)["id"])
     test_pq, base_pq = compare.per_question(test_run), compare.per_question(base_test)
@@ -168,7 +168,7 @@ def test_optuna_sweeper_drives_ragexp_and_resumes(tmp_path):
     trials = df[df["tags.mlflow.parentRunId"] == parent["run_id"]]
     assert len(trials) == 4 and (trials["status"] == "FINISHED").all()
     assert (trials["params.retriever.name"] == "hybrid").all()
-    key = selection.measure_key("nDCG@10")
+    key = measures.measure_key("nDCG@10")
     best = trials.loc[trials[f"metrics.{key}"].idxmax()]
     result = yaml.safe_load((tmp_path / "multirun" / "optimization_results.yaml").read_text())
     assert result["best_value"] == pytest.approx(best[f"metrics.{key}"])
@@ -182,9 +182,9 @@ def test_optuna_sweeper_drives_ragexp_and_resumes(tmp_path):
 
 
 def test_objective_must_be_a_configured_measure():
-    selection.check_objective("nDCG@10", ["RR@10", "nDCG@10"])
+    measures.check_objective("nDCG@10", ["RR@10", "nDCG@10"])
     with pytest.raises(ValueError, match="objective 'R@100' is not among the configured"):
-        selection.check_objective("R@100", ["RR@10", "nDCG@10"])
+        measures.check_objective("R@100", ["RR@10", "nDCG@10"])
     assert selection.objective({"status": "FINISHED", "ndcg_at_10": 0.4}, "nDCG@10") == 0.4
     with pytest.raises(ValueError, match="no metric 'rr_at_10'"):
         selection.objective({"status": "FINISHED", "run_id": "x", "ndcg_at_10": 0.4}, "RR@10")

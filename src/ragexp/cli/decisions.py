@@ -15,8 +15,9 @@ from __future__ import annotations
 import pandas as pd
 
 from ragexp.decide import compare, labels, sources
-from ragexp.decide.selection import aligned_scores, measure_key, objective
+from ragexp.decide.selection import aligned_scores, objective
 from ragexp.evaluation import significance, stats
+from ragexp.evaluation.measures import measure_key
 from ragexp.records import HAND
 
 

@@ -50,27 +50,12 @@ import pandas as pd
 from ragexp.decide import compare, cost, labels, replay, sources
 from ragexp.errors import InvalidValue
 from ragexp.evaluation import significance, stats
-from ragexp.evaluation.measures import parse
+from ragexp.evaluation.measures import measure_key
 from ragexp.evaluation.stats import ALL, Paired
 from ragexp.index.resources import LATENCY_SAMPLE as INDEX_LATENCY_SAMPLE
 from ragexp.tracking import store as tracking
 
 log = logging.getLogger(__name__)
-
-
-def measure_key(name: str) -> str:
-    """MLflow key of a measure given by its ir_measures name (``nDCG@10`` -> ``ndcg_at_10``).
-    Raises ``ValueError`` for an unknown measure."""
-
-    return parse(name).key
-
-
-def check_objective(name: str, names) -> None:
-    """Raise ``ValueError`` unless the objective is one of the run's measures."""
-
-    if parse(name).name not in {parse(n).name for n in names}:
-        raise InvalidValue(f"objective {name!r} is not among the configured measures "
-                           f"({', '.join(names)}): add it to the config key measures")
 
 
 def objective(out: Mapping[str, Any], name: str, source: str = sources.ALL_SOURCES) -> float:

@@ -178,6 +178,21 @@ def from_key(key: str) -> Measure | None:
     return parse(f"{family}@{m.group(2)}") if family else None
 
 
+def measure_key(name: str) -> str:
+    """MLflow key of a measure given by its ir_measures name (``nDCG@10`` -> ``ndcg_at_10``).
+    Raises ``ValueError`` for an unknown measure."""
+
+    return parse(name).key
+
+
+def check_objective(name: str, names) -> None:
+    """Raise ``ValueError`` unless the objective is one of the run's measures."""
+
+    if parse(name).name not in {parse(n).name for n in names}:
+        raise InvalidValue(f"objective {name!r} is not among the configured measures "
+                           f"({', '.join(names)}): add it to the config key measures")
+
+
 DEFAULT: tuple[Measure, ...] = parse_all(DEFAULT_NAMES)
 
 

@@ -29,9 +29,10 @@ from omegaconf import OmegaConf
 
 from ragexp import legacy
 from ragexp.decide import compare, labels, sources
-from ragexp.decide.selection import measure_key, objective, vs_baseline_metrics
+from ragexp.decide.selection import objective, vs_baseline_metrics
 from ragexp.errors import RagexpError
 from ragexp.evaluation import significance, stats
+from ragexp.evaluation.measures import measure_key
 from ragexp.records import HAND
 from ragexp.run.app import run_logged
 from ragexp.tracking import failures

@@ -30,7 +30,6 @@ from omegaconf.errors import InterpolationToMissingValueError, OmegaConfBaseExce
 
 from ragexp import legacy
 from ragexp.data import readers, sizes
-from ragexp.decide import selection
 from ragexp.errors import PATH_KINDS, RagexpError, path_problem
 from ragexp.evaluation import measures
 from ragexp.index import embedders, precomputed
@@ -799,7 +798,7 @@ def convex_fuses_two_parts(cfg: DictConfig) -> list[str]:
 
 @cross_field_rule
 def objective_is_measured(cfg: DictConfig) -> list[str]:
-    """``objective`` is one of ``measures`` (``selection.check_objective``); measures that do
+    """``objective`` is one of ``measures`` (``measures.check_objective``); measures that do
     not parse are ``depth_covers_measures``' to report, once (``measures=[AP]`` was also
     reported as the objective's fault)."""
     if "objective" not in cfg or "measures" not in cfg:
@@ -811,7 +810,7 @@ def objective_is_measured(cfg: DictConfig) -> list[str]:
     except ValueError:
         return []
     try:
-        selection.check_objective(cfg.objective, cfg.measures)
+        measures.check_objective(cfg.objective, cfg.measures)
     except OmegaConfBaseException:  # a value that does not resolve: validate says it once
         raise
     except ValueError as exc:
