@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from loopback import serving
 
-from ragexp.run import schema
+from ragexp.config import schema
 from ragexp.run.app import CONF_DIR
 from ragexp.serving.api import create_app
 from ragexp.serving.engine import Engine

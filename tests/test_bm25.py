@@ -132,7 +132,7 @@ def test_the_bm25_group_and_its_one_value_have_the_same_keys_and_defaults():
     """``build.bm25_params`` makes a ``BM25Params`` of the ``bm25`` config group."""
     from dataclasses import asdict
 
-    from ragexp.run.schema import BM25Conf
+    from ragexp.config.schema import BM25Conf
 
     assert asdict(BM25Conf()) == asdict(BM25Params())
 

@@ -11,9 +11,9 @@ from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 from omegaconf.errors import ConfigKeyError, ValidationError
 
+from ragexp.config import schema
 from ragexp.index.embedders import EmbedderError
 from ragexp.index.resources import Resources
-from ragexp.run import schema
 from ragexp.run.app import CONF_DIR
 
 schema.register()

@@ -19,8 +19,9 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
 from ragexp.cli.main import main as cli
+from ragexp.config import schema
 from ragexp.errors import InvalidValue, MissingInput
-from ragexp.run import compose, schema
+from ragexp.run import compose
 
 schema.register()
 HANDBOOK_COPY = """defaults:

@@ -9,10 +9,10 @@ import pytest
 from workspaces import record_run
 
 from ragexp.cli import main as cli
+from ragexp.config import schema
 from ragexp.decide import gate
 from ragexp.evaluation import stats
 from ragexp.evaluation.stats import Paired
-from ragexp.run import schema
 from ragexp.serving.promote import PromotionRefused, promote
 from ragexp.tracking import store as tracking
 

@@ -19,8 +19,8 @@ from loopback import serving
 from workspaces import compose_config
 
 from ragexp.answer.base import REFUSAL, cited_numbers, claim_of
+from ragexp.config import schema
 from ragexp.data import shipped
-from ragexp.run import schema
 from ragexp.serving.api import create_app, finite_or_null
 from ragexp.serving.engine import Engine
 from tools import browser

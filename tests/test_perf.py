@@ -97,8 +97,9 @@ def test_latency_sample_times_that_many_questions(tmp_path):
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
+    from ragexp.config import schema
     from ragexp.data import shipped
-    from ragexp.run import build, schema
+    from ragexp.run import build
     from ragexp.run.pipeline import _latency, run_experiment
 
     schema.register()
@@ -398,8 +399,8 @@ def test_no_shipped_config_sets_hydra_mode_so_hydras_own_get_mode_answers_none()
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
 
+    from ragexp.config import schema
     from ragexp.data import shipped
-    from ragexp.run import schema
 
     conf = Path(shipped.conf_dir())
     files = sorted(conf.glob("**/*.yaml"))

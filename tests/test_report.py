@@ -15,7 +15,7 @@ from workspaces import record_run
 
 from ragexp.cli import init as starter
 from ragexp.cli import tables as report
-from ragexp.run import schema
+from ragexp.config import schema
 from ragexp.serving.promote import promote
 from ragexp.tracking import store as tracking
 from tools import walkthrough

@@ -12,7 +12,8 @@ import pytest
 from cli_runs import cli_env
 from conftest import jsonl, write_tree
 
-from ragexp.run import inputs, schema
+from ragexp.config import schema
+from ragexp.run import inputs
 from ragexp.run.compose import compose
 
 BEIR = {

@@ -14,9 +14,9 @@ import pytest
 from workspaces import record_run
 
 from ragexp.cli import main as cli
+from ragexp.config import schema
 from ragexp.decide import compare, gate, labels
 from ragexp.report import sweep_data
-from ragexp.run import schema
 from ragexp.tracking import store as tracking
 
 A, B, C, D = "a" * 32, "b" * 32, "c" * 32, "d" * 32

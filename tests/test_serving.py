@@ -9,8 +9,9 @@ from loopback import serving
 from workspaces import FAILING, record_failed_run, record_run
 
 from ragexp.answer.base import REFUSAL, Source, check_citations
+from ragexp.config import schema
 from ragexp.decide import compare
-from ragexp.run import forked, schema
+from ragexp.run import forked
 from ragexp.serving.engine import Engine, ServingError, champion_run_id
 from ragexp.serving.promote import PromotionRefused, promote
 from ragexp.tracking import store as tracking

@@ -21,12 +21,12 @@ from workspaces import (
 )
 
 from ragexp.cli import main as cli
+from ragexp.config import schema
 from ragexp.data import shipped
 from ragexp.index.cache import CacheWriteError, EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.resources import Resources
 from ragexp.index.stagestore import forget_memory
-from ragexp.run import schema
 from ragexp.run.app import run_logged
 from ragexp.serving.api import create_app
 from ragexp.serving.engine import Engine, ServingError

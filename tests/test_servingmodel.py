@@ -21,8 +21,8 @@ from omegaconf import OmegaConf
 from workspaces import RELATIVE, handbook_copy, record_run
 
 from ragexp.cli import main as cli
+from ragexp.config import schema
 from ragexp.data.datasets import MarkdownDataset
-from ragexp.run import schema
 from ragexp.serving.engine import Engine, ServingError, champion_run_id
 from ragexp.serving.inputs import BadQuestion
 from ragexp.serving.model import OUTPUT_COLUMNS, answer_row, load_engine, questions_of

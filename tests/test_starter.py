@@ -193,7 +193,7 @@ def test_init_refuses_a_name_hydra_or_yaml_reads_as_no_string(tmp_path, capsys, 
 
 
 def test_a_name_init_suggests_is_accepted_and_its_printed_commands_compose(tmp_path, capsys):
-    from ragexp.run import schema
+    from ragexp.config import schema
     from ragexp.run.compose import compose
 
     schema.register()

@@ -12,8 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 from workspaces import record_run
 
+from ragexp.config import schema
 from ragexp.errors import NotFound
-from ragexp.run import schema
 from ragexp.serving import mining, tracing
 from ragexp.serving.api import create_app
 from ragexp.serving.engine import Engine

@@ -27,7 +27,7 @@ from pathlib import Path
 def _engine(tmp: Path):
     from hydra import compose, initialize_config_dir
 
-    from ragexp.run import schema
+    from ragexp.config import schema
     from ragexp.run.app import CONF_DIR
     from ragexp.serving.engine import Engine
 

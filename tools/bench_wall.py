@@ -70,8 +70,8 @@ process.own()
 import hydra
 import mlflow
 from mlflow.entities import Metric, Param
+from ragexp.config import schema
 from ragexp.data import shipped
-from ragexp.run import schema
 from ragexp.tracking import store
 schema.register()
 LOGGED = json.load(open("floor.json"))
@@ -164,8 +164,9 @@ def _library_sweep(workspace: Path) -> tuple[float, dict[str, float]]:
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
+    from ragexp.config import schema
     from ragexp.data import split
-    from ragexp.run import build, schema
+    from ragexp.run import build
     from ragexp.run.app import choose_split
     from ragexp.run.pipeline import run_experiment
 

@@ -3,9 +3,10 @@
 Packages by role, in the order data flows (``LAYERS``, bottom first). A module may import the
 shared records and errors here and any package before its own, never one after it
 (``tests/test_architecture.py`` holds this): ``text`` -> ``data`` -> ``index`` -> ``stages`` ->
-``answer`` -> ``generate`` -> ``evaluation`` -> ``tracking`` -> ``decide`` -> ``report`` -> ``run``
--> ``serving`` -> ``cli``. Module paths of ragexp before that layout (``ragexp.retrievers``, ...) stay loadable
-through ``ragexp.legacy``, so recorded runs and champions keep working.
+``answer`` -> ``generate`` -> ``evaluation`` -> ``tracking`` -> ``config`` -> ``decide`` ->
+``report`` -> ``run`` -> ``serving`` -> ``cli``. Module paths of ragexp before that layout
+(``ragexp.retrievers``, ...) stay loadable through ``ragexp.legacy``, so recorded runs and
+champions keep working.
 
 A command (``python -m ragexp``, ``-m ragexp.cli.main``, the ``ragexp`` script) stopped while
 it is still starting exits 128 + the signal with one line, as a stop does later: this file's
@@ -78,6 +79,6 @@ from ragexp import legacy  # noqa: E402
 
 __version__ = "0.1.0"
 LAYERS = ("text", "data", "index", "stages", "answer", "generate", "evaluation", "tracking",
-          "decide", "report", "run", "serving", "cli")
+          "config", "decide", "report", "run", "serving", "cli")
 
 legacy.install()

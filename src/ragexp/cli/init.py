@@ -126,7 +126,7 @@ def shipped_options(group: str) -> set[str]:
     shipped config folder (Hydra reads them before a project's ``--config-dir``) and its
     structured schemas (``markdown_schema``: a project's file of that name would replace it)."""
     # defer heavy import
-    from ragexp.run.schema import GENERATORS, SCHEMAS
+    from ragexp.config.schema import GENERATORS, SCHEMAS
 
     schemas = GENERATORS if group == "generator" else SCHEMAS.get(group, {})
     folder = Path(shipped.conf_dir()) / group

@@ -53,8 +53,9 @@ def compose(generator: str, overrides: list[str], config_dir: str | None = None)
     from omegaconf.errors import OmegaConfBaseException
 
     # defer heavy import
+    from ragexp.config import schema
     from ragexp.run import compose as composing
-    from ragexp.run import schema, validation
+    from ragexp.run import validation
 
     schema.register()
     try:

@@ -57,7 +57,8 @@ def ablation_hashes(names: list[str] | None = None, overrides: tuple[str, ...] =
     from hydra.utils import instantiate
 
     # defer heavy import
-    from ragexp.run import inputs, schema
+    from ragexp.config import schema
+    from ragexp.run import inputs
     from ragexp.run.app import choose_split
     from ragexp.run.compose import compose
     from ragexp.tracking import store as tracking

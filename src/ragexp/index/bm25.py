@@ -93,7 +93,7 @@ class BM25Params:
     ``k1 >= 0`` (term-frequency saturation), ``0 <= b <= 1`` (document-length normalisation),
     ``method`` one of ``METHODS`` (the table above), ``delta >= 0`` (bm25l, bm25+ only; kept
     for every method, so a run's settings key its BM25 stage whatever they are). The ranges are
-    checked at config composition (``run.schema.BM25Conf``); here the method is, since an index
+    checked at config composition (``config.schema.BM25Conf``); here the method is, since an index
     can be built without a config. Raises ``InvalidValue`` on an unknown method, or bm25l with
     ``k1 + delta <= 0``."""
 

@@ -22,6 +22,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ragexp.config import schema
 from ragexp.data import shipped, split
 from ragexp.data.readers import DataError
 from ragexp.decide import labels, selection, sources
@@ -30,7 +31,7 @@ from ragexp.evaluation import measures
 from ragexp.report.abstain_svg import abstain_svg
 from ragexp.run import build as stages
 from ragexp.run import inputs as run_inputs
-from ragexp.run import repeats, run_folder, schema, validation
+from ragexp.run import repeats, run_folder, validation
 from ragexp.run.compose import task_overrides, warn_shadowed
 from ragexp.run.console import say
 from ragexp.run.pipeline import RunResult, run_experiment

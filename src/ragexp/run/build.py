@@ -25,6 +25,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from ragexp import legacy
 from ragexp.answer.base import Answerer
 from ragexp.answer.extractive import ExtractiveAnswerer
+from ragexp.config import schema
 from ragexp.data import shipped
 from ragexp.errors import InvalidValue
 from ragexp.index import precomputed
@@ -34,7 +35,6 @@ from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import Embedder
 from ragexp.index.resources import Resources
 from ragexp.index.stagestore import StageStore
-from ragexp.run import schema
 from ragexp.stages.abstain import AbstainSignal
 from ragexp.stages.chunking import Chunker, TokenSized
 from ragexp.stages.rerankers import Reranker

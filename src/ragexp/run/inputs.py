@@ -29,9 +29,9 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from ragexp.config import schema
 from ragexp.data.readers import is_hidden
 from ragexp.index.embedders import file_sha256
-from ragexp.run import schema
 
 HASHED_MAX = 256 << 20  # bytes: a larger file counts by size and modification time
 
@@ -78,7 +78,7 @@ def _input_fields(node: DictConfig) -> set[str]:
 
 @lru_cache(maxsize=1)
 def _schemas_by_target() -> dict[str, type]:
-    """Each schema dataclass of ``run.schema`` by the ``_target_`` it builds."""
+    """Each schema dataclass of ``config.schema`` by the ``_target_`` it builds."""
     out = {}
     for value in vars(schema).values():
         if isinstance(value, type) and dataclasses.is_dataclass(value):

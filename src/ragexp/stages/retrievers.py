@@ -183,7 +183,7 @@ class BM25Retriever:
 
 
 def _own_params(run: BM25Params, own: dict) -> BM25Params:
-    """``run`` with the fields a part sets itself (``own``), ranges as ``run.schema.BM25Conf``
+    """``run`` with the fields a part sets itself (``own``), ranges as ``config.schema.BM25Conf``
     holds them (a part's config is not typed, so composition cannot check them)."""
     k1, b, delta = own.get("k1", run.k1), own.get("b", run.b), own.get("delta", run.delta)
     if k1 < 0 or not 0 <= b <= 1 or delta < 0:
