@@ -19,9 +19,8 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
 from ragexp.cli.main import main as cli
-from ragexp.config import schema
+from ragexp.config import compose, schema
 from ragexp.errors import InvalidValue, MissingInput
-from ragexp.run import compose
 
 schema.register()
 HANDBOOK_COPY = """defaults:
@@ -89,7 +88,7 @@ def test_the_project_adds_options_and_the_shipped_ones_win_on_a_name(tmp_path):
 
 def test_it_composes_what_the_runner_composes_with_config_dir(tmp_path):
     """``python -m ragexp --config-dir conf ... --cfg job`` prints the config the runner would
-    run: the same as ``run.compose`` gives."""
+    run: the same as ``config.compose`` gives."""
     conf = _project(tmp_path)
     overrides = ["retriever=bm25", "dataset=mine", "embedder=hash"]
     proc = subprocess.run([sys.executable, "-m", "ragexp", "--config-dir", str(conf), *overrides,

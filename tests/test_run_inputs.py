@@ -13,8 +13,8 @@ from cli_runs import cli_env
 from conftest import jsonl, write_tree
 
 from ragexp.config import schema
+from ragexp.config.compose import compose
 from ragexp.run import inputs
-from ragexp.run.compose import compose
 
 BEIR = {
     "corpus.jsonl": jsonl([{"_id": i, "text": t} for i, t in

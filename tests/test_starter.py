@@ -194,7 +194,7 @@ def test_init_refuses_a_name_hydra_or_yaml_reads_as_no_string(tmp_path, capsys, 
 
 def test_a_name_init_suggests_is_accepted_and_its_printed_commands_compose(tmp_path, capsys):
     from ragexp.config import schema
-    from ragexp.run.compose import compose
+    from ragexp.config.compose import compose
 
     schema.register()
     suggested = refusal(tmp_path, capsys, "1e3").rsplit("try ragexp init ", 1)[1]

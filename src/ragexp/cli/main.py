@@ -361,8 +361,8 @@ def cmd_embed(args) -> int:
     from hydra.errors import HydraException
 
     # defer heavy import
+    from ragexp.config.compose import compose
     from ragexp.run import embed, validation
-    from ragexp.run.compose import compose
 
     shard = embed.Shard.parse(args.shard)
     try:

@@ -45,7 +45,7 @@ def documents(dataset_cfg) -> list:
 def compose(generator: str, overrides: list[str], config_dir: str | None = None):
     """``conf/questions.yaml`` with ``generator=<generator>`` and the overrides, from the
     shipped config groups and the project's ``config_dir`` ahead of them
-    (``run.compose``), its ranges checked (``run.validation.check_fields``, and ``min_words <=
+    (``config.compose``), its ranges checked (``run.validation.check_fields``, and ``min_words <=
     max_words``). Raises
     ``RagexpError`` on a bad override or a ``config_dir`` that is no folder."""
     # defer heavy import
@@ -53,8 +53,8 @@ def compose(generator: str, overrides: list[str], config_dir: str | None = None)
     from omegaconf.errors import OmegaConfBaseException
 
     # defer heavy import
+    from ragexp.config import compose as composing
     from ragexp.config import schema
-    from ragexp.run import compose as composing
     from ragexp.run import validation
 
     schema.register()

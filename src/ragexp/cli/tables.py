@@ -21,11 +21,11 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from ragexp.cli import decisions as decision_tables
+from ragexp.config.compose import project_dir
 from ragexp.data import shipped
 from ragexp.decide import compare
 from ragexp.errors import NotFound, listed
 from ragexp.evaluation import significance
-from ragexp.run.compose import project_dir
 
 ABLATIONS = shipped.folder("conf") / "ablation"
 
@@ -42,7 +42,7 @@ def user_config_dir(config_dir: str | Path | None = None) -> Path | None:
 
 def ablation_files(config_dir: Path | None = None) -> dict[str, Path]:
     """``{ablation name: its yaml}``: the shipped ones, and ``config_dir/ablation/*.yaml``; on
-    a name both have, the shipped one, as the runner composes it (``run.compose``)."""
+    a name both have, the shipped one, as the runner composes it (``config.compose``)."""
     folders = ([config_dir / "ablation"] if config_dir else []) + [ABLATIONS]
     return {p.stem: p for folder in folders for p in sorted(folder.glob("*.yaml"))}
 
@@ -51,16 +51,16 @@ def ablation_hashes(names: list[str] | None = None, overrides: tuple[str, ...] =
                     config_dir: Path | None = None) -> dict[str, str]:
     """``{config hash: ablation}``: each ablation (``ablation_files``) composed as the runner
     composes ``+ablation=NAME`` plus ``overrides`` (the sweep's own, e.g. ``embedder=hash``;
-    ``run.compose``, with ``config_dir`` on the search path as ``--config-dir`` puts it),
+    ``config.compose``, with ``config_dir`` on the search path as ``--config-dir`` puts it),
     hashed as the runner hashes it."""
     # defer heavy import
     from hydra.utils import instantiate
 
     # defer heavy import
     from ragexp.config import schema
+    from ragexp.config.compose import compose
     from ragexp.run import inputs
     from ragexp.run.app import choose_split
-    from ragexp.run.compose import compose
     from ragexp.tracking import store as tracking
 
     schema.register()

@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ragexp.config import schema
+from ragexp.config.compose import task_overrides, warn_shadowed
 from ragexp.data import shipped, split
 from ragexp.data.readers import DataError
 from ragexp.decide import labels, selection, sources
@@ -32,7 +33,6 @@ from ragexp.report.abstain_svg import abstain_svg
 from ragexp.run import build as stages
 from ragexp.run import inputs as run_inputs
 from ragexp.run import repeats, run_folder, validation
-from ragexp.run.compose import task_overrides, warn_shadowed
 from ragexp.run.console import say
 from ragexp.run.pipeline import RunResult, run_experiment
 from ragexp.run.sweep import ACTIVE, SKIP_LINK, refuse, refuse_unresolved, validated

@@ -29,12 +29,12 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationToMissingValueError, OmegaConfBaseException
 
 from ragexp import legacy
-from ragexp.config import schema
+from ragexp.config import compose, schema
 from ragexp.data import readers, sizes
 from ragexp.errors import PATH_KINDS, RagexpError, path_problem
 from ragexp.evaluation import measures
 from ragexp.index import embedders, precomputed
-from ragexp.run import build, compose
+from ragexp.run import build
 from ragexp.stages.chunking import WINDOWS
 
 BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
