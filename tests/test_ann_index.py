@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
+from ragexp.config.build import Stages, build
 from ragexp.data.datasets import MarkdownDataset
 from ragexp.errors import InvalidValue
 from ragexp.evaluation.measures import parse_all
@@ -24,7 +25,6 @@ from ragexp.index.stagestore import StageStore, forget_memory
 from ragexp.records import Chunk
 from ragexp.run import validation
 from ragexp.run.app import CONF_DIR
-from ragexp.run.build import Stages, build
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker

@@ -54,12 +54,12 @@ def test_no_relevant_item_in_reach_has_no_share():
 
 
 def test_a_run_logs_attribution_only_with_a_reranker(golden, docs, tmp_path):
+    from ragexp.config.build import Stages
     from ragexp.data import shipped
     from ragexp.data.datasets import MarkdownDataset
     from ragexp.index.bm25 import BM25Params
     from ragexp.index.cache import EmbeddingCache
     from ragexp.index.embedders import HashEmbedder
-    from ragexp.run.build import Stages
     from ragexp.run.pipeline import run_experiment
     from ragexp.stages.abstain import LexicalSignal
     from ragexp.stages.chunking import MarkdownChunker

@@ -13,13 +13,13 @@ import pytest
 from conftest import jsonl, write_tree
 from ir_measures import Qrel, ScoredDoc
 
+from ragexp.config.build import Stages
 from ragexp.data.datasets import BeirDataset
 from ragexp.evaluation.measures import DEFAULT, parse_all
 from ragexp.evaluation.metrics import aggregate, per_query
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.records import Query
-from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import WholeDocumentChunker

@@ -15,12 +15,12 @@ from conftest import jsonl, write_tree
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ragexp.config.build import Stages
 from ragexp.data.beir import BeirFormatError, read_corpus, read_qrels, read_queries
 from ragexp.data.datasets import BeirDataset
 from ragexp.data.readers import shown
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
-from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import WholeDocumentChunker

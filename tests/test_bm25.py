@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from conftest import jsonl, write_tree
 
+from ragexp.config.build import Stages
 from ragexp.data.datasets import BeirDataset
 from ragexp.index.bm25 import METHODS, BM25Index, BM25Params, idf
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
-from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import WholeDocumentChunker

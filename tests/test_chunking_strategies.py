@@ -12,6 +12,7 @@ from hydra.utils import instantiate
 from workspaces import record_run
 
 from ragexp.config import schema
+from ragexp.config.build import Stages
 from ragexp.data.datasets import BeirDataset, MarkdownDataset
 from ragexp.data.relevance import span_qrels
 from ragexp.index.cache import EmbeddingCache
@@ -20,7 +21,6 @@ from ragexp.index.stagestore import StageStore
 from ragexp.records import Chunk, Document, Query, Span, ordered
 from ragexp.run import validation
 from ragexp.run.app import CONF_DIR
-from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.serving.engine import Engine
 from ragexp.stages.abstain import LexicalSignal

@@ -19,12 +19,12 @@ from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 from workspaces import compose_config
 
-from ragexp.config import schema
+from ragexp.config import build, schema
 from ragexp.data import split
 from ragexp.errors import RagexpError
 from ragexp.evaluation import measures
 from ragexp.index.resources import Resources
-from ragexp.run import build, validation
+from ragexp.run import validation
 from ragexp.run.app import choose_split, run_logged
 from ragexp.stages.abstain import evaluate_abstain
 
@@ -404,7 +404,7 @@ def fused(cfg: DictConfig):
 
 
 def hybrid(cfg: DictConfig):
-    """The run's retriever built on one chunk's resources, as ``run.build`` builds it."""
+    """The run's retriever built on one chunk's resources, as ``config.build`` builds it."""
     from ragexp.index.embedders import HashEmbedder
     from ragexp.records import Chunk
 

@@ -10,11 +10,11 @@ import shutil
 import pytest
 from conftest import CORPUS, GOLDEN, jsonl, write_tree
 
+from ragexp.config.build import Stages
 from ragexp.data.datasets import BeirDataset, BeirFormatError, MarkdownDataset
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.records import Chunk
-from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker

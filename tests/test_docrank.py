@@ -9,6 +9,7 @@ import pytest
 from conftest import jsonl, write_tree
 from ir_measures import Qrel, R, ScoredDoc, nDCG
 
+from ragexp.config.build import Stages
 from ragexp.data.datasets import BeirDataset
 from ragexp.data.docrank import collapse_to_documents, rank_documents
 from ragexp.evaluation.measures import parse_all
@@ -16,7 +17,6 @@ from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.resources import Resources
 from ragexp.records import ordered
-from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker

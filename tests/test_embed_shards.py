@@ -16,14 +16,13 @@ from conftest import ROOT
 from hydra import compose, initialize_config_dir
 
 from ragexp.cli.main import main as cli
-from ragexp.config import schema
+from ragexp.config import build, schema
 from ragexp.data import shipped
 from ragexp.errors import InvalidValue
 from ragexp.evaluation import measures
 from ragexp.index.cache import model_folder
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.packstore import PackedStore
-from ragexp.run import build
 from ragexp.run.embed import Shard
 from ragexp.run.pipeline import run_experiment
 

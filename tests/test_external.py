@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from conftest import jsonl, write_tree
 
+from ragexp.config.build import Stages
 from ragexp.data.datasets import MarkdownDataset
 from ragexp.data.trec import write_run
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
-from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker

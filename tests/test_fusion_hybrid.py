@@ -20,9 +20,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from ragexp import legacy
-from ragexp.config import schema
+from ragexp.config import build, schema
 from ragexp.index.resources import Resources
-from ragexp.run import build
 from ragexp.run.app import CONF_DIR
 
 FIXTURES = Path(__file__).parent / "fixtures"

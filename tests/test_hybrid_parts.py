@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from ragexp.config import schema
+from ragexp.config import build, schema
 from ragexp.errors import InvalidValue
 from ragexp.index.bm25 import BM25Params
 from ragexp.index.resources import Resources
 from ragexp.index.stagestore import StageStore, forget_memory
 from ragexp.records import ordered
-from ragexp.run import build
 from ragexp.run.app import CONF_DIR
 from ragexp.stages.fusion.rank import rrf
 from ragexp.stages.retrievers import BM25Retriever, DenseRetriever

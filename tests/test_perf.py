@@ -97,9 +97,8 @@ def test_latency_sample_times_that_many_questions(tmp_path):
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from ragexp.config import schema
+    from ragexp.config import build, schema
     from ragexp.data import shipped
-    from ragexp.run import build
     from ragexp.run.pipeline import _latency, run_experiment
 
     schema.register()

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from conftest import CORPUS, GOLDEN
 
+from ragexp.config.build import Stages
 from ragexp.data.datasets import MarkdownDataset
 from ragexp.data.relevance import span_qrels
 from ragexp.evaluation.measures import DEFAULT
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.records import ordered
-from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import DenseSignal, LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker

@@ -12,14 +12,13 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from ragexp.config import schema
+from ragexp.config import build, schema
 from ragexp.data import shipped
 from ragexp.errors import InvalidValue
 from ragexp.evaluation import measures
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.precomputed import PrecomputedEmbedder, PrecomputedError
 from ragexp.records import Chunk
-from ragexp.run import build
 from ragexp.run.pipeline import run_experiment
 
 schema.register()

@@ -569,7 +569,7 @@ def test_chdir_runs_use_the_launch_folder_store_and_a_rerun_is_skipped(tmp_path)
 
 
 def test_relative_paths_are_anchored_only_when_the_job_runs_elsewhere(tmp_path, monkeypatch):
-    from ragexp.run import build
+    from ragexp.config import build
 
     cfg = compose_config("dataset=markdown", "dataset.corpus_dir=corpus",
                          "dataset.questions=/abs/golden", "cache_dir=cache",

@@ -13,13 +13,13 @@ import pandas as pd
 import pytest
 from conftest import CORPUS, GOLDEN
 
+from ragexp.config.build import Stages
 import ragexp.index.stagestore as stagestore
 from ragexp.data.datasets import MarkdownDataset
 from ragexp.index.bm25 import BM25Params
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.stagestore import StageStore, forget_memory, stage_key
-from ragexp.run.build import Stages
 from ragexp.run.pipeline import LATENCY_SAMPLE, run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker

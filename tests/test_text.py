@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 from ragexp.answer.base import AnswerInput
 from ragexp.answer.extractive import ExtractiveAnswerer
+from ragexp.config.build import Stages
 from ragexp.data.datasets import BeirDataset
 from ragexp.index.bm25 import BM25Index
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.records import Chunk
-from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import WholeDocumentChunker

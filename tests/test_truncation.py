@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_chunk_limits import _check_spans, _covered, markdown
 
+from ragexp.config.build import Stages
 from ragexp.data.datasets import BeirDataset
 from ragexp.errors import InvalidValue
 from ragexp.index import truncation
@@ -28,7 +29,6 @@ from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.resources import Resources
 from ragexp.records import Chunk, Document
-from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker

@@ -9,13 +9,13 @@ import pytest
 from conftest import jsonl, write_tree
 from ir_measures import RR, R, nDCG
 
+from ragexp.config.build import Stages
 from ragexp.data.datasets import MarkdownDataset
 from ragexp.data.units import check_unit, section_id
 from ragexp.index.bm25 import BM25Index
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.records import ordered
-from ragexp.run.build import Stages
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker

@@ -66,9 +66,8 @@ def minilm_embed(cache_dir: Path) -> Callable[[list[str], str], np.ndarray]:
     # defer heavy import
     from hydra import compose, initialize_config_dir
 
-    from ragexp.config import schema
+    from ragexp.config import build, schema
     from ragexp.data import shipped
-    from ragexp.run import build
 
     schema.register()
     with initialize_config_dir(config_dir=shipped.conf_dir(), version_base="1.3"):

@@ -164,9 +164,8 @@ def _library_sweep(workspace: Path) -> tuple[float, dict[str, float]]:
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from ragexp.config import schema
+    from ragexp.config import build, schema
     from ragexp.data import split
-    from ragexp.run import build
     from ragexp.run.app import choose_split
     from ragexp.run.pipeline import run_experiment
 

@@ -35,7 +35,7 @@ def run_context(run_id: str):
     from hydra.utils import instantiate
 
     # defer heavy import
-    from ragexp.run import build as stages
+    from ragexp.config import build as stages
     from ragexp.serving.engine import ServingError
     from ragexp.tracking import store as tracking
 

@@ -315,7 +315,7 @@ class PrecomputedEmbedder:
     """An ``Embedder`` whose vectors were computed elsewhere (module docstring).
 
     ``path`` the folder; ``queries`` the name of the embedder option that embeds the questions
-    (recorded; the built one is ``query_embedder``, given by ``run.build``) or None for
+    (recorded; the built one is ``query_embedder``, given by ``config.build``) or None for
     ``queries.npy``. Raises ``PrecomputedError`` for a missing or malformed file, a query
     embedder of another dimension, or both a query embedder and ``queries.npy``."""
 
@@ -346,7 +346,7 @@ class PrecomputedEmbedder:
     def _check_queries(self, folder: Path, dim: int) -> None:
         if self.queries and self.query_embedder is None:
             raise PrecomputedError(f"embedder.queries={self.queries} was not built: build the "
-                                   f"embedder with ragexp.run.build")
+                                   f"embedder with ragexp.config.build")
         if self.query_embedder is not None and "query" in self.files:
             raise PrecomputedError(f"embedder.queries={self.queries} and {folder / 'queries.npy'} "
                                    f"both give the questions' vectors: remove one")

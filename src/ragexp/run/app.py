@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ragexp.config import schema
+from ragexp.config import build as stages
 from ragexp.config.compose import task_overrides, warn_shadowed
 from ragexp.data import shipped, split
 from ragexp.data.readers import DataError
@@ -30,7 +31,6 @@ from ragexp.decide import labels, selection, sources
 from ragexp.errors import InvalidValue, MissingInput, NotFound, RagexpError, WouldOverwrite
 from ragexp.evaluation import measures
 from ragexp.report.abstain_svg import abstain_svg
-from ragexp.run import build as stages
 from ragexp.run import inputs as run_inputs
 from ragexp.run import repeats, run_folder, validation
 from ragexp.run.console import say

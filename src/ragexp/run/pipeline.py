@@ -21,6 +21,7 @@ import pandas as pd
 
 from ragexp.answer.base import Answer, Answerer, AnswerInput, answer_columns, answer_metrics
 from ragexp.answer.judge import Judge, JudgeResult, NoJudge
+from ragexp.config.build import Stages
 from ragexp.data import units
 from ragexp.data.datasets import Dataset
 from ragexp.data.docrank import collapse_to_documents, rank_documents
@@ -33,7 +34,6 @@ from ragexp.index.embedders import EmbedderIdentity
 from ragexp.index.resources import Resources
 from ragexp.index.stagestore import StageStore
 from ragexp.records import Chunk, Document, Qrels, Query, Ranking, ordered
-from ragexp.run.build import Stages
 from ragexp.stages.abstain import AbstainResult, AbstainSignal, evaluate_abstain
 from ragexp.stages.chunking import Chunker
 from ragexp.stages.external import TrecRunRetriever

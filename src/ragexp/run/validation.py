@@ -29,12 +29,11 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationToMissingValueError, OmegaConfBaseException
 
 from ragexp import legacy
-from ragexp.config import compose, schema
+from ragexp.config import build, compose, schema
 from ragexp.data import readers, sizes
 from ragexp.errors import PATH_KINDS, RagexpError, path_problem
 from ragexp.evaluation import measures
 from ragexp.index import embedders, precomputed
-from ragexp.run import build
 from ragexp.stages.chunking import WINDOWS
 
 BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
@@ -915,7 +914,7 @@ def embedder_model_known(cfg: DictConfig) -> list[str]:
 @cross_field_rule
 def token_sizes_have_a_tokenizer(cfg: DictConfig) -> list[str]:
     """``chunking.max_tokens`` and ``chunking.windows=maxp`` size in the embedder's tokens, so
-    the embedder has a tokenizer: the hash embedder has none (``run.build`` would refuse it)."""
+    the embedder has a tokenizer: the hash embedder has none (``config.build`` would refuse it)."""
     ch, e = cfg.get("chunking"), cfg.get("embedder")
     if ch is None or e is None or OmegaConf.get_type(e) is not schema.HashEmbedderConf:
         return []

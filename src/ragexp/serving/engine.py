@@ -19,11 +19,11 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from ragexp.answer.base import Answer, AnswerInput
+from ragexp.config import build as stages
 from ragexp.config.schema import BM25Conf
 from ragexp.decide import replay
 from ragexp.index.resources import Resources
 from ragexp.records import ordered
-from ragexp.run import build as stages
 from ragexp.stages.ranking import chunked, rerank_top, retrieve
 from ragexp.serving import tracing
 from ragexp.serving.recorded import RecordedRun, ServingError, recorded_run

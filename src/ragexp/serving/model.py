@@ -38,8 +38,8 @@ from omegaconf import OmegaConf
 
 from ragexp import __version__
 from ragexp.answer.base import Answer
+from ragexp.config import build as stages
 from ragexp.errors import RagexpError
-from ragexp.run import build as stages
 from ragexp.serving import tracing
 from ragexp.serving.engine import Engine, ServingError
 from ragexp.serving.inputs import BadQuestion, check_question, json_type

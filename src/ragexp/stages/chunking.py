@@ -343,7 +343,7 @@ class MarkdownChunker:
             return Words()
         if self.tokenizer is None:
             raise InvalidValue("chunking.max_tokens needs the embedder's tokenizer "
-                               "(MarkdownChunker.with_tokenizer; run.build gives it)")
+                               "(MarkdownChunker.with_tokenizer; config.build gives it)")
         return Tokens(self.tokenizer)
 
     def _limits(self, heading: str, cache: dict) -> tuple[int, int, int]:
@@ -443,7 +443,7 @@ class WholeDocumentChunker:
             return whole
         if self.tokenizer is None:
             raise InvalidValue("chunking.windows=maxp needs the embedder's tokenizer "
-                               "(WholeDocumentChunker.with_tokenizer; run.build gives it)")
+                               "(WholeDocumentChunker.with_tokenizer; config.build gives it)")
         window = self.tokenizer.window
         over = self.tokenizer.counts([c.text for c in whole]) > window
         out: list[Chunk] = []

@@ -198,7 +198,7 @@ class Part:
     the run's ``Resources`` (a retriever config with ``_partial_: true``), and ``depth`` is how
     many of its best judged units per query go into fusion (chunks at ``dataset.unit=chunk``;
     distinct sections, documents or parents when chunks roll up to them, ``HybridRetriever``).
-    ``embedder`` (a factory; the config names an ``embedder`` option, ``run.build`` composes it)
+    ``embedder`` (a factory; the config names an ``embedder`` option, ``config.build`` composes it)
     gives the part resources of its own embedder over the same chunks
     (``Resources.with_embedder``): its passage and query vectors both come from that one
     embedder."""
