@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
+from ragexp.config import validation
 from ragexp.config.build import Stages, build
 from ragexp.data.datasets import MarkdownDataset
 from ragexp.errors import InvalidValue
@@ -23,7 +24,6 @@ from ragexp.index.flat import PASSAGE_TILE, FlatIPIndex, top_k_ties_by_id
 from ragexp.index.resources import Resources
 from ragexp.index.stagestore import StageStore, forget_memory
 from ragexp.records import Chunk
-from ragexp.run import validation
 from ragexp.run.app import CONF_DIR
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.abstain import LexicalSignal

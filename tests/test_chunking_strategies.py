@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from workspaces import record_run
 
-from ragexp.config import schema
+from ragexp.config import schema, validation
 from ragexp.config.build import Stages
 from ragexp.data.datasets import BeirDataset, MarkdownDataset
 from ragexp.data.relevance import span_qrels
@@ -19,7 +19,6 @@ from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.stagestore import StageStore
 from ragexp.records import Chunk, Document, Query, Span, ordered
-from ragexp.run import validation
 from ragexp.run.app import CONF_DIR
 from ragexp.run.pipeline import run_experiment
 from ragexp.serving.engine import Engine

@@ -19,12 +19,11 @@ from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 from workspaces import compose_config
 
-from ragexp.config import build, schema
+from ragexp.config import build, schema, validation
 from ragexp.data import split
 from ragexp.errors import RagexpError
 from ragexp.evaluation import measures
 from ragexp.index.resources import Resources
-from ragexp.run import validation
 from ragexp.run.app import choose_split, run_logged
 from ragexp.stages.abstain import evaluate_abstain
 

@@ -131,7 +131,7 @@ def test_an_option_of_the_project_without_its_folder_names_the_folder(tmp_path, 
     """A trial ran ``ragexp questions generate dataset=mine`` in its ``ragexp init`` project
     and read Hydra's search path in one long line; the runner and ``embed`` said nothing of
     the project's ``conf/dataset/mine.yaml`` either."""
-    from ragexp.run import validation
+    from ragexp.config import validation
 
     _project(tmp_path)
     monkeypatch.chdir(tmp_path)

@@ -11,12 +11,11 @@ import pytest
 from conftest import FixedRetriever
 from hydra import compose, initialize_config_dir
 
-from ragexp.config import schema
+from ragexp.config import schema, validation
 from ragexp.evaluation import measures
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.resources import Resources
 from ragexp.records import Chunk, ordered
-from ragexp.run import validation
 from ragexp.run.app import CONF_DIR
 from ragexp.stages.fusion.rank import RRF
 from ragexp.stages.retrievers import HybridRetriever, Part

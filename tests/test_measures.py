@@ -159,7 +159,7 @@ def test_a_measure_that_does_not_parse_is_reported_once_not_as_the_objective(bad
     # it also printed "objective='nDCG@10': measures: unknown measure 'AP'"
     from workspaces import compose_config
 
-    from ragexp.run import validation
+    from ragexp.config import validation
 
     with pytest.raises(validation.ConfigRangeError) as err:
         validation.validate(compose_config("embedder=hash", bad))
@@ -170,7 +170,7 @@ def test_a_measure_that_does_not_parse_is_reported_once_not_as_the_objective(bad
 def test_an_objective_outside_the_measures_is_still_refused():
     from workspaces import compose_config
 
-    from ragexp.run import validation
+    from ragexp.config import validation
 
     with pytest.raises(validation.ConfigRangeError, match="objective='AP@10'"):
         validation.validate(compose_config("embedder=hash", "objective=AP@10"))

@@ -22,14 +22,13 @@ from omegaconf import OmegaConf
 from workspaces import record_run, store_uri
 
 from ragexp.cli import main as cli
-from ragexp.config import build, schema
+from ragexp.config import build, schema, validation
 from ragexp.data import shipped
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.resources import Resources
 from ragexp.index.stagestore import StageStore, forget_memory
 from ragexp.records import ordered
-from ragexp.run import validation
 from ragexp.run.app import CONF_DIR, choose_split
 from ragexp.run.pipeline import part_tags
 from ragexp.serving.engine import Engine

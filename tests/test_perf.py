@@ -152,7 +152,8 @@ def test_compose_once_answers_the_sweepers_and_launchers_compositions():
 
 VALIDATE_COUNT = """
 import json, os, sys
-from ragexp.run import app, validation
+from ragexp.config import validation
+from ragexp.run import app
 real, log = validation.validate, os.environ["VALIDATED_LOG"]
 
 def counted(cfg, where=""):  # appended to a file: the sweep validates in a forked child

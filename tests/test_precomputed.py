@@ -208,7 +208,7 @@ def test_a_run_on_precomputed_hash_vectors_scores_as_the_hash_run(tmp_path):
 
 
 def test_a_folder_without_passages_fails_at_composition(tmp_path):
-    from ragexp.run import validation
+    from ragexp.config import validation
 
     with pytest.raises(validation.ConfigRangeError,
                        match=r"embedder.path=\S+ lacks passages.npy, passages.txt"):
@@ -235,7 +235,7 @@ def test_a_non_npy_file_and_a_file_for_a_folder_are_named_as_such(tmp_path):
 
 
 def _refusal(*overrides) -> str:
-    from ragexp.run import validation
+    from ragexp.config import validation
 
     with pytest.raises(validation.ConfigRangeError) as info:
         validation.validate(_cfg("embedder=precomputed", *overrides))
@@ -324,7 +324,7 @@ def test_composition_checks_the_query_embedder_s_option_and_dimension(tmp_path):
     assert "embedder.queries=precomputed is itself precomputed" in _refusal(
         f"embedder.path={small}", "embedder.queries=precomputed")
     wide = _folder(tmp_path / "wide", _unit(4, 512), queries=False)
-    from ragexp.run import validation
+    from ragexp.config import validation
 
     validation.validate(_cfg("embedder=precomputed", f"embedder.path={wide}",
                              "embedder.queries=hash"))

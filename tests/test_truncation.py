@@ -352,7 +352,7 @@ def test_token_sizes_without_a_tokenizer_and_bad_values_are_refused():
 def test_composed_configs_check_the_new_keys():
     from workspaces import compose_config
 
-    from ragexp.run.validation import ConfigRangeError, validate
+    from ragexp.config.validation import ConfigRangeError, validate
 
     validate(compose_config("chunking=none", "chunking.windows=maxp"))
     validate(compose_config("chunking.max_tokens=128", "chunking.overlap_tokens=32"))

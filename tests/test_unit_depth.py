@@ -17,13 +17,12 @@ from conftest import FixedRetriever, jsonl, write_tree
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from ragexp.config import build, schema
+from ragexp.config import build, schema, validation
 from ragexp.data.datasets import MarkdownDataset
 from ragexp.evaluation import measures
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.resources import Resources
 from ragexp.records import Chunk, ordered
-from ragexp.run import validation
 from ragexp.run.app import CONF_DIR
 from ragexp.run.pipeline import run_experiment
 from ragexp.stages.fusion.rank import RRF, rrf

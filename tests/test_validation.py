@@ -14,9 +14,8 @@ from cli_runs import run_ragexp
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.config import schema
+from ragexp.config import schema, validation
 from ragexp.index import embedders
-from ragexp.run import validation
 from ragexp.run.app import CONF_DIR
 
 schema.register()

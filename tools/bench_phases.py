@@ -46,7 +46,7 @@ TIMED = (
     ("ragexp.run.forked", "Beside.result", "Hydra: compose configs"),
     ("ragexp.run.forked", "Beside.meanwhile",
      "imports a sweep uses later (fastembed, scipy.stats), while its jobs compose"),
-    ("ragexp.run.validation", "validate", "validate configs"),
+    ("ragexp.config.validation", "validate", "validate configs"),
     ("ragexp.run.app", "resolve", "load data, run identity"),
     ("ragexp.run.app", "build_and_run", COMPUTE),
     ("ragexp.run.pipeline", "_latency", "latency sample"),

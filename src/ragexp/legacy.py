@@ -42,7 +42,7 @@ OLD_PATHS = {f"ragexp.{old}": f"ragexp.{new}" for old, new in {
     "compare": "decide.compare", "selection": "decide.selection", "gate": "decide.gate",
     "report_html": "report.html", "report_charts": "report.charts", "report_facts": "report.facts",
     "sweep_data": "report.sweep_data",
-    "schema": "config.schema", "validation": "run.validation", "pipeline": "run.pipeline",
+    "schema": "config.schema", "validation": "config.validation", "pipeline": "run.pipeline",
     "app": "run.app", "sweep": "run.sweep", "confirm": "run.confirm",
     "servingmodel": "serving.model", "model_code": "serving.model_code", "api": "serving.api",
     "page": "serving.page", "access": "serving.access", "tracing": "serving.tracing",

@@ -361,8 +361,9 @@ def cmd_embed(args) -> int:
     from hydra.errors import HydraException
 
     # defer heavy import
+    from ragexp.config import validation
     from ragexp.config.compose import compose
-    from ragexp.run import embed, validation
+    from ragexp.run import embed
 
     shard = embed.Shard.parse(args.shard)
     try:

@@ -45,9 +45,9 @@ def documents(dataset_cfg) -> list:
 def compose(generator: str, overrides: list[str], config_dir: str | None = None):
     """``conf/questions.yaml`` with ``generator=<generator>`` and the overrides, from the
     shipped config groups and the project's ``config_dir`` ahead of them
-    (``config.compose``), its ranges checked (``run.validation.check_fields``, and ``min_words <=
-    max_words``). Raises
-    ``RagexpError`` on a bad override or a ``config_dir`` that is no folder."""
+    (``config.compose``), its ranges checked (``config.validation.check_fields``, and
+    ``min_words <= max_words``). Raises ``RagexpError`` on a bad override or a ``config_dir``
+    that is no folder."""
     # defer heavy import
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -55,7 +55,7 @@ def compose(generator: str, overrides: list[str], config_dir: str | None = None)
     # defer heavy import
     from ragexp.config import compose as composing
     from ragexp.config import schema
-    from ragexp.run import validation
+    from ragexp.config import validation
 
     schema.register()
     try:

@@ -3,7 +3,7 @@
 Every option file in ``conf/<group>/`` starts from one of these (``defaults: [<name>_schema]``),
 so a misspelt key or a wrong type fails at composition, before a sweep starts, not halfway
 through it. What a field accepts is data on the field, checked for every composed config by
-``ragexp.run.validation``: a range (``metadata={"ge": 1}``, keys ``ge``, ``gt``, ``le``,
+``ragexp.config.validation``: a range (``metadata={"ge": 1}``, keys ``ge``, ``gt``, ``le``,
 ``lt``), a set of names (``choices``, taken from the module that uses the value), an input
 that must exist (``path``: ``dir``, ``file`` or ``any``), and for a value with no default
 (``MISSING``) what to give (``hint``). ``_target_`` names the class Hydra instantiates for that

@@ -169,7 +169,7 @@ class IVFSpec:
     lists searched per query. Raises ``InvalidValue`` at build when ``nlist`` exceeds the
     number of passages or ``train_size`` (FAISS's k-means needs at least ``nlist`` points; it
     warns below 39 x ``nlist``); composition refuses the same where it can know them
-    (``run.validation``)."""
+    (``config.validation``)."""
 
     name: str = "ivf"
     nlist: int = 64

@@ -22,7 +22,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ragexp.config import schema
+from ragexp.config import schema, validation
 from ragexp.config import build as stages
 from ragexp.config.compose import task_overrides, warn_shadowed
 from ragexp.data import shipped, split
@@ -32,7 +32,7 @@ from ragexp.errors import InvalidValue, MissingInput, NotFound, RagexpError, Wou
 from ragexp.evaluation import measures
 from ragexp.report.abstain_svg import abstain_svg
 from ragexp.run import inputs as run_inputs
-from ragexp.run import repeats, run_folder, validation
+from ragexp.run import repeats, run_folder
 from ragexp.run.console import say
 from ragexp.run.pipeline import RunResult, run_experiment
 from ragexp.run.sweep import ACTIVE, SKIP_LINK, refuse, refuse_unresolved, validated

@@ -21,11 +21,11 @@ import hydra
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from ragexp.config import build, schema
+from ragexp.config import build, schema, validation
 from ragexp.data import shipped
 from ragexp.errors import InvalidValue, RagexpError, counted
 from ragexp.index.resources import Resources
-from ragexp.run import run_folder, sweep, validation
+from ragexp.run import run_folder, sweep
 from ragexp.run.pipeline import read_corpus
 
 schema.register()

@@ -35,9 +35,10 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ragexp.config import validation
 from ragexp.config.compose import task_overrides
 from ragexp.errors import InvalidValue, RagexpError
-from ragexp.run import forked, validation
+from ragexp.run import forked
 from ragexp.run.console import say
 from ragexp.tracking import lifecycle, outbox
 from ragexp.tracking import store as tracking
