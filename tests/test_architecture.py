@@ -6,6 +6,8 @@ heavy import, and the wheel's package list matching the source tree. Read from t
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,6 +102,27 @@ def test_no_package_imports_one_after_it():
     wrong = [f"{m} imports {n}" for m, targets in edges().items() for n in sorted(targets)
              if layer(n) > layer(m)]
     assert not wrong, "\n".join(wrong)
+
+
+def test_serving_imports_nothing_of_the_experiment_runner():
+    """Serving ranks with ``stages.ranking`` and builds a run's stages with ``config.build``:
+    no module of ``serving`` imports ``run`` (its pipeline, sweeps and pandas), although the
+    layer rule would let it."""
+    wrong = [f"{m} imports {n}" for m, targets in edges().items() if m.startswith("ragexp.serving")
+             for n in sorted(targets) if n == "ragexp.run" or n.startswith("ragexp.run.")]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_importing_the_serving_engine_loads_no_pandas_and_no_runner():
+    """What ``ragexp search``/``ask``/``serve`` import to build an engine, read in a fresh
+    interpreter (``sys.modules``): neither pandas (1.3 s of the engine's import when it came
+    with ``run.pipeline``) nor any module of ``ragexp.run``."""
+    code = ("import sys\nimport ragexp.serving.engine\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pandas'"
+            " or m == 'ragexp.run' or m.startswith('ragexp.run.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_imports_inside_functions_only_defer_a_heavy_import():

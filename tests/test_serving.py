@@ -295,6 +295,33 @@ def test_search_and_ask_read_the_run_in_a_child_and_say_what_they_said_here(stor
         assert code == (2 if argv[-1] in (ids["failed"], "ffffffffff") else 0)
 
 
+@pytest.mark.slow
+def test_search_and_ask_of_a_recorded_run_import_no_pandas_and_not_the_runners_work(store):
+    """The ``ragexp search``/``ask`` process that ranks a recorded run's question imports no
+    pandas, and of ``ragexp.run`` only the process helpers the command line shares with the
+    runner (``console``: a reader gone; ``forked``: the record read in a child), not its
+    pipeline, Hydra app or sweep."""
+    import json
+    import subprocess
+    import sys
+
+    from cli_runs import ROOT, cli_env
+
+    folder, ids = store
+    code = ("import json, sys\nfrom ragexp.cli.main import main\ncode = main(sys.argv[1:])\n"
+            "print(json.dumps([code, sorted(m for m in sys.modules if m.split('.')[0] == 'pandas'"
+            " or m.startswith('ragexp.run'))]))")
+    for argv in (["search", "ledger disk full", "--run", ids["bm25"]],
+                 ["ask", "What does BD-2110 mean?", "--run", ids["dense"]]):
+        done = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT,
+                              env=cli_env(folder, tracking.tracking_uri()),
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        exit_code, loaded = json.loads(done.stdout.splitlines()[-1])
+        assert exit_code == 0 and set(loaded) <= {"ragexp.run", "ragexp.run.console",
+                                                  "ragexp.run.forked"}, (argv, loaded)
+
+
 def test_search_and_ask_print_no_empty_heading_for_a_heading_less_document(monkeypatch,
                                                                            capsys):
     """A chunk of a document without headings printed ``table.md#7  ()``."""
