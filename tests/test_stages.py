@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from conftest import CORPUS, GOLDEN
 
-from ragexp.config.build import Stages
 import ragexp.index.stagestore as stagestore
+from ragexp.config.build import Stages
 from ragexp.data.datasets import MarkdownDataset
 from ragexp.index.bm25 import BM25Params
 from ragexp.index.cache import EmbeddingCache

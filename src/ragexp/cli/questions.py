@@ -54,8 +54,7 @@ def compose(generator: str, overrides: list[str], config_dir: str | None = None)
 
     # defer heavy import
     from ragexp.config import compose as composing
-    from ragexp.config import schema
-    from ragexp.config import validation
+    from ragexp.config import schema, validation
 
     schema.register()
     try:

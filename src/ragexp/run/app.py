@@ -22,8 +22,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ragexp.config import schema, validation
 from ragexp.config import build as stages
+from ragexp.config import schema, validation
 from ragexp.config.compose import task_overrides, warn_shadowed
 from ragexp.data import shipped, split
 from ragexp.data.readers import DataError

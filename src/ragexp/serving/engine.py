@@ -24,10 +24,10 @@ from ragexp.config.schema import BM25Conf
 from ragexp.decide import replay
 from ragexp.index.resources import Resources
 from ragexp.records import ordered
-from ragexp.stages.ranking import chunked, rerank_top, retrieve
 from ragexp.serving import tracing
 from ragexp.serving.recorded import RecordedRun, ServingError, recorded_run
 from ragexp.stages.parent_child import answer_context, read_through, rolled_up_units
+from ragexp.stages.ranking import chunked, rerank_top, retrieve
 from ragexp.stages.retrievers import why_none
 from ragexp.tracking import failures
 from ragexp.tracking import store as tracking
