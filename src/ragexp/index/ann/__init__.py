@@ -13,22 +13,30 @@ L2-normalised vectors, by inner product (= cosine):
 - ``ivfpq``: ``IndexIVFPQ``, the same lists holding product-quantised codes of ``m`` sub-vectors
   of ``nbits`` bits each (``m`` must divide the dimension).
 
-Each option is a spec (Hydra instantiates it from ``conf/index/<name>.yaml``) that splits its
-fields in two: ``build_params`` (what the built index depends on: the stage key, so a sweep
-over ``ef_search`` or ``nprobe`` builds it once) and ``search_params`` (read at query time,
-through FAISS's per-call ``SearchParameters``, so one built index serves every job).
+Each option is a spec in a module of its own here (``flat.py``, ``hnsw.py``, ...; Hydra
+instantiates it from ``conf/index/<name>.yaml``) that splits its fields in two: ``build_params``
+(what the built index depends on: the stage key, so a sweep over ``ef_search`` or ``nprobe``
+builds it once) and ``search_params`` (read at query time, through FAISS's per-call
+``SearchParameters``, so one built index serves every job). A module declares its option as
+``OPTION = <its spec class>``, whose fields carry their ranges (``metadata``): ``options()``
+finds every module's, ``run.schema`` makes the group's schema from them, and configs name each
+``ragexp.index.ann.<its class>`` (``__getattr__``), so a new option is its module, its yaml and
+its test.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from ragexp.errors import InvalidValue
-from ragexp.index.flat import FlatIPIndex, faiss_module
+from ragexp.index.base import Index
+from ragexp.index.flat import faiss_module
+from ragexp.index.stagestore import stage_key
 
 RECALL_DEPTH = 10  # index.recall_at_10_vs_exact
 
@@ -40,13 +48,17 @@ class DenseSearch(Protocol):
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]: ...
 
 
-class IndexSpec(Protocol):
-    """One option of the ``index`` group: ``build(vectors)`` makes the index (its stage key:
-    ``name`` and ``build_params()``), ``searcher(built)`` searches it with the query-time
-    ``search_params()``; ``exact``: whether it returns exact search's results."""
+class IndexSpec(Index, Protocol):
+    """One option of the ``index`` group, an ``Index`` over the passage vectors:
+    ``build(vectors)`` makes the index (its stage key: ``name`` and ``build_params()``),
+    ``searcher(built)`` searches it with the query-time ``search_params()``; ``exact``: whether
+    it returns exact search's results; ``stage``: the stage-store name it is kept under."""
 
     name: str
     exact: bool
+
+    @property
+    def stage(self) -> str: ...
 
     def build_params(self) -> dict: ...
 
@@ -55,6 +67,46 @@ class IndexSpec(Protocol):
     def build(self, vectors: np.ndarray) -> Any: ...
 
     def searcher(self, built: Any) -> DenseSearch: ...
+
+
+class DenseOption:
+    """What every option of the ``index`` group shares (mixed into each spec dataclass): it
+    is built from the passage vectors, keyed by them, its ``name`` and its ``build_params()``,
+    and kept under the stage ``dense_index`` when exact (in memory only, as it always was),
+    ``<name>_index`` otherwise (on disk too: its build can take minutes)."""
+
+    source = "vectors"
+
+    def key(self, source_key: str) -> str:
+        """Stage key of the built index over the vectors keyed ``source_key``: never its
+        query-time settings (``ef_search``, ``nprobe``)."""
+        return stage_key("dense_index", source_key, self.name, self.build_params())
+
+    @property
+    def stage(self) -> str:
+        return "dense_index" if self.exact else f"{self.name}_index"
+
+
+def options() -> dict[str, type]:
+    """``{option name: spec class}`` of every module of this package that declares ``OPTION``
+    (the ``index`` group's options, ``conf/index/<name>.yaml``), by name."""
+    found = {}
+    for module in pkgutil.iter_modules(__path__):
+        spec = getattr(importlib.import_module(f"{__name__}.{module.name}"), "OPTION", None)
+        if spec is not None:
+            found[spec.name] = spec
+    return dict(sorted(found.items()))
+
+
+def __getattr__(name: str) -> type:
+    """``ragexp.index.ann.<Spec>``: an option's class by the path configs name it with
+    (``_target_: ragexp.index.ann.HNSWSpec``: what every run recorded before the options had a
+    module each, and part of a run's identity, ``tracking.config_hash``). Raises
+    ``AttributeError`` for a name no option module declares."""
+    for spec in options().values():
+        if spec.__name__ == name:
+            return spec
+    raise AttributeError(f"module {__name__!r} has no index option {name!r}")
 
 
 @dataclass
@@ -91,29 +143,9 @@ class ApproxSearch:
                                        params=self.params)
 
 
-@dataclass(frozen=True)
-class FlatSpec:
-    """``index=flat``: exact search, ``block_size`` passages per block (None: one FAISS call;
-    see ``flat.py``)."""
-
-    name: str = "flat"
-    block_size: int | None = None
-    exact = True
-
-    def build_params(self) -> dict:
-        return {"block_size": self.block_size}
-
-    def search_params(self) -> dict:
-        return {}
-
-    def build(self, vectors: np.ndarray) -> FlatIPIndex:
-        return FlatIPIndex(vectors, self.block_size)
-
-    def searcher(self, built: FlatIPIndex) -> DenseSearch:
-        return built
-
-
-def _timed_build(make: Any, vectors: np.ndarray, train: np.ndarray | None = None) -> BuiltIndex:
+def timed_build(make: Any, vectors: np.ndarray, train: np.ndarray | None = None) -> BuiltIndex:
+    """``make()``'s FAISS index, trained on ``train`` (when given) and holding ``vectors``, with
+    its build seconds and serialised size."""
     start = time.perf_counter()
     index = make()
     if train is not None:
@@ -123,36 +155,6 @@ def _timed_build(make: Any, vectors: np.ndarray, train: np.ndarray | None = None
     return BuiltIndex(index, build_s, int(faiss_module().serialize_index(index).nbytes))
 
 
-@dataclass(frozen=True)
-class HNSWSpec:
-    """``index=hnsw``: FAISS ``IndexHNSWFlat`` by inner product. ``M``: links per node;
-    ``ef_construction``: candidates kept while inserting; ``ef_search``: candidates kept per
-    query (at least the depth retrieved, checked at composition)."""
-
-    name: str = "hnsw"
-    M: int = 32
-    ef_construction: int = 200
-    ef_search: int = 128
-    exact = False
-
-    def build_params(self) -> dict:
-        return {"M": self.M, "ef_construction": self.ef_construction}
-
-    def search_params(self) -> dict:
-        return {"ef_search": self.ef_search}
-
-    def build(self, vectors: np.ndarray) -> BuiltIndex:
-        def make():
-            faiss = faiss_module()
-            index = faiss.IndexHNSWFlat(vectors.shape[1], self.M, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efConstruction = self.ef_construction
-            return index
-        return _timed_build(make, vectors)
-
-    def searcher(self, built: BuiltIndex) -> DenseSearch:
-        return ApproxSearch(built, faiss_module().SearchParametersHNSW(efSearch=self.ef_search))
-
-
 def training_sample(vectors: np.ndarray, size: int, seed: int) -> np.ndarray:
     """``min(size, n)`` rows of ``vectors`` drawn without replacement by
     ``numpy.random.default_rng(seed)``, in row order: the same sample for the same seed."""
@@ -160,104 +162,6 @@ def training_sample(vectors: np.ndarray, size: int, seed: int) -> np.ndarray:
         return vectors
     rows = np.sort(np.random.default_rng(seed).choice(len(vectors), size, replace=False))
     return vectors[rows]
-
-
-@dataclass(frozen=True)
-class IVFSpec:
-    """``index=ivf``: FAISS ``IndexIVFFlat`` by inner product over ``nlist`` k-means lists,
-    trained on ``train_size`` vectors (None: ``64 x nlist``) drawn with ``seed``; ``nprobe``
-    lists searched per query. Raises ``InvalidValue`` at build when ``nlist`` exceeds the
-    number of passages or ``train_size`` (FAISS's k-means needs at least ``nlist`` points; it
-    warns below 39 x ``nlist``); composition refuses the same where it can know them
-    (``run.validation``)."""
-
-    name: str = "ivf"
-    nlist: int = 64
-    nprobe: int = 8
-    seed: int = 0
-    train_size: int | None = None
-    exact = False
-
-    def build_params(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k not in ("name", "nprobe")}
-
-    def search_params(self) -> dict:
-        return {"nprobe": self.nprobe}
-
-    def _train_size(self) -> int:
-        return self.train_size or 64 * self.nlist
-
-    def _check(self, vectors: np.ndarray) -> None:
-        if self.nlist > len(vectors):
-            raise InvalidValue(f"index.nlist={self.nlist} is larger than the corpus "
-                               f"({len(vectors)} passages): each list needs a training vector; "
-                               f"lower index.nlist")
-        if self.train_size is not None and self.train_size < self.nlist:
-            raise InvalidValue(f"index.train_size={self.train_size} is out of range: must be >= "
-                               f"index.nlist ({self.nlist}): k-means needs a training vector per "
-                               f"list (FAISS refuses fewer, and warns below 39 x nlist)")
-
-    def _quantized(self, dim: int) -> Any:
-        faiss = faiss_module()
-        quantizer = faiss.IndexFlatIP(dim)
-        index = faiss.IndexIVFFlat(quantizer, dim, self.nlist, faiss.METRIC_INNER_PRODUCT)
-        index.own_fields = True
-        quantizer.this.disown()
-        return index
-
-    def build(self, vectors: np.ndarray) -> BuiltIndex:
-        self._check(vectors)
-
-        def make():
-            index = self._quantized(vectors.shape[1])
-            index.cp.seed = self.seed
-            return index
-        return _timed_build(make, vectors,
-                            training_sample(vectors, self._train_size(), self.seed))
-
-    def searcher(self, built: BuiltIndex) -> DenseSearch:
-        return ApproxSearch(built, faiss_module().SearchParametersIVF(nprobe=self.nprobe))
-
-
-@dataclass(frozen=True)
-class IVFPQSpec(IVFSpec):
-    """``index=ivfpq``: FAISS ``IndexIVFPQ``: the IVF lists hold product-quantised codes, ``m``
-    sub-vectors of ``nbits`` bits each (``m x nbits / 8`` bytes a passage). Raises
-    ``InvalidValue`` at build when ``m`` does not divide the dimension, or the corpus or
-    ``train_size`` holds fewer vectors than ``nlist`` or than the ``2**nbits`` centroids of each
-    sub-quantizer."""
-
-    name: str = "ivfpq"
-    m: int = 16
-    nbits: int = 8
-
-    def _train_size(self) -> int:
-        return self.train_size or 64 * max(self.nlist, 2 ** self.nbits)
-
-    def _check(self, vectors: np.ndarray) -> None:
-        super()._check(vectors)
-        n, dim = vectors.shape
-        if dim % self.m:
-            raise InvalidValue(f"index.m={self.m} does not divide the embedder's dimension "
-                               f"({dim}): choose a divisor of {dim}")
-        if 2 ** self.nbits > n:
-            raise InvalidValue(f"index.nbits={self.nbits} needs at least {2 ** self.nbits} "
-                               f"passages to train its codebooks; the corpus has {n}: lower "
-                               f"index.nbits")
-        if self.train_size is not None and self.train_size < 2 ** self.nbits:
-            raise InvalidValue(f"index.train_size={self.train_size} is out of range: must be >= "
-                               f"2**index.nbits ({2 ** self.nbits}): each codebook's k-means "
-                               f"needs a training vector per centroid")
-
-    def _quantized(self, dim: int) -> Any:
-        faiss = faiss_module()
-        quantizer = faiss.IndexFlatIP(dim)
-        index = faiss.IndexIVFPQ(quantizer, dim, self.nlist, self.m, self.nbits,
-                                 faiss.METRIC_INNER_PRODUCT)
-        index.own_fields = True
-        quantizer.this.disown()
-        index.pq.cp.seed = self.seed
-        return index
 
 
 def recall_vs_exact(approx_ids: np.ndarray, exact_ids: np.ndarray,
