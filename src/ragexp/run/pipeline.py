@@ -452,7 +452,7 @@ def answer_questions(answerer: Answerer, corpus: Corpus, ranking: Ranking,
                                                 ordered(ranking[q.qid])], corpus.parents),
                           confidence[q.qid], threshold) for q in corpus.queries]
     return dict(zip([q.qid for q in corpus.queries],
-                    answerer.answer(inputs, resources.bm25, progress)))
+                    answerer.answer(inputs, resources.bm25.coverage, progress)))
 
 
 def relevant_chunks(qrels: Qrels, chunks: list[Chunk],

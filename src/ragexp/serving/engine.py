@@ -143,7 +143,7 @@ class Engine:
             inp = AnswerInput(question, read_through([chunks[pos[c]] for c in ordered(top)],
                                                      self.parents), signal, self.threshold)
             with req.stage("answer") as attrs:
-                ans = self.answerer.answer([inp], self.resources.bm25)[0]
+                ans = self.answerer.answer([inp], self.resources.bm25.coverage)[0]
                 if not top and ans.refused:  # "nothing retrieved", and why
                     ans.reason = f"nothing retrieved: {self.why_none(question)}"
                 attrs.update(tracing.answer_attributes(ans))
