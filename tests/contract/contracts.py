@@ -222,7 +222,7 @@ class RerankerContract:
     def test_each_query_keeps_its_items_and_its_tail_order(self, res, first_stage):
         reranker = self.get_reranker()
         assert isinstance(reranker.top_n, int) and reranker.top_n >= 0
-        out = reranker.rerank(QUERIES, first_stage, res)
+        out = reranker.rerank(QUERIES, first_stage, res.passages)
         assert set(out) == set(first_stage)
         for qid, scores in first_stage.items():
             assert set(out[qid]) == set(scores)
@@ -230,15 +230,16 @@ class RerankerContract:
 
     def test_nothing_to_rerank_and_an_empty_query_are_taken(self, res, first_stage):
         reranker = self.get_reranker()
-        assert reranker.rerank({}, {}, res) == {}
-        assert reranker.rerank(QUERIES, {q: {} for q in QUERIES}, res) == {q: {} for q in QUERIES}
-        empty = reranker.rerank(EMPTY, {"q0": first_stage["q1"]}, res)
+        assert reranker.rerank({}, {}, res.passages) == {}
+        assert reranker.rerank(QUERIES, {q: {} for q in QUERIES},
+                               res.passages) == {q: {} for q in QUERIES}
+        empty = reranker.rerank(EMPTY, {"q0": first_stage["q1"]}, res.passages)
         assert set(empty["q0"]) == set(first_stage["q1"])
 
     def test_the_same_ranking_reranks_the_same(self, res, first_stage):
         reranker = self.get_reranker()
-        assert reranker.rerank(QUERIES, first_stage, res) == \
-            self.get_reranker().rerank(QUERIES, first_stage, res)
+        assert reranker.rerank(QUERIES, first_stage, res.passages) == \
+            self.get_reranker().rerank(QUERIES, first_stage, res.passages)
 
 
 class ChunkerContract:

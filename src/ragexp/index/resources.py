@@ -52,6 +52,24 @@ class ChunksById(Mapping):
         return len(self._position)
 
 
+@dataclass(frozen=True)
+class Passages:
+    """What a reranker or an abstain signal reads of a run's chunks, by chunk id, and nothing
+    else of the run (``Resources.passages``): ``by_id`` (``{chunk_id: Chunk}``), ``terms(id)``
+    (the chunk's analysed terms, in order), ``bm25()`` (the run's BM25 index: idf, coverage,
+    score bound), ``best_bm25_scores(texts)`` ((len(texts),) the best BM25 score of each text,
+    kept for a sweep's next job), ``vectors(ids)`` ((len(ids), dim) passage vectors) and
+    ``query_vectors(texts)`` ((len(texts), dim), the same embedder). Each is built when first
+    read: a run whose reranker reads text alone fits no BM25 and loads no model for it."""
+
+    by_id: Mapping[str, Chunk]
+    terms: Callable[[str], list[str]]
+    bm25: Callable[[], BM25Index]
+    best_bm25_scores: Callable[[list[str]], np.ndarray]
+    vectors: Callable[[list[str]], np.ndarray]
+    query_vectors: Callable[[list[str]], np.ndarray]
+
+
 @dataclass
 class Resources:
     chunks: list[Chunk]
@@ -89,6 +107,14 @@ class Resources:
                                  "chunking")
         self.position = {c.chunk_id: i for i, c in enumerate(self.chunks)}
         self.by_id = ChunksById(self.chunks, self.position)
+
+    @property
+    def passages(self) -> Passages:
+        """These chunks as the stages after retrieval read them (``Passages``)."""
+        return Passages(self.by_id, lambda chunk_id: self.terms[self.position[chunk_id]],
+                        lambda: self.bm25, self.best_bm25_scores,
+                        lambda ids: self.passage_vectors()[[self.position[c] for c in ids]],
+                        self.query_vectors)
 
     @property
     def embedder(self) -> Embedder:

@@ -30,7 +30,7 @@ from ragexp.evaluation import metrics
 from ragexp.evaluation.attribution import rerank_attribution
 from ragexp.index import truncation
 from ragexp.index.embedders import EmbedderIdentity
-from ragexp.index.resources import Resources
+from ragexp.index.resources import Passages, Resources
 from ragexp.index.stagestore import StageStore, stage_key
 from ragexp.records import Chunk, Document, Qrels, Query, Ranking, ordered
 from ragexp.run.build import Stages
@@ -123,7 +123,7 @@ def retrieve(retriever: Retriever, reranker: Reranker, queries: dict[str, str], 
 def rerank_top(reranker: Reranker, resources: Resources, queries: dict[str, str],
                found: Ranking, k: int) -> Ranking:
     """The second half of :func:`rank`: rerank ``found`` and keep the best ``k`` per query."""
-    ranking = reranker.rerank(queries, found, resources)
+    ranking = reranker.rerank(queries, found, resources.passages)
     return {q: {c: scores[c] for c in ordered(scores)[:k]} for q, scores in ranking.items()}
 
 
@@ -392,9 +392,9 @@ class FirstStageKept:
         self.reranker, self.name, self.top_n = reranker, reranker.name, reranker.top_n
         self.kept: Ranking = {}
 
-    def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
+    def rerank(self, queries: dict[str, str], ranking: Ranking, passages: Passages) -> Ranking:
         self.kept.update({q: dict(scores) for q, scores in ranking.items()})
-        return self.reranker.rerank(queries, ranking, resources)
+        return self.reranker.rerank(queries, ranking, passages)
 
 
 def attribute_reranker(corpus: Corpus, first_stage: Ranking, judged: Ranking, k: int,
@@ -422,7 +422,7 @@ def abstain_curve(signal: AbstainSignal, corpus: Corpus, ranking: Ranking,
     folds as there are unanswerable questions when fewer, with a warning). The curve is None,
     with a warning, unless the scored questions hold at least 2 answerable and 2 unanswerable
     ones (the least its cross-validation can split)."""
-    confidence = signal.compute(corpus.texts, ranking, resources)
+    confidence = signal.compute(corpus.texts, ranking, resources.passages)
     queries = corpus.queries
     answerable = sum(q.answerable for q in queries)
     if min(answerable, len(queries) - answerable) >= 2:

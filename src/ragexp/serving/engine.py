@@ -135,7 +135,8 @@ class Engine:
         with self.tracer.request("answer", question) as req:
             top = self._rank(question, self.cfg.k, req)
             with req.stage("abstain") as attrs:
-                signal = self.signal.compute({"q": question}, {"q": top}, self.resources)["q"]
+                signal = self.signal.compute({"q": question}, {"q": top},
+                                             self.resources.passages)["q"]
                 attrs.update({"ragexp.confidence": float(signal),
                               "ragexp.threshold": float(self.threshold),
                               "ragexp.below_threshold": bool(signal < self.threshold)})
