@@ -136,8 +136,8 @@ class Resources:
         the registry of built indexes, the embedding cache, the stage store and the timings,
         copying none; its vectors, dense index (the run's ``index`` group) and searches are its
         own, keyed by its embedder's identity and kept under stage names of their own
-        (``dense_stage``), so they neither read nor evict the run's. Replayed search time counts on the run's
-        resources (``parent``)."""
+        (``dense_stage``), so they neither read nor evict the run's. Replayed search time
+        counts on the run's resources (``parent``)."""
         view = copy.copy(self)  # shallow: no second position map, no __post_init__
         view.embedder_factory, view.parent = factory, self.parent or self
         view._embedder, view._passages = None, None
@@ -173,17 +173,20 @@ class Resources:
         ``stage`` (on disk too unless ``disk`` is False). Its source is read first: the passage
         vectors (their embedding time counts in ``time.embed_s``) or, only when it must be
         built, the chunks' terms; the build counts in ``time.index_s``."""
-        if index.source == "vectors":
-            vectors = self.passage_vectors()
-            key, data = index.key(self._vectors_key()), lambda: vectors
-        else:
-            key, data = index.key(self.chunks_key), lambda: self.terms
+        vectors = self.passage_vectors() if index.source == "vectors" else None
+        key = self.key(index)
         if (stage, key) not in self._built:
             start = time.perf_counter()
-            built = self.stages.get(stage, key, lambda: index.build(data()), disk=disk)
+            built = self.stages.get(stage, key, lambda: index.build(
+                self.terms if vectors is None else vectors), disk=disk)
             self.add_time("time.index_s", start)
             self._built[stage, key] = (built, index.searcher(built))
         return self._built[stage, key][1]
+
+    def key(self, index: Index) -> str:
+        """Stage key of ``index`` built over these chunks: ``index.key`` of its source's key
+        (the passage vectors', which the embedder's identity keys, or the chunks')."""
+        return index.key(self._vectors_key() if index.source == "vectors" else self.chunks_key)
 
     def bm25_index(self, params: BM25Params) -> BM25Index:
         """A BM25 index over the chunks' terms fitted with ``params`` (``index``), kept under
@@ -351,12 +354,12 @@ class Resources:
     def _dense_key(self) -> str:
         """Stage key of the built dense index: the vectors' key, the index kind and its build
         parameters (never its query-time ones: ``ef_search``, ``nprobe``)."""
-        return self.index_spec.key(self._vectors_key())
+        return self.key(self.index_spec)
 
     def bm25_key(self, params: BM25Params | None = None) -> str:
         """Stage key of a BM25 index: the chunks' key and every field of ``params`` (default
         ``bm25_params``, the run's)."""
-        return (params or self.bm25_params).key(self.chunks_key)
+        return self.key(params or self.bm25_params)
 
     def _vectors_key(self) -> str:
         return stage_key("vectors", self.chunks_key, self.embedder.identity.key)
