@@ -27,7 +27,6 @@ from ragexp.index.base import Index
 from ragexp.index.bm25 import BM25Index, BM25Params
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import BoundById, Embedder, TokenCounter
-from ragexp.index.flat import FlatIPIndex
 from ragexp.index.stagestore import StageStore, stage_key
 from ragexp.records import Chunk
 from ragexp.text.tokens import TokenMatrix
@@ -237,35 +236,15 @@ class Resources:
         return self.index(spec, self.dense_stage(spec.stage), disk=not spec.exact)
 
     def dense_facts(self, texts: list[str]) -> dict[str, float]:
-        """Metrics of the dense index, once a stage searched it (else ``{}``): ``index.bytes``
-        (the vectors for flat, the serialised index otherwise) and ``index.build_s`` (seconds
-        the build took when it ran, 0 for flat); for an approximate index also
-        ``index.recall_at_10_vs_exact`` (``ann.recall_vs_exact`` of its top 10 against exact
-        flat search, ties at the 10th place counted as hits, on ``texts``' query vectors, zero vectors left out) and
-        ``index.search_p50_ms`` / ``index.search_p95_ms`` (each of the first ``LATENCY_SAMPLE``
-        queries searched alone)."""
+        """``ann.index_facts`` of the run's dense index, on ``texts``' query vectors (the first
+        ``LATENCY_SAMPLE`` of them searched alone), once a stage searched it (else ``{}``)."""
         spec = self.index_spec
         held = self._built.get((self.dense_stage(spec.stage), self._dense_key())
                                ) if self.embedder_used else None
         if held is None:
             return {}
-        built, searcher = held
-        if self.index_spec.exact:
-            return {"index.bytes": float(built.nbytes), "index.build_s": 0.0}
-        out = {"index.bytes": float(built.nbytes), "index.build_s": float(built.build_s)}
-        queries = self.query_vectors(texts)
-        queries = queries[queries.any(axis=1)]
-        if len(queries):
-            vectors = self.passage_vectors()
-            exact_scores, exact = FlatIPIndex(vectors).search(queries, ann.RECALL_DEPTH)
-            _, found = searcher.search(queries, ann.RECALL_DEPTH)
-            # the exact inner product of every returned id (-1 padding scores nothing)
-            true = np.einsum("qkd,qd->qk", vectors[np.maximum(found, 0)], queries)
-            out[f"index.recall_at_{ann.RECALL_DEPTH}_vs_exact"] = ann.recall_vs_exact(
-                found, exact, true, exact_scores)
-            out.update(ann.search_latency_ms(searcher, queries[:LATENCY_SAMPLE],
-                                             ann.RECALL_DEPTH))
-        return out
+        return ann.index_facts(spec, *held, self.passage_vectors(),
+                               lambda: self.query_vectors(texts), LATENCY_SAMPLE)
 
     def searched(self, stage: str, queries: dict[str, str], k: int,
                  search: Callable[[], dict], index: str | None = None) -> dict:

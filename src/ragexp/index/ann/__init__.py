@@ -30,12 +30,12 @@ import importlib
 import pkgutil
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
 from ragexp.index.base import Index
-from ragexp.index.flat import faiss_module
+from ragexp.index.flat import FlatIPIndex, faiss_module
 from ragexp.index.stagestore import stage_key
 
 RECALL_DEPTH = 10  # index.recall_at_10_vs_exact
@@ -189,6 +189,31 @@ def recall_vs_exact(approx_ids: np.ndarray, exact_ids: np.ndarray,
         hits = int(((a >= 0) & (true_scores[i] >= threshold)).sum())
         shares.append(min(hits, n_true) / n_true)
     return float(np.mean(shares)) if shares else float("nan")
+
+
+def index_facts(spec: IndexSpec, built: Any, searcher: DenseSearch, vectors: np.ndarray,
+                queries: Callable[[], np.ndarray], latency_sample: int) -> dict[str, float]:
+    """Metrics of a dense index ``built`` from ``vectors`` ((n, d) float32) by ``spec``:
+    ``index.bytes`` (the vectors for flat, the serialised index otherwise) and
+    ``index.build_s`` (seconds the build took when it ran, 0 for flat); for an approximate index
+    also ``index.recall_at_10_vs_exact`` (``recall_vs_exact`` of its top 10 against exact flat
+    search, ties at the 10th place counted as hits, on the query vectors ``queries()``
+    returns, zero vectors left out; read only then) and ``index.search_p50_ms`` /
+    ``index.search_p95_ms`` (each of the first ``latency_sample`` queries searched alone)."""
+    if spec.exact:
+        return {"index.bytes": float(built.nbytes), "index.build_s": 0.0}
+    out = {"index.bytes": float(built.nbytes), "index.build_s": float(built.build_s)}
+    asked = queries()
+    asked = asked[asked.any(axis=1)]
+    if len(asked):
+        exact_scores, exact = FlatIPIndex(vectors).search(asked, RECALL_DEPTH)
+        _, found = searcher.search(asked, RECALL_DEPTH)
+        # the exact inner product of every returned id (-1 padding scores nothing)
+        true = np.einsum("qkd,qd->qk", vectors[np.maximum(found, 0)], asked)
+        out[f"index.recall_at_{RECALL_DEPTH}_vs_exact"] = recall_vs_exact(
+            found, exact, true, exact_scores)
+        out.update(search_latency_ms(searcher, asked[:latency_sample], RECALL_DEPTH))
+    return out
 
 
 def search_latency_ms(index: DenseSearch, queries: np.ndarray, k: int) -> dict[str, float]:
