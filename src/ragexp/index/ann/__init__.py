@@ -132,7 +132,7 @@ class BuiltIndex:
 @dataclass(frozen=True)
 class ApproxSearch:
     """A built approximate index searched with one run's query-time ``params`` (a FAISS
-    ``SearchParameters``)."""
+    ``SearchParameters``; None for an index without query-time settings, ``flat_fp16``)."""
 
     built: BuiltIndex
     params: Any
