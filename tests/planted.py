@@ -46,16 +46,16 @@ class StrippedCitations:
     def __init__(self, inner):
         self.inner = inner
 
-    def answer(self, inputs, bm25, progress: bool = False):
+    def answer(self, inputs, coverage, progress: bool = False):
         from ragexp.answer.base import claim_of, finish, sources_for
 
         out = []
-        for inp, ans in zip(inputs, self.inner.answer(inputs, bm25)):
+        for inp, ans in zip(inputs, self.inner.answer(inputs, coverage)):
             if ans.refused:
                 out.append(ans)
                 continue
             sources = sources_for(inp, len(ans.sources))
-            out.append(finish(inp, [claim_of(s) for s in ans.sentences], sources, bm25,
+            out.append(finish(inp, [claim_of(s) for s in ans.sentences], sources, coverage,
                               0.6, "every sentence lost its citation"))
         return out
 
@@ -65,7 +65,7 @@ class AlwaysRefuses:
 
     name = "always_refuses"
 
-    def answer(self, inputs, bm25, progress: bool = False):
+    def answer(self, inputs, coverage, progress: bool = False):
         from ragexp.answer.base import REFUSAL, Answer, sources_for
 
         return [Answer(inp.question, REFUSAL, True, inp.signal, inp.threshold,

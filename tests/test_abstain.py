@@ -211,13 +211,13 @@ def test_lexical_signal_by_hand(tmp_path):
     ranking = {"q": {"c0": 2.0, "c1": 1.0}, "r": {"c3": 1.0}}
     for alpha in (0.0, 0.5, 1.0):
         out = LexicalSignal(top_k=5, alpha=alpha).compute(
-            {"q": "alpha unseenword", "r": "alpha unseenword"}, ranking, res)
+            {"q": "alpha unseenword", "r": "alpha unseenword"}, ranking, res.passages)
         coverage_q = idf_alpha / (idf_alpha + unseen)  # alpha is in c0, the top chunk
         norm = max(ref.get_scores(["alpha", "unseenword"])) / (idf_alpha * (1.5 + 1))
         assert out["q"] == pytest.approx(alpha * coverage_q + (1 - alpha) * norm)
         # r's retrieved chunk (c3) holds neither term: coverage 0, the bm25 part is the same.
         assert out["r"] == pytest.approx((1 - alpha) * norm)
-    assert LexicalSignal().compute({"s": "the of and"}, {"s": {}}, res) == {"s": 0.0}
+    assert LexicalSignal().compute({"s": "the of and"}, {"s": {}}, res.passages) == {"s": 0.0}
     with pytest.raises(ValueError, match="alpha"):
         LexicalSignal(alpha=1.5)
 
@@ -232,7 +232,8 @@ def test_lexical_signal_is_bounded_on_the_handbook(golden, chunks, tmp_path):
     res = Resources(chunks, lambda: HashEmbedder(), EmbeddingCache(str(tmp_path)),
                     progress=False)
     queries = {q.qid: q.text for q in golden}
-    out = LexicalSignal().compute(queries, BM25Retriever(res).search(queries, 10), res)
+    out = LexicalSignal().compute(queries, BM25Retriever(res).search(queries, 10),
+                                  res.passages)
     assert set(out) == set(queries)
     assert all(0.0 <= s <= 1.0 for s in out.values())
 
@@ -243,7 +244,8 @@ def test_dense_signal_is_the_best_cosine_in_the_top_k(tmp_path):
 
     res = _resources(tmp_path, TEXTS)
     ranking = {"q": {"c3": 3.0, "c0": 2.0, "c2": 1.0}, "e": {}}
-    out = DenseSignal(top_k=2).compute({"q": "alpha gamma", "e": "alpha"}, ranking, res)
+    out = DenseSignal(top_k=2).compute({"q": "alpha gamma", "e": "alpha"}, ranking,
+                                       res.passages)
     emb = HashEmbedder(dim=64)
     q = emb.embed(["alpha gamma"])[0]
     expected = max(float(emb.embed([TEXTS[i]])[0] @ q) for i in (3, 0))  # c2 is third: cut

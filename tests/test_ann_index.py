@@ -203,12 +203,13 @@ def _cfg(*overrides):
 
 def test_every_index_option_composes_and_instantiates():
     kinds = {}
-    for name in ("flat", "hnsw", "ivf", "ivfpq"):
+    for name in ann.options():  # every module of index/ann/ that declares an option
         cfg = _cfg(f"index={name}", "k=100")
         validation.validate(cfg)
         kinds[name] = type(build(cfg).index)
-    assert kinds == {"flat": ann.FlatSpec, "hnsw": ann.HNSWSpec, "ivf": ann.IVFSpec,
-                     "ivfpq": ann.IVFPQSpec}
+    assert kinds == ann.options()
+    assert {"flat": ann.FlatSpec, "hnsw": ann.HNSWSpec, "ivf": ann.IVFSpec,
+            "ivfpq": ann.IVFPQSpec}.items() <= kinds.items()
     assert _cfg().index.name == "flat" and _cfg().index.block_size is None
 
 
@@ -288,3 +289,18 @@ def test_a_small_hnsw_over_tied_vectors_reaches_recall_one():
     _, found = searcher.search(q, 10)
     true = np.einsum("qkd,qd->qk", x[np.maximum(found, 0)], q)
     assert ann.recall_vs_exact(found, exact, true, exact_scores) == pytest.approx(1.0)
+
+
+def test_every_option_is_named_in_configs_by_the_path_runs_have_always_recorded():
+    """A config names an option ``ragexp.index.ann.<Spec>`` (part of every run's identity,
+    ``tracking.config_hash``), wherever its module lives: the schema writes that path, and it
+    resolves to the option's class, for configs recorded before ``index/ann/`` had a module per
+    option too."""
+    from hydra.utils import get_class
+
+    for name, spec in ann.options().items():
+        path = f"ragexp.index.ann.{spec.__name__}"
+        assert _cfg(f"index={name}", "k=100").index._target_ == path
+        assert get_class(path) is spec and spec.__module__ == f"ragexp.index.ann.{name}"
+    with pytest.raises(AttributeError, match="no index option"):
+        ann.AnnoySpec

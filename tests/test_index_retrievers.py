@@ -191,7 +191,7 @@ def small(tmp_path):
 
 def test_lexical_reranker_reorders_only_the_head(small):
     res, ranking = small
-    out = LexicalReranker(top_n=3).rerank({"q": "alpha beta"}, ranking, res)
+    out = LexicalReranker(top_n=3).rerank({"q": "alpha beta"}, ranking, res.passages)
     # Head: c1 (both terms adjacent) > c2 (both, 4 apart) > c0 (none). The tail keeps its
     # order although c5 would score best of all.
     assert ordered(out["q"]) == ["c1", "c2", "c0", "c3", "c4", "c5", "c6", "c7"]
@@ -210,7 +210,7 @@ def test_lexical_score_by_hand(small):
 
 def test_lexical_reranker_keeps_first_stage_order_among_ties(small):
     res, ranking = small
-    out = LexicalReranker(top_n=8).rerank({"q": "zzz"}, ranking, res)  # nothing matches
+    out = LexicalReranker(top_n=8).rerank({"q": "zzz"}, ranking, res.passages)  # nothing matches
     assert ordered(out["q"]) == ordered(ranking["q"])
 
 
@@ -221,7 +221,7 @@ def test_lexical_reranker_rejects_top_n_below_one():
 
 def test_no_reranker_is_identity(small):
     res, ranking = small
-    assert NoReranker().rerank({"q": "x"}, ranking, res) is ranking
+    assert NoReranker().rerank({"q": "x"}, ranking, res.passages) is ranking
 
 
 def test_cross_encoder_needs_a_model_path(tmp_path):

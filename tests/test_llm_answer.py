@@ -19,7 +19,8 @@ Q_DEAD = "How long are dead-lettered jobs kept before they are purged?"
 
 @pytest.fixture(scope="module")
 def bm25(chunks):
-    return BM25Index().fit([c.text for c in chunks])
+    """The answerer's scorer: the handbook's BM25 coverage (``answer.base.Coverage``)."""
+    return BM25Index().fit([c.text for c in chunks]).coverage
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,8 @@ def _one(chunks, needle):
 
 
 def _ask(question, retrieved, bm25, **kw):
-    return ExtractiveAnswerer(**kw).answer_one(AnswerInput(question, retrieved, 1.0, 0.0), bm25)
+    return ExtractiveAnswerer(**kw).answer_one(AnswerInput(question, retrieved, 1.0, 0.0),
+                                               bm25.coverage)
 
 
 def test_the_dead_letter_answer_opens_with_the_sentence_that_answers_it(chunks, bm25):

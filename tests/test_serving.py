@@ -153,7 +153,7 @@ def test_citations_that_do_not_check_out_are_dropped(chunks):
     lookup = {a.chunk_id: a, b.chunk_id: b}
     kept, why = check_citations([f"{sentence} [1]", f"{sentence} [2]", f"{sentence} [7]",
                                  "Made-up claim. [1]", sentence], sources, lookup,
-                                BM25Index().fit([c.text for c in chunks]))
+                                BM25Index().fit([c.text for c in chunks]).coverage)
     assert kept == [f"{sentence} [1]"] and len(why) == 4
 
 

@@ -95,7 +95,7 @@ def test_answerer_answers_in_russian():
     chunk = Chunk("c1", "d1", "Москва является столицей России. Байкал самое глубокое озеро.")
     index = BM25Index().fit([chunk.text, "Другой текст без ответа"])
     out = ExtractiveAnswerer().answer_one(
-        AnswerInput("Москва является столицей чего?", [chunk], 1.0, 0.0), index)
+        AnswerInput("Москва является столицей чего?", [chunk], 1.0, 0.0), index.coverage)
     assert not out.refused and out.text == "Москва является столицей России. [1]"
 
 

@@ -24,15 +24,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from collections.abc import Callable, Collection
 from typing import Protocol, Sequence
 
-from ragexp.index.bm25 import BM25Index
 from ragexp.records import Chunk
 from ragexp.text.analysis import tokenize
 
 REFUSAL = "I can't answer that from these documents: nothing retrieved supports an answer."
 _MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
 _TRAILING = re.compile(r"(?:\s*\[\d+(?:\s*,\s*\d+)*\])+\s*[.!?]?\s*$")
+
+# The scorer an answerer checks support with: ``coverage(query_terms, found_terms)``, in 0..1,
+# the idf-weighted share of the query's analysed terms that ``found_terms`` holds (the run's
+# BM25 index's ``BM25Index.coverage``: sum over found terms of idf / sum over all of idf).
+Coverage = Callable[[set[str], Collection[str]], float]
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,7 @@ class Answerer(Protocol):
 
     name: str
 
-    def answer(self, inputs: Sequence[AnswerInput], bm25: BM25Index,
+    def answer(self, inputs: Sequence[AnswerInput], coverage: Coverage,
                progress: bool = False) -> list[Answer]: ...
 
 
@@ -108,16 +113,16 @@ def body(chunk: Chunk) -> str:
     return chunk.text
 
 
-def support(claim: str, cited: Sequence[Chunk], bm25: BM25Index) -> float:
+def support(claim: str, cited: Sequence[Chunk], coverage: Coverage) -> float:
     """idf-weighted share of the claim's terms found in the cited chunks' text (0..1)."""
     found: set[str] = set()
     for chunk in cited:
         found.update(tokenize(body(chunk)))
-    return bm25.coverage(set(tokenize(claim)), found)
+    return coverage(set(tokenize(claim)), found)
 
 
 def check_citations(sentences: Sequence[str], sources: Sequence[Source],
-                    chunks: dict[str, Chunk], bm25: BM25Index,
+                    chunks: dict[str, Chunk], coverage: Coverage,
                     min_support: float = 0.6) -> tuple[list[str], list[str]]:
     """Split sentences into those kept and one line of reason per sentence dropped.
 
@@ -137,7 +142,7 @@ def check_citations(sentences: Sequence[str], sources: Sequence[Source],
         elif not tokenize(claim):
             why.append(f"no claim before the citation: {sentence[:80]!r}")
         else:
-            share = support(claim, [chunks[by_n[n].chunk_id] for n in numbers], bm25)
+            share = support(claim, [chunks[by_n[n].chunk_id] for n in numbers], coverage)
             if share >= min_support:
                 kept.append(sentence)
             else:
@@ -163,12 +168,12 @@ def refuse_early(inp: AnswerInput, sources: list[Source]) -> Answer | None:
     return None
 
 
-def finish(inp: AnswerInput, sentences: Sequence[str], sources: list[Source], bm25: BM25Index,
-           min_support: float, why_empty: str, **usage) -> Answer:
+def finish(inp: AnswerInput, sentences: Sequence[str], sources: list[Source],
+           coverage: Coverage, min_support: float, why_empty: str, **usage) -> Answer:
     """The refusal rule's second half: keep the sentences that pass :func:`check_citations`;
     refuse (with ``why_empty``) when none does. ``usage`` fills the token/retry fields."""
     chunks = {c.chunk_id: c for c in inp.retrieved[:len(sources)]}
-    kept, why = check_citations(sentences, sources, chunks, bm25, min_support)
+    kept, why = check_citations(sentences, sources, chunks, coverage, min_support)
     if not kept:
         return Answer(inp.question, REFUSAL, True, inp.signal, inp.threshold, sources=sources,
                       dropped=len(why), reason=why_empty, dropped_why=why, **usage)

@@ -24,9 +24,9 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from ragexp.answer.base import Answer, AnswerInput, body, finish, refuse_early, sources_for
+from ragexp.answer.base import (Answer, AnswerInput, Coverage, body, finish, refuse_early,
+                                sources_for)
 from ragexp.errors import InvalidValue
-from ragexp.index.bm25 import BM25Index
 from ragexp.text import markdown
 from ragexp.text.analysis import tokenize, word_count
 from ragexp.text.sentences import sentence_spans
@@ -82,11 +82,11 @@ class ExtractiveAnswerer:
             if not 0 <= getattr(self, key) <= 1:
                 raise InvalidValue(f"answer.{key} must be in [0, 1], got {getattr(self, key)}")
 
-    def answer(self, inputs: Sequence[AnswerInput], bm25: BM25Index,
+    def answer(self, inputs: Sequence[AnswerInput], coverage: Coverage,
                progress: bool = False) -> list[Answer]:
-        return [self.answer_one(inp, bm25) for inp in inputs]
+        return [self.answer_one(inp, coverage) for inp in inputs]
 
-    def answer_one(self, inp: AnswerInput, bm25: BM25Index) -> Answer:
+    def answer_one(self, inp: AnswerInput, coverage: Coverage) -> Answer:
         sources = sources_for(inp, self.n_chunks)
         early = refuse_early(inp, sources)
         if early is not None:
@@ -111,7 +111,7 @@ class ExtractiveAnswerer:
                 # means X" is covered by the row of X under "Error codes | code | meaning"
                 context = set(tokenize(f"{chunk.heading} {header}")) if kind == "table" else set()
                 for sentence in shown:
-                    score = bm25.coverage(q_terms, set(tokenize(sentence)) | context)
+                    score = coverage(q_terms, set(tokenize(sentence)) | context)
                     if score >= self.min_overlap and word_count(sentence) >= 3:
                         if quantity and not any(ch.isdigit() for ch in sentence):
                             score *= QUANTITY_MISSING
@@ -121,6 +121,6 @@ class ExtractiveAnswerer:
         for _, n, _, sentence in sorted(candidates, reverse=True):
             if len(picked) < self.max_sentences:
                 picked.setdefault(sentence, f"{sentence} [{-n}]")
-        return finish(inp, list(picked.values()), sources, bm25, self.min_support,
+        return finish(inp, list(picked.values()), sources, coverage, self.min_support,
                       "no retrieved sentence covers enough of the question, or none kept a "
                       "valid citation")

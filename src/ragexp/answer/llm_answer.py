@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from typing import Optional, Sequence
 
-from ragexp.answer.base import REFUSAL, Answer, AnswerInput, body, finish, refuse_early, sources_for
+from ragexp.answer.base import (REFUSAL, Answer, AnswerInput, Coverage, body, finish,
+                                refuse_early, sources_for)
 from ragexp.answer.llm import ChatClient, Endpoint, LLMError, Messages
-from ragexp.index.bm25 import BM25Index
 from ragexp.text.analysis import split_sentences
 
 NO_ANSWER = "NOT IN PASSAGES"
@@ -80,7 +80,7 @@ class LLMAnswerer:
         self.n_chunks, self.max_sentences = n_chunks, max_sentences
         self.min_support, self.max_error_rate = min_support, max_error_rate
 
-    def answer(self, inputs: Sequence[AnswerInput], bm25: BM25Index,
+    def answer(self, inputs: Sequence[AnswerInput], coverage: Coverage,
                progress: bool = False) -> list[Answer]:
         sources = [sources_for(inp, self.n_chunks) for inp in inputs]
         out: list[Answer | None] = [refuse_early(inp, src) for inp, src in zip(inputs, sources)]
@@ -89,7 +89,7 @@ class LLMAnswerer:
             [prompt(inputs[i].question, inputs[i].retrieved[:self.n_chunks], self.max_sentences)
              for i in todo], progress, desc="answering (llm)")
         for i, reply in zip(todo, replies):
-            out[i] = self._read(inputs[i], sources[i], reply, bm25)
+            out[i] = self._read(inputs[i], sources[i], reply, coverage)
         failed = [out[i].error for i in todo if out[i].error]
         if todo and len(failed) > self.max_error_rate * len(todo):
             raise LLMError(f"answer: {len(failed)} of {len(todo)} calls to "
@@ -97,7 +97,7 @@ class LLMAnswerer:
                            f"answer.max_error_rate={self.max_error_rate}")
         return out
 
-    def _read(self, inp: AnswerInput, sources, reply, bm25: BM25Index) -> Answer:
+    def _read(self, inp: AnswerInput, sources, reply, coverage: Coverage) -> Answer:
         usage = {"tokens_in": reply.tokens_in, "tokens_out": reply.tokens_out,
                  "retries": reply.retries,
                  "cost_usd": self.endpoint.cost_usd(reply.tokens_in, reply.tokens_out)}
@@ -107,6 +107,6 @@ class LLMAnswerer:
         if reply.text.strip().strip(".").upper().startswith(NO_ANSWER):
             return Answer(inp.question, REFUSAL, True, inp.signal, inp.threshold, sources=sources,
                           reason="the model found no answer in the passages", **usage)
-        return finish(inp, reply_sentences(reply.text), sources, bm25, self.min_support,
+        return finish(inp, reply_sentences(reply.text), sources, coverage, self.min_support,
                       "no sentence of the model's reply kept a valid, supported citation",
                       **usage)

@@ -12,8 +12,11 @@ option.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -25,6 +28,7 @@ from ragexp.data import shipped
 from ragexp.data.split import AUTO, SPLITS
 from ragexp.data.units import UNITS
 from ragexp.evaluation.measures import DEFAULT_NAMES
+from ragexp.index import ann
 from ragexp.index.bm25 import METHODS
 from ragexp.index.embedders import BATCH_TOKENS
 from ragexp.stages.fusion.norm import NORMS
@@ -167,40 +171,23 @@ class PrecomputedEmbedderConf:
     queries: Optional[str] = None
 
 
-@dataclass
-class FlatIndexConf:
-    _target_: str = "ragexp.index.ann.FlatSpec"
-    name: str = "flat"
-    # passages per block of an exact search (rounded up to 1024s); null: one FAISS call
-    block_size: Optional[int] = field(default=None, metadata={"ge": 1})
-
-
-@dataclass
-class HNSWIndexConf:
-    _target_: str = "ragexp.index.ann.HNSWSpec"
-    name: str = "hnsw"
-    M: int = field(default=32, metadata={"ge": 2})  # links per node
-    ef_construction: int = field(default=200, metadata={"ge": 1})  # candidates while building
-    # candidates per query; at least the first stage's depth (validation's cross-field rule)
-    ef_search: int = field(default=128, metadata={"ge": 1})
-
-
-@dataclass
-class IVFIndexConf:
-    _target_: str = "ragexp.index.ann.IVFSpec"
-    name: str = "ivf"
-    nlist: int = field(default=64, metadata={"ge": 1})  # k-means lists; at most the passages
-    nprobe: int = field(default=8, metadata={"ge": 1})  # lists searched per query, <= nlist
-    seed: int = 0  # of the training sample and of k-means
-    train_size: Optional[int] = field(default=None, metadata={"ge": 1})  # null: 64 x nlist
-
-
-@dataclass
-class IVFPQIndexConf(IVFIndexConf):
-    _target_: str = "ragexp.index.ann.IVFPQSpec"
-    name: str = "ivfpq"
-    m: int = field(default=16, metadata={"ge": 1})  # sub-vectors; must divide the dimension
-    nbits: int = field(default=8, metadata={"ge": 1, "le": 16})  # bits per sub-vector code
+def option_schema(spec: type, target: str) -> type:
+    """The schema of a config option whose settings its own class declares (a dataclass whose
+    fields carry their defaults and ranges, ``index.ann``'s options): ``_target_`` (``target``,
+    the path configs name the class by) and each field as the class has it, its default and
+    metadata, ``X | None`` written as ``Optional[X]`` for OmegaConf. Named ``<class>Conf``, a
+    class of this module (a sweep's jobs unpickle it by that name)."""
+    hints = typing.get_type_hints(spec)
+    fields = [("_target_", str, field(default=target))]
+    for f in dataclasses.fields(spec):
+        kind = hints[f.name]
+        if typing.get_origin(kind) in (typing.Union, types.UnionType):
+            kind = Optional[next(a for a in typing.get_args(kind) if a is not type(None))]
+        fields.append((f.name, kind, field(default=f.default, metadata=f.metadata)))
+    schema = dataclasses.make_dataclass(f"{spec.__name__}Conf", fields)
+    schema.__module__ = __name__
+    globals()[schema.__name__] = schema
+    return schema
 
 
 @dataclass
@@ -550,8 +537,8 @@ SCHEMAS = {
                  "parent_child": ParentChildChunkingConf},
     "embedder": {"hash": HashEmbedderConf, "fastembed": FastEmbedConf,
                  "precomputed": PrecomputedEmbedderConf},
-    "index": {"flat": FlatIndexConf, "hnsw": HNSWIndexConf, "ivf": IVFIndexConf,
-              "ivfpq": IVFPQIndexConf},
+    "index": {name: option_schema(spec, f"ragexp.index.ann.{spec.__name__}")
+              for name, spec in ann.options().items()},
     "retriever": {"dense": DenseRetrieverConf, "bm25": BM25RetrieverConf,
                   "hybrid": HybridRetrieverConf, "trec_run": TrecRunRetrieverConf},
     "fusion": {"rrf": RRFConf, "weighted_rrf": WeightedRRFConf, "combsum": CombSUMConf,

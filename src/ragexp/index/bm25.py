@@ -34,13 +34,14 @@ terms' postings, and only matching documents are ever ranked.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 from scipy import sparse
 
 from ragexp.errors import InvalidValue
+from ragexp.index.stagestore import stage_key
 from ragexp.text.analysis import tokenize
 from ragexp.text.tokens import TokenMatrix
 
@@ -108,6 +109,22 @@ class BM25Params:
                                  f"{', '.join(METHODS)}")
         if self.method == "bm25l" and self.k1 + self.delta <= 0:
             raise InvalidValue("bm25.method=bm25l needs bm25.k1 + bm25.delta > 0")
+
+    # an ``Index`` (``index.base``): built from the chunks' analysed terms
+    source = "terms"
+
+    def key(self, source_key: str) -> str:
+        """Stage key of this BM25 index over the terms of the chunks keyed ``source_key``:
+        every field of these parameters."""
+        return stage_key("bm25", source_key, asdict(self))
+
+    def build(self, terms: TokenMatrix) -> BM25Index:
+        """A BM25 index with these parameters fitted on ``terms`` (``BM25Index.fit_terms``)."""
+        return BM25Index(self).fit_terms(terms)
+
+    def searcher(self, built: BM25Index) -> BM25Index:
+        """The fitted index itself: BM25 has no query-time setting."""
+        return built
 
 
 @dataclass

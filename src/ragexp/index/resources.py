@@ -1,8 +1,10 @@
-"""Shared, lazily built resources of one run: the embedder, the embedding cache, BM25, the
-dense index (the run's ``index`` group, ``ann.py``).
+"""Shared, lazily built resources of one run: the embedder, the embedding cache, the chunk
+lookup, the stage store, and a registry of built indexes by stage key (``Index``: BM25, the
+dense options of the ``index`` group, ``index/ann/``).
 
-Stages receive this instead of building their own, so the model loads once (and only when a
-stage needs it) and BM25 is fitted once for the retriever, the abstain signal and ``explain``.
+Retrievers are built on this, so the model loads once (and only when a stage needs it) and an
+index is built once for the retriever, the abstain signal and ``explain``; the other stages
+receive only what they read of it (a ``Passages`` view, a scorer).
 """
 
 from __future__ import annotations
@@ -14,17 +16,17 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
 from ragexp.errors import InvalidValue
 from ragexp.index import ann
+from ragexp.index.base import Index
 from ragexp.index.bm25 import BM25Index, BM25Params
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import BoundById, Embedder, TokenCounter
-from ragexp.index.flat import FlatIPIndex
 from ragexp.index.stagestore import StageStore, stage_key
 from ragexp.records import Chunk
 from ragexp.text.tokens import TokenMatrix
@@ -49,6 +51,24 @@ class ChunksById(Mapping):
         return len(self._position)
 
 
+@dataclass(frozen=True)
+class Passages:
+    """What a reranker or an abstain signal reads of a run's chunks, by chunk id, and nothing
+    else of the run (``Resources.passages``): ``by_id`` (``{chunk_id: Chunk}``), ``terms(id)``
+    (the chunk's analysed terms, in order), ``bm25()`` (the run's BM25 index: idf, coverage,
+    score bound), ``best_bm25_scores(texts)`` ((len(texts),) the best BM25 score of each text,
+    kept for a sweep's next job), ``vectors(ids)`` ((len(ids), dim) passage vectors) and
+    ``query_vectors(texts)`` ((len(texts), dim), the same embedder). Each is built when first
+    read: a run whose reranker reads text alone fits no BM25 and loads no model for it."""
+
+    by_id: Mapping[str, Chunk]
+    terms: Callable[[str], list[str]]
+    bm25: Callable[[], BM25Index]
+    best_bm25_scores: Callable[[list[str]], np.ndarray]
+    vectors: Callable[[list[str]], np.ndarray]
+    query_vectors: Callable[[list[str]], np.ndarray]
+
+
 @dataclass
 class Resources:
     chunks: list[Chunk]
@@ -69,9 +89,9 @@ class Resources:
     unit_of: dict[str, str] | None = None
     _embedder: Embedder | None = None
     _terms: TokenMatrix | None = None
-    _bm25s: dict = field(default_factory=dict, repr=False)  # {BM25Params: fitted BM25Index}
+    # {(stage, key): (built index, its searcher)}: every ``Index`` built, shared with the views
+    _built: dict = field(default_factory=dict, repr=False)
     _passages: np.ndarray | None = None
-    _dense: tuple | None = None  # (built index, its searcher), once ``dense_index`` ran
     _recent: OrderedDict = field(default_factory=OrderedDict, repr=False)
     share_searches: bool = True  # False (serving): searches are never kept for later callers
     replayed_s: float = 0.0  # first-stage seconds replayed: searched_alone, query_vectors
@@ -86,6 +106,14 @@ class Resources:
                                  "chunking")
         self.position = {c.chunk_id: i for i, c in enumerate(self.chunks)}
         self.by_id = ChunksById(self.chunks, self.position)
+
+    @property
+    def passages(self) -> Passages:
+        """These chunks as the stages after retrieval read them (``Passages``)."""
+        return Passages(self.by_id, lambda chunk_id: self.terms[self.position[chunk_id]],
+                        lambda: self.bm25, self.best_bm25_scores,
+                        lambda ids: self.passage_vectors()[[self.position[c] for c in ids]],
+                        self.query_vectors)
 
     @property
     def embedder(self) -> Embedder:
@@ -104,14 +132,14 @@ class Resources:
         """A view of these resources whose dense stages use ``factory()``'s embedder, for
         passage and query vectors alike (a hybrid part with an embedder of its own,
         ``retriever.parts.<name>.embedder``). It shares the chunks, their positions, the tokens,
-        every BM25 index, the embedding cache, the stage store and the timings, copying none;
-        its vectors, dense index (the run's ``index`` group) and searches are its own, keyed by
-        its embedder's identity and kept under stage names of their own (``dense_stage``), so
-        they neither read nor evict the run's. Replayed search time counts on the run's
-        resources (``parent``)."""
+        the registry of built indexes, the embedding cache, the stage store and the timings,
+        copying none; its vectors, dense index (the run's ``index`` group) and searches are its
+        own, keyed by its embedder's identity and kept under stage names of their own
+        (``dense_stage``), so they neither read nor evict the run's. Replayed search time
+        counts on the run's resources (``parent``)."""
         view = copy.copy(self)  # shallow: no second position map, no __post_init__
         view.embedder_factory, view.parent = factory, self.parent or self
-        view._embedder, view._passages, view._dense = None, None, None
+        view._embedder, view._passages = None, None
         view._recent = OrderedDict()
         return view
 
@@ -138,18 +166,33 @@ class Resources:
         """The run's BM25 index (``bm25_params``), shared by every lexical stage."""
         return self.bm25_index(self.bm25_params)
 
-    def bm25_index(self, params: BM25Params) -> BM25Index:
-        """A BM25 index over the chunks' terms fitted with ``params``, once per run and kept in
-        the stage store under ``bm25_stage(params)`` and ``bm25_key(params)``, so a hybrid
-        part with parameters of its own (``BM25Retriever(k1=..., method=...)``) neither reads
-        nor evicts the run's index; a part whose parameters equal the run's gets the run's."""
-        if params not in self._bm25s:
+    def index(self, index: Index, stage: str, disk: bool = True):
+        """``index``'s searcher over these chunks, built once per stage key
+        (``index.key(source key)``) and kept in the registry and in the stage store under
+        ``stage`` (on disk too unless ``disk`` is False). Its source is read first: the passage
+        vectors (their embedding time counts in ``time.embed_s``) or, only when it must be
+        built, the chunks' terms; the build counts in ``time.index_s``."""
+        vectors = self.passage_vectors() if index.source == "vectors" else None
+        key = self.key(index)
+        if (stage, key) not in self._built:
             start = time.perf_counter()
-            self._bm25s[params] = self.stages.get(
-                self.bm25_stage(params), self.bm25_key(params),
-                lambda: BM25Index(params).fit_terms(self.terms))
+            built = self.stages.get(stage, key, lambda: index.build(
+                self.terms if vectors is None else vectors), disk=disk)
             self.add_time("time.index_s", start)
-        return self._bm25s[params]
+            self._built[stage, key] = (built, index.searcher(built))
+        return self._built[stage, key][1]
+
+    def key(self, index: Index) -> str:
+        """Stage key of ``index`` built over these chunks: ``index.key`` of its source's key
+        (the passage vectors', which the embedder's identity keys, or the chunks')."""
+        return index.key(self._vectors_key() if index.source == "vectors" else self.chunks_key)
+
+    def bm25_index(self, params: BM25Params) -> BM25Index:
+        """A BM25 index over the chunks' terms fitted with ``params`` (``index``), kept under
+        ``bm25_stage(params)`` and ``bm25_key(params)``, so a hybrid part with parameters of
+        its own (``BM25Retriever(k1=..., method=...)``) neither reads nor evicts the run's
+        index; a part whose parameters equal the run's gets the run's."""
+        return self.index(params, self.bm25_stage(params))
 
     def bm25_stage(self, params: BM25Params) -> str:
         """Stage name of the BM25 index fitted with ``params``: ``bm25`` for the run's own
@@ -189,45 +232,19 @@ class Resources:
         is kept in memory between jobs, an approximate index on disk too (its build takes
         minutes at a million passages). Raises ``InvalidValue`` for settings the corpus cannot
         hold (``index.nlist`` above the passage count, ...)."""
-        if self._dense is None:
-            vectors = self.passage_vectors()
-            spec = self.index_spec
-            start = time.perf_counter()
-            built = self.stages.get(self.dense_stage(f"{spec.name}_index" if not spec.exact
-                                                     else "dense_index"),
-                                    self._dense_key(), lambda: spec.build(vectors),
-                                    disk=not spec.exact)
-            self.add_time("time.index_s", start)
-            self._dense = (built, spec.searcher(built))
-        return self._dense[1]
+        spec = self.index_spec
+        return self.index(spec, self.dense_stage(spec.stage), disk=not spec.exact)
 
     def dense_facts(self, texts: list[str]) -> dict[str, float]:
-        """Metrics of the dense index, once a stage searched it (else ``{}``): ``index.bytes``
-        (the vectors for flat, the serialised index otherwise) and ``index.build_s`` (seconds
-        the build took when it ran, 0 for flat); for an approximate index also
-        ``index.recall_at_10_vs_exact`` (``ann.recall_vs_exact`` of its top 10 against exact
-        flat search, ties at the 10th place counted as hits, on ``texts``' query vectors, zero vectors left out) and
-        ``index.search_p50_ms`` / ``index.search_p95_ms`` (each of the first ``LATENCY_SAMPLE``
-        queries searched alone)."""
-        if self._dense is None:
+        """``ann.index_facts`` of the run's dense index, on ``texts``' query vectors (the first
+        ``LATENCY_SAMPLE`` of them searched alone), once a stage searched it (else ``{}``)."""
+        spec = self.index_spec
+        held = self._built.get((self.dense_stage(spec.stage), self._dense_key())
+                               ) if self.embedder_used else None
+        if held is None:
             return {}
-        built, searcher = self._dense
-        if self.index_spec.exact:
-            return {"index.bytes": float(built.nbytes), "index.build_s": 0.0}
-        out = {"index.bytes": float(built.nbytes), "index.build_s": float(built.build_s)}
-        queries = self.query_vectors(texts)
-        queries = queries[queries.any(axis=1)]
-        if len(queries):
-            vectors = self.passage_vectors()
-            exact_scores, exact = FlatIPIndex(vectors).search(queries, ann.RECALL_DEPTH)
-            _, found = searcher.search(queries, ann.RECALL_DEPTH)
-            # the exact inner product of every returned id (-1 padding scores nothing)
-            true = np.einsum("qkd,qd->qk", vectors[np.maximum(found, 0)], queries)
-            out[f"index.recall_at_{ann.RECALL_DEPTH}_vs_exact"] = ann.recall_vs_exact(
-                found, exact, true, exact_scores)
-            out.update(ann.search_latency_ms(searcher, queries[:LATENCY_SAMPLE],
-                                             ann.RECALL_DEPTH))
-        return out
+        return ann.index_facts(spec, *held, self.passage_vectors(),
+                               lambda: self.query_vectors(texts), LATENCY_SAMPLE)
 
     def searched(self, stage: str, queries: dict[str, str], k: int,
                  search: Callable[[], dict], index: str | None = None) -> dict:
@@ -316,13 +333,12 @@ class Resources:
     def _dense_key(self) -> str:
         """Stage key of the built dense index: the vectors' key, the index kind and its build
         parameters (never its query-time ones: ``ef_search``, ``nprobe``)."""
-        spec = self.index_spec
-        return stage_key("dense_index", self._vectors_key(), spec.name, spec.build_params())
+        return self.key(self.index_spec)
 
     def bm25_key(self, params: BM25Params | None = None) -> str:
         """Stage key of a BM25 index: the chunks' key and every field of ``params`` (default
         ``bm25_params``, the run's)."""
-        return stage_key("bm25", self.chunks_key, asdict(params or self.bm25_params))
+        return self.key(params or self.bm25_params)
 
     def _vectors_key(self) -> str:
         return stage_key("vectors", self.chunks_key, self.embedder.identity.key)

@@ -31,7 +31,7 @@ from ragexp.evaluation import metrics
 from ragexp.evaluation.attribution import rerank_attribution
 from ragexp.index import truncation
 from ragexp.index.embedders import EmbedderIdentity
-from ragexp.index.resources import Resources
+from ragexp.index.resources import Passages, Resources
 from ragexp.index.stagestore import StageStore
 from ragexp.records import Chunk, Document, Qrels, Query, Ranking, ordered
 from ragexp.stages.abstain import AbstainResult, AbstainSignal, evaluate_abstain
@@ -344,9 +344,9 @@ class FirstStageKept:
         self.reranker, self.name, self.top_n = reranker, reranker.name, reranker.top_n
         self.kept: Ranking = {}
 
-    def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
+    def rerank(self, queries: dict[str, str], ranking: Ranking, passages: Passages) -> Ranking:
         self.kept.update({q: dict(scores) for q, scores in ranking.items()})
-        return self.reranker.rerank(queries, ranking, resources)
+        return self.reranker.rerank(queries, ranking, passages)
 
 
 def attribute_reranker(corpus: Corpus, first_stage: Ranking, judged: Ranking, k: int,
@@ -374,7 +374,7 @@ def abstain_curve(signal: AbstainSignal, corpus: Corpus, ranking: Ranking,
     folds as there are unanswerable questions when fewer, with a warning). The curve is None,
     with a warning, unless the scored questions hold at least 2 answerable and 2 unanswerable
     ones (the least its cross-validation can split)."""
-    confidence = signal.compute(corpus.texts, ranking, resources)
+    confidence = signal.compute(corpus.texts, ranking, resources.passages)
     queries = corpus.queries
     answerable = sum(q.answerable for q in queries)
     if min(answerable, len(queries) - answerable) >= 2:
@@ -404,7 +404,7 @@ def answer_questions(answerer: Answerer, corpus: Corpus, ranking: Ranking,
                                                 ordered(ranking[q.qid])], corpus.parents),
                           confidence[q.qid], threshold) for q in corpus.queries]
     return dict(zip([q.qid for q in corpus.queries],
-                    answerer.answer(inputs, resources.bm25, progress)))
+                    answerer.answer(inputs, resources.bm25.coverage, progress)))
 
 
 def relevant_chunks(qrels: Qrels, chunks: list[Chunk],

@@ -135,7 +135,8 @@ class Engine:
         with self.tracer.request("answer", question) as req:
             top = self._rank(question, self.cfg.k, req)
             with req.stage("abstain") as attrs:
-                signal = self.signal.compute({"q": question}, {"q": top}, self.resources)["q"]
+                signal = self.signal.compute({"q": question}, {"q": top},
+                                             self.resources.passages)["q"]
                 attrs.update({"ragexp.confidence": float(signal),
                               "ragexp.threshold": float(self.threshold),
                               "ragexp.below_threshold": bool(signal < self.threshold)})
@@ -143,7 +144,7 @@ class Engine:
             inp = AnswerInput(question, read_through([chunks[pos[c]] for c in ordered(top)],
                                                      self.parents), signal, self.threshold)
             with req.stage("answer") as attrs:
-                ans = self.answerer.answer([inp], self.resources.bm25)[0]
+                ans = self.answerer.answer([inp], self.resources.bm25.coverage)[0]
                 if not top and ans.refused:  # "nothing retrieved", and why
                     ans.reason = f"nothing retrieved: {self.why_none(question)}"
                 attrs.update(tracing.answer_attributes(ans))

@@ -35,7 +35,7 @@ from typing import Protocol
 import numpy as np
 
 from ragexp.errors import InvalidValue
-from ragexp.index.resources import Resources
+from ragexp.index.resources import Passages
 from ragexp.records import Query, Ranking, ordered
 from ragexp.text.analysis import tokenize
 
@@ -44,7 +44,10 @@ class AbstainSignal(Protocol):
     name: str
 
     def compute(self, queries: dict[str, str], ranking: Ranking,
-                resources: Resources) -> dict[str, float]: ...
+                passages: Passages) -> dict[str, float]:
+        """``{qid: confidence}`` of each of ``queries`` from its ``ranking`` and what
+        ``passages`` holds of the chunks (terms, BM25, vectors)."""
+        ...
 
 
 class LexicalSignal:
@@ -57,15 +60,15 @@ class LexicalSignal:
             raise InvalidValue(f"abstain.signal.alpha must be in [0, 1], got {alpha}")
         self.top_k, self.alpha = top_k, alpha
 
-    def compute(self, queries, ranking, resources):
-        bm25 = resources.bm25
-        best = resources.best_bm25_scores(list(queries.values()))
+    def compute(self, queries, ranking, passages):
+        bm25 = passages.bm25()
+        best = passages.best_bm25_scores(list(queries.values()))
         out = {}
         for (qid, text), top in zip(queries.items(), best):
             q_terms = tokenize(text)
             seen: set[str] = set()
             for cid in ordered(ranking.get(qid, {}))[: self.top_k]:
-                seen.update(resources.terms[resources.position[cid]])
+                seen.update(passages.terms(cid))
             coverage = bm25.coverage(set(q_terms), seen)
             bound = bm25.score_bound(q_terms)
             bm25_norm = float(top) / bound if bound > 0 else 0.0
@@ -81,14 +84,13 @@ class DenseSignal:
             raise InvalidValue(f"abstain.signal.top_k must be >= 1, got {top_k}")
         self.top_k = top_k
 
-    def compute(self, queries, ranking, resources):
+    def compute(self, queries, ranking, passages):
         qids = list(queries)
-        qvec = resources.query_vectors([queries[q] for q in qids])
-        pvec = resources.passage_vectors()
+        qvec = passages.query_vectors([queries[q] for q in qids])
         out = {}
         for qid, vec in zip(qids, qvec):
-            top = [resources.position[c] for c in ordered(ranking.get(qid, {}))[: self.top_k]]
-            out[qid] = float((pvec[top] @ vec).max()) if top else -1.0
+            top = ordered(ranking.get(qid, {}))[: self.top_k]
+            out[qid] = float((passages.vectors(top) @ vec).max()) if top else -1.0
         return out
 
 

@@ -20,6 +20,7 @@ from ragexp.data.units import check_unit, unit_of
 from ragexp.errors import InvalidValue, listed
 from ragexp.index.resources import Resources
 from ragexp.records import Ranking, ordered
+from ragexp.stages.retrievers import check_k
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,9 @@ class TrecRunRetriever:
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
         """The file's top ``k`` items per query; a query the file does not rank gets an empty
         ranking (it scores 0 and counts in the mean, as ``trec_eval -c`` scores a topic a run
-        left out), said once."""
+        left out), said once. Raises ``InvalidValue`` for ``k < 1``, as every retriever
+        does."""
+        check_k(k)
         missing = [q for q in queries if q not in self.run and q not in self._warned]
         if missing:
             self._warned.update(missing)

@@ -64,5 +64,5 @@ def retrieve(retriever: Retriever, reranker: Reranker, queries: dict[str, str], 
 def rerank_top(reranker: Reranker, resources: Resources, queries: dict[str, str],
                found: Ranking, k: int) -> Ranking:
     """The second half of :func:`rank`: rerank ``found`` and keep the best ``k`` per query."""
-    ranking = reranker.rerank(queries, found, resources)
+    ranking = reranker.rerank(queries, found, resources.passages)
     return {q: {c: scores[c] for c in ordered(scores)[:k]} for q, scores in ranking.items()}

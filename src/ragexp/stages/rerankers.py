@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ragexp.errors import InvalidValue
-from ragexp.index.resources import Resources
+from ragexp.index.resources import Passages
 from ragexp.records import Ranking, ordered
 from ragexp.text.analysis import tokenize
 
@@ -32,7 +32,9 @@ class Reranker(Protocol):
     #             at least this deep
 
 
-    def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
+    def rerank(self, queries: dict[str, str], ranking: Ranking, passages: Passages) -> Ranking:
+        """``ranking`` with each query's best ``top_n`` rescored from ``passages`` (what it
+        reads of the chunks: text, terms, BM25), the rest in their order below them."""
         ...
 
 
@@ -58,7 +60,7 @@ class NoReranker:
     def __init__(self, name: str = "none", top_n: int = 0):
         self.top_n = 0
 
-    def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
+    def rerank(self, queries: dict[str, str], ranking: Ranking, passages: Passages) -> Ranking:
         return ranking
 
 
@@ -101,12 +103,12 @@ class LexicalReranker:
         proximity = len(positions) / (1 + shortest_window(positions)) if len(positions) > 1 else 0
         return coverage + self.weight * proximity
 
-    def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
-        terms, pos, bm25 = resources.terms, resources.position, resources.bm25
+    def rerank(self, queries: dict[str, str], ranking: Ranking, passages: Passages) -> Ranking:
+        terms, bm25 = passages.terms, passages.bm25()
 
         def rescore(qid: str, head: list[str]) -> dict[str, float]:
             q_terms = set(tokenize(queries[qid]))
-            return {cid: self.score_terms(q_terms, terms[pos[cid]], bm25)
+            return {cid: self.score_terms(q_terms, terms(cid), bm25)
                     + 1e-3 / (60 + rank) for rank, cid in enumerate(head, start=1)}
 
         return _apply(ranking, self.top_n, rescore)
@@ -147,11 +149,11 @@ class CrossEncoderReranker:
                                ) from exc
         self.top_n = top_n
 
-    def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
-        chunks, pos = resources.chunks, resources.position
+    def rerank(self, queries: dict[str, str], ranking: Ranking, passages: Passages) -> Ranking:
+        by_id = passages.by_id
 
         def rescore(qid: str, head: list[str]) -> dict[str, float]:
-            scores = self.model.rerank(queries[qid], [chunks[pos[c]].text for c in head])
+            scores = self.model.rerank(queries[qid], [by_id[c].text for c in head])
             return dict(zip(head, map(float, scores)))
 
         return _apply(ranking, self.top_n, rescore)

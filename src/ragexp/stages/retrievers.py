@@ -45,7 +45,7 @@ class Fusion(Protocol):
     def fuse(self, rankings: Mapping[str, Ranking]) -> Ranking: ...
 
 
-def _check_k(k: int) -> None:
+def check_k(k: int) -> None:
     """A depth below 1 would cut rankings to nothing or, as a negative slice, drop their end."""
     if k < 1:
         raise InvalidValue(f"retrieval depth k must be >= 1, got {k}")
@@ -64,7 +64,7 @@ class DenseRetriever:
         """``cached`` False (latency measurement) embeds the queries and searches uncached,
         once per sweep (``Resources.searched_alone``); True may reuse the ranking an earlier
         job of the sweep computed (``Resources.searched``)."""
-        _check_k(k)
+        check_k(k)
         if not queries:
             return {}
         key = self.resources.dense_search_key()
@@ -139,7 +139,7 @@ class BM25Retriever:
         """``cached`` False (latency measurement) scores uncached, once per sweep
         (``Resources.searched_alone``); True may reuse the ranking an earlier job of the sweep
         computed (``Resources.searched``)."""
-        _check_k(k)
+        check_k(k)
         if not queries:
             return {}
         if not cached:
@@ -240,7 +240,7 @@ class HybridRetriever:
                 if res.parent is not None and res.embedder_used}
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
-        _check_k(k)
+        check_k(k)
         rankings = {part: self._part_ranking(part, queries, k, cached) for part in self.parts}
         return _cut(self.fusion.fuse(rankings), k)
 
