@@ -16,6 +16,12 @@ stop signal ends it ``KILLED`` through ``lifecycle``'s exit hook, and a sweeper'
 (``stopped``) ``FAILED``. Errors here stop the sweep
 (``SystemExit``): Hydra only warns about an ``Exception`` raised in a callback and would run
 the jobs without a parent.
+
+The sweep in progress is the session's (``Session.sweep``, from its parent run's creation to its
+end), and so are the overrides of the jobs ``check_jobs`` validated (``Session.validated``). A
+job finds its parent run there (``parent_run``): in this process the callback put itself there;
+a launcher that runs jobs in other processes (joblib, submitit) carries the callback to them,
+pickled with its parent run id, and its ``on_job_start`` puts it there.
 """
 
 from __future__ import annotations
@@ -39,17 +45,13 @@ from ragexp.errors import InvalidValue, RagexpError
 from ragexp.run import forked, validation
 from ragexp.run.compose import task_overrides
 from ragexp.run.console import say
+from ragexp.session import Session
 from ragexp.tracking import lifecycle, outbox
 from ragexp.tracking import store as tracking
 
 log = logging.getLogger(__name__)
 
 SKIP_LINK = "ragexp.in_sweep."  # tag on a finished run a sweep reused: <prefix><parent id>
-# The overrides of the jobs ``check_jobs`` validated, while their sweep runs in this process:
-# the runner does not validate them again (``validated``).
-VALIDATED: set[tuple[str, ...]] = set()
-# The sweep this process runs, from its parent run's creation to its end (``stopped``).
-ACTIVE: list["SweepCallback"] = []
 
 
 def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
@@ -191,7 +193,8 @@ def check_jobs(config: DictConfig) -> list | None:
     process can fork: for the 12-ablation sweep the two took 1.8 s and 1.4 s one after the
     other. The jobs come back pickled, the same configs (``tests/test_forked.py``); the
     refusals are the same."""
-    VALIDATED.clear()
+    validated_jobs = Session.current().validated
+    validated_jobs.clear()
     search = config.hydra.sweeper.get("_target_") == OPTUNA
     try:
         overrides = search_points(config) if search else sweep_jobs(config)
@@ -216,7 +219,7 @@ def check_jobs(config: DictConfig) -> list | None:
     if search:  # its trials are drawn as it goes: each is validated as it starts
         return None
     compose_once(GlobalHydra.instance().config_loader(), config, jobs)
-    VALIDATED.update(tuple(ov) for ov, _ in jobs)
+    validated_jobs.update(tuple(ov) for ov, _ in jobs)
     return jobs
 
 
@@ -305,7 +308,14 @@ def validated(overrides: list[str]) -> bool:
     validating it again in the job repeated the work (issue #21: compose and validate once). A
     job of another process (a joblib worker) or of an optimiser's sweep is not, and is
     validated as it starts."""
-    return tuple(overrides) in VALIDATED
+    return tuple(overrides) in Session.current().validated
+
+
+def parent_run() -> str | None:
+    """The parent run of the sweep this job belongs to (``Session.sweep``); None outside a
+    sweep."""
+    sweep = Session.current().sweep
+    return None if sweep is None else sweep.parent_id
 
 
 def parent_experiment(jobs: list[str], own: str) -> tuple[str, str | None]:
@@ -382,6 +392,8 @@ class SweepCallback(Callback):
     """Validates every job, then creates store, experiment and parent run before a multirun;
     reports and ends the parent after it (see the module docstring)."""
 
+    parent_id: str | None = None  # the parent run, once created
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         jobs = check_jobs(config)
         try:
@@ -430,12 +442,18 @@ class SweepCallback(Callback):
         self.parent_id = parent.info.run_id
         lifecycle.opened(self.parent_id, lambda status, reason: end_parent(
             self.parent_id, sweep_dir, status, reason))
-        os.environ[tracking.PARENT_ENV] = self.parent_id
         os.environ["MLFLOW_TRACKING_URI"] = tracking.tracking_uri()
         self.sweep_dir = sweep_dir
-        ACTIVE[:] = [self]
+        Session.current().sweep = self
         log.info("MLflow parent run %s in experiment %r (%s)", self.parent_id, name,
                  tracking.tracking_uri())
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A job of this sweep starts: in a process of its own (a joblib or submitit worker,
+        given this callback pickled), the sweep becomes that process's session's, so the job
+        finds its parent run (``parent_run``); in the sweep's process it already is."""
+        if self.parent_id is not None:
+            Session.current().sweep = self
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Compare the jobs (``_select``), write the sweep's page (``_report``), end the parent
@@ -474,8 +492,9 @@ class SweepCallback(Callback):
             raise SystemExit(f"error: could not end sweep run {self.parent_id}: "
                              f"{tracking.error_summary(exc)}") from None
         finally:
-            VALIDATED.clear()
-            ACTIVE.clear()
+            session = Session.current()
+            session.validated.clear()
+            session.sweep = None
         done = tracking.read_statuses(sweep_dir)
         summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no job ran"
         say(f"\nsweep {'done' if status is None else status}: {summary} "
