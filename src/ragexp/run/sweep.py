@@ -21,7 +21,8 @@ The sweep in progress is the session's (``Session.sweep``, from its parent run's
 end), and so are the overrides of the jobs ``check_jobs`` validated (``Session.validated``). A
 job finds its parent run there (``parent_run``): in this process the callback put itself there;
 a launcher that runs jobs in other processes (joblib, submitit) carries the callback to them,
-pickled with its parent run id, and its ``on_job_start`` puts it there.
+pickled with its parent run id, and its ``on_job_start`` puts it there. How each job ended is
+read from the store, the jobs' status files standing in where it cannot say (``job_outcomes``).
 """
 
 from __future__ import annotations
@@ -350,20 +351,43 @@ def refuse_unresolved(exc: OmegaConfBaseException) -> NoReturn:
     refuse(f"invalid config:\n  {exc.full_key}: {str(exc).splitlines()[0]}\nnothing was run")
 
 
+# A job's outcome that only its status file knows: its run is an earlier one it reused, or its
+# results are only on disk (the store holds its run as it was left).
+FILE_ONLY = ("SKIPPED", "PENDING_SYNC")
+
+
+def job_outcomes(parent_id: str, sweep_dir: str | Path, skip_unreadable: bool = False
+                 ) -> list[dict]:
+    """Each job's outcome, ``{"status", "run_id", "overrides", "error", ...}``, in job order. The
+    store says how each job's run ended (the children of ``parent_id``); a job's status file
+    (``tracking.write_status``) is the fallback for what the store cannot say (``FILE_ONLY``, a
+    job that failed before its run was created) and gives the job order and overrides. A child
+    run that left no status file (a killed worker) comes last, from its tags. An unreadable
+    status file raises ``OSError``/``ValueError``, or is passed over with ``skip_unreadable``."""
+    c = tracking.client()
+    children = {run.info.run_id: run for run in c.search_runs(
+        [c.get_run(parent_id).info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'",
+        max_results=50000)}
+    out, seen = [], set()
+    for s in tracking.read_statuses(sweep_dir, skip_unreadable=skip_unreadable):
+        seen.add(s.get("run_id"))
+        run = children.get(s.get("run_id"))
+        out.append(s if run is None or s["status"] in FILE_ONLY else
+                   {**s, "status": run.info.status})
+    out += [{"status": run.info.status, "run_id": run_id,
+             "overrides": run.data.tags.get("ragexp.overrides", ""),
+             "error": run.data.tags.get("ragexp.error", "")}
+            for run_id, run in children.items() if run_id not in seen]
+    return out
+
+
 def job_counts(parent_id: str, sweep_dir: str | Path) -> dict[str, int]:
     """Jobs by outcome (``finished``, ``failed``, ``killed``, ``skipped``, ``pending_sync``,
-    ...): from the status files, plus child runs in the store that left none (a killed worker)."""
-    seen, counts = set(), {}
-    for s in tracking.read_statuses(sweep_dir):
-        seen.add(s.get("run_id"))
+    ...), of ``job_outcomes``."""
+    counts: dict[str, int] = {}
+    for s in job_outcomes(parent_id, sweep_dir):
         key = s["status"].lower()
         counts[key] = counts.get(key, 0) + 1
-    for run in tracking.client().search_runs(
-            [tracking.client().get_run(parent_id).info.experiment_id],
-            f"tags.`mlflow.parentRunId` = '{parent_id}'", max_results=50000):
-        if run.info.run_id not in seen:
-            key = run.info.status.lower()
-            counts[key] = counts.get(key, 0) + 1
     return counts
 
 
@@ -459,9 +483,9 @@ class SweepCallback(Callback):
         """Compare the jobs (``_select``), write the sweep's page (``_report``), end the parent
         run and print what every job did. Raises ``SystemExit(1)`` when a job did not finish."""
         sweep_dir = str(config.hydra.sweep.dir)
-        if any(s["status"] in ("FINISHED", "SKIPPED") for s in tracking.read_statuses(
-                sweep_dir, skip_unreadable=True)):
-            self._select(config, sweep_dir)
+        outcomes = job_outcomes(self.parent_id, sweep_dir, skip_unreadable=True)
+        if any(s["status"] in ("FINISHED", "SKIPPED") for s in outcomes):
+            self._select(config, outcomes)
             self._report(config)
         else:  # nothing to compare or show: the lines below say why each job did not finish
             say("no comparison and no report.html: no job of this sweep finished")
@@ -495,7 +519,7 @@ class SweepCallback(Callback):
             session = Session.current()
             session.validated.clear()
             session.sweep = None
-        done = tracking.read_statuses(sweep_dir)
+        done = job_outcomes(self.parent_id, sweep_dir)
         summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no job ran"
         say(f"\nsweep {'done' if status is None else status}: {summary} "
             f"(parent run {self.parent_id})")
@@ -512,7 +536,7 @@ class SweepCallback(Callback):
             print(f"{len(failed)} job(s) did not finish", file=sys.stderr)
             raise SystemExit(1)
 
-    def _select(self, config: DictConfig, sweep_dir: str) -> None:
+    def _select(self, config: DictConfig, outcomes: list[dict]) -> None:
         """Each job vs the sweep's baseline (the one every job names, else the sweep config's),
         the best run and those tied with it
         (``selection.summarise_sweep``), printed. A failure is logged and tagged
@@ -521,7 +545,7 @@ class SweepCallback(Callback):
             # defer heavy import
             from ragexp.decide.selection import summarise_sweep
 
-            for line in summarise_sweep(self.parent_id, tracking.read_statuses(sweep_dir),
+            for line in summarise_sweep(self.parent_id, outcomes,
                                         self.baseline, str(config.objective),
                                         objective_source=str(config.objective_source)):
                 say(line)
