@@ -146,3 +146,52 @@ def test_each_test_starts_with_a_fresh_session():
     assert Session.current() is session
     assert Session.start() is Session.current() is not session
     assert Session.current().stages == {}
+
+
+def test_a_sweep_job_in_another_process_finds_its_parent_run_in_the_callback_it_was_given():
+    """joblib and submitit pickle the sweep's callbacks to the processes that run its jobs: the
+    parent run travels in the callback, not in ``os.environ``."""
+    import pickle
+
+    from ragexp.run.sweep import SweepCallback, parent_run
+
+    assert parent_run() is None
+    SweepCallback().on_job_start(config=None)  # a single run's: no parent, no sweep
+    assert parent_run() is None and Session.current().sweep is None
+    sweep = SweepCallback()
+    sweep.parent_id, sweep.sweep_dir = "p" * 32, "multirun/x"
+    Session.start()  # the worker's own session
+    pickle.loads(pickle.dumps(sweep)).on_job_start(config=None)
+    assert parent_run() == "p" * 32
+
+
+def test_job_outcomes_come_from_the_store_and_status_files_fill_in(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from ragexp.run import sweep
+    from ragexp.tracking import store as tracking
+
+    def run(run_id, status, **tags):
+        return SimpleNamespace(info=SimpleNamespace(run_id=run_id, status=status,
+                                                    experiment_id="1"),
+                               data=SimpleNamespace(tags=tags))
+
+    children = [run("a", "FINISHED"), run("b", "KILLED"), run("c", "FAILED"),
+                run("d", "FAILED", **{"ragexp.overrides": "k=4", "ragexp.error": "killed"})]
+    client = SimpleNamespace(get_run=lambda rid: run(rid, "RUNNING"),
+                             search_runs=lambda exps, query, max_results: children)
+    monkeypatch.setattr(tracking, "client", lambda: client)
+    files = [dict(status="FINISHED", run_id="a", overrides="k=0"),
+             dict(status="RUNNING", run_id="b", overrides="k=1"),  # its worker was killed
+             dict(status="PENDING_SYNC", run_id="c", overrides="k=2"),  # results only on disk
+             dict(status="SKIPPED", run_id="old", overrides="k=3"),
+             dict(status="FAILED", run_id=None, overrides="k=5", error="refused")]
+    for i, status in enumerate(files):
+        (tmp_path / str(i)).mkdir()
+        tracking.write_status(tmp_path / str(i), **status)
+    got = sweep.job_outcomes("parent", tmp_path)
+    assert [(s["run_id"], s["status"], s["overrides"]) for s in got] == [
+        ("a", "FINISHED", "k=0"), ("b", "KILLED", "k=1"), ("c", "PENDING_SYNC", "k=2"),
+        ("old", "SKIPPED", "k=3"), (None, "FAILED", "k=5"), ("d", "FAILED", "k=4")]
+    assert sweep.job_counts("parent", tmp_path) == {
+        "finished": 1, "killed": 1, "pending_sync": 1, "skipped": 1, "failed": 2}
