@@ -8,17 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workspaces import PARENT_ENV, store_uri
+from workspaces import store_uri
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli_env(tmp: Path, uri: str | None = None) -> dict[str, str]:
     """The environment of a child ``ragexp``: the sqlite store in ``tmp`` (``store_uri``) or
-    the store at ``uri``, offline, no inherited sweep parent."""
+    the store at ``uri``, offline."""
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri or store_uri(tmp),
            "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
-    env.pop(PARENT_ENV, None)
     return env
 
 

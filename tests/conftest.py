@@ -102,3 +102,14 @@ def write_tree(base: Path, files: dict[str, str]) -> Path:
 def jsonl(records: list) -> str:
     """One JSON value per line (strings are written verbatim, for deliberately broken lines)."""
     return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
+
+
+# One ragexp session per test (ragexp.session): what a test's runs, stage memory, loaded models
+# and sweep leave in the process does not reach the next test, as in a new process.
+@pytest.fixture(autouse=True)
+def ragexp_session():
+    """A fresh ``Session``, made the current one for this test; a test that plays a new
+    process part-way (``ragexp serve`` after a sweep) calls ``Session.start()`` again."""
+    from ragexp.session import Session
+
+    return Session.start()

@@ -22,7 +22,7 @@ from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.flat import PASSAGE_TILE, FlatIPIndex, top_k_ties_by_id
 from ragexp.index.resources import Resources
-from ragexp.index.stagestore import StageStore, forget_memory
+from ragexp.index.stagestore import StageStore
 from ragexp.records import Chunk
 from ragexp.run.app import CONF_DIR
 from ragexp.run.pipeline import run_experiment
@@ -176,7 +176,6 @@ def _chunks(n):
 
 
 def test_a_sweep_over_ef_search_builds_the_graph_once(tmp_path):
-    forget_memory()
     chunks, store = _chunks(300), StageStore(root=str(tmp_path / "stages"))
     events, rankings = [], []
     for ef in (16, 64, 16):
@@ -186,12 +185,11 @@ def test_a_sweep_over_ef_search_builds_the_graph_once(tmp_path):
         events.append(store.events["hnsw_index"])
     assert events == ["built", "memory", "memory"]
     assert rankings[0] == rankings[2]
-    forget_memory()  # a new process: the graph comes from disk
+    store = StageStore(root=store.root, memory={})  # a new process: the graph comes from disk
     res = Resources(chunks, lambda: HashEmbedder(dim=32), EmbeddingCache(str(tmp_path / "e")),
                     progress=False, stages=store, index_spec=ann.HNSWSpec(ef_search=16))
     assert DenseRetriever(res).search({"q": "alpha beta"}, 10) == rankings[0]
     assert store.events["hnsw_index"] == "disk"
-    forget_memory()
 
 
 # ---------------------------------------------------------------- config and runs
@@ -239,7 +237,6 @@ def test_a_config_without_the_group_searches_exactly():
 
 
 def test_a_run_on_hnsw_logs_its_recall_against_exact_search(tmp_path):
-    forget_memory()
     dataset = MarkdownDataset(str(CORPUS), str(GOLDEN))
 
     def stages(spec):
@@ -260,7 +257,6 @@ def test_a_run_on_hnsw_logs_its_recall_against_exact_search(tmp_path):
     shares = [len(set(approx.ranking[q]) & set(exact.ranking[q])) / len(exact.ranking[q])
               for q in exact.ranking if exact.ranking[q]]
     assert m["index.recall_at_10_vs_exact"] == pytest.approx(np.mean(shares), abs=0.05)
-    forget_memory()
 
 
 def test_recall_counts_a_tie_at_the_kth_place_as_a_hit_as_ann_benchmarks_does():

@@ -17,7 +17,7 @@ import ragexp
 
 SRC = Path(ragexp.__file__).resolve().parent
 ROOT = SRC.parents[1]
-ROOT_MODULES = {"records", "errors", "legacy"}  # shared by every package
+ROOT_MODULES = {"records", "errors", "legacy", "session"}  # shared by every package
 DEFER_COMMENT = "# defer heavy import"
 
 

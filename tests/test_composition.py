@@ -25,6 +25,7 @@ from ragexp.errors import RagexpError
 from ragexp.evaluation import measures
 from ragexp.index.resources import Resources
 from ragexp.run.app import choose_split, run_logged
+from ragexp.session import Session
 from ragexp.stages.abstain import evaluate_abstain
 
 
@@ -593,7 +594,7 @@ def _refusal(params: dict, overrides: list[str], capsys) -> list[str]:
             master.hydra.sweeper.params = params
         with pytest.raises(SystemExit) as stopped:
             sweep.check_jobs(master)
-    assert stopped.value.code == 2 and not sweep.VALIDATED
+    assert stopped.value.code == 2 and not Session.current().validated
     return capsys.readouterr().err.rstrip().splitlines()
 
 
@@ -655,7 +656,7 @@ def _search(sweeper: str, params: dict, overrides: list[str], capsys) -> tuple[o
             out = sweep.check_jobs(master)
         except SystemExit as stopped:
             out = stopped.code
-    assert not sweep.VALIDATED  # a trial is validated as it starts: its overrides are drawn
+    assert not Session.current().validated  # a trial is validated as it starts: its overrides are drawn
     return out, capsys.readouterr().err.rstrip().splitlines()
 
 

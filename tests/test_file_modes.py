@@ -49,9 +49,8 @@ def write_report(folder: Path, monkeypatch) -> list[Path]:
 
 
 def write_stage(folder: Path, monkeypatch) -> list[Path]:
-    monkeypatch.setattr("ragexp.index.stagestore._MEMORY", {})
-    StageStore(str(folder)).get("vectors", "k1", lambda: np.zeros((2, 3)))
-    StageStore(str(folder)).get("bm25", "k2", lambda: {"a": 1})
+    StageStore(str(folder), memory={}).get("vectors", "k1", lambda: np.zeros((2, 3)))
+    StageStore(str(folder), memory={}).get("bm25", "k2", lambda: {"a": 1})
     return [folder / "vectors" / "k1.npy", folder / "bm25" / "k2.pkl"]
 
 

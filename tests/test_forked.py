@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 from ragexp.errors import RagexpError
 from ragexp.run import forked
 from ragexp.run.forked import Beside, ChildLost
+from ragexp.session import Session
 from ragexp.tracking.store import RunNotFound
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks on Linux")
@@ -282,7 +283,7 @@ def test_a_sweep_whose_composing_child_dies_stops_before_any_job(monkeypatch, ca
     assert str(stopped.value.code).startswith(
         "error: the sweep could not start, nothing was run: ChildLost: the child process "
         "composing the sweep's jobs (pid ")
-    assert "(exit code 9)" in str(stopped.value.code) and not sweep.VALIDATED
+    assert "(exit code 9)" in str(stopped.value.code) and not Session.current().validated
 
 
 def test_a_sweep_the_basic_sweeper_cannot_expand_forks_nothing(monkeypatch):

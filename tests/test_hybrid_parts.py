@@ -15,9 +15,10 @@ from ragexp.config import build, schema
 from ragexp.errors import InvalidValue
 from ragexp.index.bm25 import BM25Params
 from ragexp.index.resources import Resources
-from ragexp.index.stagestore import StageStore, forget_memory
+from ragexp.index.stagestore import StageStore
 from ragexp.records import ordered
 from ragexp.run.app import CONF_DIR
+from ragexp.session import Session
 from ragexp.stages.fusion.rank import rrf
 from ragexp.stages.retrievers import BM25Retriever, DenseRetriever
 from ragexp.text.analysis import tokenize
@@ -92,7 +93,6 @@ def test_a_bm25_part_with_its_own_parameters_fuses_as_its_parts_computed_apart(
                                            "retriever=hybrid_bm25l", "embedder=hash",
                                            f"cache_dir={tmp_path}", "bm25.k1=0.9"])
     built = build.build(cfg)
-    forget_memory()
     res = _resources(chunks, built)
     hybrid = built.make_retriever(res)
     assert sorted(hybrid.parts) == ["bm25", "bm25_l", "dense"]
@@ -114,7 +114,6 @@ def test_a_bm25_part_with_its_own_parameters_fuses_as_its_parts_computed_apart(
 
 
 def test_two_bm25_parts_never_share_an_index_or_a_cached_ranking(chunks, queries):
-    forget_memory()
     res = _resources(chunks)
     run, own = BM25Retriever(res), BM25Retriever(res, method="bm25l", k1=1.2)
     assert run.index is res.bm25 and own.index is not res.bm25
@@ -129,7 +128,7 @@ def test_two_bm25_parts_never_share_an_index_or_a_cached_ranking(chunks, queries
     assert res.stages.events["bm25_search"] == "memory"
     assert res.stages.events[own.stage] == "built"
     assert own.stage.startswith("bm25_") and own.stage != "bm25_search"
-    forget_memory()
+    Session.start()
     alone = _resources(chunks)  # a fresh run (no cached stage): the same rankings
     assert BM25Retriever(alone, method="bm25l", k1=1.2).search(queries, 20) == second
     assert BM25Retriever(alone).search(queries, 20) == first

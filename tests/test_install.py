@@ -47,8 +47,7 @@ def venv(tmp_path_factory):
 
 
 def env_for(tmp: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAGEXP_PARENT_RUN_ID",
-                                                            "MLFLOW_TRACKING_URI")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MLFLOW_TRACKING_URI")}
     return {**env, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
 
 

@@ -17,6 +17,7 @@ from mlflow.tracking import MlflowClient
 from workspaces import compose_config
 
 from ragexp.index import stagestore
+from ragexp.session import Session
 from ragexp.tracking import lifecycle, outbox, runs
 from ragexp.tracking import store as tracking
 
@@ -177,22 +178,22 @@ def test_close_abandoned_closes_only_runs_whose_process_is_gone(store):
 def test_exit_hook_ends_registered_runs_failed_or_killed(store, monkeypatch):
     c, exp, _ = store
     ended = []
-    monkeypatch.setattr(lifecycle, "_open", {"a": lambda s, r: ended.append((s, r))})
-    monkeypatch.setattr(lifecycle, "_received", [])
+    monkeypatch.setattr(Session.current(), "open_runs", {"a": lambda s, r: ended.append((s, r))})
+    monkeypatch.setattr(Session.current(), "signals", [])
     lifecycle.close_open_runs()
     assert ended == [("FAILED", "the process exited before the run was ended")]
-    monkeypatch.setattr(lifecycle, "_open", {"b": lambda s, r: ended.append((s, r))})
-    monkeypatch.setattr(lifecycle, "_received", [15])
+    monkeypatch.setattr(Session.current(), "open_runs", {"b": lambda s, r: ended.append((s, r))})
+    monkeypatch.setattr(Session.current(), "signals", [15])
     lifecycle.close_open_runs()
-    assert ended[-1] == ("KILLED", "stopped by SIGTERM") and lifecycle._open == {}
+    assert ended[-1] == ("KILLED", "stopped by SIGTERM") and Session.current().open_runs == {}
 
 
 def test_stopped_runs_counts_runs_ended_killed_and_runs_still_open(store, monkeypatch):
     """What ``python -m ragexp`` says of a stop: the runs it ends KILLED, not every run it
     ever opened (a stop after a sweep's end said its FINISHED runs were "ended KILLED")."""
     c, exp, tmp = store
-    monkeypatch.setattr(lifecycle, "_open", {})
-    monkeypatch.setattr(lifecycle, "_stopped", [])
+    monkeypatch.setattr(Session.current(), "open_runs", {})
+    monkeypatch.setattr(Session.current(), "killed_runs", [])
     with open_run(exp, tmp / "done"):
         pass
     assert lifecycle.stopped_runs() == 0
@@ -219,9 +220,9 @@ def test_stopped_runs_counts_runs_ended_killed_and_runs_still_open(store, monkey
 def test_the_stop_summary_counts_the_runs_a_stop_ends(monkeypatch, ever, open_, stopped, said):
     """A stop between a sweep's last job and its end said "the runs it started are ended
     KILLED" of a parent KILLED and its jobs FINISHED."""
-    monkeypatch.setattr(lifecycle, "_ever_opened", ever)
-    monkeypatch.setattr(lifecycle, "_open", dict(open_))
-    monkeypatch.setattr(lifecycle, "_stopped", stopped)
+    monkeypatch.setattr(Session.current(), "opened_runs", ever)
+    monkeypatch.setattr(Session.current(), "open_runs", dict(open_))
+    monkeypatch.setattr(Session.current(), "killed_runs", stopped)
     assert lifecycle.stop_summary() == said
 
 
@@ -271,10 +272,10 @@ def test_the_console_script_changes_nothing_on_a_stop_once_its_command_returned(
 
     monkeypatch.setattr(cli, "main", lambda: 3)
     monkeypatch.setattr(cli.process, "own", lambda: None)
-    monkeypatch.setattr(lifecycle, "_finishing", [])
+    monkeypatch.setattr(Session.current(), "finishing", False)
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        assert cli.program() == 3 and lifecycle._finishing == [True]
+        assert cli.program() == 3 and Session.current().finishing
         os.kill(os.getpid(), signal.SIGINT)  # recorded, not raised
         time.sleep(0.05)
     finally:
@@ -398,14 +399,14 @@ def test_a_stop_python_could_only_print_still_stops_the_run(store, tmp_path, mon
     process went on, to finish its run and exit 0; the signal was recorded, so ``tracked_run``
     creates no run after it, and ends ``KILLED`` a run during which it came."""
     c, exp, _ = store
-    monkeypatch.setattr(lifecycle, "_received", [2])
+    monkeypatch.setattr(Session.current(), "signals", [2])
     with pytest.raises(lifecycle.Interrupted):
         with open_run(exp, tmp_path / "never"):
             pass
     assert c.search_runs([exp]) == []
-    monkeypatch.setattr(lifecycle, "_received", [])
+    monkeypatch.setattr(Session.current(), "signals", [])
     with pytest.raises(lifecycle.Interrupted):
         with open_run(exp, tmp_path / "stopped") as run:
-            lifecycle._received.append(2)  # as _on_signal records it, its raise swallowed
+            Session.current().signals.append(2)  # as _on_signal records it, its raise swallowed
     assert c.get_run(run.run_id).info.status == "KILLED"
     assert status_file(tmp_path / "stopped")["status"] == "KILLED"

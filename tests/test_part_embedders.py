@@ -27,7 +27,7 @@ from ragexp.data import shipped
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.resources import Resources
-from ragexp.index.stagestore import StageStore, forget_memory
+from ragexp.index.stagestore import StageStore
 from ragexp.records import ordered
 from ragexp.run.app import CONF_DIR, choose_split
 from ragexp.run.pipeline import part_tags
@@ -72,7 +72,6 @@ def queries(golden):
 @pytest.mark.parametrize("part", [WIDE, SHORT])
 def test_a_part_with_its_own_embedder_fuses_as_the_two_dense_runs_computed_apart(
         chunks, queries, tmp_path, part):
-    forget_memory()
     cfg = _compose("retriever=hybrid", *RUN_HASH, part, "retriever.parts.bm25=null",
                    f"cache_dir={tmp_path}")
     validation.validate(cfg)
@@ -103,7 +102,6 @@ def test_a_part_with_its_own_embedder_fuses_as_the_two_dense_runs_computed_apart
 def test_a_view_keeps_its_vectors_index_and_searches_apart_from_the_runs(chunks, queries):
     """Same stage store, same queries and depth: the part's searches are never served from the
     run's (nor the reverse), and the vectors of each are stored under names of their own."""
-    forget_memory()
     res = _resources(chunks, lambda: HashEmbedder(dim=64))
     view = res.with_embedder(lambda: HashEmbedder(dim=512))
     run, part = DenseRetriever(res), DenseRetriever(view)
@@ -213,7 +211,6 @@ def test_a_recorded_run_with_a_part_embedder_logs_it_and_serves_it(
         mlflow_store, chunks, capsys):
     """``ragexp search`` on the run rebuilds the part's embedder from the logged config: the
     served ranking is RRF of the two single-embedder dense runs computed apart."""
-    forget_memory()
     out = record_run(*RUN_HASH, "retriever=hybrid", SHORT, "retriever.parts.bm25=null",
                      "reranker=none", f"cache_dir={mlflow_store.folder / 'cache'}",
                      "progress=false")
@@ -248,7 +245,6 @@ def test_a_beir_folder_run_fuses_a_part_with_its_own_embedder(mlflow_store, tmp_
         "corpus.jsonl": jsonl(corpus),
         "queries.jsonl": jsonl([{"_id": "q", "text": "zebra river crossing"}]),
         "qrels/test.tsv": "query-id\tcorpus-id\tscore\nq\tzebra\t1\n"})
-    forget_memory()
     out = record_run(*RUN_HASH, "dataset=beir", f"dataset.path={root}", "retriever=hybrid",
                      SHORT, "reranker=none", f"cache_dir={tmp_path / 'cache'}", "progress=false")
     assert out["status"] == "FINISHED" and out["rr_at_10"] == 1.0

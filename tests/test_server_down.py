@@ -56,7 +56,7 @@ def test_server_stopped_mid_sweep_loses_nothing(tmp_path):
     uri = f"http://127.0.0.1:{port}"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_DISABLE_TELEMETRY": "true",
            "HF_HUB_OFFLINE": "1"}
-    for key in ("RAGEXP_PARENT_RUN_ID", "MLFLOW_HTTP_REQUEST_MAX_RETRIES",
+    for key in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES",
                 "MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"):
         env.pop(key, None)
     sweep = tmp_path / "multirun"

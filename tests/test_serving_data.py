@@ -26,10 +26,10 @@ from ragexp.data import shipped
 from ragexp.index.cache import CacheWriteError, EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.resources import Resources
-from ragexp.index.stagestore import forget_memory
 from ragexp.run.app import run_logged
 from ragexp.serving.api import create_app
 from ragexp.serving.engine import Engine, ServingError
+from ragexp.session import Session
 from ragexp.tracking import store as tracking
 
 schema.register()
@@ -177,7 +177,6 @@ def test_unwritable_cache_degrades_in_serving_and_names_the_path_in_runs(store, 
     blocker.write_text("a file where the cache folder should be\n")
     cfg = config(f"cache_dir={blocker / 'cache'}", f"dataset.corpus_dir={CORPUS}",
                  f"dataset.questions={GOLDEN}")
-    forget_memory()  # a new ``ragexp serve`` process: every stage is built, none can be stored
     with caplog.at_level(logging.WARNING):
         engine = Engine(cfg, threshold=0.0, run_id="local")
         http = TestClient(create_app(engine))
@@ -192,7 +191,7 @@ def test_unwritable_cache_degrades_in_serving_and_names_the_path_in_runs(store, 
     assert all(str(blocker) in r.getMessage() for r in warnings)
     # as a new process would: no stages or rankings kept from the module's earlier runs
     # (with them, this run would have nothing to embed, so nothing to write)
-    forget_memory()
+    Session.start()
     with pytest.raises(CacheWriteError, match=str(blocker)):
         run_logged(cfg)
 
@@ -274,10 +273,7 @@ def test_a_config_older_than_a_setting_serving_reads_is_refused_naming_it(droppe
 def test_serving_loads_the_runs_stages_instead_of_rebuilding_them(store):
     """The engine reads chunks, tokens, BM25 and vectors the run stored under cache_dir/stages
     (a new process would find them on disk), and serves exactly what building them serves."""
-    from ragexp.index.stagestore import forget_memory
-
     tmp, work, ids = store
-    forget_memory()  # as a new ``ragexp serve`` process: nothing in memory
     engine = Engine.from_run(ids["dense"])
     events = engine.resources.stages.events
     # (tokens are not needed at all when BM25 itself comes from disk)

@@ -21,7 +21,7 @@ import pytest
 from cli_runs import cli_env
 from conftest import jsonl, write_tree
 from test_p_format import P_CELL
-from workspaces import PARENT_ENV, compose_config, record_run
+from workspaces import compose_config, record_run
 
 from ragexp.cli import main as cli
 from ragexp.cli import tables

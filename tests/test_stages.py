@@ -19,8 +19,9 @@ from ragexp.data.datasets import MarkdownDataset
 from ragexp.index.bm25 import BM25Params
 from ragexp.index.cache import EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
-from ragexp.index.stagestore import StageStore, forget_memory, stage_key
+from ragexp.index.stagestore import StageStore, stage_key
 from ragexp.run.pipeline import LATENCY_SAMPLE, run_experiment
+from ragexp.session import Session
 from ragexp.stages.abstain import LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker
 from ragexp.stages.fusion.rank import RRF
@@ -55,13 +56,6 @@ def dataset():
     return MarkdownDataset(str(CORPUS), str(GOLDEN))
 
 
-@pytest.fixture(autouse=True)
-def fresh_memory():
-    forget_memory()
-    yield
-    forget_memory()
-
-
 def _run(dataset, tmp_path, store, chunker=None, reranker=None, rrf_k=60.0, budget=0.125,
          k1=1.5, embedder=None, latency_sample=LATENCY_SAMPLE):
     embedder = embedder or CountingEmbedder(dim=64)
@@ -90,7 +84,7 @@ def test_query_time_change_rebuilds_nothing(dataset, tmp_path, change, where):
     assert first.metrics["stages.built"] == 8 and first.metrics["stages.reused"] == 0
     assert first.metrics["time.query_replayed"] == 0
     if where == "disk":
-        forget_memory()  # as a new process would: nothing in memory, everything on disk
+        Session.start()  # as a new process would: nothing in memory, everything on disk
     chunker, emb = CountingChunker(), CountingEmbedder(dim=64)
     store = StageStore(root)
     second = _run(dataset, tmp_path, store, chunker=chunker, embedder=emb, **change)
@@ -106,7 +100,7 @@ def test_query_time_change_rebuilds_nothing(dataset, tmp_path, change, where):
     n_latency = min(LATENCY_SAMPLE, len(dataset.queries()))
     assert second.metrics["time.query_replayed"] == (n_latency if where == "memory" else 0)
     # ... and the run measures exactly what a run without the store measures
-    forget_memory()
+    Session.start()
     alone = _run(dataset, tmp_path, StageStore(enabled=False), **change)
     assert _measured(second.metrics) == _measured(alone.metrics)
     pd.testing.assert_frame_equal(second.per_question, alone.per_question)
@@ -314,7 +308,7 @@ def test_unreadable_stage_file_is_rebuilt(tmp_path):
     store = StageStore(str(tmp_path))
     store.get("bm25", "k", lambda: {"a": 1})
     (tmp_path / "bm25" / "k.pkl").write_bytes(b"\x80\x05truncated")
-    forget_memory()
+    Session.start()
     again = StageStore(str(tmp_path))
     assert again.get("bm25", "k", lambda: {"a": 2}) == {"a": 2}
     assert again.events == {"bm25": "built"}

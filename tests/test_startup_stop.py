@@ -217,9 +217,9 @@ def test_a_stop_a_library_swallowed_or_wrapped_still_ends_the_command(monkeypatc
     ``__set_name__`` it came out as a ``RuntimeError``: exit 1 with a traceback. The recorded
     signal decides."""
     from ragexp.cli import main as cli
-    from ragexp.tracking import lifecycle
+    from ragexp.session import Session
 
-    monkeypatch.setattr(lifecycle, "_received", [signal.SIGINT])
+    monkeypatch.setattr(Session.current(), "signals", [signal.SIGINT])
     assert cli.main(["questions", "check"]) == 130  # the work ran on to its end
     assert capsys.readouterr().err.strip().splitlines()[-1] == "ragexp: stopped by SIGINT"
 
@@ -227,9 +227,9 @@ def test_a_stop_a_library_swallowed_or_wrapped_still_ends_the_command(monkeypatc
         raise RuntimeError("Error calling __set_name__ on 'PydanticDescriptorProxy'")
 
     monkeypatch.setattr(cli, "_engine", wrapped)
-    monkeypatch.setattr(lifecycle, "_received", [signal.SIGTERM])
+    monkeypatch.setattr(Session.current(), "signals", [signal.SIGTERM])
     assert cli.main(["search", "x", "--run", "r1"]) == 143
     assert capsys.readouterr().err.strip() == "ragexp: stopped by SIGTERM"
-    monkeypatch.setattr(lifecycle, "_received", [])
+    monkeypatch.setattr(Session.current(), "signals", [])
     with pytest.raises(RuntimeError):  # no stop: the error is the error
         cli.main(["search", "x", "--run", "r1"])

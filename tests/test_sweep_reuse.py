@@ -10,8 +10,8 @@ import pytest
 from workspaces import record_run
 
 from ragexp.data import beir
-from ragexp.index.stagestore import forget_memory
 from ragexp.tracking import provenance
+from ragexp.session import Session
 from ragexp.tracking import store as tracking
 from tools import synth
 
@@ -42,8 +42,7 @@ def _job(folder, cache, overrides):
 
 
 def _cold():
-    forget_memory()
-    beir._LAST_CORPUS.clear()
+    Session.start()  # as a new process: no stage or corpus kept
     provenance._distributions.cache_clear()
 
 

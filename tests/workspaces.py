@@ -14,7 +14,6 @@ from typing import Iterator, NamedTuple
 import pytest
 
 from ragexp.data import shipped
-from ragexp.tracking.store import PARENT_ENV
 
 STORE_FILE = "mlflow.db"
 # Hydra overrides pointing a run at the copy, relative to its ``work/`` folder.
@@ -43,14 +42,12 @@ class Store(NamedTuple):
 @contextmanager
 def tracking_store(folder: Path) -> Iterator[Store]:
     """``MLFLOW_TRACKING_URI`` and MLflow's own tracking URI (``mlflow.set_tracking_uri``, which
-    the fluent calls read ahead of the variable) set to a sqlite store in ``folder`` and no
-    inherited sweep parent, until exit (then all three are as they were: a module whose fixture
+    the fluent calls read ahead of the variable) set to a sqlite store in ``folder``, until exit (then all three are as they were: a module whose fixture
     set MLflow's URI made a later module's ``mlflow.search_runs`` read the earlier store)."""
     from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_TRACKING_URI", store_uri(folder))
-        mp.delenv(PARENT_ENV, raising=False)
         with _use_tracking_uri(store_uri(folder)):
             yield Store(folder, store_uri(folder), folder / STORE_FILE)
 
@@ -99,7 +96,6 @@ def handbook_copy(tmp: Path) -> Iterator[tuple[Path, pytest.MonkeyPatch]]:
     shutil.copytree(shipped.path("handbook/golden"), work / "data" / "golden")
     mp = pytest.MonkeyPatch()
     mp.setenv("MLFLOW_TRACKING_URI", store_uri(tmp))
-    mp.delenv(PARENT_ENV, raising=False)
     mp.chdir(work)
     try:
         yield work, mp

@@ -35,8 +35,8 @@ def _cold_analyser() -> None:
     """Empty every memo of the analyser, as in a fresh process."""
     from ragexp.text import analysis
 
-    analysis._ASCII_WORD_TERMS.clear()
-    analysis._WORD_TERMS.clear()
+    analysis._ascii_word_terms.cache_clear()
+    analysis._general_word_terms.cache_clear()
     analysis.stem.cache_clear()
     analysis._part_terms.cache_clear()
 

@@ -33,8 +33,7 @@ def run(command: str, cwd: Path) -> str:
     failure as if it were the documented behaviour."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
            "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
-    for key in ("MLFLOW_TRACKING_URI", "RAGEXP_PARENT_RUN_ID"):
-        env.pop(key, None)
+    env.pop("MLFLOW_TRACKING_URI", None)
     proc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=1800)
     lines = (proc.stdout + proc.stderr).rstrip().splitlines()

@@ -30,7 +30,6 @@ import tempfile
 from pathlib import Path
 
 from ragexp.cli.tables import ablation_runs
-from ragexp.tracking.store import PARENT_ENV
 from tools.background import background_server
 from tools.readme import has_block, replace_block
 
@@ -53,9 +52,8 @@ def run(command: str, omit_log: bool = False) -> str:
     this machine's folder shown relative (``relative``); ``omit_log``: Hydra's and MLflow's log
     lines (``LOG_LINE``) left out and counted."""
     env = {**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
-    if OWN_STORE:  # the store of the walkthrough's folder, and no sweep of this process's
+    if OWN_STORE:  # the store of the walkthrough's folder
         env.pop("MLFLOW_TRACKING_URI", None)
-        env.pop(PARENT_ENV, None)
     proc = subprocess.run(shlex.split(command), capture_output=True, text=True, timeout=600,
                           env=env)
     lines = (proc.stdout + proc.stderr).rstrip().splitlines()

@@ -1,7 +1,7 @@
 """ragexp: measure which retrieval configuration of a RAG system actually works, and by how much.
 
 Packages by role, in the order data flows (``LAYERS``, bottom first). A module may import the
-shared records and errors here and any package before its own, never one after it
+shared records, errors and session here and any package before its own, never one after it
 (``tests/test_architecture.py`` holds this): ``text`` -> ``data`` -> ``index`` -> ``stages`` ->
 ``answer`` -> ``generate`` -> ``evaluation`` -> ``tracking`` -> ``config`` -> ``decide`` ->
 ``report`` -> ``run`` -> ``serving`` -> ``cli``. Module paths of ragexp before that layout
@@ -30,7 +30,6 @@ NOTHING_RUN = "no run was created, nothing was run"
 # The modules whose start ``handed_over`` ends: ``-m`` names, and the console script's name.
 COMMAND_MODULES, SCRIPT = ("ragexp", "ragexp.cli.main"), "ragexp"
 _STOPS = {_signal.SIGINT: "SIGINT", _signal.SIGTERM: "SIGTERM"}
-_before_guard: dict[int, object] = {}
 
 
 def starting_command() -> str | None:
@@ -63,17 +62,19 @@ def handed_over() -> bool:
     ``tracking.lifecycle.install_signal_handlers``; ``cli.main.main`` does too): SIGINT and
     SIGTERM get back the handlers they had before the guard (Python's ``KeyboardInterrupt``,
     the default) where the guard is still set. Returns whether it was set: False in a process
-    the guard left alone (a library import, a test calling ``cli.main.main``)."""
-    guarded = bool(_before_guard)
-    for sig, before in _before_guard.items():
+    the guard left alone (a library import, a test calling ``cli.main.main``) or already
+    handed over."""
+    guarded = False
+    for sig, before in _BEFORE_GUARD:
         if _signal.getsignal(sig) is _stopped_while_starting:
             _signal.signal(sig, before)
-    _before_guard.clear()
+            guarded = True
     return guarded
 
 
-if starting_command() is not None:
-    _before_guard.update((sig, _signal.signal(sig, _stopped_while_starting)) for sig in _STOPS)
+# (signal, its handler before the guard) for each signal the guard took: none unless starting
+_BEFORE_GUARD = tuple((sig, _signal.signal(sig, _stopped_while_starting)) for sig in _STOPS) \
+    if starting_command() is not None else ()
 
 from ragexp import legacy  # noqa: E402
 

@@ -13,8 +13,10 @@ import signal
 import sys
 
 from ragexp.cli import process
+from ragexp.session import Session
 
 process.own()  # before the heavy imports below: they are what the collector's settings are for
+Session.start()  # this process's state, before anything records a run or a signal in it
 
 from ragexp.tracking.lifecycle import (  # noqa: E402
     finishing,

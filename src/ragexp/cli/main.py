@@ -16,6 +16,7 @@ from ragexp import __version__, handed_over
 from ragexp.cli import process
 from ragexp.errors import RagexpError
 from ragexp.run.console import reader_left
+from ragexp.session import Session
 from ragexp.tracking import lifecycle
 
 
@@ -669,9 +670,11 @@ def _refusal(exc: BaseException) -> RagexpError | None:
 
 
 def program() -> int:
-    """The ``ragexp`` console script: ``main`` in a process it owns (``process.own``); once it
-    returns, a stop changes nothing (``lifecycle.finishing``)."""
+    """The ``ragexp`` console script: ``main`` in a process it owns (``process.own``) and a
+    session of its own (``Session.start``); once it returns, a stop changes nothing
+    (``lifecycle.finishing``)."""
     process.own()
+    Session.start()
     code = main()
     lifecycle.finishing()
     return code

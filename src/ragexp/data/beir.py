@@ -34,6 +34,7 @@ from ragexp.data.readers import (
 )
 from ragexp.errors import listed, path_problem
 from ragexp.records import Document, Qrels
+from ragexp.session import Session
 
 log = logging.getLogger(__name__)
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -104,15 +105,17 @@ def read_corpus(path: Path) -> list[Document]:
     """``corpus.jsonl``: ``{"_id", "title" (optional, may be null), "text"}`` per line, in file
     order. Raises ``BeirFormatError`` naming file and line.
 
-    The last corpus read in this process is kept with the sha256 of its bytes: reading a file
-    with the same bytes again (the next job of a sweep) returns it without parsing."""
+    The last corpus read in this session is kept with the sha256 of its bytes
+    (``Session.corpora``): reading a file with the same bytes again (the next job of a sweep)
+    returns it without parsing."""
     try:
         data = path.read_bytes()
     except OSError:
         data = None  # _records says what is wrong with the path
     digest = None if data is None else hashlib.sha256(data).hexdigest()
     key = str(path.resolve())
-    held = _LAST_CORPUS.get(key)
+    last = Session.current().corpora
+    held = last.get(key)
     if digest is not None and held is not None and held[0] == digest:
         return list(held[1])
     text = None if data is None else decode(data, path)
@@ -121,13 +124,10 @@ def read_corpus(path: Path) -> list[Document]:
     docs = [Document(rid, _text(row, "title", path, n, optional=True), _text(row, "text", path, n))
             for n, rid, row in rows]
     del text
-    _LAST_CORPUS.clear()
+    last.clear()
     if digest is not None:
-        _LAST_CORPUS[key] = (digest, docs)
+        last[key] = (digest, docs)
     return list(docs)
-
-
-_LAST_CORPUS: dict[str, tuple[str, list[Document]]] = {}
 
 
 def read_queries(path: Path) -> list[dict]:

@@ -30,6 +30,7 @@ from ragexp.data.relevance import span_qrels, why_unjudged
 from ragexp.data.units import check_unit, unit_chunks, unit_of
 from ragexp.errors import InvalidValue, listed
 from ragexp.records import OVERALL, UNANSWERABLE, Chunk, Document, Qrels, Query
+from ragexp.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +51,6 @@ def _hash_files(paths: list[Path], root: Path) -> str:
         h.update(p.relative_to(root).as_posix().encode())
         h.update(hashlib.sha256(p.read_bytes()).digest())
     return h.hexdigest()[:16]
-
-
-# The last markdown dataset read in this process (documents and questions are frozen records),
-# keyed by its folders and the hashes of every file in them: edit a file and it is read again.
-_READ: dict[tuple, tuple[dict[str, Document], list[Query]]] = {}
 
 
 @dataclass
@@ -82,11 +78,14 @@ class MarkdownDataset:
                    tuple(sorted(self.fingerprint().items())))
         except Exception:  # a missing file or folder: reading reports it, as it always has
             key = None
-        if key is None or key not in _READ:  # a sweep's jobs read the same files: parse once
+        # the last dataset read in this session (frozen records), keyed by its folders and the
+        # hashes of every file in them: edit a file and it is read again
+        read = Session.current().datasets
+        if key is None or key not in read:  # a sweep's jobs read the same files: parse once
             docs = load_corpus(self.corpus_dir)
-            _READ.clear()
-            _READ[key] = docs, load_golden(self.questions, docs)
-        docs, queries = _READ[key]
+            read.clear()
+            read[key] = docs, load_golden(self.questions, docs)
+        docs, queries = read[key]
         self._docs, self._queries = dict(docs), list(queries)
 
     def documents(self) -> list[Document]:

@@ -48,6 +48,7 @@ from ragexp.data import readers, shipped, split
 from ragexp.data.readers import label, shown
 from ragexp.errors import InvalidValue, MissingInput, counted, listed, path_problem
 from ragexp.records import HAND, OVERALL, UNANSWERABLE, Document, Query, Span
+from ragexp.session import Session
 from ragexp.text import markdown
 from ragexp.text.analysis import content_words, normalize_ws
 from ragexp.text.sections import find_section, outline
@@ -163,15 +164,14 @@ def same_text(docs: dict[str, Document]) -> list[list[str]]:
     return sorted(sorted(ids) for ids in by_text.values() if len(ids) > 1)
 
 
-_said: set[tuple] = set()
-
-
 def _once(key: tuple) -> bool:
-    """True the first time ``key`` is seen in this process: a warning about a file is said
-    once, though a run reads its question files four times (a ``.json`` file's, four lines)."""
-    if key in _said:
+    """True the first time ``key`` is seen in this session (``Session.said``): a warning about
+    a file is said once, though a run reads its question files four times (a ``.json`` file's,
+    four lines)."""
+    said = Session.current().said
+    if key in said:
         return False
-    _said.add(key)
+    said.add(key)
     return True
 
 

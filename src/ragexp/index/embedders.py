@@ -37,6 +37,7 @@ import numpy as np
 from ragexp.data import files
 from ragexp.errors import InvalidValue, RagexpError
 from ragexp.records import Chunk
+from ragexp.session import Session
 from ragexp.text.analysis import ANALYZER
 from ragexp.text.tokens import TokenMatrix
 
@@ -396,9 +397,9 @@ def hub_unreachable(timeout_s: float = 3.0) -> str | None:
 # (docs/benchmarks.md#batches).
 BATCH_TOKENS = 1024
 
-# Loaded fastembed sessions by what they were loaded from: the jobs of a sweep in one process
-# share one (each loaded its own: 1 s a job for MiniLM); the oldest goes beyond MAX_SESSIONS.
-_SESSIONS: dict[tuple, Any] = {}
+# Loaded fastembed models kept by the session (``Session.models``), by what they were loaded
+# from: the jobs of a sweep in one process share one (each loaded its own: 1 s a job for
+# MiniLM); the oldest goes beyond MAX_SESSIONS.
 MAX_SESSIONS = 4
 
 
@@ -484,20 +485,21 @@ class FastEmbedEmbedder:
     def _model(self):
         """fastembed's ``TextEmbedding``, loaded on first use (1-1.5 s for MiniLM: a run whose
         vectors all come from the cache never pays it) or taken from an earlier embedder of
-        this process with the same settings (``_SESSIONS``), and checked against
+        this session with the same settings (``Session.models``), and checked against
         ``identity``."""
         if self._session is None:
             key = (self.model, self.model_path, self.cache_dir, self.threads, self.device,
                    self.spec)
-            self._session = _SESSIONS.get(key) or self._load()
+            loaded = Session.current().models
+            self._session = loaded.get(key) or self._load()
             ran = self._identity_of_loaded()
             if getattr(self, "identity", ran) != ran:
                 self._session = None
                 raise EmbedderError(f"the model that loaded ({ran}) is not the one the "
                                     f"embedder's identity names ({self.identity})")
-            _SESSIONS[key] = self._session
-            while len(_SESSIONS) > MAX_SESSIONS:
-                _SESSIONS.pop(next(iter(_SESSIONS)))
+            loaded[key] = self._session
+            while len(loaded) > MAX_SESSIONS:
+                loaded.pop(next(iter(loaded)))
         return self._session
 
     def _model_folder(self) -> Path | None:

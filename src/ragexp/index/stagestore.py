@@ -10,7 +10,7 @@ Each stage is keyed by what determines it, and nothing else::
 The ragexp code fingerprint (sha256 of the package's source files) is in every key, so an edited
 tokenizer or chunker can never serve stale stages. A stage is looked up in this process's memory
 (the latest value of each stage name, so a sweep of query-time variants in one process builds
-nothing twice), then on disk under ``<cache_dir>/stages/<stage>/<key>`` (written to a private
+nothing twice: ``ragexp.session.Session.stages``), then on disk under ``<cache_dir>/stages/<stage>/<key>`` (written to a private
 name and moved into place, ``data.files``, so a reader never sees half a file), and built
 only when both miss. Two processes that miss the same key at once build it once: the second
 waits on the key's ``filelock`` and then reads the first's file. A store that cannot be written
@@ -38,11 +38,9 @@ import numpy as np
 from filelock import FileLock
 
 from ragexp.data import files
+from ragexp.session import Session
 
 log = logging.getLogger(__name__)
-
-# The latest value of each stage name in this process: {stage: (key, value)}.
-_MEMORY: dict[str, tuple[str, Any]] = {}
 
 
 PACKAGE = Path(__file__).resolve().parents[1]  # .../ragexp
@@ -76,12 +74,16 @@ class StageStore:
 
     ``root`` None keeps stages in memory only; ``enabled`` False builds every time (for
     comparing results with and without reuse). ``events`` records, per stage, where its value
-    came from: ``memory``, ``disk`` or ``built``.
+    came from: ``memory``, ``disk`` or ``built``. ``memory`` holds the latest value of each
+    stage name, ``{stage: (key, value)}``: the current session's (``Session.stages``), which
+    later jobs of the session share, unless given.
     """
 
     root: str | None = ".cache/ragexp/stages"
     enabled: bool = True
     events: dict[str, str] = field(default_factory=dict)
+    memory: dict[str, tuple[str, Any]] = field(default_factory=lambda: Session.current().stages,
+                                               repr=False)
     _unwritable: bool = field(default=False, repr=False)
 
     def get(self, stage: str, key: str, build: Callable[[], Any], disk: bool = True) -> Any:
@@ -90,26 +92,26 @@ class StageStore:
         if not self.enabled:
             self.events[stage] = "built"
             return build()
-        held = _MEMORY.get(stage)
+        held = self.memory.get(stage)
         if held is not None and held[0] == key:
             self.events[stage] = "memory"
             return held[1]
         value, source = self._from_disk_or_build(stage, key, build) if disk else (build(), "built")
-        _MEMORY[stage] = (key, value)
+        self.memory[stage] = (key, value)
         self.events[stage] = source
         log.info("stage %s %s (key %s)", stage, "reused from disk" if source == "disk"
                  else "built", key)
         return value
 
     def scratch(self, stage: str, key: str, factory: Callable[[], Any]) -> Any:
-        """A mutable value (``factory()``, e.g. a dict) that later jobs of this process with the
+        """A mutable value (``factory()``, e.g. a dict) that later jobs of this session with the
         same ``key`` share: memory only, no event recorded; a fresh one each call when the store
         is disabled. For what a job fills in piece by piece, such as timed searches."""
         if not self.enabled:
             return factory()
-        held = _MEMORY.get(stage)
+        held = self.memory.get(stage)
         if held is None or held[0] != key:
-            held = _MEMORY[stage] = (key, factory())
+            held = self.memory[stage] = (key, factory())
         return held[1]
 
     def _from_disk_or_build(self, stage: str, key: str, build) -> tuple[Any, str]:
@@ -183,8 +185,3 @@ class StageStore:
                "stages.built": float(sum(v == "built" for v in self.events.values()))}
         out.update({f"stage.{k}.built": float(v == "built") for k, v in self.events.items()})
         return out
-
-
-def forget_memory() -> None:
-    """Drop the in-process stage values (tests; or to free memory between sweeps)."""
-    _MEMORY.clear()

@@ -35,7 +35,8 @@ from ragexp.run import inputs as run_inputs
 from ragexp.run import repeats, run_folder
 from ragexp.run.console import say
 from ragexp.run.pipeline import RunResult, run_experiment
-from ragexp.run.sweep import ACTIVE, SKIP_LINK, refuse, refuse_unresolved, validated
+from ragexp.run.sweep import SKIP_LINK, parent_run, refuse, refuse_unresolved, validated
+from ragexp.session import Session
 from ragexp.tracking import failures, lifecycle, provenance, runs
 from ragexp.tracking import store as tracking
 
@@ -128,7 +129,7 @@ def resolve(cfg: DictConfig) -> Job:
         multirun = hc.mode == RunMode.MULTIRUN
     except ValueError:  # called outside Hydra (tests, notebooks): no job folder, no status
         output_dir, overrides, multirun = None, "", False
-    parent = os.environ.get(tracking.PARENT_ENV)
+    parent = parent_run()
     if multirun and not parent:
         raise RagexpError("a multirun job without a sweep parent run: ragexp.run.sweep."
                            "SweepCallback must be among hydra.callbacks")
@@ -241,7 +242,7 @@ def main(cfg: DictConfig) -> float | None:
     in a sweep returns None (Optuna records a failed trial) and the sweep goes on."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     lifecycle.install_signal_handlers()
-    in_sweep = bool(os.environ.get(tracking.PARENT_ENV))
+    in_sweep = parent_run() is not None
     try:
         out = run_logged(cfg)
     except validation.ConfigRangeError as exc:
@@ -330,7 +331,8 @@ def entry() -> None:
             main()
             return
         os.environ["HYDRA_FULL_ERROR"] = "1"
-        ACTIVE.clear()  # a sweep of an earlier call in this process (tests) is not this one's
+        session = Session.current()
+        session.sweep = None  # an earlier call's sweep in this session (tests) is not this one's
         try:
             main()
         except (ConfigCompositionException, OverrideParseException) as exc:
@@ -338,12 +340,12 @@ def entry() -> None:
         except yaml.YAMLError as exc:  # a config file Hydra reads by name does not parse
             refuse(f"{' '.join(str(exc).split())}\nnothing was run")
         except OmegaConfBaseException as exc:  # Hydra's own settings: hydra.run.dir=${nosuch}
-            if ACTIVE:
-                ACTIVE[0].stopped(exc)
+            if session.sweep is not None:
+                session.sweep.stopped(exc)
             refuse_unresolved(exc)
         except Exception as exc:  # a sweeper's own error, its sweep under way: end it
-            if not ACTIVE:
+            if session.sweep is None:
                 raise
-            ACTIVE[0].stopped(exc)
+            session.sweep.stopped(exc)
         finally:
             os.environ.pop("HYDRA_FULL_ERROR", None)

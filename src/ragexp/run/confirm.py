@@ -22,8 +22,6 @@ several sources, the numbers and tests are the run's ``objective_source`` questi
 
 from __future__ import annotations
 
-import os
-
 import pandas as pd
 from omegaconf import OmegaConf
 
@@ -35,6 +33,7 @@ from ragexp.evaluation import significance, stats
 from ragexp.evaluation.measures import measure_key
 from ragexp.records import HAND
 from ragexp.run.app import run_logged
+from ragexp.session import Session
 from ragexp.tracking import failures
 from ragexp.tracking import store as tracking
 
@@ -90,7 +89,8 @@ def on_test(run_id: str, label: str | None = None) -> str:
         return run_id
     cfg = legacy.upgrade(OmegaConf.load(c.download_artifacts(run_id, "config.yaml")))
     cfg.split, cfg.force, cfg.progress = "test", False, False
-    parent = os.environ.pop(tracking.PARENT_ENV, None)  # not a job of any sweep
+    session = Session.current()
+    sweep, session.sweep = session.sweep, None  # not a job of any sweep
     try:
         out = run_logged(cfg, label)
     except RagexpError:
@@ -99,8 +99,7 @@ def on_test(run_id: str, label: str | None = None) -> str:
         raise ConfirmError(f"cannot evaluate run {run_id[:8]}'s configuration on test: "
                            f"{failures.describe(exc)}") from exc
     finally:
-        if parent is not None:
-            os.environ[tracking.PARENT_ENV] = parent
+        session.sweep = sweep
     return out["run_id"]
 
 

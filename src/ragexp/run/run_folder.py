@@ -22,17 +22,20 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
+from ragexp.session import Session
+
 # What Hydra writes into a run's folder before its task starts (``hydra.output_subdir``).
 HYDRA_FILES = {"config.yaml", "hydra.yaml", "overrides.yaml"}
-# (the run's folder, the topmost folder of its path that this run creates), when it creates it
-_created: list[tuple[Path, Path]] = []
 
 
 class ThisRunsFolder(Callback):
-    """Notes the folder a single run will create (``_created``), before Hydra creates it."""
+    """Notes the folder a single run will create, before Hydra creates it: the session's
+    ``run_folder``, (the run's folder, the topmost folder of its path that this run creates),
+    None when it creates none."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        _created.clear()
+        session = Session.current()
+        session.run_folder = None
         try:  # what Hydra's run_job makes its output folder: os.path.abspath(hydra.run.dir)
             folder = Path(os.path.abspath(str(config.hydra.run.dir)))
         except OmegaConfBaseException:  # hydra.run.dir=${nosuch}: refused as Hydra resolves it
@@ -42,7 +45,7 @@ class ThisRunsFolder(Callback):
         top = folder
         while not top.parent.exists():
             top = top.parent
-        _created.append((folder, top))
+        session.run_folder = (folder, top)
 
 
 def hydras_own(folder: Path, output_subdir: str | None, log_file: str) -> bool:
@@ -66,9 +69,10 @@ def remove_if_refused() -> None:
     own files (``hydras_own``). A folder that existed before, or holds anything of ragexp's (a
     status file, a run's record), stays. An ``OSError`` while removing leaves what is left,
     unreported: the refusal is what the user needs to read."""
-    if not _created or not HydraConfig.initialized():
+    created = Session.current().run_folder
+    if created is None or not HydraConfig.initialized():
         return
-    folder, top = _created[0]
+    folder, top = created
     hc = HydraConfig.get()
     if Path(hc.runtime.output_dir) != folder or not folder.is_dir() or \
             not hydras_own(folder, hc.output_subdir, f"{hc.job.name}.log"):
@@ -80,4 +84,4 @@ def remove_if_refused() -> None:
             folder.rmdir()  # OSError when not empty: another run's folder is there
     except OSError:
         pass
-    _created.clear()
+    Session.current().run_folder = None

@@ -16,6 +16,13 @@ stop signal ends it ``KILLED`` through ``lifecycle``'s exit hook, and a sweeper'
 (``stopped``) ``FAILED``. Errors here stop the sweep
 (``SystemExit``): Hydra only warns about an ``Exception`` raised in a callback and would run
 the jobs without a parent.
+
+The sweep in progress is the session's (``Session.sweep``, from its parent run's creation to its
+end), and so are the overrides of the jobs ``check_jobs`` validated (``Session.validated``). A
+job finds its parent run there (``parent_run``): in this process the callback put itself there;
+a launcher that runs jobs in other processes (joblib, submitit) carries the callback to them,
+pickled with its parent run id, and its ``on_job_start`` puts it there. How each job ended is
+read from the store, the jobs' status files standing in where it cannot say (``job_outcomes``).
 """
 
 from __future__ import annotations
@@ -40,17 +47,13 @@ from ragexp.config.compose import task_overrides
 from ragexp.errors import InvalidValue, RagexpError
 from ragexp.run import forked
 from ragexp.run.console import say
+from ragexp.session import Session
 from ragexp.tracking import lifecycle, outbox
 from ragexp.tracking import store as tracking
 
 log = logging.getLogger(__name__)
 
 SKIP_LINK = "ragexp.in_sweep."  # tag on a finished run a sweep reused: <prefix><parent id>
-# The overrides of the jobs ``check_jobs`` validated, while their sweep runs in this process:
-# the runner does not validate them again (``validated``).
-VALIDATED: set[tuple[str, ...]] = set()
-# The sweep this process runs, from its parent run's creation to its end (``stopped``).
-ACTIVE: list["SweepCallback"] = []
 
 
 def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
@@ -192,7 +195,8 @@ def check_jobs(config: DictConfig) -> list | None:
     process can fork: for the 12-ablation sweep the two took 1.8 s and 1.4 s one after the
     other. The jobs come back pickled, the same configs (``tests/test_forked.py``); the
     refusals are the same."""
-    VALIDATED.clear()
+    validated_jobs = Session.current().validated
+    validated_jobs.clear()
     search = config.hydra.sweeper.get("_target_") == OPTUNA
     try:
         overrides = search_points(config) if search else sweep_jobs(config)
@@ -217,7 +221,7 @@ def check_jobs(config: DictConfig) -> list | None:
     if search:  # its trials are drawn as it goes: each is validated as it starts
         return None
     compose_once(GlobalHydra.instance().config_loader(), config, jobs)
-    VALIDATED.update(tuple(ov) for ov, _ in jobs)
+    validated_jobs.update(tuple(ov) for ov, _ in jobs)
     return jobs
 
 
@@ -306,7 +310,14 @@ def validated(overrides: list[str]) -> bool:
     validating it again in the job repeated the work (issue #21: compose and validate once). A
     job of another process (a joblib worker) or of an optimiser's sweep is not, and is
     validated as it starts."""
-    return tuple(overrides) in VALIDATED
+    return tuple(overrides) in Session.current().validated
+
+
+def parent_run() -> str | None:
+    """The parent run of the sweep this job belongs to (``Session.sweep``); None outside a
+    sweep."""
+    sweep = Session.current().sweep
+    return None if sweep is None else sweep.parent_id
 
 
 def parent_experiment(jobs: list[str], own: str) -> tuple[str, str | None]:
@@ -341,20 +352,43 @@ def refuse_unresolved(exc: OmegaConfBaseException) -> NoReturn:
     refuse(f"invalid config:\n  {exc.full_key}: {str(exc).splitlines()[0]}\nnothing was run")
 
 
+# A job's outcome that only its status file knows: its run is an earlier one it reused, or its
+# results are only on disk (the store holds its run as it was left).
+FILE_ONLY = ("SKIPPED", "PENDING_SYNC")
+
+
+def job_outcomes(parent_id: str, sweep_dir: str | Path, skip_unreadable: bool = False
+                 ) -> list[dict]:
+    """Each job's outcome, ``{"status", "run_id", "overrides", "error", ...}``, in job order. The
+    store says how each job's run ended (the children of ``parent_id``); a job's status file
+    (``tracking.write_status``) is the fallback for what the store cannot say (``FILE_ONLY``, a
+    job that failed before its run was created) and gives the job order and overrides. A child
+    run that left no status file (a killed worker) comes last, from its tags. An unreadable
+    status file raises ``OSError``/``ValueError``, or is passed over with ``skip_unreadable``."""
+    c = tracking.client()
+    children = {run.info.run_id: run for run in c.search_runs(
+        [c.get_run(parent_id).info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'",
+        max_results=50000)}
+    out, seen = [], set()
+    for s in tracking.read_statuses(sweep_dir, skip_unreadable=skip_unreadable):
+        seen.add(s.get("run_id"))
+        run = children.get(s.get("run_id"))
+        out.append(s if run is None or s["status"] in FILE_ONLY else
+                   {**s, "status": run.info.status})
+    out += [{"status": run.info.status, "run_id": run_id,
+             "overrides": run.data.tags.get("ragexp.overrides", ""),
+             "error": run.data.tags.get("ragexp.error", "")}
+            for run_id, run in children.items() if run_id not in seen]
+    return out
+
+
 def job_counts(parent_id: str, sweep_dir: str | Path) -> dict[str, int]:
     """Jobs by outcome (``finished``, ``failed``, ``killed``, ``skipped``, ``pending_sync``,
-    ...): from the status files, plus child runs in the store that left none (a killed worker)."""
-    seen, counts = set(), {}
-    for s in tracking.read_statuses(sweep_dir):
-        seen.add(s.get("run_id"))
+    ...), of ``job_outcomes``."""
+    counts: dict[str, int] = {}
+    for s in job_outcomes(parent_id, sweep_dir):
         key = s["status"].lower()
         counts[key] = counts.get(key, 0) + 1
-    for run in tracking.client().search_runs(
-            [tracking.client().get_run(parent_id).info.experiment_id],
-            f"tags.`mlflow.parentRunId` = '{parent_id}'", max_results=50000):
-        if run.info.run_id not in seen:
-            key = run.info.status.lower()
-            counts[key] = counts.get(key, 0) + 1
     return counts
 
 
@@ -382,6 +416,8 @@ def end_parent(parent_id: str, sweep_dir: str | Path, status: str | None = None,
 class SweepCallback(Callback):
     """Validates every job, then creates store, experiment and parent run before a multirun;
     reports and ends the parent after it (see the module docstring)."""
+
+    parent_id: str | None = None  # the parent run, once created
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         jobs = check_jobs(config)
@@ -431,20 +467,26 @@ class SweepCallback(Callback):
         self.parent_id = parent.info.run_id
         lifecycle.opened(self.parent_id, lambda status, reason: end_parent(
             self.parent_id, sweep_dir, status, reason))
-        os.environ[tracking.PARENT_ENV] = self.parent_id
         os.environ["MLFLOW_TRACKING_URI"] = tracking.tracking_uri()
         self.sweep_dir = sweep_dir
-        ACTIVE[:] = [self]
+        Session.current().sweep = self
         log.info("MLflow parent run %s in experiment %r (%s)", self.parent_id, name,
                  tracking.tracking_uri())
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A job of this sweep starts: in a process of its own (a joblib or submitit worker,
+        given this callback pickled), the sweep becomes that process's session's, so the job
+        finds its parent run (``parent_run``); in the sweep's process it already is."""
+        if self.parent_id is not None:
+            Session.current().sweep = self
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Compare the jobs (``_select``), write the sweep's page (``_report``), end the parent
         run and print what every job did. Raises ``SystemExit(1)`` when a job did not finish."""
         sweep_dir = str(config.hydra.sweep.dir)
-        if any(s["status"] in ("FINISHED", "SKIPPED") for s in tracking.read_statuses(
-                sweep_dir, skip_unreadable=True)):
-            self._select(config, sweep_dir)
+        outcomes = job_outcomes(self.parent_id, sweep_dir, skip_unreadable=True)
+        if any(s["status"] in ("FINISHED", "SKIPPED") for s in outcomes):
+            self._select(config, outcomes)
             self._report(config)
         else:  # nothing to compare or show: the lines below say why each job did not finish
             say("no comparison and no report.html: no job of this sweep finished")
@@ -475,9 +517,10 @@ class SweepCallback(Callback):
             raise SystemExit(f"error: could not end sweep run {self.parent_id}: "
                              f"{tracking.error_summary(exc)}") from None
         finally:
-            VALIDATED.clear()
-            ACTIVE.clear()
-        done = tracking.read_statuses(sweep_dir)
+            session = Session.current()
+            session.validated.clear()
+            session.sweep = None
+        done = job_outcomes(self.parent_id, sweep_dir)
         summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no job ran"
         say(f"\nsweep {'done' if status is None else status}: {summary} "
             f"(parent run {self.parent_id})")
@@ -494,7 +537,7 @@ class SweepCallback(Callback):
             print(f"{len(failed)} job(s) did not finish", file=sys.stderr)
             raise SystemExit(1)
 
-    def _select(self, config: DictConfig, sweep_dir: str) -> None:
+    def _select(self, config: DictConfig, outcomes: list[dict]) -> None:
         """Each job vs the sweep's baseline (the one every job names, else the sweep config's),
         the best run and those tied with it
         (``selection.summarise_sweep``), printed. A failure is logged and tagged
@@ -503,7 +546,7 @@ class SweepCallback(Callback):
             # defer heavy import
             from ragexp.decide.selection import summarise_sweep
 
-            for line in summarise_sweep(self.parent_id, tracking.read_statuses(sweep_dir),
+            for line in summarise_sweep(self.parent_id, outcomes,
                                         self.baseline, str(config.objective),
                                         objective_source=str(config.objective_source)):
                 say(line)

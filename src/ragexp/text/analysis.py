@@ -163,26 +163,28 @@ def piece_terms(piece: str, ascii: bool) -> list[str]:
     """Terms of normalised text by the ASCII rule (``ascii``) or the general one: those one
     piece of ``pieces(text)`` (``ascii`` as ``pieces`` returned it) contributes to
     ``tokenize(text)``, in order. A whole normalised text is one piece too."""
-    if ascii:
-        compound, known, joiners = _ASCII_COMPOUND, _ASCII_WORD_TERMS, _ASCII_JOINERS
-    else:
-        compound, known, joiners = _COMPOUND, _WORD_TERMS, _JOINERS
+    compound, known = (_ASCII_COMPOUND, _ascii_word_terms) if ascii else (_COMPOUND,
+                                                                            _general_word_terms)
     terms: list[str] = []
     for word in compound.findall(piece):
-        found = known.get(word)
-        if found is None:
-            found = _word_terms(word, joiners)
-            if len(known) < _MAX_KNOWN_WORDS:
-                known[word] = found
-        terms.extend(found)
+        terms.extend(known(word))
     return terms
 
 
 # The terms of each distinct word, computed once per process (bm25s stems each distinct word
-# once too): a word's terms depend on the word alone, so the per-occurrence work is one lookup.
+# once too): a word's terms depend on the word alone, so the per-occurrence work is one lookup
+# (a memo of a pure function, not state: it cannot change a result).
 _MAX_KNOWN_WORDS = 2_000_000
-_ASCII_WORD_TERMS: dict[str, tuple[str, ...]] = {}
-_WORD_TERMS: dict[str, tuple[str, ...]] = {}
+
+
+@lru_cache(maxsize=_MAX_KNOWN_WORDS)
+def _ascii_word_terms(word: str) -> tuple[str, ...]:
+    return _word_terms(word, _ASCII_JOINERS)
+
+
+@lru_cache(maxsize=_MAX_KNOWN_WORDS)
+def _general_word_terms(word: str) -> tuple[str, ...]:
+    return _word_terms(word, _JOINERS)
 
 
 def _word_terms(word: str, joiners) -> tuple[str, ...]:

@@ -26,16 +26,11 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 from ragexp import NOTHING_RUN
+from ragexp.session import Session
 
 log = logging.getLogger(__name__)
 
 PID_TAG, HOST_TAG, START_TAG = "ragexp.pid", "ragexp.host", "ragexp.pid_start"
-_open: dict[str, Callable[[str, str], None]] = {}
-_ever_opened: list[str] = []  # every run this process registered (``opened``), in order
-_stopped: list[str] = []  # runs ended KILLED (``closed(run_id, "KILLED")``, the exit hook)
-_received: list[int] = []
-_installed: list[bool] = []
-_finishing: list[bool] = []  # ``finishing`` was called: the process only exits from here
 
 
 class Interrupted(BaseException):
@@ -53,20 +48,22 @@ def interruption(exc: BaseException) -> bool:
 
 
 def _on_signal(signum, frame) -> None:
-    _received.append(signum)
+    Session.current().signals.append(signum)
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise Interrupted(signum)
 
 
 def install_signal_handlers() -> None:
-    """SIGTERM/SIGINT raise in the main thread; an exit hook closes runs still registered.
-    Idempotent; outside the main thread (a launcher's worker thread) only the hook is set.
-    Replaces the start-up guard (``ragexp.handed_over``): from here a stop is the run's."""
-    if _installed:
+    """SIGTERM/SIGINT raise in the main thread; an exit hook closes the runs still registered
+    in the current session. Once per session; outside the main thread (a launcher's worker
+    thread) only the hook is set. Replaces the start-up guard (``ragexp.handed_over``): from
+    here a stop is the run's."""
+    session = Session.current()
+    if session.handlers_installed:
         return
-    _installed.append(True)
-    atexit.register(close_open_runs)
+    session.handlers_installed = True
+    atexit.register(close_open_runs, session)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_signal)
         signal.signal(signal.SIGINT, _on_signal)
@@ -76,7 +73,8 @@ def signal_received() -> int | None:
     """The first stop signal this process received, if any. A signal can surface as another
     exception (raised inside a C extension's import it becomes ``ImportError``), so the run's
     end status is decided by this, not by the exception's type."""
-    return _received[0] if _received else None
+    received = Session.current().signals
+    return received[0] if received else None
 
 
 def reraise_if_stopped() -> None:
@@ -125,17 +123,22 @@ def signals_deferred() -> Iterator[None]:
 
 
 def opened(run_id: str, close: Callable[[str, str], None]) -> None:
-    """Register a run this process must end; ``close(status, reason)`` ends it."""
-    _open[run_id] = close
-    _ever_opened.append(run_id)
+    """Register a run this session must end; ``close(status, reason)`` ends it."""
+    session = Session.current()
+    session.open_runs[run_id] = close
+    session.opened_runs.append(run_id)
 
 
 def closed(run_id: str, status: str = "") -> None:
     """Take a run off the exit hook's list: its owner ended it, ``status`` says how (a run
     ended ``KILLED`` counts in ``stopped_runs``)."""
-    _open.pop(run_id, None)
+    _closed(Session.current(), run_id, status)
+
+
+def _closed(session: Session, run_id: str, status: str) -> None:
+    session.open_runs.pop(run_id, None)
     if status == "KILLED":
-        _stopped.append(run_id)
+        session.killed_runs.append(run_id)
 
 
 def stop_summary() -> str:
@@ -143,7 +146,7 @@ def stop_summary() -> str:
     each job's), for its last line: how many a stop ends KILLED (``stopped_runs``) of how many
     it started. A stop between a sweep's last job and its end said "the runs it started are
     ended KILLED" of a parent KILLED and jobs FINISHED."""
-    killed, started = stopped_runs(), len(_ever_opened)
+    killed, started = stopped_runs(), len(Session.current().opened_runs)
     if not started:
         return NOTHING_RUN
     if not killed:
@@ -159,7 +162,8 @@ def stopped_runs() -> int:
     still registered, which the exit hook ends so. A stop that comes once every run has ended
     (a sweep's page written, its parent ended) ends none, and saying "the runs it started are
     ended KILLED" then misled: they were ``FINISHED``."""
-    return len(_stopped) + len(_open)
+    session = Session.current()
+    return len(session.killed_runs) + len(session.open_runs)
 
 
 def finishing() -> None:
@@ -181,7 +185,7 @@ def finishing() -> None:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, after_the_work)
-    _finishing.append(True)
+    Session.current().finishing = True
 
 
 def _ignore_stops_while_python_exits() -> None:
@@ -191,7 +195,7 @@ def _ignore_stops_while_python_exits() -> None:
     and frees its modules (10-50 ms for ragexp's), and a Ctrl-C meanwhile killed the process by
     the signal (exit -2, said nowhere) however its work had ended. Ignored signals stay
     ignored there."""
-    if _finishing and threading.current_thread() is threading.main_thread():
+    if Session.current().finishing and threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, signal.SIG_IGN)
 
@@ -199,18 +203,20 @@ def _ignore_stops_while_python_exits() -> None:
 atexit.register(_ignore_stops_while_python_exits)
 
 
-def close_open_runs() -> None:
-    """Exit hook: end every run still registered, ``KILLED`` after a stop signal, else
-    ``FAILED`` (the process is exiting on an error before the run's owner could end it)."""
-    sig = signal_received()
+def close_open_runs(session: Session | None = None) -> None:
+    """Exit hook: end every run still registered in ``session`` (the current one unless
+    given), ``KILLED`` after a stop signal, else ``FAILED`` (the process is exiting on an
+    error before the run's owner could end it)."""
+    session = session or Session.current()
+    sig = session.signals[0] if session.signals else None
     status, reason = ("KILLED", f"stopped by {signal.Signals(sig).name}") if sig else \
         ("FAILED", "the process exited before the run was ended")
-    for run_id, close in list(_open.items()):
+    for run_id, close in list(session.open_runs.items()):
         try:
             close(status, reason)
         except Exception as exc:  # the store may be the reason we are exiting
             log.error("could not end run %s as %s: %s", run_id, status, exc)
-        closed(run_id, status)
+        _closed(session, run_id, status)
 
 
 def _start_ticks(pid: int) -> str:

@@ -29,13 +29,13 @@ from typing import Any
 from filelock import FileLock
 
 from ragexp.errors import NotFound, RagexpError, listed
+from ragexp.session import Session
 from ragexp.tracking import lifecycle
 from ragexp.tracking.failures import describe
 
 log = logging.getLogger(__name__)
 PACKAGE = Path(__file__).resolve().parents[1]  # .../ragexp
 
-PARENT_ENV = "RAGEXP_PARENT_RUN_ID"
 MODEL_NAME = "ragexp-serving"  # registered model whose alias ALIAS is served
 ALIAS = "champion"
 STATUS_FILE = "ragexp_status.json"
@@ -44,7 +44,6 @@ STATUS_FILE = "ragexp_status.json"
 HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
                  "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
-_READY: dict[str, Any] = {}  # tracking URI -> its MlflowClient, one per process
 # Keys that change how a run is shown or forced, or where caches live, not what it measures
 # (a dotted key is nested: the embedder's model cache follows ``cache_dir``).
 VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment", "verbose", "objective",
@@ -111,9 +110,9 @@ def _mlflow_settings() -> None:
 
 
 def opened() -> bool:
-    """Whether this process has opened a store (``client``): a process forked from it would
+    """Whether this session has opened a store (``client``): a process forked from it would
     share that store's database connections, which SQLite forbids using in a child."""
-    return bool(_READY)
+    return bool(Session.current().clients)
 
 
 def store_lock(uri: str | None = None):
@@ -131,7 +130,7 @@ def store_lock(uri: str | None = None):
 
 
 def client():
-    """The process's ``MlflowClient`` on ``tracking_uri()`` (one per URI, reused by every job
+    """The session's ``MlflowClient`` on ``tracking_uri()`` (one per URI, reused by every job
     of a sweep); the first call per URI creates (or migrates) a local store under
     ``store_lock``. Raises ``TrackingError`` if unreachable."""
     _mlflow_settings()
@@ -141,8 +140,9 @@ def client():
 
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)  # for the fluent calls (mlflow.search_runs) after this one
-    if uri in _READY:
-        return _READY[uri]
+    ready = Session.current().clients
+    if uri in ready:
+        return ready[uri]
     try:  # constructing the client opens (and creates or migrates) the store
         # a stop while MLflow creates or migrates a sqlite file left it half-made for good; a
         # server's store is not held (a Ctrl-C must still cut a wait for one that is down)
@@ -155,7 +155,7 @@ def client():
         raise TrackingError(f"tracking store {uri} is not usable: "
                             f"{' '.join(str(exc).split())[:500]}{_half_created(uri, exc)}"
                             ) from exc
-    _READY[uri] = c
+    ready[uri] = c
     return c
 
 
@@ -464,14 +464,11 @@ def resolve_run_id(ref: str) -> str:
     return found[0].info.run_id
 
 
-_ARTIFACT_ROOTS: dict[tuple[str, str], str] = {}  # (tracking URI, run id) -> root
-
-
 def remember_artifact_root(run) -> None:
     """Keep the artifact root of ``run`` (an MLflow ``Run`` just created: its root is fixed
     then) for ``artifact_path``, which would otherwise read the run again to find it: at the
     end of a sweep, 12 ``get_run`` for the runs its own process created."""
-    _ARTIFACT_ROOTS[(tracking_uri(), run.info.run_id)] = run.info.artifact_uri
+    Session.current().artifact_roots[(tracking_uri(), run.info.run_id)] = run.info.artifact_uri
 
 
 def artifact_path(run_id: str, name: str) -> str:
@@ -481,7 +478,7 @@ def artifact_path(run_id: str, name: str) -> str:
     whose artifacts are local files (``file:`` or plain-path artifact root) gives its own file,
     to be read, not written (``download_artifacts`` copied it to a temporary folder first: 80 ms
     a file, 36 files at the end of a 12-job sweep); any other store downloads it. A run's
-    artifact root, fixed when the run is created, is read once per process (``get_run`` reads
+    artifact root, fixed when the run is created, is read once per session (``get_run`` reads
     every param, metric and tag of the run)."""
     # defer heavy import
     from mlflow.utils.file_utils import local_file_uri_to_path
@@ -489,8 +486,8 @@ def artifact_path(run_id: str, name: str) -> str:
     c = client()
     try:
         key = (tracking_uri(), run_id)
-        root = _ARTIFACT_ROOTS.get(key) or _ARTIFACT_ROOTS.setdefault(
-            key, c.get_run(run_id).info.artifact_uri)
+        roots = Session.current().artifact_roots
+        root = roots.get(key) or roots.setdefault(key, c.get_run(run_id).info.artifact_uri)
         if "://" not in root or root.startswith("file:"):
             local = Path(local_file_uri_to_path(root)) / name
             if local.is_file():
