@@ -15,7 +15,7 @@ import ragexp
 
 SRC = Path(ragexp.__file__).resolve().parent
 ROOT = SRC.parents[1]
-ROOT_MODULES = {"records", "errors", "legacy"}  # shared by every package
+ROOT_MODULES = {"records", "errors", "settings", "legacy"}  # shared by every package
 DEFER_COMMENT = "# defer heavy import"
 
 

@@ -8,12 +8,18 @@ choices, paths and hints."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
+import inspect
 import json
 from pathlib import Path
 
 import pytest
+from hydra.utils import get_object
+from omegaconf import OmegaConf
 
+from ragexp import settings
+from ragexp.run import schema
 from tools import composed_configs
 
 RECORDED = json.loads(gzip.decompress(
@@ -49,3 +55,103 @@ def test_an_option_composes_as_it_did_before_schemas_were_generated(label, compo
     assert json.dumps(now["resolved"]) == json.dumps(before["resolved"])  # key order too
     assert now["hash"] == before["hash"]
     assert now["nodes"] == before["nodes"]
+
+
+def generated() -> list[type]:
+    """Every schema of ``run.schema`` that ``settings.schema`` generated from a stage class."""
+    return [t for _, t in inspect.getmembers(schema, inspect.isclass)
+            if hasattr(t, "__stage__") and t.__module__ == schema.__name__]
+
+
+@pytest.mark.parametrize("conf", generated(), ids=lambda t: t.__name__)
+def test_a_generated_schema_has_every_setting_of_its_class_with_the_same_metadata(conf):
+    stage = conf.__stage__
+    own = {f.name: f for f in dataclasses.fields(conf)}
+    assert own["_target_"].default == f"{stage.__module__}.{stage.__qualname__}"
+    assert get_object(own["_target_"].default) is stage  # Hydra builds the class itself
+    keys = [f.name for f in settings.settings(stage)]
+    assert [k for k in own if not k.startswith("_")] == keys
+    for f in settings.settings(stage):
+        expected = {k: v for k, v in f.metadata.items() if k not in settings.SCHEMA_ONLY}
+        assert dict(own[f.name].metadata) == expected, f.name
+    for key, value in getattr(stage, settings.HYDRA_KEYS, {}).items():
+        assert own[key].default == value
+
+
+def settings_only(value):
+    """A config container without its Hydra control keys (``_target_``, ...), recursively."""
+    if isinstance(value, dict):
+        return {k: settings_only(v) for k, v in value.items() if not k.startswith("_")}
+    return value
+
+
+@pytest.mark.parametrize("conf", generated(), ids=lambda t: t.__name__)
+def test_a_generated_schema_holds_the_stage_s_own_defaults(conf):
+    plain = settings_only(OmegaConf.to_container(OmegaConf.structured(conf)))
+    compared = 0
+    for f in settings.settings(conf.__stage__):
+        if "interpolate" in f.metadata:
+            assert plain[f.name] == f.metadata["interpolate"]
+            continue
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            assert plain[f.name] in (settings.REQUIRED, conf.__dataclass_fields__[f.name].default)
+            continue
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        if dataclasses.is_dataclass(default):
+            default = settings.values(default)
+        assert plain[f.name] == default, f.name
+        compared += 1
+    assert compared or not plain
+
+
+def test_a_field_is_marked_built_when_the_run_gives_it():
+    from ragexp.stages.chunking import MarkdownChunker
+
+    assert "tokenizer" not in {f.name for f in settings.settings(MarkdownChunker)}
+    assert "tokenizer" not in {f.name for f in dataclasses.fields(schema.MarkdownChunkingConf)}
+
+
+def test_config_types_are_what_omegaconf_can_type():
+    from typing import Any, Dict, List, Mapping, Optional
+
+    assert settings.config_type(int | None) == Optional[int]
+    assert settings.config_type(Mapping[str, float] | None) == Optional[Dict[str, float]]
+    assert settings.config_type(list[str]) == List[str]
+    assert settings.config_type(type) is Any
+    assert settings.config_type(int | str) is Any
+
+
+# (overrides, stage, its keyword arguments): composition and the stage built directly refuse
+# the same value in the same words (one check, declared once beside the stage).
+ONE_MESSAGE = [
+    (["chunking.max_words=30", "chunking.overlap_words=30"], "chunking.MarkdownChunker",
+     {"max_words": 30, "overlap_words": 30}),
+    (["chunking.max_tokens=64", "chunking.overlap_tokens=64"], "chunking.MarkdownChunker",
+     {"max_tokens": 64, "overlap_tokens": 64}),
+    (["chunking.max_words=5", "chunking.overlap_words=0"], "chunking.MarkdownChunker",
+     {"max_words": 5, "overlap_words": 0}),
+    (["chunking.max_block_words=0"], "chunking.MarkdownChunker", {"max_block_words": 0}),
+    (["chunking=sentences", "chunking.sentences=3", "chunking.overlap_sentences=3"],
+     "sentence_chunking.SentenceChunker", {"sentences": 3, "overlap_sentences": 3}),
+    (["chunking=sentences", "chunking.sentences=0", "chunking.overlap_sentences=0"],
+     "sentence_chunking.SentenceChunker", {"sentences": 0, "overlap_sentences": 0}),
+    (["chunking=semantic", "chunking.min_words=90", "chunking.max_words=80"],
+     "semantic_chunking.SemanticChunker", {"embedder": {}, "min_words": 90, "max_words": 80}),
+    (["chunking=semantic", "chunking.breakpoint_percentile=101"],
+     "semantic_chunking.SemanticChunker", {"embedder": {}, "breakpoint_percentile": 101.0}),
+]
+
+
+@pytest.mark.parametrize("overrides,stage,kwargs", ONE_MESSAGE,
+                         ids=[" ".join(c[0]) for c in ONE_MESSAGE])
+def test_composition_and_the_stage_refuse_a_value_in_the_same_words(overrides, stage, kwargs):
+    from workspaces import compose_config
+
+    from ragexp.errors import InvalidValue
+    from ragexp.run import validation
+
+    with pytest.raises(validation.ConfigRangeError) as composed:
+        validation.validate(compose_config("embedder=hash", *overrides))
+    with pytest.raises(InvalidValue) as built:
+        get_object(f"ragexp.stages.{stage}")(**kwargs)
+    assert str(built.value) in [line.strip() for line in str(composed.value).splitlines()]

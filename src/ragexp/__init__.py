@@ -1,7 +1,7 @@
 """ragexp: measure which retrieval configuration of a RAG system actually works, and by how much.
 
 Packages by role, in the order data flows (``LAYERS``, bottom first). A module may import the
-shared records and errors here and any package before its own, never one after it
+shared records, errors and settings here and any package before its own, never one after it
 (``tests/test_architecture.py`` holds this): ``text`` -> ``data`` -> ``index`` -> ``stages`` ->
 ``answer`` -> ``generate`` -> ``evaluation`` -> ``tracking`` -> ``decide`` -> ``report`` -> ``run``
 -> ``serving`` -> ``cli``. Module paths of ragexp before that layout (``ragexp.retrievers``, ...) stay loadable

@@ -21,13 +21,18 @@ from typing import Any, Dict, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from ragexp import settings
 from ragexp.data import shipped
 from ragexp.data.split import AUTO, SPLITS
 from ragexp.data.units import UNITS
 from ragexp.evaluation.measures import DEFAULT_NAMES
 from ragexp.index.bm25 import METHODS
 from ragexp.index.embedders import BATCH_TOKENS
+from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
 from ragexp.stages.fusion.norm import NORMS
+from ragexp.stages.parent_child import ParentChildChunker
+from ragexp.stages.semantic_chunking import SemanticChunker
+from ragexp.stages.sentence_chunking import SentenceChunker
 
 # Valid values of the LLM endpoint keys, as ``answer.llm.Endpoint`` checks them.
 LLM_RANGES = {"timeout": {"gt": 0}, "max_retries": {"ge": 0, "le": 20},
@@ -64,65 +69,14 @@ class BeirDatasetConf:
     unanswerable_value: Any = False  # the value there that marks a query unanswerable
 
 
-@dataclass
-class MarkdownChunkingConf:
-    _target_: str = "ragexp.stages.chunking.MarkdownChunker"
-    name: str = "markdown"
-    max_words: int = field(default=120, metadata={"ge": 10})
-    overlap_words: int = field(default=20, metadata={"ge": 0})
-    include_headings: bool = True
-    # fences/tables up to this stay whole; longer split at lines
-    max_block_words: int = field(default=400, metadata={"ge": 1})
-    # sizes in the embedder's tokens instead of words: at most this many tokens per chunk as
-    # embedded (heading path and special tokens included); null: sizes in words
-    max_tokens: Optional[int] = field(default=None, metadata={"ge": 16})
-    overlap_tokens: int = field(default=32, metadata={"ge": 0})  # with max_tokens only
-
-
-@dataclass
-class SentenceChunkingConf:
-    _target_: str = "ragexp.stages.sentence_chunking.SentenceChunker"
-    name: str = "sentences"
-    sentences: int = field(default=6, metadata={"ge": 1})  # sentences per chunk
-    overlap_sentences: int = field(default=1, metadata={"ge": 0})  # shared with the next chunk
-    max_words: int = field(default=120, metadata={"ge": 10})  # a longer sentence splits at words
-    include_headings: bool = True
-
-
-@dataclass
-class SemanticChunkingConf:
-    _target_: str = "ragexp.stages.semantic_chunking.SemanticChunker"
-    _recursive_: bool = False  # the chunker builds the embedder itself, only when it chunks
-    _convert_: str = "all"  # ... from a plain, resolved copy of its config
-    name: str = "semantic"
-    embedder: Any = "${embedder}"  # the run's embedder embeds the sentences
-    # boundary where 1 - cos(neighbours) exceeds this percentile of the document's distances
-    breakpoint_percentile: float = field(default=95.0, metadata={"ge": 0, "le": 100})
-    min_words: int = field(default=40, metadata={"ge": 0})  # no boundary before this many words
-    max_words: int = field(default=160, metadata={"ge": 10})  # always a boundary before more
-    buffer: int = field(default=1, metadata={"ge": 0})  # sentences either side, embedded along
-    include_headings: bool = True
-    cache_dir: str = "${cache_dir}"  # sentence vectors go to the embedding cache under it
-
-
-@dataclass
-class ParentChildChunkingConf:
-    _target_: str = "ragexp.stages.parent_child.ParentChildChunker"
-    name: str = "parent_child"
-    # the retrieved children; the answerer reads their section (the parent)
-    children: MarkdownChunkingConf = field(
-        default_factory=lambda: MarkdownChunkingConf(max_words=40, overlap_words=10))
-    include_headings: bool = True  # the parent's text starts with its heading path
-
-
-@dataclass
-class WholeDocChunkingConf:
-    _target_: str = "ragexp.stages.chunking.WholeDocumentChunker"
-    name: str = "none"
-    include_title: bool = True
-    # a passage over the embedder's window: truncate (the model reads its first tokens, as
-    # BEIR does) or maxp (overlapping windows, the document scored by its best window)
-    windows: str = "truncate"
+MarkdownChunkingConf = settings.schema(MarkdownChunker, "MarkdownChunkingConf")
+SentenceChunkingConf = settings.schema(SentenceChunker, "SentenceChunkingConf")
+SemanticChunkingConf = settings.schema(SemanticChunker, "SemanticChunkingConf", fields={
+    "embedder": (Any, field(default="${embedder}"))})  # the run's embedder config, whatever type
+ParentChildChunkingConf = settings.schema(ParentChildChunker, "ParentChildChunkingConf", fields={
+    "children": (MarkdownChunkingConf, field(default_factory=lambda: MarkdownChunkingConf(
+        **settings.values(ParentChildChunker().children))))})
+WholeDocChunkingConf = settings.schema(WholeDocumentChunker, "WholeDocChunkingConf")
 
 
 @dataclass

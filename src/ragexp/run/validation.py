@@ -20,29 +20,22 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
-import operator
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationToMissingValueError, OmegaConfBaseException
 
-from ragexp import legacy
+from ragexp import legacy, settings
 from ragexp.data import readers, sizes
 from ragexp.decide import selection
-from ragexp.errors import PATH_KINDS, RagexpError, path_problem
+from ragexp.errors import RagexpError
 from ragexp.evaluation import measures
 from ragexp.index import embedders, precomputed
 from ragexp.run import build, compose, schema
+from ragexp.settings import BOUNDS, cross_field_rule, field_problems
 from ragexp.stages.chunking import WINDOWS
-
-BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
-    "ge": (operator.ge, ">="), "gt": (operator.gt, ">"),
-    "le": (operator.le, "<="), "lt": (operator.lt, "<"),
-}
-CrossFieldRule = Callable[[DictConfig], list[str]]
-_RULES: list[CrossFieldRule] = []
 
 
 class ConfigRangeError(RagexpError, ValueError):
@@ -51,48 +44,12 @@ class ConfigRangeError(RagexpError, ValueError):
     valid, one per line."""
 
 
-def describe(bounds: dict[str, Any]) -> str:
-    """``{"ge": 0, "le": 1}`` -> ``"[0, 1]"``; one-sided bounds read ``">= 1"``."""
-    lo = next(((k, bounds[k]) for k in ("ge", "gt") if k in bounds), None)
-    hi = next(((k, bounds[k]) for k in ("le", "lt") if k in bounds), None)
-    if lo and hi:
-        return f"{'[' if lo[0] == 'ge' else '('}{lo[1]}, {hi[1]}{']' if hi[0] == 'le' else ')'}"
-    only = lo or hi
-    return f"{BOUNDS[only[0]][1]} {only[1]}"
-
-
 def ranged_fields(schema_type: type) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(field name, bounds)`` for each field of a schema dataclass that declares a range."""
     for f in dataclasses.fields(schema_type):
         bounds = {k: v for k, v in f.metadata.items() if k in BOUNDS}
         if bounds:
             yield f.name, bounds
-
-
-def out_of_range(value: Any, bounds: dict[str, Any]) -> bool:
-    """True when ``value`` breaks any bound; ``None`` (an unset optional) is never out of range."""
-    if value is None:
-        return False
-    return any(not BOUNDS[k][0](value, bound) for k, bound in bounds.items())
-
-
-def field_problems(key: str, value: Any, meta: Any) -> list[str]:
-    """What is wrong with ``value`` of the config key ``key`` under its field's metadata
-    (ranges, ``choices``, ``path``); ``None`` (an unset optional) is never wrong."""
-    if value is None:
-        return []
-    bounds = {k: v for k, v in meta.items() if k in BOUNDS}
-    if bounds and out_of_range(value, bounds):
-        return [f"{key}={value} is out of range: must be {describe(bounds)}"]
-    if "choices" in meta and value not in meta["choices"]:
-        return [f"{key}={value!r} is not one of {', '.join(map(str, meta['choices']))}"]
-    if "path" in meta:  # one path, or a list of them (dataset.questions)
-        paths = list(value) if isinstance(value, (list, ListConfig)) else [value]
-        wrong = [(p, path_problem(str(p), meta["path"])) for p in paths]
-        return [f"{key}={p}: {problem} ({Path(str(p)).expanduser().resolve()}); give the path "
-                f"of a {PATH_KINDS[meta['path']]} that exists (relative paths start from the "
-                f"folder ragexp runs in)" for p, problem in wrong if problem]
-    return []
 
 
 def check_fields(cfg: DictConfig, prefix: str = "", skip: frozenset | set = frozenset()
@@ -165,13 +122,6 @@ def unresolvable(cfg: DictConfig | ListConfig, where: str = "") -> list[str]:
     return problems
 
 
-def cross_field_rule(rule: CrossFieldRule) -> CrossFieldRule:
-    """Register ``rule(cfg) -> [message, ...]`` to run on every composed config (decorator)."""
-    if rule not in _RULES:
-        _RULES.append(rule)
-    return rule
-
-
 def validate(cfg: DictConfig, where: str = "") -> None:
     """Raise ``ConfigRangeError`` naming every required value not given, every field value a
     job would refuse (``check_fields``) and every broken cross-field rule.
@@ -186,7 +136,7 @@ def validate(cfg: DictConfig, where: str = "") -> None:
     problems = missing_values(cfg) + unresolved
     problems += check_fields(cfg, skip={p.split("=", 1)[0] for p in unresolved})
     refused = refused_keys(problems)
-    for rule in _RULES:
+    for rule in settings.RULES:
         try:
             found = [p for p in rule(cfg) if not names_refused(p, refused)]
         except OmegaConfBaseException as exc:  # e.g. an interpolation to a missing value
@@ -215,30 +165,6 @@ def refused_keys(problems: list[str]) -> set[str]:
     ``field_problems``)."""
     return {leading_key(p) for p in problems
             if leading_key(p) and (" is out of range" in p or " is not one of" in p)}
-
-
-@cross_field_rule
-def overlap_below_window(cfg: DictConfig) -> list[str]:
-    """Markdown chunking: consecutive windows share fewer words than a window holds."""
-    ch = cfg.get("chunking")
-    if ch is None or "overlap_words" not in ch or "max_words" not in ch:
-        return []
-    if ch.overlap_words >= ch.max_words:
-        return [f"chunking.overlap_words={ch.overlap_words} is out of range: must be < "
-                f"chunking.max_words ({ch.max_words})"]
-    return []
-
-
-@cross_field_rule
-def token_overlap_below_window(cfg: DictConfig) -> list[str]:
-    """Markdown chunking in tokens: consecutive windows share fewer tokens than one holds."""
-    ch = cfg.get("chunking")
-    if ch is None or ch.get("max_tokens") is None or "overlap_tokens" not in ch:
-        return []
-    if ch.overlap_tokens >= ch.max_tokens:
-        return [f"chunking.overlap_tokens={ch.overlap_tokens} is out of range: must be < "
-                f"chunking.max_tokens ({ch.max_tokens})"]
-    return []
 
 
 @cross_field_rule
@@ -283,17 +209,6 @@ def reads_within_depth(cfg: DictConfig) -> list[str]:
     except ValueError as exc:
         return [str(exc)]
     return []
-
-
-@cross_field_rule
-def chunk_sizes_ordered(cfg: DictConfig) -> list[str]:
-    """Sentence chunking shares fewer sentences than a chunk holds; semantic chunking's
-    ``min_words`` is at most its ``max_words``; parent-child children, as markdown windows,
-    share fewer words than a window holds."""
-    return ordered_pairs(cfg, (("chunking", "overlap_sentences", "sentences", operator.lt, "<"),
-                               ("chunking", "min_words", "max_words", operator.le, "<="),
-                               ("chunking.children", "overlap_words", "max_words", operator.lt,
-                                "<")))
 
 
 def ordered_pairs(cfg: DictConfig, rules) -> list[str]:

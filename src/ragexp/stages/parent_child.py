@@ -20,11 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterable, Protocol, runtime_checkable
 
+from ragexp import settings
 from ragexp.data.units import section_ids, unit_of
 from ragexp.index.embedders import TokenCounter
 from ragexp.records import Chunk, Document
 from ragexp.stages.chunking import (Chunker, MarkdownChunker, TokenSized, heading_line,
-                                    numbered_sections)
+                                    numbered_sections, window_overlaps)
 
 
 @runtime_checkable
@@ -55,6 +56,17 @@ def section_parents(docs: Iterable[Document],
             for c in drafts}
 
 
+@settings.cross_field_rule
+def children_overlap_below_window(cfg) -> list[str]:
+    """``chunking.window_overlaps`` of ``chunking=parent_child``'s markdown children."""
+    ch = cfg.get("chunking")
+    children = ch.get("children") if ch is not None and "children" in ch else None
+    if not hasattr(children, "keys") or not {"overlap_words", "max_words", "overlap_tokens",
+                                             "max_tokens"} <= set(children):
+        return []
+    return window_overlaps(children, "chunking.children")
+
+
 @dataclass(frozen=True)
 class ParentChildChunker:
     """Chunks are ``children``'s; ``parents`` maps each to its section (module docstring).
@@ -62,8 +74,9 @@ class ParentChildChunker:
     embedder's tokens (``chunking.children.max_tokens``) get its tokenizer through this
     chunker (``TokenSized``)."""
 
+    # the retrieved children; the answerer reads their section (the parent)
     children: Chunker = MarkdownChunker(max_words=40, overlap_words=10)
-    include_headings: bool = True
+    include_headings: bool = True  # the parent's text starts with its heading path
     name: str = "parent_child"
 
     def chunk(self, docs: Iterable[Document]) -> list[Chunk]:
