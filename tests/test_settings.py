@@ -139,6 +139,11 @@ ONE_MESSAGE = [
      "semantic_chunking.SemanticChunker", {"embedder": {}, "min_words": 90, "max_words": 80}),
     (["chunking=semantic", "chunking.breakpoint_percentile=101"],
      "semantic_chunking.SemanticChunker", {"embedder": {}, "breakpoint_percentile": 101.0}),
+    (["fusion.k=-1"], "fusion.rank.RRF", {"k": -1.0}),
+    (["fusion=weighted_rrf", "fusion.k=-1"], "fusion.rank.WeightedRRF", {"k": -1.0}),
+    (["fusion=combsum", "fusion.norm=l2"], "fusion.score.CombSUM", {"norm": "l2"}),
+    (["fusion=combmnz", "fusion.norm=l2"], "fusion.score.CombMNZ", {"norm": "l2"}),
+    (["fusion=convex", "fusion.alpha=1.5"], "fusion.score.Convex", {"alpha": 1.5}),
 ]
 
 

@@ -29,7 +29,8 @@ from ragexp.evaluation.measures import DEFAULT_NAMES
 from ragexp.index.bm25 import METHODS
 from ragexp.index.embedders import BATCH_TOKENS
 from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
-from ragexp.stages.fusion.norm import NORMS
+from ragexp.stages.fusion.rank import RRF, WeightedRRF
+from ragexp.stages.fusion.score import CombMNZ, CombSUM, Convex
 from ragexp.stages.parent_child import ParentChildChunker
 from ragexp.stages.semantic_chunking import SemanticChunker
 from ragexp.stages.sentence_chunking import SentenceChunker
@@ -195,43 +196,11 @@ class HybridRetrieverConf:
     fusion: Any = "${fusion}"  # the fusion group
 
 
-@dataclass
-class RRFConf:
-    _target_: str = "ragexp.stages.fusion.rank.RRF"
-    name: str = "rrf"
-    k: float = field(default=60.0, metadata={"ge": 0})
-
-
-@dataclass
-class WeightedRRFConf:
-    _target_: str = "ragexp.stages.fusion.rank.WeightedRRF"
-    name: str = "weighted_rrf"
-    k: float = field(default=60.0, metadata={"ge": 0})
-    weights: Dict[str, float] = field(default_factory=dict)  # {part: w >= 0}; a part not named: 1
-
-
-@dataclass
-class CombSUMConf:
-    _target_: str = "ragexp.stages.fusion.score.CombSUM"
-    name: str = "combsum"
-    # score normalisation before summing: minmax, zscore, sum or dbsf (stages/fusion/norm.py)
-    norm: str = field(default="minmax", metadata={"choices": tuple(NORMS)})
-
-
-@dataclass
-class CombMNZConf:
-    _target_: str = "ragexp.stages.fusion.score.CombMNZ"
-    name: str = "combmnz"
-    norm: str = field(default="minmax", metadata={"choices": tuple(NORMS)})
-
-
-@dataclass
-class ConvexConf:
-    _target_: str = "ragexp.stages.fusion.score.Convex"
-    name: str = "convex"
-    alpha: float = field(default=0.5, metadata={"ge": 0, "le": 1})  # weight of fusion.part
-    part: str = "dense"  # the part alpha weighs; the other one weighs 1 - alpha
-    norm: str = field(default="minmax", metadata={"choices": tuple(NORMS)})
+RRFConf = settings.schema(RRF, "RRFConf")
+WeightedRRFConf = settings.schema(WeightedRRF, "WeightedRRFConf")
+CombSUMConf = settings.schema(CombSUM, "CombSUMConf")
+CombMNZConf = settings.schema(CombMNZ, "CombMNZConf")
+ConvexConf = settings.schema(Convex, "ConvexConf")
 
 
 @dataclass

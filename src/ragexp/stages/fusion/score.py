@@ -15,10 +15,12 @@ return d) and ``|d|`` the number of parts that returned d:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from ragexp import settings
 from ragexp.errors import InvalidValue
 from ragexp.records import Ranking
-from ragexp.stages.fusion.norm import check, normalised
+from ragexp.stages.fusion.norm import NORM, normalised
 
 
 def combine(rankings: Mapping[str, Ranking], norm: str, weights: Mapping[str, float],
@@ -39,36 +41,49 @@ def combine(rankings: Mapping[str, Ranking], norm: str, weights: Mapping[str, fl
     return fused
 
 
+@dataclass(eq=False)
 class CombSUM:
     """``fusion=combsum``: the sum of each part's normalised scores."""
 
-    def __init__(self, norm: str = "minmax", name: str = "combsum"):
-        self.norm, self.name = check(norm), name
+    # score normalisation before summing: minmax, zscore, sum or dbsf (norm.py)
+    norm: str = field(default="minmax", metadata=NORM)
+    name: str = "combsum"
+
+    def __post_init__(self) -> None:
+        settings.check(self, "fusion")
 
     def fuse(self, rankings: Mapping[str, Ranking]) -> Ranking:
         return combine(rankings, self.norm, {p: 1.0 for p in rankings})
 
 
+@dataclass(eq=False)
 class CombMNZ:
     """``fusion=combmnz``: CombSUM times the number of parts that returned the item."""
 
-    def __init__(self, norm: str = "minmax", name: str = "combmnz"):
-        self.norm, self.name = check(norm), name
+    norm: str = field(default="minmax", metadata=NORM)
+    name: str = "combmnz"
+
+    def __post_init__(self) -> None:
+        settings.check(self, "fusion")
 
     def fuse(self, rankings: Mapping[str, Ranking]) -> Ranking:
         return combine(rankings, self.norm, {p: 1.0 for p in rankings}, by_count=True)
 
 
+@dataclass(eq=False)
 class Convex:
     """``fusion=convex``: ``alpha`` times part ``part``'s normalised score plus ``1 - alpha``
     times the other part's. Raises ``InvalidValue`` for alpha outside [0, 1], or, when fusing,
     unless exactly two parts are on and one of them is ``part``."""
 
-    def __init__(self, alpha: float = 0.5, part: str = "dense", norm: str = "minmax",
-                 name: str = "convex"):
-        if not 0 <= alpha <= 1:
-            raise InvalidValue(f"fusion.alpha must be in [0, 1], got {alpha}")
-        self.alpha, self.part, self.norm, self.name = float(alpha), part, check(norm), name
+    alpha: float = field(default=0.5, metadata={"ge": 0, "le": 1})  # weight of fusion.part
+    part: str = "dense"  # the part alpha weighs; the other one weighs 1 - alpha
+    norm: str = field(default="minmax", metadata=NORM)
+    name: str = "convex"
+
+    def __post_init__(self) -> None:
+        settings.check(self, "fusion")
+        self.alpha = float(self.alpha)
 
     def fuse(self, rankings: Mapping[str, Ranking]) -> Ranking:
         if len(rankings) != 2 or self.part not in rankings:
