@@ -93,6 +93,9 @@ def test_a_generated_schema_holds_the_stage_s_own_defaults(conf):
         if "interpolate" in f.metadata:
             assert plain[f.name] == f.metadata["interpolate"]
             continue
+        if "hint" in f.metadata:  # what to give: required
+            assert plain[f.name] == settings.REQUIRED
+            continue
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             assert plain[f.name] in (settings.REQUIRED, conf.__dataclass_fields__[f.name].default)
             continue
@@ -144,6 +147,11 @@ ONE_MESSAGE = [
     (["fusion=combsum", "fusion.norm=l2"], "fusion.score.CombSUM", {"norm": "l2"}),
     (["fusion=combmnz", "fusion.norm=l2"], "fusion.score.CombMNZ", {"norm": "l2"}),
     (["fusion=convex", "fusion.alpha=1.5"], "fusion.score.Convex", {"alpha": 1.5}),
+    (["reranker.top_n=0"], "rerankers.LexicalReranker", {"top_n": 0}),
+    (["reranker.proximity_weight=-1"], "rerankers.LexicalReranker", {"proximity_weight": -1.0}),
+    (["abstain.signal.top_k=0"], "abstain.LexicalSignal", {"top_k": 0}),
+    (["abstain.signal.alpha=2"], "abstain.LexicalSignal", {"alpha": 2.0}),
+    (["abstain=dense", "abstain.signal.top_k=0"], "abstain.DenseSignal", {"top_k": 0}),
 ]
 
 

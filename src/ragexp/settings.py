@@ -3,7 +3,7 @@
 What a field accepts is data on the field (as ir_measures declares ``SUPPORTED_PARAMS`` beside
 each measure): ``field(default=120, metadata={"ge": 10})``, with keys ``ge``, ``gt``, ``le``,
 ``lt`` (a range), ``choices`` (a set of names), ``path`` (an input that must exist: ``dir``,
-``file`` or ``any``), ``hint`` (what to give for a value with no default), ``built`` (given
+``file`` or ``any``), ``hint`` (what to give: the config must give a value), ``built`` (given
 by the run that builds the stage, never a config key: a tokenizer; ``BUILT``) and
 ``interpolate`` (what the composed config holds by default in place of the field's default:
 ``"${cache_dir}"``, the run's value). From that one declaration:
@@ -171,7 +171,8 @@ def schema(cls: type, name: str, *, fields: Mapping[str, tuple[Any, dataclasses.
     ``_target_`` (``cls``'s import path, so Hydra builds ``cls``), the Hydra keys ``cls``
     declares (class attribute ``HYDRA_KEYS``: ``{"_recursive_": False}``), then each of its
     ``settings`` with the same name, default (or ``interpolate``) and metadata and its type as
-    a config (``config_type``); a field without a default is required (``???``). ``fields`` replaces a
+    a config (``config_type``); a field without a default, or with a ``hint`` (what to give),
+    is required (``???``, its type not optional: the stage may refuse None in its own words). ``fields`` replaces a
     field's ``(type, dataclasses.field(...))`` where the config holds something else than the
     stage (a nested chunker's config). ``module`` (default: the caller's) is the schema's
     module, so validation finds the schemas a module registers."""
@@ -184,7 +185,11 @@ def schema(cls: type, name: str, *, fields: Mapping[str, tuple[Any, dataclasses.
             spec.append((f.name, *fields[f.name]))
             continue
         meta = {k: v for k, v in f.metadata.items() if k not in SCHEMA_ONLY}
-        if "interpolate" in f.metadata:
+        kind = config_type(field_type(cls, f))
+        if "hint" in f.metadata:  # the config must give it, whatever the stage's default
+            kind = next((a for a in typing.get_args(kind) if a is not type(None)), kind)
+            default = dataclasses.field(default=REQUIRED, metadata=meta)
+        elif "interpolate" in f.metadata:
             default = dataclasses.field(default=f.metadata["interpolate"], metadata=meta)
         elif f.default_factory is not dataclasses.MISSING:
             default = dataclasses.field(default_factory=f.default_factory, metadata=meta)
@@ -192,7 +197,7 @@ def schema(cls: type, name: str, *, fields: Mapping[str, tuple[Any, dataclasses.
             default = dataclasses.field(
                 default=REQUIRED if f.default is dataclasses.MISSING else f.default,
                 metadata=meta)
-        spec.append((f.name, config_type(field_type(cls, f)), default))
+        spec.append((f.name, kind, default))
     out = dataclasses.make_dataclass(name, spec)
     out.__stage__ = cls  # what it was generated from (tests/test_settings.py)
     out.__module__ = module or sys._getframe(1).f_globals["__name__"]

@@ -28,10 +28,13 @@ from ragexp.data.units import UNITS
 from ragexp.evaluation.measures import DEFAULT_NAMES
 from ragexp.index.bm25 import METHODS
 from ragexp.index.embedders import BATCH_TOKENS
+from ragexp.stages import abstain
+from ragexp.stages.abstain import DenseSignal, LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
 from ragexp.stages.fusion.rank import RRF, WeightedRRF
 from ragexp.stages.fusion.score import CombMNZ, CombSUM, Convex
 from ragexp.stages.parent_child import ParentChildChunker
+from ragexp.stages.rerankers import CrossEncoderReranker, LexicalReranker, NoReranker
 from ragexp.stages.semantic_chunking import SemanticChunker
 from ragexp.stages.sentence_chunking import SentenceChunker
 
@@ -213,60 +216,26 @@ class TrecRunRetrieverConf:
     unit: str = field(default="${dataset.unit}", metadata={"choices": UNITS})
 
 
-@dataclass
-class NoRerankerConf:
-    _target_: str = "ragexp.stages.rerankers.NoReranker"
-    name: str = "none"
-    top_n: int = field(default=0, metadata={"ge": 0})
-
-
-@dataclass
-class LexicalRerankerConf:
-    _target_: str = "ragexp.stages.rerankers.LexicalReranker"
-    name: str = "lexical"
-    top_n: int = field(default=20, metadata={"ge": 1})
-    proximity_weight: float = field(default=0.2, metadata={"ge": 0})
-
-
-@dataclass
-class CrossEncoderRerankerConf:
-    _target_: str = "ragexp.stages.rerankers.CrossEncoderReranker"
-    name: str = "cross_encoder"
-    model_path: str = field(default=MISSING, metadata={
-        "path": "dir", "hint": "a local folder with a cross-encoder's model.onnx, tokenizer.json "
-                               "and tokenizer_config.json (none can be downloaded here); or use "
-                               "reranker=lexical / reranker=none"})
-    top_n: int = field(default=20, metadata={"ge": 1})
-
-
-@dataclass
-class LexicalSignalConf:
-    _target_: str = "ragexp.stages.abstain.LexicalSignal"
-    name: str = "lexical"
-    top_k: int = field(default=5, metadata={"ge": 1})
-    alpha: float = field(default=0.5, metadata={"ge": 0, "le": 1})
-
-
-@dataclass
-class DenseSignalConf:
-    _target_: str = "ragexp.stages.abstain.DenseSignal"
-    name: str = "dense"
-    top_k: int = field(default=5, metadata={"ge": 1})
+NoRerankerConf = settings.schema(NoReranker, "NoRerankerConf")
+LexicalRerankerConf = settings.schema(LexicalReranker, "LexicalRerankerConf")
+CrossEncoderRerankerConf = settings.schema(CrossEncoderReranker, "CrossEncoderRerankerConf")
+LexicalSignalConf = settings.schema(LexicalSignal, "LexicalSignalConf")
+DenseSignalConf = settings.schema(DenseSignal, "DenseSignalConf")
 
 
 @dataclass
 class LexicalAbstainConf:
     signal: LexicalSignalConf = field(default_factory=LexicalSignalConf)
     # share of answerable questions we accept to refuse wrongly
-    budget: float = field(default=0.125, metadata={"ge": 0, "lt": 1})
-    folds: int = field(default=5, metadata={"ge": 2})
+    budget: float = field(default=0.125, metadata=abstain.BUDGET)
+    folds: int = field(default=5, metadata=abstain.FOLDS)
 
 
 @dataclass
 class DenseAbstainConf:
     signal: DenseSignalConf = field(default_factory=DenseSignalConf)
-    budget: float = field(default=0.125, metadata={"ge": 0, "lt": 1})
-    folds: int = field(default=5, metadata={"ge": 2})
+    budget: float = field(default=0.125, metadata=abstain.BUDGET)
+    folds: int = field(default=5, metadata=abstain.FOLDS)
 
 
 @dataclass

@@ -17,9 +17,11 @@ Reranking is a hypothesis to measure: the ablation set runs the default with and
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from ragexp import settings
 from ragexp.errors import InvalidValue
 from ragexp.index.resources import Resources
 from ragexp.records import Ranking, ordered
@@ -52,11 +54,15 @@ def _apply(ranking: Ranking, top_n: int, rescore) -> Ranking:
     return out
 
 
+@dataclass(eq=False)
 class NoReranker:
-    name = "none"
+    """Identity: rescores nothing (``top_n`` is 0 whatever the config says)."""
 
-    def __init__(self, name: str = "none", top_n: int = 0):
-        self.top_n = 0
+    name: str = "none"
+    top_n: int = field(default=0, metadata={"ge": 0})
+
+    def __post_init__(self) -> None:
+        self.name, self.top_n = "none", 0  # as before settings were fields: fixed
 
     def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
         return ranking
@@ -78,13 +84,18 @@ def shortest_window(positions: dict[str, list[int]]) -> int:
     return best or 0
 
 
+@dataclass(eq=False)
 class LexicalReranker:
-    name = "lexical"
+    """Coverage, proximity and the first stage's order (module docstring); ``proximity_weight``
+    is lambda."""
 
-    def __init__(self, top_n: int = 20, proximity_weight: float = 0.2, name: str = "lexical"):
-        if top_n < 1:
-            raise InvalidValue(f"reranker.top_n must be >= 1, got {top_n}")
-        self.top_n, self.weight = top_n, proximity_weight
+    top_n: int = field(default=20, metadata={"ge": 1})
+    proximity_weight: float = field(default=0.2, metadata={"ge": 0})
+    name: str = "lexical"
+
+    def __post_init__(self) -> None:
+        settings.check(self, "reranker")
+        self.name = "lexical"  # fixed, as before settings were fields
 
     def score(self, query: str, text: str, bm25) -> float:
         return self.score_terms(set(tokenize(query)), tokenize(text), bm25)
@@ -99,7 +110,7 @@ class LexicalReranker:
                 positions.setdefault(term, []).append(pos)
         coverage = bm25.coverage(q_terms, positions)
         proximity = len(positions) / (1 + shortest_window(positions)) if len(positions) > 1 else 0
-        return coverage + self.weight * proximity
+        return coverage + self.proximity_weight * proximity
 
     def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
         terms, pos, bm25 = resources.terms, resources.position, resources.bm25
@@ -112,17 +123,22 @@ class LexicalReranker:
         return _apply(ranking, self.top_n, rescore)
 
 
+@dataclass(eq=False)
 class CrossEncoderReranker:
     """A cross-encoder run by fastembed from ``model_path`` (model.onnx, tokenizer files).
     Raises ``InvalidValue`` for ``top_n < 1``, no ``model_path``, no ``model.onnx`` there, or a
     model that does not load."""
 
-    name = "cross_encoder"
+    model_path: str | None = field(default=None, metadata={
+        "path": "dir", "hint": "a local folder with a cross-encoder's model.onnx, tokenizer.json "
+                               "and tokenizer_config.json (none can be downloaded here); or use "
+                               "reranker=lexical / reranker=none"})
+    top_n: int = field(default=20, metadata={"ge": 1})
+    name: str = "cross_encoder"
 
-    def __init__(self, model_path: str | None = None, top_n: int = 20,
-                 name: str = "cross_encoder"):
-        if top_n < 1:
-            raise InvalidValue(f"reranker.top_n must be >= 1, got {top_n}")
+    def __post_init__(self) -> None:
+        settings.check(self, "reranker")
+        self.name, model_path = "cross_encoder", self.model_path
         if not model_path:
             raise InvalidValue("reranker=cross_encoder needs reranker.model_path=DIR: a local folder "
                                "with a cross-encoder's model.onnx, tokenizer.json and "
@@ -145,7 +161,6 @@ class CrossEncoderReranker:
             raise InvalidValue(f"reranker.model_path={folder}: its cross-encoder does not load "
                                f"({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
                                ) from exc
-        self.top_n = top_n
 
     def rerank(self, queries: dict[str, str], ranking: Ranking, resources: Resources) -> Ranking:
         chunks, pos = resources.chunks, resources.position
