@@ -22,7 +22,7 @@ through FAISS's per-call ``SearchParameters``, so one built index serves every j
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -97,7 +97,8 @@ class FlatSpec:
     see ``flat.py``)."""
 
     name: str = "flat"
-    block_size: int | None = None
+    # passages per block of an exact search (rounded up to 1024s); null: one FAISS call
+    block_size: int | None = field(default=None, metadata={"ge": 1})
     exact = True
 
     def build_params(self) -> dict:
@@ -130,9 +131,9 @@ class HNSWSpec:
     query (at least the depth retrieved, checked at composition)."""
 
     name: str = "hnsw"
-    M: int = 32
-    ef_construction: int = 200
-    ef_search: int = 128
+    M: int = field(default=32, metadata={"ge": 2})
+    ef_construction: int = field(default=200, metadata={"ge": 1})
+    ef_search: int = field(default=128, metadata={"ge": 1})
     exact = False
 
     def build_params(self) -> dict:
@@ -172,10 +173,10 @@ class IVFSpec:
     (``run.validation``)."""
 
     name: str = "ivf"
-    nlist: int = 64
-    nprobe: int = 8
+    nlist: int = field(default=64, metadata={"ge": 1})  # at most the passages
+    nprobe: int = field(default=8, metadata={"ge": 1})  # at most nlist
     seed: int = 0
-    train_size: int | None = None
+    train_size: int | None = field(default=None, metadata={"ge": 1})
     exact = False
 
     def build_params(self) -> dict:
@@ -228,8 +229,8 @@ class IVFPQSpec(IVFSpec):
     sub-quantizer."""
 
     name: str = "ivfpq"
-    m: int = 16
-    nbits: int = 8
+    m: int = field(default=16, metadata={"ge": 1})  # must divide the dimension
+    nbits: int = field(default=8, metadata={"ge": 1, "le": 16})
 
     def _train_size(self) -> int:
         return self.train_size or 64 * max(self.nlist, 2 ** self.nbits)

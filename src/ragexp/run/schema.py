@@ -26,6 +26,7 @@ from ragexp.data import shipped
 from ragexp.data.split import AUTO, SPLITS
 from ragexp.data.units import UNITS
 from ragexp.evaluation.measures import DEFAULT_NAMES
+from ragexp.index.ann import FlatSpec, HNSWSpec, IVFPQSpec, IVFSpec
 from ragexp.index.bm25 import METHODS
 from ragexp.index.embedders import BATCH_TOKENS
 from ragexp.stages import abstain
@@ -125,40 +126,10 @@ class PrecomputedEmbedderConf:
     queries: Optional[str] = None
 
 
-@dataclass
-class FlatIndexConf:
-    _target_: str = "ragexp.index.ann.FlatSpec"
-    name: str = "flat"
-    # passages per block of an exact search (rounded up to 1024s); null: one FAISS call
-    block_size: Optional[int] = field(default=None, metadata={"ge": 1})
-
-
-@dataclass
-class HNSWIndexConf:
-    _target_: str = "ragexp.index.ann.HNSWSpec"
-    name: str = "hnsw"
-    M: int = field(default=32, metadata={"ge": 2})  # links per node
-    ef_construction: int = field(default=200, metadata={"ge": 1})  # candidates while building
-    # candidates per query; at least the first stage's depth (validation's cross-field rule)
-    ef_search: int = field(default=128, metadata={"ge": 1})
-
-
-@dataclass
-class IVFIndexConf:
-    _target_: str = "ragexp.index.ann.IVFSpec"
-    name: str = "ivf"
-    nlist: int = field(default=64, metadata={"ge": 1})  # k-means lists; at most the passages
-    nprobe: int = field(default=8, metadata={"ge": 1})  # lists searched per query, <= nlist
-    seed: int = 0  # of the training sample and of k-means
-    train_size: Optional[int] = field(default=None, metadata={"ge": 1})  # null: 64 x nlist
-
-
-@dataclass
-class IVFPQIndexConf(IVFIndexConf):
-    _target_: str = "ragexp.index.ann.IVFPQSpec"
-    name: str = "ivfpq"
-    m: int = field(default=16, metadata={"ge": 1})  # sub-vectors; must divide the dimension
-    nbits: int = field(default=8, metadata={"ge": 1, "le": 16})  # bits per sub-vector code
+FlatIndexConf = settings.schema(FlatSpec, "FlatIndexConf")
+HNSWIndexConf = settings.schema(HNSWSpec, "HNSWIndexConf")
+IVFIndexConf = settings.schema(IVFSpec, "IVFIndexConf")
+IVFPQIndexConf = settings.schema(IVFPQSpec, "IVFPQIndexConf")
 
 
 @dataclass
