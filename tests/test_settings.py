@@ -153,18 +153,26 @@ ONE_MESSAGE = [
     (["abstain.signal.alpha=2"], "abstain.LexicalSignal", {"alpha": 2.0}),
     (["abstain=dense", "abstain.signal.top_k=0"], "abstain.DenseSignal", {"top_k": 0}),
 ]
+# stages below ``stages``, by import path
+ONE_MESSAGE_INDEX = [
+    (["embedder=hash", "embedder.dim=4"], "ragexp.index.embedders.HashEmbedder", {"dim": 4}),
+    (["embedder=minilm", "embedder.batch_size=0"], "ragexp.index.embedders.FastEmbedEmbedder",
+     {"batch_size": 0}),
+    (["embedder=minilm", "embedder.parallel=0"], "ragexp.index.embedders.FastEmbedEmbedder",
+     {"parallel": 0}),
+]
 
 
-@pytest.mark.parametrize("overrides,stage,kwargs", ONE_MESSAGE,
-                         ids=[" ".join(c[0]) for c in ONE_MESSAGE])
+@pytest.mark.parametrize("overrides,stage,kwargs", ONE_MESSAGE + ONE_MESSAGE_INDEX,
+                         ids=[" ".join(c[0]) for c in ONE_MESSAGE + ONE_MESSAGE_INDEX])
 def test_composition_and_the_stage_refuse_a_value_in_the_same_words(overrides, stage, kwargs):
     from workspaces import compose_config
 
-    from ragexp.errors import InvalidValue
+    from ragexp.errors import RagexpError
     from ragexp.run import validation
 
     with pytest.raises(validation.ConfigRangeError) as composed:
         validation.validate(compose_config("embedder=hash", *overrides))
-    with pytest.raises(InvalidValue) as built:
-        get_object(f"ragexp.stages.{stage}")(**kwargs)
+    with pytest.raises(RagexpError) as built:
+        get_object(stage if stage.startswith("ragexp.") else f"ragexp.stages.{stage}")(**kwargs)
     assert str(built.value) in [line.strip() for line in str(composed.value).splitlines()]

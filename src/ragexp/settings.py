@@ -103,19 +103,21 @@ def ordered(low_key: str, low: Any, high_key: str, high: Any, strict: bool = Tru
             f"({high})"]
 
 
-def refuse(found: list[str]) -> None:
-    """Raise ``InvalidValue`` listing ``found`` (``"; "``-joined), if there is any."""
+def refuse(found: list[str], error: type[Exception] = InvalidValue) -> None:
+    """Raise ``error`` (a ``RagexpError``; default ``InvalidValue``) listing ``found``
+    (``"; "``-joined), if there is any."""
     if found:
-        raise InvalidValue("; ".join(found))
+        raise error("; ".join(found))
 
 
-def check(stage: Any, prefix: str, *more: list[str]) -> None:
+def check(stage: Any, prefix: str, *more: list[str], error: type[Exception] = InvalidValue
+          ) -> None:
     """Raise ``InvalidValue`` naming every field of ``stage`` out of its range or choices
     (``problems``) and every problem of ``more`` (a stage's cross-field rules, applied to
     itself), these only when every field is in range (a rule compares with a value already
     refused, as ``run.validation`` reports it): the guard of a stage built directly, in
-    composition's words."""
-    refuse(problems(stage, prefix) or [p for found in more for p in found])
+    composition's words. ``error``: the stage's own error class."""
+    refuse(problems(stage, prefix) or [p for found in more for p in found], error)
 
 
 def cross_field_rule(rule: CrossFieldRule) -> CrossFieldRule:

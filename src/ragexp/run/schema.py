@@ -28,7 +28,8 @@ from ragexp.data.units import UNITS
 from ragexp.evaluation.measures import DEFAULT_NAMES
 from ragexp.index.ann import FlatSpec, HNSWSpec, IVFPQSpec, IVFSpec
 from ragexp.index.bm25 import METHODS
-from ragexp.index.embedders import BATCH_TOKENS
+from ragexp.index.embedders import FastEmbedEmbedder, HashEmbedder
+from ragexp.index.precomputed import PrecomputedEmbedder
 from ragexp.stages import abstain
 from ragexp.stages.abstain import DenseSignal, LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
@@ -84,46 +85,9 @@ ParentChildChunkingConf = settings.schema(ParentChildChunker, "ParentChildChunki
 WholeDocChunkingConf = settings.schema(WholeDocumentChunker, "WholeDocChunkingConf")
 
 
-@dataclass
-class HashEmbedderConf:
-    _target_: str = "ragexp.index.embedders.HashEmbedder"
-    name: str = "hash"
-    dim: int = field(default=512, metadata={"ge": 8})
-
-
-@dataclass
-class FastEmbedConf:
-    _target_: str = "ragexp.index.embedders.FastEmbedEmbedder"
-    name: str = MISSING
-    model: str = field(default=MISSING, metadata={
-        "hint": "a model of ragexp's or fastembed's catalogue, or a name for embedder.model_path"})
-    model_path: Optional[str] = field(default=None, metadata={"path": "dir"})
-    cache_dir: str = "${cache_dir}"
-    batch_size: int = field(default=32, metadata={"ge": 1})  # the most texts a batch
-    # the most padded tokens a batch (texts x the longest one's tokens); null: batch_size texts
-    batch_tokens: Optional[int] = field(default=BATCH_TOKENS, metadata={"ge": 1})
-    threads: Optional[int] = field(default=None, metadata={"ge": 1})
-    # a model outside ragexp's catalogue: output dimension
-    dim: Optional[int] = field(default=None, metadata={"ge": 1})
-    pooling: Optional[str] = None  # a local folder outside the catalogue: MEAN or CLS
-    query_prefix: str = ""
-    passage_prefix: str = ""
-    device: str = "cpu"  # cpu or cuda (ragexp[gpu]); part of the embedder's identity
-    # fastembed's data-parallel worker processes per embed call; null: one process
-    parallel: Optional[int] = field(default=None, metadata={"ge": 1})
-
-
-@dataclass
-class PrecomputedEmbedderConf:
-    """Vectors computed elsewhere: ``path`` holds passages.npy/.txt and queries.npy/.txt
-    (``index.precomputed``)."""
-
-    _target_: str = "ragexp.index.precomputed.PrecomputedEmbedder"
-    name: str = "precomputed"
-    # checked by the embedder itself (``precomputed.folder_problems``); an input of the run
-    path: str = field(default=MISSING, metadata={"input": "dir"})
-    # the questions' vectors from a named embedder option (e.g. minilm) instead of queries.npy
-    queries: Optional[str] = None
+HashEmbedderConf = settings.schema(HashEmbedder, "HashEmbedderConf")
+FastEmbedConf = settings.schema(FastEmbedEmbedder, "FastEmbedConf")
+PrecomputedEmbedderConf = settings.schema(PrecomputedEmbedder, "PrecomputedEmbedderConf")
 
 
 FlatIndexConf = settings.schema(FlatSpec, "FlatIndexConf")
