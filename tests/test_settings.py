@@ -152,6 +152,9 @@ ONE_MESSAGE = [
     (["abstain.signal.top_k=0"], "abstain.LexicalSignal", {"top_k": 0}),
     (["abstain.signal.alpha=2"], "abstain.LexicalSignal", {"alpha": 2.0}),
     (["abstain=dense", "abstain.signal.top_k=0"], "abstain.DenseSignal", {"top_k": 0}),
+    (["answer.n_chunks=0"], "ragexp.answer.extractive.ExtractiveAnswerer", {"n_chunks": 0}),
+    (["answer.min_overlap=1.5"], "ragexp.answer.extractive.ExtractiveAnswerer",
+     {"min_overlap": 1.5}),
 ]
 # stages below ``stages``, by import path
 ONE_MESSAGE_INDEX = [

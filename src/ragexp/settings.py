@@ -156,9 +156,12 @@ def field_type(cls: type, f: dataclasses.Field) -> Any:
 
 def settings(cls: type) -> list[dataclasses.Field]:
     """The fields of the stage dataclass ``cls`` that are config keys: those its constructor
-    takes, less any marked ``built``; ``name`` first (as a config reads: which option)."""
+    takes, less any marked ``built``; ``name`` first (as a config reads: which option), or
+    those its class attribute ``LEADING`` names, in that order."""
     own = [f for f in dataclasses.fields(cls) if f.init and not f.metadata.get("built")]
-    return sorted(own, key=lambda f: f.name != "name")
+    leading = getattr(cls, "LEADING", ("name",))
+    return sorted(own, key=lambda f: leading.index(f.name) if f.name in leading
+                  else len(leading))
 
 
 def values(stage: Any) -> dict[str, Any]:

@@ -22,10 +22,14 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from ragexp import settings
+from ragexp.answer.extractive import ExtractiveAnswerer
+from ragexp.answer.judge import NoJudge
 from ragexp.data import shipped
+from ragexp.data.datasets import BeirDataset, MarkdownDataset
 from ragexp.data.split import AUTO, SPLITS
 from ragexp.data.units import UNITS
 from ragexp.evaluation.measures import DEFAULT_NAMES
+from ragexp.generate.known_item import KnownItemGenerator
 from ragexp.index.ann import FlatSpec, HNSWSpec, IVFPQSpec, IVFSpec
 from ragexp.index.bm25 import METHODS
 from ragexp.index.embedders import FastEmbedEmbedder, HashEmbedder
@@ -47,33 +51,8 @@ LLM_RANGES = {"timeout": {"gt": 0}, "max_retries": {"ge": 0, "le": 20},
               "max_error_rate": {"ge": 0, "le": 1}}
 
 
-@dataclass
-class MarkdownDatasetConf:
-    _target_: str = "ragexp.data.datasets.MarkdownDataset"
-    name: str = "markdown-${ragexp.folder_name:${.corpus_dir}}"  # one experiment per corpus
-    corpus_dir: str = field(default=MISSING, metadata={
-        "path": "dir", "hint": "the folder of your markdown documents"})
-    # a file or folder, or a list of them (hand-written + generated)
-    questions: Any = field(default=MISSING, metadata={
-        "path": "any", "hint": "your labelled questions: a .jsonl file or a folder of them, or "
-                               "a list of them"})
-    # scoring unit (independent of label level)
-    unit: str = field(default="chunk", metadata={"choices": UNITS})
-
-
-@dataclass
-class BeirDatasetConf:
-    _target_: str = "ragexp.data.datasets.BeirDataset"
-    path: str = field(default=MISSING, metadata={
-        "path": "dir", "hint": "a BEIR-format folder (corpus.jsonl, queries.jsonl, qrels/)"})
-    name: str = "beir-${ragexp.folder_name:${.path}}"  # one experiment per BEIR folder
-    split: str = "test"  # qrels/<split>.tsv (validation's rule beir_files_exist)
-    # judged per document, so scored per document
-    unit: str = field(default="document", metadata={"choices": ("document",)})
-    kind_field: Optional[str] = "metadata.kind"  # dotted path into a query's JSON
-    unanswerable_field: Optional[str] = None  # e.g. metadata.answerable
-    unanswerable_value: Any = False  # the value there that marks a query unanswerable
-
+MarkdownDatasetConf = settings.schema(MarkdownDataset, "MarkdownDatasetConf")
+BeirDatasetConf = settings.schema(BeirDataset, "BeirDatasetConf")
 
 MarkdownChunkingConf = settings.schema(MarkdownChunker, "MarkdownChunkingConf")
 SentenceChunkingConf = settings.schema(SentenceChunker, "SentenceChunkingConf")
@@ -184,14 +163,7 @@ class BM25Conf:
     delta: float = field(default=0.5, metadata={"ge": 0})  # bm25l/bm25+: lower bound of tfc
 
 
-@dataclass
-class ExtractiveAnswerConf:
-    _target_: str = "ragexp.answer.extractive.ExtractiveAnswerer"
-    name: str = "extractive"
-    n_chunks: int = field(default=3, metadata={"ge": 1})
-    max_sentences: int = field(default=2, metadata={"ge": 1})
-    min_overlap: float = field(default=0.3, metadata={"ge": 0, "le": 1})
-    min_support: float = field(default=0.6, metadata={"ge": 0, "le": 1})
+ExtractiveAnswerConf = settings.schema(ExtractiveAnswerer, "ExtractiveAnswerConf")
 
 
 @dataclass
@@ -255,10 +227,7 @@ class LLMAnswerConf(LLMCallConf):
     min_support: float = field(default=0.6, metadata={"ge": 0, "le": 1})
 
 
-@dataclass
-class NoJudgeConf:
-    _target_: str = "ragexp.answer.judge.NoJudge"
-    name: str = "none"
+NoJudgeConf = settings.schema(NoJudge, "NoJudgeConf")
 
 
 @dataclass
@@ -322,16 +291,7 @@ class Config:
     latency_sample: int = field(default=100, metadata={"ge": 0})
 
 
-@dataclass
-class KnownItemGeneratorConf:
-    """``generator=known_item``: simulated known-item queries (``generate.known_item``)."""
-
-    _target_: str = "ragexp.generate.known_item.KnownItemGenerator"
-    strategy: str = "popular"  # popular (tf) or discriminative (1 / p(t)): the paper's two
-    lam: float = field(default=0.1, metadata={"ge": 0, "le": 1})  # weight of the collection model
-    mean_length: float = field(default=3.0, metadata={"gt": 0})  # Poisson mean, in terms
-    min_length: int = field(default=2, metadata={"ge": 1})
-    max_length: int = field(default=6, metadata={"ge": 1})
+KnownItemGeneratorConf = settings.schema(KnownItemGenerator, "KnownItemGeneratorConf")
 
 
 @dataclass
