@@ -163,6 +163,10 @@ ONE_MESSAGE_INDEX = [
      {"batch_size": 0}),
     (["embedder=minilm", "embedder.parallel=0"], "ragexp.index.embedders.FastEmbedEmbedder",
      {"parallel": 0}),
+    (["embedder=minilm", "embedder.device=tpu"], "ragexp.index.embedders.FastEmbedEmbedder",
+     {"device": "tpu"}),
+    (["chunking=none", "chunking.windows=firstp"], "ragexp.stages.chunking.WholeDocumentChunker",
+     {"windows": "firstp"}),
 ]
 
 
@@ -179,3 +183,30 @@ def test_composition_and_the_stage_refuse_a_value_in_the_same_words(overrides, s
     with pytest.raises(RagexpError) as built:
         get_object(stage if stage.startswith("ragexp.") else f"ragexp.stages.{stage}")(**kwargs)
     assert str(built.value) in [line.strip() for line in str(composed.value).splitlines()]
+
+
+def test_convex_fusion_refuses_a_part_count_in_composition_s_words():
+    from workspaces import compose_config
+
+    from ragexp.errors import InvalidValue
+    from ragexp.run import validation
+    from ragexp.stages.fusion.score import Convex
+
+    with pytest.raises(validation.ConfigRangeError) as composed:
+        validation.validate(compose_config("embedder=hash", "retriever=hybrid", "fusion=convex",
+                                           "retriever.parts.bm25=null"))
+    with pytest.raises(InvalidValue) as fused:
+        Convex().fuse({"dense": {"q": {"d": 1.0}}})
+    assert str(fused.value) in [line.strip() for line in str(composed.value).splitlines()]
+
+
+def test_a_stage_module_registers_its_own_rules():
+    from ragexp.index import embedders
+    from ragexp.stages import chunking, rerankers
+    from ragexp.stages.fusion import score
+
+    for rule in (chunking.overlap_below_window, chunking.windows_is_a_choice,
+                 score.convex_fuses_two_parts, rerankers.cross_encoder_folder,
+                 embedders.device_runs_here):
+        assert rule in settings.RULES
+        assert rule.__module__ != "ragexp.run.validation"

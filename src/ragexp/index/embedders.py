@@ -436,6 +436,24 @@ def _folder_counter(folder: str, mtime_ns: int, size: int) -> tuple[int, Any]:
                             f"the model's own folder") from exc
 
 
+def device_problems(device: str | None) -> list[str]:
+    """``embedder.device`` is one of ``DEVICES``, and cuda only where onnxruntime has its CUDA
+    provider (``cuda_unavailable``): never the CPU instead."""
+    if device is None or device == "cpu":
+        return []
+    if device not in DEVICES:
+        return [f"embedder.device={device} is not a choice: must be one of {', '.join(DEVICES)}"]
+    why = cuda_unavailable()
+    return [why] if why else []
+
+
+@settings.cross_field_rule
+def device_runs_here(cfg) -> list[str]:
+    """``device_problems`` of the run's embedder: a sweep stops before any job."""
+    embedder = cfg.get("embedder")
+    return device_problems(embedder.get("device")) if hasattr(embedder, "keys") else []
+
+
 @dataclass
 class FastEmbedEmbedder:
     """An ONNX sentence embedder run by fastembed.
@@ -468,12 +486,7 @@ class FastEmbedEmbedder:
     identity: EmbedderIdentity = field(init=False)
 
     def __post_init__(self) -> None:
-        settings.check(self, "embedder", error=EmbedderError)
-        if self.device not in DEVICES:
-            raise EmbedderError(f"embedder.device={self.device!r} must be one of "
-                                f"{', '.join(DEVICES)}")
-        if self.device == "cuda" and (why := cuda_unavailable()):
-            raise EmbedderError(why)
+        settings.check(self, "embedder", device_problems(self.device), error=EmbedderError)
         self.spec = resolve_spec(self.model, self.model_path, self.dim, self.pooling,
                                  self.query_prefix, self.passage_prefix)
         self._session = None

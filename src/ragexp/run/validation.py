@@ -35,7 +35,6 @@ from ragexp.evaluation import measures
 from ragexp.index import embedders, precomputed
 from ragexp.run import build, compose, schema
 from ragexp.settings import BOUNDS, cross_field_rule, field_problems
-from ragexp.stages.chunking import WINDOWS
 
 
 class ConfigRangeError(RagexpError, ValueError):
@@ -165,16 +164,6 @@ def refused_keys(problems: list[str]) -> set[str]:
     ``field_problems``)."""
     return {leading_key(p) for p in problems
             if leading_key(p) and (" is out of range" in p or " is not one of" in p)}
-
-
-@cross_field_rule
-def windows_is_a_choice(cfg: DictConfig) -> list[str]:
-    """``chunking.windows`` names a way to treat passages over the embedder's window."""
-    ch = cfg.get("chunking")
-    if ch is None or "windows" not in ch or ch.windows in WINDOWS:
-        return []
-    return [f"chunking.windows={ch.windows} is not a choice: must be one of "
-            f"{', '.join(WINDOWS)}"]
 
 
 @cross_field_rule
@@ -700,19 +689,6 @@ def rerank_within_first_stage(cfg: DictConfig) -> list[str]:
 
 
 @cross_field_rule
-def convex_fuses_two_parts(cfg: DictConfig) -> list[str]:
-    """``fusion=convex`` with ``retriever=hybrid``: exactly two parts on, one of them
-    ``fusion.part``."""
-    fusion, depths = cfg.get("fusion"), _hybrid_parts(cfg)
-    if not depths or not isinstance(fusion, DictConfig) or fusion.get("name") != "convex":
-        return []
-    if len(depths) != 2 or fusion.get("part") not in depths:
-        return [f"fusion=convex combines exactly two parts, one of them fusion.part="
-                f"{fusion.get('part')}; retriever.parts has {sorted(depths)} on"]
-    return []
-
-
-@cross_field_rule
 def objective_is_measured(cfg: DictConfig) -> list[str]:
     """``objective`` is one of ``measures`` (``selection.check_objective``); measures that do
     not parse are ``depth_covers_measures``' to report, once (``measures=[AP]`` was also
@@ -802,18 +778,6 @@ def beir_files_exist(cfg: DictConfig) -> list[str]:
 
 
 @cross_field_rule
-def cross_encoder_folder(cfg: DictConfig) -> list[str]:
-    """``reranker=cross_encoder``: its ``model_path`` folder holds ``model.onnx``."""
-    path = OmegaConf.select(cfg, "reranker.model_path", default=None, throw_on_missing=False)
-    if OmegaConf.select(cfg, "reranker.name") != "cross_encoder" or not path:
-        return []
-    folder = Path(str(path)).expanduser()
-    if folder.is_dir() and not (folder / "model.onnx").is_file():
-        return [f"reranker.model_path={path} has no model.onnx"]
-    return []
-
-
-@cross_field_rule
 def embedder_model_known(cfg: DictConfig) -> list[str]:
     """A fastembed embedder's ``model``, ``model_path``, ``dim`` and ``pooling`` describe one
     model (``embedders.resolve_spec``: ragexp's catalogue, fastembed's, or a local folder)."""
@@ -891,21 +855,6 @@ def experiment_named(cfg: DictConfig) -> list[str]:
         return []
     return [f"experiment={name!r} is blank: name the MLflow experiment (default "
             f"ragexp-<dataset name>)"]
-
-
-@cross_field_rule
-def device_runs_here(cfg: DictConfig) -> list[str]:
-    """``embedder.device`` is cpu or cuda, and cuda only where onnxruntime has its CUDA
-    provider (``embedders.cuda_unavailable``): a sweep stops before any job, never running on
-    the CPU instead."""
-    device = OmegaConf.select(cfg, "embedder.device", default=None)
-    if device is None or device == "cpu":
-        return []
-    if device not in embedders.DEVICES:
-        return [f"embedder.device={device} is not a choice: must be one of "
-                f"{', '.join(embedders.DEVICES)}"]
-    why = embedders.cuda_unavailable()
-    return [why] if why else []
 
 
 @cross_field_rule

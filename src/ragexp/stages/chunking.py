@@ -393,6 +393,20 @@ class MarkdownChunker:
         return chunks
 
 
+def windows_choice(windows: str, at: str) -> list[str]:
+    """``windows`` (at key ``at``) names a way to treat passages over the embedder's window
+    (``WINDOWS``)."""
+    return [] if windows in WINDOWS else [f"{at}.windows={windows} is not a choice: must be "
+                                          f"one of {', '.join(WINDOWS)}"]
+
+
+@settings.cross_field_rule
+def windows_is_a_choice(cfg) -> list[str]:
+    """``windows_choice`` of ``chunking=none``."""
+    ch = cfg.get("chunking")
+    return windows_choice(ch.windows, "chunking") if ch is not None and "windows" in ch else []
+
+
 @dataclass(frozen=True)
 class WholeDocumentChunker:
     """One chunk per document, title prepended: for corpora that are already passages.
@@ -420,9 +434,7 @@ class WholeDocumentChunker:
     markdown: bool = field(default=False, metadata=settings.BUILT)
 
     def __post_init__(self) -> None:
-        if self.windows not in WINDOWS:
-            raise InvalidValue(f"chunking.windows={self.windows!r}: choose one of "
-                               f"{', '.join(WINDOWS)}")
+        settings.check(self, "chunking", windows_choice(self.windows, "chunking"))
 
     @property
     def needs_tokenizer(self) -> bool:

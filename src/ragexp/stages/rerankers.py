@@ -123,6 +123,24 @@ class LexicalReranker:
         return _apply(ranking, self.top_n, rescore)
 
 
+def model_file(path: str) -> list[str]:
+    """A cross-encoder's ``model_path`` folder holds ``model.onnx``."""
+    if (Path(str(path)).expanduser() / "model.onnx").is_file():
+        return []
+    return [f"reranker.model_path={path} has no model.onnx"]
+
+
+@settings.cross_field_rule
+def cross_encoder_folder(cfg) -> list[str]:
+    """``model_file`` of ``reranker=cross_encoder``'s folder (a path that is no folder is the
+    field's ``path`` check's; a missing one, ``validate``'s)."""
+    reranker = cfg.get("reranker")
+    if not hasattr(reranker, "keys") or reranker.get("name") != "cross_encoder":
+        return []
+    path = reranker.get("model_path")
+    return model_file(path) if path and Path(str(path)).expanduser().is_dir() else []
+
+
 @dataclass(eq=False)
 class CrossEncoderReranker:
     """A cross-encoder run by fastembed from ``model_path`` (model.onnx, tokenizer files).
@@ -144,9 +162,8 @@ class CrossEncoderReranker:
                                "with a cross-encoder's model.onnx, tokenizer.json and "
                                "tokenizer_config.json (none can be downloaded here); or use "
                                "reranker=lexical / reranker=none")
+        settings.refuse(model_file(model_path))
         folder = Path(model_path).expanduser()
-        if not (folder / "model.onnx").is_file():
-            raise InvalidValue(f"reranker.model_path={folder} has no model.onnx")
         # defer heavy import
         from fastembed.common.model_description import ModelSource
         from fastembed.rerank.cross_encoder import TextCrossEncoder

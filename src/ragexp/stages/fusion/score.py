@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ragexp import settings
-from ragexp.errors import InvalidValue
 from ragexp.records import Ranking
 from ragexp.stages.fusion.norm import NORM, normalised
 
@@ -70,6 +69,26 @@ class CombMNZ:
         return combine(rankings, self.norm, {p: 1.0 for p in rankings}, by_count=True)
 
 
+def two_parts(part: str, parts) -> list[str]:
+    """``fusion=convex`` fuses exactly two ``parts`` (names), one of them ``part``."""
+    if len(parts) == 2 and part in parts:
+        return []
+    return [f"fusion=convex combines exactly two parts, one of them fusion.part={part}; "
+            f"retriever.parts has {sorted(parts)} on"]
+
+
+@settings.cross_field_rule
+def convex_fuses_two_parts(cfg) -> list[str]:
+    """``two_parts`` of ``fusion=convex`` with ``retriever=hybrid``'s enabled parts."""
+    fusion, retriever = cfg.get("fusion"), cfg.get("retriever")
+    parts = retriever.get("parts") if hasattr(retriever, "keys") else None
+    if not hasattr(parts, "keys") or not hasattr(fusion, "keys") \
+            or fusion.get("name") != "convex":
+        return []
+    on = [name for name in parts if parts[name] is not None]
+    return two_parts(fusion.get("part"), on) if on else []
+
+
 @dataclass(eq=False)
 class Convex:
     """``fusion=convex``: ``alpha`` times part ``part``'s normalised score plus ``1 - alpha``
@@ -86,9 +105,6 @@ class Convex:
         self.alpha = float(self.alpha)
 
     def fuse(self, rankings: Mapping[str, Ranking]) -> Ranking:
-        if len(rankings) != 2 or self.part not in rankings:
-            raise InvalidValue(f"fusion=convex combines exactly two parts, one of them "
-                               f"fusion.part={self.part!r}; retriever.parts has "
-                               f"{sorted(rankings)} on")
+        settings.refuse(two_parts(self.part, rankings))
         weights = {p: self.alpha if p == self.part else 1 - self.alpha for p in rankings}
         return combine(rankings, self.norm, weights)
