@@ -67,8 +67,9 @@ def generated() -> list[type]:
 def test_a_generated_schema_has_every_setting_of_its_class_with_the_same_metadata(conf):
     stage = conf.__stage__
     own = {f.name: f for f in dataclasses.fields(conf)}
-    assert own["_target_"].default == f"{stage.__module__}.{stage.__qualname__}"
-    assert get_object(own["_target_"].default) is stage  # Hydra builds the class itself
+    if conf is not schema.BM25Conf:  # the one group that code builds (build.bm25_params)
+        assert own["_target_"].default == f"{stage.__module__}.{stage.__qualname__}"
+        assert get_object(own["_target_"].default) is stage  # Hydra builds the class itself
     keys = [f.name for f in settings.settings(stage)]
     assert [k for k in own if not k.startswith("_")] == keys
     for f in settings.settings(stage):
@@ -153,6 +154,10 @@ ONE_MESSAGE = [
     (["abstain.signal.alpha=2"], "abstain.LexicalSignal", {"alpha": 2.0}),
     (["abstain=dense", "abstain.signal.top_k=0"], "abstain.DenseSignal", {"top_k": 0}),
     (["answer.n_chunks=0"], "ragexp.answer.extractive.ExtractiveAnswerer", {"n_chunks": 0}),
+    (["bm25.b=2"], "ragexp.index.bm25.BM25Params", {"b": 2.0}),
+    (["bm25.method=xyz"], "ragexp.index.bm25.BM25Params", {"method": "xyz"}),
+    (["bm25.method=bm25l", "bm25.k1=0", "bm25.delta=0"], "ragexp.index.bm25.BM25Params",
+     {"method": "bm25l", "k1": 0.0, "delta": 0.0}),
     (["answer.min_overlap=1.5"], "ragexp.answer.extractive.ExtractiveAnswerer",
      {"min_overlap": 1.5}),
 ]

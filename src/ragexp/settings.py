@@ -171,7 +171,7 @@ def values(stage: Any) -> dict[str, Any]:
 
 
 def schema(cls: type, name: str, *, fields: Mapping[str, tuple[Any, dataclasses.Field]]
-           | None = None, module: str | None = None) -> type:
+           | None = None, module: str | None = None, target: bool = True) -> type:
     """The structured config of the stage dataclass ``cls``, a dataclass named ``name``:
     ``_target_`` (``cls``'s import path, so Hydra builds ``cls``), the Hydra keys ``cls``
     declares (class attribute ``HYDRA_KEYS``: ``{"_recursive_": False}``), then each of its
@@ -180,9 +180,11 @@ def schema(cls: type, name: str, *, fields: Mapping[str, tuple[Any, dataclasses.
     is required (``???``, its type not optional: the stage may refuse None in its own words). ``fields`` replaces a
     field's ``(type, dataclasses.field(...))`` where the config holds something else than the
     stage (a nested chunker's config). ``module`` (default: the caller's) is the schema's
-    module, so validation finds the schemas a module registers."""
+    module, so validation finds the schemas a module registers. ``target=False`` leaves out
+    ``_target_``, for a group that code builds itself (``bm25``: recorded configs have none)."""
     spec: list[tuple[str, Any, dataclasses.Field]] = [
-        ("_target_", str, dataclasses.field(default=f"{cls.__module__}.{cls.__qualname__}"))]
+        ("_target_", str, dataclasses.field(default=f"{cls.__module__}.{cls.__qualname__}"))
+    ] if target else []
     spec += [(k, type(v), dataclasses.field(default=v))
              for k, v in getattr(cls, HYDRA_KEYS, {}).items()]
     for f in settings(cls):

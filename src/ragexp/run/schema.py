@@ -31,7 +31,7 @@ from ragexp.data.units import UNITS
 from ragexp.evaluation.measures import DEFAULT_NAMES
 from ragexp.generate.known_item import KnownItemGenerator
 from ragexp.index.ann import FlatSpec, HNSWSpec, IVFPQSpec, IVFSpec
-from ragexp.index.bm25 import METHODS
+from ragexp.index.bm25 import BM25Params
 from ragexp.index.embedders import FastEmbedEmbedder, HashEmbedder
 from ragexp.index.precomputed import PrecomputedEmbedder
 from ragexp.stages import abstain
@@ -152,15 +152,9 @@ class DenseAbstainConf:
     folds: int = field(default=5, metadata=abstain.FOLDS)
 
 
-@dataclass
-class BM25Conf:
-    """The ``bm25`` group: the fields of ``index.bm25.BM25Params``, which ``build.bm25_params``
-    makes of it (no ``_target_``: recorded configs stay as they were)."""
-
-    k1: float = field(default=1.5, metadata={"ge": 0})  # term-frequency saturation
-    b: float = field(default=0.75, metadata={"ge": 0, "le": 1})  # document-length normalisation
-    method: str = field(default="lucene", metadata={"choices": METHODS})  # variants: bm25.py
-    delta: float = field(default=0.5, metadata={"ge": 0})  # bm25l/bm25+: lower bound of tfc
+# The ``bm25`` group: the fields of ``index.bm25.BM25Params``, which ``build.bm25_params`` makes
+# of it (no ``_target_``: recorded configs stay as they were).
+BM25Conf = settings.schema(BM25Params, "BM25Conf", target=False)
 
 
 ExtractiveAnswerConf = settings.schema(ExtractiveAnswerer, "ExtractiveAnswerConf")

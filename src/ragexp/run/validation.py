@@ -721,15 +721,6 @@ def hybrid_has_a_part(cfg: DictConfig) -> list[str]:
 
 
 @cross_field_rule
-def bm25l_lower_bound(cfg: DictConfig) -> list[str]:
-    """``bm25.method=bm25l`` needs ``k1 + delta > 0`` (``index.bm25.BM25Params``)."""
-    b = cfg.get("bm25")
-    if b is None or b.get("method") != "bm25l" or b.k1 + b.delta > 0:
-        return []
-    return [f"bm25.method=bm25l needs bm25.k1 + bm25.delta > 0, got {b.k1} + {b.delta}"]
-
-
-@cross_field_rule
 def sections_need_headings(cfg: DictConfig) -> list[str]:
     """``dataset.unit=section`` scores a chunk's heading path (``data.units``); a chunker that
     keeps every document whole (``WholeDocumentChunker``, ``chunking=none``) gives each
