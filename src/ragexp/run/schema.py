@@ -2,12 +2,14 @@
 
 Every option file in ``conf/<group>/`` starts from one of these (``defaults: [<name>_schema]``),
 so a misspelt key or a wrong type fails at composition, before a sweep starts, not halfway
-through it. What a field accepts is data on the field, checked for every composed config by
-``ragexp.run.validation``: a range (``metadata={"ge": 1}``, keys ``ge``, ``gt``, ``le``,
-``lt``), a set of names (``choices``, taken from the module that uses the value), an input
-that must exist (``path``: ``dir``, ``file`` or ``any``), and for a value with no default
-(``MISSING``) what to give (``hint``). ``_target_`` names the class Hydra instantiates for that
-option.
+through it. A stage's schema is generated from the stage's own dataclass (``settings.schema``):
+its fields, defaults and what each accepts, declared once beside the code that reads them, and
+checked for every composed config by ``ragexp.run.validation``: a range (``metadata={"ge":
+1}``, keys ``ge``, ``gt``, ``le``, ``lt``), a set of names (``choices``), an input that must
+exist (``path``: ``dir``, ``file`` or ``any``), and for a value the user must give what to give
+(``hint``). ``_target_`` names the class Hydra instantiates for that option. The schemas
+written here are those with no stage class of their own (the top-level ``Config``, the abstain
+group, the LLM endpoint keys) or whose stage takes the run's resources (the retrievers).
 """
 
 from __future__ import annotations

@@ -1,18 +1,20 @@
 """Config values checked when the config is composed, before any MLflow run or sweep job exists,
 so a job never refuses a value that composition accepted.
 
-What a field accepts is data on the schema: a dataclass field in ``schema.py`` declares
-``field(default=..., metadata={...})`` with a range (keys ``ge``, ``gt``, ``le``, ``lt``), a set
-of names (``choices``), an input that must exist (``path``: ``dir``, ``file`` or ``any``,
-relative to the folder the run starts in, as the readers open it) and, for a value without a
-default (``MISSING``), a ``hint`` of what to give. ``check_fields`` walks any composed config
-whose nodes keep their schema type, so a new field is checked with no further code; every
-``MISSING`` value left is reported by ``missing_values``. Rules that relate several keys
-(``overlap_words < max_words``, ``k`` at least the deepest measure cutoff, the objective among
-the measures, ...) are plain functions registered with ``cross_field_rule``; each returns a list
-of messages. ``validate`` runs them all and raises one ``ConfigRangeError`` listing every
-problem. ``composition_error`` turns Hydra's own composition errors (an unknown option, a
-misspelt key) into one line.
+What a field accepts is data on the field (``ragexp.settings``): a stage's dataclass field, from
+which its schema is generated, or a field of ``schema.py``, declares ``field(default=...,
+metadata={...})`` with a range (keys ``ge``, ``gt``, ``le``, ``lt``), a set of names
+(``choices``), an input that must exist (``path``: ``dir``, ``file`` or ``any``, relative to the
+folder the run starts in, as the readers open it) and, for a value without a default
+(``MISSING``), a ``hint`` of what to give. ``check_fields`` walks any composed config whose nodes
+keep their schema type, so a new field is checked with no further code; every ``MISSING`` value
+left is reported by ``missing_values``. Rules that relate several keys (``overlap_words <
+max_words``, ``k`` at least the deepest measure cutoff, the objective among the measures, ...)
+are plain functions registered with ``settings.cross_field_rule``: a stage's own rules in the
+stage's module (its constructor raises the same message), the rules that relate several groups
+or read the corpus here; each returns a list of messages. ``validate`` runs them all and raises
+one ``ConfigRangeError`` listing every problem. ``composition_error`` turns Hydra's own
+composition errors (an unknown option, a misspelt key) into one line.
 """
 
 from __future__ import annotations
