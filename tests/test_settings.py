@@ -215,3 +215,23 @@ def test_a_stage_module_registers_its_own_rules():
                  embedders.device_runs_here):
         assert rule in settings.RULES
         assert rule.__module__ != "ragexp.run.validation"
+
+
+def test_a_rule_for_a_group_reads_only_a_node_that_holds_its_keys():
+    seen = []
+
+    def check(node, at):
+        seen.append((at, dict(node)))
+        return [f"{at}: checked"]
+
+    rule = settings.rule_for("chunking.children", ("max_words",), check)
+    try:
+        cfg = OmegaConf.create({"chunking": {"children": {"max_words": 40}}})
+        assert rule(cfg) == ["chunking.children: checked"]
+        assert rule(OmegaConf.create({"chunking": {"children": {"overlap": 1}}})) == []
+        assert rule(OmegaConf.create({"chunking": {"children": None}})) == []
+        assert rule(OmegaConf.create({"fusion": {}})) == []
+        assert seen == [("chunking.children", {"max_words": 40})]
+        assert rule.__name__ == "check_of_chunking_children"
+    finally:
+        settings.RULES.remove(rule)

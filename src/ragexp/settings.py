@@ -13,8 +13,9 @@ by the run that builds the stage, never a config key: a tokenizer; ``BUILT``) an
 - ``problems`` and ``check`` apply the same metadata to a built stage (``__post_init__``), with
   the same message (``field_problems``), so constructing a stage directly refuses what
   composition refuses, in the same words;
-- ``cross_field_rule`` registers, from the stage's own module, a rule relating several keys
-  (``overlap_words < max_words``), which ``run.validation`` runs on every composed config.
+- ``cross_field_rule`` (or ``rule_for``, for a check of one group's node) registers, from the
+  stage's own module, a rule relating several keys (``overlap_words < max_words``), which
+  ``run.validation`` runs on every composed config.
 
 May import only the standard library and ``ragexp.errors``: every package imports it.
 """
@@ -26,7 +27,7 @@ import operator
 import sys
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -126,6 +127,26 @@ def cross_field_rule(rule: CrossFieldRule) -> CrossFieldRule:
     if rule not in RULES:
         RULES.append(rule)
     return rule
+
+
+def rule_for(group: str, keys: Iterable[str], check: Callable[[Any, str], list[str]]
+             ) -> CrossFieldRule:
+    """Register, and return, the rule ``check(node, group)`` on the composed config's node at
+    ``group`` (dotted: ``chunking.children``) when that node holds every one of ``keys``: a
+    stage's own cross-field check, which its constructor applies to itself
+    (``check(self, "chunking")``), so both say the same."""
+    needed = frozenset(keys)
+
+    def rule(cfg: Any) -> list[str]:
+        node = cfg
+        for part in group.split("."):
+            node = node.get(part) if hasattr(node, "keys") and part in node else None
+        return check(node, group) if hasattr(node, "keys") and needed <= set(node) else []
+
+    rule.__name__ = rule.__qualname__ = f"{check.__name__}_of_{group.replace('.', '_')}"
+    rule.__module__ = check.__module__
+    rule.__doc__ = f"``{check.__name__}`` of the composed ``{group}``."
+    return cross_field_rule(rule)
 
 
 def config_type(hint: Any) -> Any:

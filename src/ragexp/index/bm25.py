@@ -87,18 +87,14 @@ class TopK(NamedTuple):
     scores: np.ndarray
 
 
-def lower_bound(b) -> list[str]:
-    """``bm25.method=bm25l`` (``b``: params or the ``bm25`` config) needs ``k1 + delta > 0``."""
+def lower_bound(b, at: str = "bm25") -> list[str]:
+    """``method=bm25l`` (``b``: params, or the config at key ``at``) needs ``k1 + delta > 0``."""
     if b.method != "bm25l" or b.k1 + b.delta > 0:
         return []
-    return [f"bm25.method=bm25l needs bm25.k1 + bm25.delta > 0, got {b.k1} + {b.delta}"]
+    return [f"{at}.method=bm25l needs {at}.k1 + {at}.delta > 0, got {b.k1} + {b.delta}"]
 
 
-@settings.cross_field_rule
-def bm25l_lower_bound(cfg) -> list[str]:
-    """``lower_bound`` of the ``bm25`` group."""
-    b = cfg.get("bm25")
-    return lower_bound(b) if b is not None and {"method", "k1", "delta"} <= set(b) else []
+bm25l_lower_bound = settings.rule_for("bm25", ("method", "k1", "delta"), lower_bound)
 
 
 @dataclass(frozen=True)
@@ -119,7 +115,7 @@ class BM25Params:
     delta: float = field(default=0.5, metadata={"ge": 0})  # bm25l/bm25+: lower bound of tfc
 
     def __post_init__(self) -> None:
-        settings.check(self, "bm25", lower_bound(self))
+        settings.check(self, "bm25", lower_bound(self, "bm25"))
 
 
 @dataclass

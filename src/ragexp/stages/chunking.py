@@ -301,13 +301,8 @@ def window_overlaps(ch, at: str) -> list[str]:
                                ch.max_tokens))
 
 
-@settings.cross_field_rule
-def overlap_below_window(cfg) -> list[str]:
-    """``window_overlaps`` of ``chunking=markdown`` (any chunking with both window keys)."""
-    ch = cfg.get("chunking")
-    if ch is None or not {"overlap_words", "max_words", "overlap_tokens", "max_tokens"} <= set(ch):
-        return []
-    return window_overlaps(ch, "chunking")
+WINDOW_KEYS = ("overlap_words", "max_words", "overlap_tokens", "max_tokens")
+overlap_below_window = settings.rule_for("chunking", WINDOW_KEYS, window_overlaps)
 
 
 @dataclass(frozen=True)
@@ -393,18 +388,14 @@ class MarkdownChunker:
         return chunks
 
 
-def windows_choice(windows: str, at: str) -> list[str]:
-    """``windows`` (at key ``at``) names a way to treat passages over the embedder's window
-    (``WINDOWS``)."""
-    return [] if windows in WINDOWS else [f"{at}.windows={windows} is not a choice: must be "
-                                          f"one of {', '.join(WINDOWS)}"]
+def windows_choice(ch, at: str) -> list[str]:
+    """The ``windows`` of a whole-document chunker (or its config ``ch`` at key ``at``) names a
+    way to treat passages over the embedder's window (``WINDOWS``)."""
+    return [] if ch.windows in WINDOWS else [f"{at}.windows={ch.windows} is not a choice: must "
+                                             f"be one of {', '.join(WINDOWS)}"]
 
 
-@settings.cross_field_rule
-def windows_is_a_choice(cfg) -> list[str]:
-    """``windows_choice`` of ``chunking=none``."""
-    ch = cfg.get("chunking")
-    return windows_choice(ch.windows, "chunking") if ch is not None and "windows" in ch else []
+windows_is_a_choice = settings.rule_for("chunking", ("windows",), windows_choice)
 
 
 @dataclass(frozen=True)
@@ -434,7 +425,7 @@ class WholeDocumentChunker:
     markdown: bool = field(default=False, metadata=settings.BUILT)
 
     def __post_init__(self) -> None:
-        settings.check(self, "chunking", windows_choice(self.windows, "chunking"))
+        settings.check(self, "chunking", windows_choice(self, "chunking"))
 
     @property
     def needs_tokenizer(self) -> bool:

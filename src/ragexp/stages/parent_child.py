@@ -24,8 +24,8 @@ from ragexp import settings
 from ragexp.data.units import section_ids, unit_of
 from ragexp.index.embedders import TokenCounter
 from ragexp.records import Chunk, Document
-from ragexp.stages.chunking import (Chunker, MarkdownChunker, TokenSized, heading_line,
-                                    numbered_sections, window_overlaps)
+from ragexp.stages.chunking import (WINDOW_KEYS, Chunker, MarkdownChunker, TokenSized,
+                                    heading_line, numbered_sections, window_overlaps)
 
 
 @runtime_checkable
@@ -56,15 +56,9 @@ def section_parents(docs: Iterable[Document],
             for c in drafts}
 
 
-@settings.cross_field_rule
-def children_overlap_below_window(cfg) -> list[str]:
-    """``chunking.window_overlaps`` of ``chunking=parent_child``'s markdown children."""
-    ch = cfg.get("chunking")
-    children = ch.get("children") if ch is not None and "children" in ch else None
-    if not hasattr(children, "keys") or not {"overlap_words", "max_words", "overlap_tokens",
-                                             "max_tokens"} <= set(children):
-        return []
-    return window_overlaps(children, "chunking.children")
+# chunking=parent_child's markdown children
+children_overlap_below_window = settings.rule_for("chunking.children", WINDOW_KEYS,
+                                                  window_overlaps)
 
 
 @dataclass(frozen=True)

@@ -70,13 +70,7 @@ def chunk_words(ch, at: str) -> list[str]:
                             strict=False)
 
 
-@settings.cross_field_rule
-def min_below_max_words(cfg) -> list[str]:
-    """``chunk_words`` of ``chunking=semantic``."""
-    ch = cfg.get("chunking")
-    if ch is None or not {"min_words", "max_words"} <= set(ch):
-        return []
-    return chunk_words(ch, "chunking")
+min_below_max_words = settings.rule_for("chunking", ("min_words", "max_words"), chunk_words)
 
 
 @dataclass(frozen=True, repr=False)

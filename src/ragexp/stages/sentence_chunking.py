@@ -90,13 +90,8 @@ def sentence_overlap(ch, at: str) -> list[str]:
                             ch.sentences)
 
 
-@settings.cross_field_rule
-def overlap_below_chunk(cfg) -> list[str]:
-    """``sentence_overlap`` of ``chunking=sentences``."""
-    ch = cfg.get("chunking")
-    if ch is None or not {"overlap_sentences", "sentences"} <= set(ch):
-        return []
-    return sentence_overlap(ch, "chunking")
+overlap_below_chunk = settings.rule_for("chunking", ("overlap_sentences", "sentences"),
+                                        sentence_overlap)
 
 
 @dataclass(frozen=True)
