@@ -172,6 +172,13 @@ ONE_MESSAGE_INDEX = [
      {"device": "tpu"}),
     (["chunking=none", "chunking.windows=firstp"], "ragexp.stages.chunking.WholeDocumentChunker",
      {"windows": "firstp"}),
+    (["answer=llm", "answer.api_key_env=null", "answer.timeout=0"], "ragexp.answer.llm.Endpoint",
+     {"base_url": "http://x", "model": "m", "timeout": 0.0, "where": "answer"}),
+    (["answer=llm", "answer.api_key_env=null", "llm.concurrency=100"],
+     "ragexp.answer.llm.Endpoint",
+     {"base_url": "http://x", "model": "m", "concurrency": 100, "where": "answer"}),
+    (["judge=llm", "judge.api_key_env=null", "judge.max_tokens=0"], "ragexp.answer.llm.Endpoint",
+     {"base_url": "http://x", "model": "m", "max_tokens": 0, "where": "judge"}),
 ]
 
 

@@ -26,6 +26,7 @@ from omegaconf import MISSING, OmegaConf
 from ragexp import settings
 from ragexp.answer.extractive import ExtractiveAnswerer
 from ragexp.answer.judge import NoJudge
+from ragexp.answer.llm import LLM_RANGES
 from ragexp.data import shipped
 from ragexp.data.datasets import BeirDataset, MarkdownDataset
 from ragexp.data.split import AUTO, SPLITS
@@ -45,12 +46,6 @@ from ragexp.stages.parent_child import ParentChildChunker
 from ragexp.stages.rerankers import CrossEncoderReranker, LexicalReranker, NoReranker
 from ragexp.stages.semantic_chunking import SemanticChunker
 from ragexp.stages.sentence_chunking import SentenceChunker
-
-# Valid values of the LLM endpoint keys, as ``answer.llm.Endpoint`` checks them.
-LLM_RANGES = {"timeout": {"gt": 0}, "max_retries": {"ge": 0, "le": 20},
-              "concurrency": {"ge": 1, "le": 64}, "temperature": {"ge": 0, "le": 2},
-              "price_in_per_mtok": {"ge": 0}, "price_out_per_mtok": {"ge": 0},
-              "max_error_rate": {"ge": 0, "le": 1}}
 
 
 MarkdownDatasetConf = settings.schema(MarkdownDataset, "MarkdownDatasetConf")
@@ -217,7 +212,7 @@ class LLMCallConf:
 class LLMAnswerConf(LLMCallConf):
     _target_: str = "ragexp.answer.llm_answer.LLMAnswerer"
     name: str = "llm"
-    max_tokens: int = field(default=400, metadata={"ge": 1})
+    max_tokens: int = field(default=400, metadata=LLM_RANGES["max_tokens"])
     n_chunks: int = field(default=3, metadata={"ge": 1})
     max_sentences: int = field(default=2, metadata={"ge": 1})
     min_support: float = field(default=0.6, metadata={"ge": 0, "le": 1})
@@ -230,7 +225,7 @@ NoJudgeConf = settings.schema(NoJudge, "NoJudgeConf")
 class LLMJudgeConf(LLMCallConf):
     _target_: str = "ragexp.answer.judge.LLMJudge"
     name: str = "llm"
-    max_tokens: int = field(default=200, metadata={"ge": 1})
+    max_tokens: int = field(default=200, metadata=LLM_RANGES["max_tokens"])
     # hand-labelled answers for the judge's agreement (kappa); the shipped handbook labels
     labels: str = field(default="${ragexp.example:handbook/golden/judge/labels.jsonl}",
                         metadata={"path": "file"})
@@ -305,7 +300,7 @@ class LLMGeneratorConf:
     temperature: float = "${llm.temperature}"  # type: ignore[assignment]
     price_in_per_mtok: Optional[float] = "${llm.price_in_per_mtok}"  # type: ignore[assignment]
     price_out_per_mtok: Optional[float] = "${llm.price_out_per_mtok}"  # type: ignore[assignment]
-    max_tokens: int = field(default=400, metadata={"ge": 1})
+    max_tokens: int = field(default=400, metadata=LLM_RANGES["max_tokens"])
 
 
 @dataclass
