@@ -6,7 +6,9 @@ each measure): ``field(default=120, metadata={"ge": 10})``, with keys ``ge``, ``
 ``file`` or ``any``), ``hint`` (what to give: the config must give a value), ``built`` (given
 by the run that builds the stage, never a config key: a tokenizer; ``BUILT``) and
 ``interpolate`` (what the composed config holds by default in place of the field's default:
-``"${cache_dir}"``, the run's value). From that one declaration:
+``"${cache_dir}"``, the run's value). Two class attributes of a stage shape its schema further:
+``HYDRA_KEYS`` (Hydra's own keys, ``{"_recursive_": False}``) and ``LEADING`` (the settings a
+config lists first; default ``("name",)``). From that one declaration:
 
 - ``schema`` makes the typed config Hydra composes (registered by ``run.schema``), so a value
   out of range fails at composition, for every job of a sweep, before any run exists;
