@@ -387,7 +387,8 @@ def test_cuda_where_there_is_none_fails_at_once_in_one_line(tmp_path):
 
 
 def test_an_unknown_device_is_refused(tmp_path):
-    with pytest.raises(EmbedderError, match="embedder.device='tpu' must be one of cpu, cuda"):
+    with pytest.raises(EmbedderError,
+                       match="embedder.device=tpu is not a choice: must be one of cpu, cuda"):
         FastEmbedEmbedder("minilm-int8", cache_dir=str(tmp_path), device="tpu")
 
 

@@ -26,7 +26,7 @@ ALLOWED = {
     # measure families, each registered by ``register`` in the same module as it is declared
     ("ragexp.evaluation.measures", "FAMILIES"),
     # cross-field rules, each registered by the ``cross_field_rule`` decorator at import
-    ("ragexp.config.validation", "_RULES"),
+    ("ragexp.settings", "RULES"),
 }
 
 

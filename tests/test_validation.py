@@ -14,6 +14,7 @@ from cli_runs import run_ragexp
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
+from ragexp import settings
 from ragexp.config import schema, validation
 from ragexp.index import embedders
 from ragexp.run.app import CONF_DIR
@@ -99,7 +100,7 @@ def test_every_ranged_field_rejects_an_out_of_range_value(schema_type, name, bou
     message = str(info.value)
     key = f"{path}{name}"
     assert f"{key}={value}" in message or f"{key}={float(value)}" in message
-    assert validation.describe(bounds) in message
+    assert settings.describe(bounds) in message
     # the bound itself is inside the range: this key is not reported
     bound = next(iter(bounds.values()))
     if next(iter(bounds)) in ("ge", "le"):
@@ -152,9 +153,9 @@ def test_every_violation_is_listed_and_the_job_is_named():
 
 
 def test_cross_field_rules_plug_in(monkeypatch):
-    monkeypatch.setattr(validation, "_RULES", list(validation._RULES))
+    monkeypatch.setattr(settings, "RULES", list(settings.RULES))
 
-    @validation.cross_field_rule
+    @settings.cross_field_rule
     def k_covers_ten_rerank_heads(cfg):
         return [f"k={cfg.k} is below 10 x reranker.top_n={cfg.reranker.top_n}"] \
             if cfg.k < 10 * cfg.reranker.top_n else []
@@ -174,10 +175,10 @@ def test_measure_depth_is_a_cross_field_rule():
 
 
 def test_describe_reads_as_an_interval():
-    assert validation.describe({"ge": 0, "le": 1}) == "[0, 1]"
-    assert validation.describe({"gt": 0, "lt": 1}) == "(0, 1)"
-    assert validation.describe({"ge": 1}) == ">= 1"
-    assert validation.describe({"lt": 5}) == "< 5"
+    assert settings.describe({"ge": 0, "le": 1}) == "[0, 1]"
+    assert settings.describe({"gt": 0, "lt": 1}) == "(0, 1)"
+    assert settings.describe({"ge": 1}) == ">= 1"
+    assert settings.describe({"lt": 5}) == "< 5"
 
 
 def test_bad_value_in_one_sweep_option_stops_the_sweep_before_any_run(tmp_path):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "ragexp"
-ROOT_MODULES = ("records", "errors", "legacy", "session")  # shared by every package
+ROOT_MODULES = ("records", "errors", "settings", "legacy", "session")  # shared by every package
 COMMAND = "make architecture"
 
 

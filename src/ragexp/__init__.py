@@ -1,7 +1,7 @@
 """ragexp: measure which retrieval configuration of a RAG system actually works, and by how much.
 
 Packages by role, in the order data flows (``LAYERS``, bottom first). A module may import the
-shared records, errors and session here and any package before its own, never one after it
+shared records, errors, settings and session here and any package before its own, never one after it
 (``tests/test_architecture.py`` holds this): ``text`` -> ``data`` -> ``index`` -> ``stages`` ->
 ``answer`` -> ``generate`` -> ``evaluation`` -> ``tracking`` -> ``config`` -> ``decide`` ->
 ``report`` -> ``run`` -> ``serving`` -> ``cli``. Module paths of ragexp before that layout

@@ -21,12 +21,12 @@ command, code, a table or a column.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
+from ragexp import settings
 from ragexp.answer.base import (Answer, AnswerInput, Coverage, body, finish, refuse_early,
                                 sources_for)
-from ragexp.errors import InvalidValue
 from ragexp.text import markdown
 from ragexp.text.analysis import tokenize, word_count
 from ragexp.text.sentences import sentence_spans
@@ -64,23 +64,18 @@ class ExtractiveAnswerer:
     """The answer step's settings, as config (``answer.*``): they trade answer rate against
     refusals and citation precision, so they are swept like any other stage.
 
-    Raises ValueError for ``n_chunks``/``max_sentences`` < 1 or ``min_overlap`` or
-    ``min_support`` outside [0, 1].
+    Raises ``InvalidValue`` (a ValueError) for ``n_chunks``/``max_sentences`` < 1 or
+    ``min_overlap`` or ``min_support`` outside [0, 1].
     """
 
-    n_chunks: int = 3
-    max_sentences: int = 2
-    min_overlap: float = 0.3
-    min_support: float = 0.6
+    n_chunks: int = field(default=3, metadata={"ge": 1})
+    max_sentences: int = field(default=2, metadata={"ge": 1})
+    min_overlap: float = field(default=0.3, metadata={"ge": 0, "le": 1})
+    min_support: float = field(default=0.6, metadata={"ge": 0, "le": 1})
     name: str = "extractive"
 
     def __post_init__(self) -> None:
-        if self.n_chunks < 1 or self.max_sentences < 1:
-            raise InvalidValue("answer.n_chunks and answer.max_sentences must be >= 1, got "
-                               f"{self.n_chunks} and {self.max_sentences}")
-        for key in ("min_overlap", "min_support"):
-            if not 0 <= getattr(self, key) <= 1:
-                raise InvalidValue(f"answer.{key} must be in [0, 1], got {getattr(self, key)}")
+        settings.check(self, "answer")
 
     def answer(self, inputs: Sequence[AnswerInput], coverage: Coverage,
                progress: bool = False) -> list[Answer]:

@@ -82,13 +82,14 @@ class Judge(Protocol):
                chunks: Mapping[str, Chunk], progress: bool = False) -> JudgeResult: ...
 
 
+@dataclass(eq=False)
 class NoJudge:
     """``judge=none``: grades nothing, logs nothing."""
 
-    name = "none"
+    name: str = "none"
 
-    def __init__(self, name: str = "none"):
-        pass
+    def __post_init__(self) -> None:
+        self.name = "none"  # fixed, as before settings were fields
 
     def assess(self, queries, answers, chunks, progress=False) -> JudgeResult:
         return JudgeResult()

@@ -25,6 +25,7 @@ from typing import Optional, Sequence
 
 from tqdm import tqdm
 
+from ragexp import settings
 from ragexp.errors import RagexpError
 
 Messages = list[dict[str, str]]
@@ -32,6 +33,15 @@ Messages = list[dict[str, str]]
 
 class LLMError(RagexpError, RuntimeError):
     """A configuration or endpoint error that no retry fixes."""
+
+
+# What the endpoint keys accept (``llm.*``, and ``answer.*``, ``judge.*``, ``generator.*`` that
+# interpolate them): the schema fields' metadata (``config.schema``) and ``Endpoint``'s own check.
+LLM_RANGES = {"timeout": {"gt": 0}, "max_retries": {"ge": 0, "le": 20},
+              "concurrency": {"ge": 1, "le": 64}, "temperature": {"ge": 0, "le": 2},
+              "max_tokens": {"ge": 1},
+              "price_in_per_mtok": {"ge": 0}, "price_out_per_mtok": {"ge": 0},
+              "max_error_rate": {"ge": 0, "le": 1}}
 
 
 @dataclass(frozen=True)
@@ -56,18 +66,15 @@ class Endpoint:
     where: str = "llm"
 
     def __post_init__(self) -> None:
+        settings.refuse([p for key, bounds in LLM_RANGES.items() if hasattr(self, key)
+                         for p in settings.field_problems(f"{self.where}.{key}",
+                                                          getattr(self, key), bounds)], LLMError)
         checks = [("base_url", bool(self.base_url.strip()), "a URL such as "
                    "https://api.openai.com/v1 or http://localhost:11434/v1"),
-                  ("model", bool(self.model.strip()), "a model name"),
-                  ("timeout", self.timeout > 0 and math.isfinite(self.timeout), "> 0 seconds"),
-                  ("max_retries", 0 <= self.max_retries <= 20, "in [0, 20]"),
-                  ("concurrency", 1 <= self.concurrency <= 64, "in [1, 64]"),
-                  ("temperature", 0 <= self.temperature <= 2, "in [0, 2]"),
-                  ("max_tokens", self.max_tokens >= 1, ">= 1")]
-        for key in ("price_in_per_mtok", "price_out_per_mtok"):
+                  ("model", bool(self.model.strip()), "a model name")]
+        for key in ("timeout", "price_in_per_mtok", "price_out_per_mtok"):
             value = getattr(self, key)
-            checks.append((key, value is None or (value >= 0 and math.isfinite(value)),
-                           "null or >= 0 (USD per 1M tokens)"))
+            checks.append((key, value is None or math.isfinite(value), "a finite number"))
         for key, ok, valid in checks:
             if not ok:
                 raise LLMError(f"{self.where}.{key}={getattr(self, key)!r} is invalid: must be "

@@ -2,21 +2,20 @@
 
 Every option file in ``conf/<group>/`` starts from one of these (``defaults: [<name>_schema]``),
 so a misspelt key or a wrong type fails at composition, before a sweep starts, not halfway
-through it. What a field accepts is data on the field, checked for every composed config by
-``ragexp.config.validation``: a range (``metadata={"ge": 1}``, keys ``ge``, ``gt``, ``le``,
-``lt``), a set of names (``choices``, taken from the module that uses the value), an input
-that must exist (``path``: ``dir``, ``file`` or ``any``), and for a value with no default
-(``MISSING``) what to give (``hint``). ``_target_`` names the class Hydra instantiates for that
-option.
+through it. A stage's schema is generated from the stage's own dataclass (``settings.schema``):
+its fields, defaults and what each accepts, declared once beside the code that reads them, and
+checked for every composed config by ``ragexp.config.validation``: a range (``metadata={"ge":
+1}``, keys ``ge``, ``gt``, ``le``, ``lt``), a set of names (``choices``), an input that must
+exist (``path``: ``dir``, ``file`` or ``any``), and for a value the user must give what to give
+(``hint``). ``_target_`` names the class Hydra instantiates for that option. The schemas
+written here are those with no stage class of their own (the top-level ``Config``, the abstain
+group, the LLM endpoint keys) or whose stage takes the run's resources (the retrievers).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import re
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -24,170 +23,59 @@ from typing import Any, Dict, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from ragexp import settings
+from ragexp.answer.extractive import ExtractiveAnswerer
+from ragexp.answer.judge import NoJudge
+from ragexp.answer.llm import LLM_RANGES
 from ragexp.data import shipped
+from ragexp.data.datasets import BeirDataset, MarkdownDataset
 from ragexp.data.split import AUTO, SPLITS
 from ragexp.data.units import UNITS
 from ragexp.evaluation.measures import DEFAULT_NAMES
+from ragexp.generate.known_item import KnownItemGenerator
 from ragexp.index import ann
-from ragexp.index.bm25 import METHODS
-from ragexp.index.embedders import BATCH_TOKENS
-from ragexp.stages.fusion.norm import NORMS
-
-# Valid values of the LLM endpoint keys, as ``answer.llm.Endpoint`` checks them.
-LLM_RANGES = {"timeout": {"gt": 0}, "max_retries": {"ge": 0, "le": 20},
-              "concurrency": {"ge": 1, "le": 64}, "temperature": {"ge": 0, "le": 2},
-              "price_in_per_mtok": {"ge": 0}, "price_out_per_mtok": {"ge": 0},
-              "max_error_rate": {"ge": 0, "le": 1}}
-
-
-@dataclass
-class MarkdownDatasetConf:
-    _target_: str = "ragexp.data.datasets.MarkdownDataset"
-    name: str = "markdown-${ragexp.folder_name:${.corpus_dir}}"  # one experiment per corpus
-    corpus_dir: str = field(default=MISSING, metadata={
-        "path": "dir", "hint": "the folder of your markdown documents"})
-    # a file or folder, or a list of them (hand-written + generated)
-    questions: Any = field(default=MISSING, metadata={
-        "path": "any", "hint": "your labelled questions: a .jsonl file or a folder of them, or "
-                               "a list of them"})
-    # scoring unit (independent of label level)
-    unit: str = field(default="chunk", metadata={"choices": UNITS})
+from ragexp.index.bm25 import BM25Params
+from ragexp.index.embedders import FastEmbedEmbedder, HashEmbedder
+from ragexp.index.precomputed import PrecomputedEmbedder
+from ragexp.stages import abstain
+from ragexp.stages.abstain import DenseSignal, LexicalSignal
+from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
+from ragexp.stages.fusion.rank import RRF, WeightedRRF
+from ragexp.stages.fusion.score import CombMNZ, CombSUM, Convex
+from ragexp.stages.parent_child import ParentChildChunker
+from ragexp.stages.rerankers import CrossEncoderReranker, LexicalReranker, NoReranker
+from ragexp.stages.semantic_chunking import SemanticChunker
+from ragexp.stages.sentence_chunking import SentenceChunker
 
 
-@dataclass
-class BeirDatasetConf:
-    _target_: str = "ragexp.data.datasets.BeirDataset"
-    path: str = field(default=MISSING, metadata={
-        "path": "dir", "hint": "a BEIR-format folder (corpus.jsonl, queries.jsonl, qrels/)"})
-    name: str = "beir-${ragexp.folder_name:${.path}}"  # one experiment per BEIR folder
-    split: str = "test"  # qrels/<split>.tsv (validation's rule beir_files_exist)
-    # judged per document, so scored per document
-    unit: str = field(default="document", metadata={"choices": ("document",)})
-    kind_field: Optional[str] = "metadata.kind"  # dotted path into a query's JSON
-    unanswerable_field: Optional[str] = None  # e.g. metadata.answerable
-    unanswerable_value: Any = False  # the value there that marks a query unanswerable
+MarkdownDatasetConf = settings.schema(MarkdownDataset, "MarkdownDatasetConf")
+BeirDatasetConf = settings.schema(BeirDataset, "BeirDatasetConf")
+
+MarkdownChunkingConf = settings.schema(MarkdownChunker, "MarkdownChunkingConf")
+SentenceChunkingConf = settings.schema(SentenceChunker, "SentenceChunkingConf")
+SemanticChunkingConf = settings.schema(SemanticChunker, "SemanticChunkingConf", fields={
+    "embedder": (Any, field(default="${embedder}"))})  # the run's embedder config, whatever type
+ParentChildChunkingConf = settings.schema(ParentChildChunker, "ParentChildChunkingConf", fields={
+    "children": (MarkdownChunkingConf, field(default_factory=lambda: MarkdownChunkingConf(
+        **settings.values(ParentChildChunker().children))))})
+WholeDocChunkingConf = settings.schema(WholeDocumentChunker, "WholeDocChunkingConf")
 
 
-@dataclass
-class MarkdownChunkingConf:
-    _target_: str = "ragexp.stages.chunking.MarkdownChunker"
-    name: str = "markdown"
-    max_words: int = field(default=120, metadata={"ge": 10})
-    overlap_words: int = field(default=20, metadata={"ge": 0})
-    include_headings: bool = True
-    # fences/tables up to this stay whole; longer split at lines
-    max_block_words: int = field(default=400, metadata={"ge": 1})
-    # sizes in the embedder's tokens instead of words: at most this many tokens per chunk as
-    # embedded (heading path and special tokens included); null: sizes in words
-    max_tokens: Optional[int] = field(default=None, metadata={"ge": 16})
-    overlap_tokens: int = field(default=32, metadata={"ge": 0})  # with max_tokens only
+HashEmbedderConf = settings.schema(HashEmbedder, "HashEmbedderConf")
+FastEmbedConf = settings.schema(FastEmbedEmbedder, "FastEmbedConf")
+PrecomputedEmbedderConf = settings.schema(PrecomputedEmbedder, "PrecomputedEmbedderConf")
 
 
-@dataclass
-class SentenceChunkingConf:
-    _target_: str = "ragexp.stages.sentence_chunking.SentenceChunker"
-    name: str = "sentences"
-    sentences: int = field(default=6, metadata={"ge": 1})  # sentences per chunk
-    overlap_sentences: int = field(default=1, metadata={"ge": 0})  # shared with the next chunk
-    max_words: int = field(default=120, metadata={"ge": 10})  # a longer sentence splits at words
-    include_headings: bool = True
-
-
-@dataclass
-class SemanticChunkingConf:
-    _target_: str = "ragexp.stages.semantic_chunking.SemanticChunker"
-    _recursive_: bool = False  # the chunker builds the embedder itself, only when it chunks
-    _convert_: str = "all"  # ... from a plain, resolved copy of its config
-    name: str = "semantic"
-    embedder: Any = "${embedder}"  # the run's embedder embeds the sentences
-    # boundary where 1 - cos(neighbours) exceeds this percentile of the document's distances
-    breakpoint_percentile: float = field(default=95.0, metadata={"ge": 0, "le": 100})
-    min_words: int = field(default=40, metadata={"ge": 0})  # no boundary before this many words
-    max_words: int = field(default=160, metadata={"ge": 10})  # always a boundary before more
-    buffer: int = field(default=1, metadata={"ge": 0})  # sentences either side, embedded along
-    include_headings: bool = True
-    cache_dir: str = "${cache_dir}"  # sentence vectors go to the embedding cache under it
-
-
-@dataclass
-class ParentChildChunkingConf:
-    _target_: str = "ragexp.stages.parent_child.ParentChildChunker"
-    name: str = "parent_child"
-    # the retrieved children; the answerer reads their section (the parent)
-    children: MarkdownChunkingConf = field(
-        default_factory=lambda: MarkdownChunkingConf(max_words=40, overlap_words=10))
-    include_headings: bool = True  # the parent's text starts with its heading path
-
-
-@dataclass
-class WholeDocChunkingConf:
-    _target_: str = "ragexp.stages.chunking.WholeDocumentChunker"
-    name: str = "none"
-    include_title: bool = True
-    # a passage over the embedder's window: truncate (the model reads its first tokens, as
-    # BEIR does) or maxp (overlapping windows, the document scored by its best window)
-    windows: str = "truncate"
-
-
-@dataclass
-class HashEmbedderConf:
-    _target_: str = "ragexp.index.embedders.HashEmbedder"
-    name: str = "hash"
-    dim: int = field(default=512, metadata={"ge": 8})
-
-
-@dataclass
-class FastEmbedConf:
-    _target_: str = "ragexp.index.embedders.FastEmbedEmbedder"
-    name: str = MISSING
-    model: str = field(default=MISSING, metadata={
-        "hint": "a model of ragexp's or fastembed's catalogue, or a name for embedder.model_path"})
-    model_path: Optional[str] = field(default=None, metadata={"path": "dir"})
-    cache_dir: str = "${cache_dir}"
-    batch_size: int = field(default=32, metadata={"ge": 1})  # the most texts a batch
-    # the most padded tokens a batch (texts x the longest one's tokens); null: batch_size texts
-    batch_tokens: Optional[int] = field(default=BATCH_TOKENS, metadata={"ge": 1})
-    threads: Optional[int] = field(default=None, metadata={"ge": 1})
-    # a model outside ragexp's catalogue: output dimension
-    dim: Optional[int] = field(default=None, metadata={"ge": 1})
-    pooling: Optional[str] = None  # a local folder outside the catalogue: MEAN or CLS
-    query_prefix: str = ""
-    passage_prefix: str = ""
-    device: str = "cpu"  # cpu or cuda (ragexp[gpu]); part of the embedder's identity
-    # fastembed's data-parallel worker processes per embed call; null: one process
-    parallel: Optional[int] = field(default=None, metadata={"ge": 1})
-
-
-@dataclass
-class PrecomputedEmbedderConf:
-    """Vectors computed elsewhere: ``path`` holds passages.npy/.txt and queries.npy/.txt
-    (``index.precomputed``)."""
-
-    _target_: str = "ragexp.index.precomputed.PrecomputedEmbedder"
-    name: str = "precomputed"
-    # checked by the embedder itself (``precomputed.folder_problems``); an input of the run
-    path: str = field(default=MISSING, metadata={"input": "dir"})
-    # the questions' vectors from a named embedder option (e.g. minilm) instead of queries.npy
-    queries: Optional[str] = None
-
-
-def option_schema(spec: type, target: str) -> type:
-    """The schema of a config option whose settings its own class declares (a dataclass whose
-    fields carry their defaults and ranges, ``index.ann``'s options): ``_target_`` (``target``,
-    the path configs name the class by) and each field as the class has it, its default and
-    metadata, ``X | None`` written as ``Optional[X]`` for OmegaConf. Named ``<class>Conf``, a
-    class of this module (a sweep's jobs unpickle it by that name)."""
-    hints = typing.get_type_hints(spec)
-    fields = [("_target_", str, field(default=target))]
-    for f in dataclasses.fields(spec):
-        kind = hints[f.name]
-        if typing.get_origin(kind) in (typing.Union, types.UnionType):
-            kind = Optional[next(a for a in typing.get_args(kind) if a is not type(None))]
-        fields.append((f.name, kind, field(default=f.default, metadata=f.metadata)))
-    schema = dataclasses.make_dataclass(f"{spec.__name__}Conf", fields)
-    schema.__module__ = __name__
-    globals()[schema.__name__] = schema
-    return schema
+def index_schema(spec: type) -> type:
+    """The schema of the ``index`` option ``spec`` (a class of ``index.ann``, found by
+    ``ann.options()``): generated from its fields (``settings.schema``), its ``_target_`` the path
+    configs name it by (``ragexp.index.ann.<class>``, part of every run's identity), named
+    ``<class without Spec>IndexConf`` and bound in this module (a sweep's jobs unpickle it by
+    that name), so a new index option needs no line here."""
+    name = f"{spec.__name__.removesuffix('Spec')}IndexConf"
+    out = settings.schema(spec, name, target=f"{ann.__name__}.{spec.__name__}")
+    globals()[name] = out
+    return out
 
 
 @dataclass
@@ -228,43 +116,11 @@ class HybridRetrieverConf:
     fusion: Any = "${fusion}"  # the fusion group
 
 
-@dataclass
-class RRFConf:
-    _target_: str = "ragexp.stages.fusion.rank.RRF"
-    name: str = "rrf"
-    k: float = field(default=60.0, metadata={"ge": 0})
-
-
-@dataclass
-class WeightedRRFConf:
-    _target_: str = "ragexp.stages.fusion.rank.WeightedRRF"
-    name: str = "weighted_rrf"
-    k: float = field(default=60.0, metadata={"ge": 0})
-    weights: Dict[str, float] = field(default_factory=dict)  # {part: w >= 0}; a part not named: 1
-
-
-@dataclass
-class CombSUMConf:
-    _target_: str = "ragexp.stages.fusion.score.CombSUM"
-    name: str = "combsum"
-    # score normalisation before summing: minmax, zscore, sum or dbsf (stages/fusion/norm.py)
-    norm: str = field(default="minmax", metadata={"choices": tuple(NORMS)})
-
-
-@dataclass
-class CombMNZConf:
-    _target_: str = "ragexp.stages.fusion.score.CombMNZ"
-    name: str = "combmnz"
-    norm: str = field(default="minmax", metadata={"choices": tuple(NORMS)})
-
-
-@dataclass
-class ConvexConf:
-    _target_: str = "ragexp.stages.fusion.score.Convex"
-    name: str = "convex"
-    alpha: float = field(default=0.5, metadata={"ge": 0, "le": 1})  # weight of fusion.part
-    part: str = "dense"  # the part alpha weighs; the other one weighs 1 - alpha
-    norm: str = field(default="minmax", metadata={"choices": tuple(NORMS)})
+RRFConf = settings.schema(RRF, "RRFConf")
+WeightedRRFConf = settings.schema(WeightedRRF, "WeightedRRFConf")
+CombSUMConf = settings.schema(CombSUM, "CombSUMConf")
+CombMNZConf = settings.schema(CombMNZ, "CombMNZConf")
+ConvexConf = settings.schema(Convex, "ConvexConf")
 
 
 @dataclass
@@ -277,81 +133,34 @@ class TrecRunRetrieverConf:
     unit: str = field(default="${dataset.unit}", metadata={"choices": UNITS})
 
 
-@dataclass
-class NoRerankerConf:
-    _target_: str = "ragexp.stages.rerankers.NoReranker"
-    name: str = "none"
-    top_n: int = field(default=0, metadata={"ge": 0})
-
-
-@dataclass
-class LexicalRerankerConf:
-    _target_: str = "ragexp.stages.rerankers.LexicalReranker"
-    name: str = "lexical"
-    top_n: int = field(default=20, metadata={"ge": 1})
-    proximity_weight: float = field(default=0.2, metadata={"ge": 0})
-
-
-@dataclass
-class CrossEncoderRerankerConf:
-    _target_: str = "ragexp.stages.rerankers.CrossEncoderReranker"
-    name: str = "cross_encoder"
-    model_path: str = field(default=MISSING, metadata={
-        "path": "dir", "hint": "a local folder with a cross-encoder's model.onnx, tokenizer.json "
-                               "and tokenizer_config.json (none can be downloaded here); or use "
-                               "reranker=lexical / reranker=none"})
-    top_n: int = field(default=20, metadata={"ge": 1})
-
-
-@dataclass
-class LexicalSignalConf:
-    _target_: str = "ragexp.stages.abstain.LexicalSignal"
-    name: str = "lexical"
-    top_k: int = field(default=5, metadata={"ge": 1})
-    alpha: float = field(default=0.5, metadata={"ge": 0, "le": 1})
-
-
-@dataclass
-class DenseSignalConf:
-    _target_: str = "ragexp.stages.abstain.DenseSignal"
-    name: str = "dense"
-    top_k: int = field(default=5, metadata={"ge": 1})
+NoRerankerConf = settings.schema(NoReranker, "NoRerankerConf")
+LexicalRerankerConf = settings.schema(LexicalReranker, "LexicalRerankerConf")
+CrossEncoderRerankerConf = settings.schema(CrossEncoderReranker, "CrossEncoderRerankerConf")
+LexicalSignalConf = settings.schema(LexicalSignal, "LexicalSignalConf")
+DenseSignalConf = settings.schema(DenseSignal, "DenseSignalConf")
 
 
 @dataclass
 class LexicalAbstainConf:
     signal: LexicalSignalConf = field(default_factory=LexicalSignalConf)
     # share of answerable questions we accept to refuse wrongly
-    budget: float = field(default=0.125, metadata={"ge": 0, "lt": 1})
-    folds: int = field(default=5, metadata={"ge": 2})
+    budget: float = field(default=0.125, metadata=abstain.BUDGET)
+    folds: int = field(default=5, metadata=abstain.FOLDS)
 
 
 @dataclass
 class DenseAbstainConf:
     signal: DenseSignalConf = field(default_factory=DenseSignalConf)
-    budget: float = field(default=0.125, metadata={"ge": 0, "lt": 1})
-    folds: int = field(default=5, metadata={"ge": 2})
+    budget: float = field(default=0.125, metadata=abstain.BUDGET)
+    folds: int = field(default=5, metadata=abstain.FOLDS)
 
 
-@dataclass
-class BM25Conf:
-    """The ``bm25`` group: the fields of ``index.bm25.BM25Params``, which ``build.bm25_params``
-    makes of it (no ``_target_``: recorded configs stay as they were)."""
-
-    k1: float = field(default=1.5, metadata={"ge": 0})  # term-frequency saturation
-    b: float = field(default=0.75, metadata={"ge": 0, "le": 1})  # document-length normalisation
-    method: str = field(default="lucene", metadata={"choices": METHODS})  # variants: bm25.py
-    delta: float = field(default=0.5, metadata={"ge": 0})  # bm25l/bm25+: lower bound of tfc
+# The ``bm25`` group: the fields of ``index.bm25.BM25Params``, which ``build.bm25_params`` makes
+# of it (no ``_target_``: recorded configs stay as they were).
+BM25Conf = settings.schema(BM25Params, "BM25Conf", target=False)
 
 
-@dataclass
-class ExtractiveAnswerConf:
-    _target_: str = "ragexp.answer.extractive.ExtractiveAnswerer"
-    name: str = "extractive"
-    n_chunks: int = field(default=3, metadata={"ge": 1})
-    max_sentences: int = field(default=2, metadata={"ge": 1})
-    min_overlap: float = field(default=0.3, metadata={"ge": 0, "le": 1})
-    min_support: float = field(default=0.6, metadata={"ge": 0, "le": 1})
+ExtractiveAnswerConf = settings.schema(ExtractiveAnswerer, "ExtractiveAnswerConf")
 
 
 @dataclass
@@ -409,23 +218,20 @@ class LLMCallConf:
 class LLMAnswerConf(LLMCallConf):
     _target_: str = "ragexp.answer.llm_answer.LLMAnswerer"
     name: str = "llm"
-    max_tokens: int = field(default=400, metadata={"ge": 1})
+    max_tokens: int = field(default=400, metadata=LLM_RANGES["max_tokens"])
     n_chunks: int = field(default=3, metadata={"ge": 1})
     max_sentences: int = field(default=2, metadata={"ge": 1})
     min_support: float = field(default=0.6, metadata={"ge": 0, "le": 1})
 
 
-@dataclass
-class NoJudgeConf:
-    _target_: str = "ragexp.answer.judge.NoJudge"
-    name: str = "none"
+NoJudgeConf = settings.schema(NoJudge, "NoJudgeConf")
 
 
 @dataclass
 class LLMJudgeConf(LLMCallConf):
     _target_: str = "ragexp.answer.judge.LLMJudge"
     name: str = "llm"
-    max_tokens: int = field(default=200, metadata={"ge": 1})
+    max_tokens: int = field(default=200, metadata=LLM_RANGES["max_tokens"])
     # hand-labelled answers for the judge's agreement (kappa); the shipped handbook labels
     labels: str = field(default="${ragexp.example:handbook/golden/judge/labels.jsonl}",
                         metadata={"path": "file"})
@@ -482,16 +288,7 @@ class Config:
     latency_sample: int = field(default=100, metadata={"ge": 0})
 
 
-@dataclass
-class KnownItemGeneratorConf:
-    """``generator=known_item``: simulated known-item queries (``generate.known_item``)."""
-
-    _target_: str = "ragexp.generate.known_item.KnownItemGenerator"
-    strategy: str = "popular"  # popular (tf) or discriminative (1 / p(t)): the paper's two
-    lam: float = field(default=0.1, metadata={"ge": 0, "le": 1})  # weight of the collection model
-    mean_length: float = field(default=3.0, metadata={"gt": 0})  # Poisson mean, in terms
-    min_length: int = field(default=2, metadata={"ge": 1})
-    max_length: int = field(default=6, metadata={"ge": 1})
+KnownItemGeneratorConf = settings.schema(KnownItemGenerator, "KnownItemGeneratorConf")
 
 
 @dataclass
@@ -509,7 +306,7 @@ class LLMGeneratorConf:
     temperature: float = "${llm.temperature}"  # type: ignore[assignment]
     price_in_per_mtok: Optional[float] = "${llm.price_in_per_mtok}"  # type: ignore[assignment]
     price_out_per_mtok: Optional[float] = "${llm.price_out_per_mtok}"  # type: ignore[assignment]
-    max_tokens: int = field(default=400, metadata={"ge": 1})
+    max_tokens: int = field(default=400, metadata=LLM_RANGES["max_tokens"])
 
 
 @dataclass
@@ -537,8 +334,7 @@ SCHEMAS = {
                  "parent_child": ParentChildChunkingConf},
     "embedder": {"hash": HashEmbedderConf, "fastembed": FastEmbedConf,
                  "precomputed": PrecomputedEmbedderConf},
-    "index": {name: option_schema(spec, f"ragexp.index.ann.{spec.__name__}")
-              for name, spec in ann.options().items()},
+    "index": {name: index_schema(spec) for name, spec in ann.options().items()},
     "retriever": {"dense": DenseRetrieverConf, "bm25": BM25RetrieverConf,
                   "hybrid": HybridRetrieverConf, "trec_run": TrecRunRetrieverConf},
     "fusion": {"rrf": RRFConf, "weighted_rrf": WeightedRRFConf, "combsum": CombSUMConf,

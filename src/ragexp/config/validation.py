@@ -1,18 +1,20 @@
 """Config values checked when the config is composed, before any MLflow run or sweep job exists,
 so a job never refuses a value that composition accepted.
 
-What a field accepts is data on the schema: a dataclass field in ``schema.py`` declares
-``field(default=..., metadata={...})`` with a range (keys ``ge``, ``gt``, ``le``, ``lt``), a set
-of names (``choices``), an input that must exist (``path``: ``dir``, ``file`` or ``any``,
-relative to the folder the run starts in, as the readers open it) and, for a value without a
-default (``MISSING``), a ``hint`` of what to give. ``check_fields`` walks any composed config
-whose nodes keep their schema type, so a new field is checked with no further code; every
-``MISSING`` value left is reported by ``missing_values``. Rules that relate several keys
-(``overlap_words < max_words``, ``k`` at least the deepest measure cutoff, the objective among
-the measures, ...) are plain functions registered with ``cross_field_rule``; each returns a list
-of messages. ``validate`` runs them all and raises one ``ConfigRangeError`` listing every
-problem. ``composition_error`` turns Hydra's own composition errors (an unknown option, a
-misspelt key) into one line.
+What a field accepts is data on the field (``ragexp.settings``): a stage's dataclass field, from
+which its schema is generated, or a field of ``schema.py``, declares ``field(default=...,
+metadata={...})`` with a range (keys ``ge``, ``gt``, ``le``, ``lt``), a set of names
+(``choices``), an input that must exist (``path``: ``dir``, ``file`` or ``any``, relative to the
+folder the run starts in, as the readers open it) and, for a value without a default
+(``MISSING``), a ``hint`` of what to give. ``check_fields`` walks any composed config whose nodes
+keep their schema type, so a new field is checked with no further code; every ``MISSING`` value
+left is reported by ``missing_values``. Rules that relate several keys (``overlap_words <
+max_words``, ``k`` at least the deepest measure cutoff, the objective among the measures, ...)
+are plain functions registered with ``settings.cross_field_rule``: a stage's own rules in the
+stage's module (its constructor raises the same message), the rules that relate several groups
+or read the corpus here; each returns a list of messages. ``validate`` runs them all and raises
+one ``ConfigRangeError`` listing every problem. ``composition_error`` turns Hydra's own
+composition errors (an unknown option, a misspelt key) into one line.
 """
 
 from __future__ import annotations
@@ -20,28 +22,20 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
-import operator
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationToMissingValueError, OmegaConfBaseException
 
-from ragexp import legacy
+from ragexp import legacy, settings
 from ragexp.config import build, compose, schema
 from ragexp.data import readers, sizes
-from ragexp.errors import PATH_KINDS, RagexpError, path_problem
+from ragexp.errors import RagexpError
 from ragexp.evaluation import measures
 from ragexp.index import embedders, precomputed
-from ragexp.stages.chunking import WINDOWS
-
-BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
-    "ge": (operator.ge, ">="), "gt": (operator.gt, ">"),
-    "le": (operator.le, "<="), "lt": (operator.lt, "<"),
-}
-CrossFieldRule = Callable[[DictConfig], list[str]]
-_RULES: list[CrossFieldRule] = []
+from ragexp.settings import BOUNDS, cross_field_rule, field_problems
 
 
 class ConfigRangeError(RagexpError, ValueError):
@@ -50,48 +44,12 @@ class ConfigRangeError(RagexpError, ValueError):
     valid, one per line."""
 
 
-def describe(bounds: dict[str, Any]) -> str:
-    """``{"ge": 0, "le": 1}`` -> ``"[0, 1]"``; one-sided bounds read ``">= 1"``."""
-    lo = next(((k, bounds[k]) for k in ("ge", "gt") if k in bounds), None)
-    hi = next(((k, bounds[k]) for k in ("le", "lt") if k in bounds), None)
-    if lo and hi:
-        return f"{'[' if lo[0] == 'ge' else '('}{lo[1]}, {hi[1]}{']' if hi[0] == 'le' else ')'}"
-    only = lo or hi
-    return f"{BOUNDS[only[0]][1]} {only[1]}"
-
-
 def ranged_fields(schema_type: type) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(field name, bounds)`` for each field of a schema dataclass that declares a range."""
     for f in dataclasses.fields(schema_type):
         bounds = {k: v for k, v in f.metadata.items() if k in BOUNDS}
         if bounds:
             yield f.name, bounds
-
-
-def out_of_range(value: Any, bounds: dict[str, Any]) -> bool:
-    """True when ``value`` breaks any bound; ``None`` (an unset optional) is never out of range."""
-    if value is None:
-        return False
-    return any(not BOUNDS[k][0](value, bound) for k, bound in bounds.items())
-
-
-def field_problems(key: str, value: Any, meta: Any) -> list[str]:
-    """What is wrong with ``value`` of the config key ``key`` under its field's metadata
-    (ranges, ``choices``, ``path``); ``None`` (an unset optional) is never wrong."""
-    if value is None:
-        return []
-    bounds = {k: v for k, v in meta.items() if k in BOUNDS}
-    if bounds and out_of_range(value, bounds):
-        return [f"{key}={value} is out of range: must be {describe(bounds)}"]
-    if "choices" in meta and value not in meta["choices"]:
-        return [f"{key}={value!r} is not one of {', '.join(map(str, meta['choices']))}"]
-    if "path" in meta:  # one path, or a list of them (dataset.questions)
-        paths = list(value) if isinstance(value, (list, ListConfig)) else [value]
-        wrong = [(p, path_problem(str(p), meta["path"])) for p in paths]
-        return [f"{key}={p}: {problem} ({Path(str(p)).expanduser().resolve()}); give the path "
-                f"of a {PATH_KINDS[meta['path']]} that exists (relative paths start from the "
-                f"folder ragexp runs in)" for p, problem in wrong if problem]
-    return []
 
 
 def check_fields(cfg: DictConfig, prefix: str = "", skip: frozenset | set = frozenset()
@@ -164,13 +122,6 @@ def unresolvable(cfg: DictConfig | ListConfig, where: str = "") -> list[str]:
     return problems
 
 
-def cross_field_rule(rule: CrossFieldRule) -> CrossFieldRule:
-    """Register ``rule(cfg) -> [message, ...]`` to run on every composed config (decorator)."""
-    if rule not in _RULES:
-        _RULES.append(rule)
-    return rule
-
-
 def validate(cfg: DictConfig, where: str = "") -> None:
     """Raise ``ConfigRangeError`` naming every required value not given, every field value a
     job would refuse (``check_fields``) and every broken cross-field rule.
@@ -185,7 +136,7 @@ def validate(cfg: DictConfig, where: str = "") -> None:
     problems = missing_values(cfg) + unresolved
     problems += check_fields(cfg, skip={p.split("=", 1)[0] for p in unresolved})
     refused = refused_keys(problems)
-    for rule in _RULES:
+    for rule in settings.RULES:
         try:
             found = [p for p in rule(cfg) if not names_refused(p, refused)]
         except OmegaConfBaseException as exc:  # e.g. an interpolation to a missing value
@@ -214,40 +165,6 @@ def refused_keys(problems: list[str]) -> set[str]:
     ``field_problems``)."""
     return {leading_key(p) for p in problems
             if leading_key(p) and (" is out of range" in p or " is not one of" in p)}
-
-
-@cross_field_rule
-def overlap_below_window(cfg: DictConfig) -> list[str]:
-    """Markdown chunking: consecutive windows share fewer words than a window holds."""
-    ch = cfg.get("chunking")
-    if ch is None or "overlap_words" not in ch or "max_words" not in ch:
-        return []
-    if ch.overlap_words >= ch.max_words:
-        return [f"chunking.overlap_words={ch.overlap_words} is out of range: must be < "
-                f"chunking.max_words ({ch.max_words})"]
-    return []
-
-
-@cross_field_rule
-def token_overlap_below_window(cfg: DictConfig) -> list[str]:
-    """Markdown chunking in tokens: consecutive windows share fewer tokens than one holds."""
-    ch = cfg.get("chunking")
-    if ch is None or ch.get("max_tokens") is None or "overlap_tokens" not in ch:
-        return []
-    if ch.overlap_tokens >= ch.max_tokens:
-        return [f"chunking.overlap_tokens={ch.overlap_tokens} is out of range: must be < "
-                f"chunking.max_tokens ({ch.max_tokens})"]
-    return []
-
-
-@cross_field_rule
-def windows_is_a_choice(cfg: DictConfig) -> list[str]:
-    """``chunking.windows`` names a way to treat passages over the embedder's window."""
-    ch = cfg.get("chunking")
-    if ch is None or "windows" not in ch or ch.windows in WINDOWS:
-        return []
-    return [f"chunking.windows={ch.windows} is not a choice: must be one of "
-            f"{', '.join(WINDOWS)}"]
 
 
 @cross_field_rule
@@ -282,17 +199,6 @@ def reads_within_depth(cfg: DictConfig) -> list[str]:
     except ValueError as exc:
         return [str(exc)]
     return []
-
-
-@cross_field_rule
-def chunk_sizes_ordered(cfg: DictConfig) -> list[str]:
-    """Sentence chunking shares fewer sentences than a chunk holds; semantic chunking's
-    ``min_words`` is at most its ``max_words``; parent-child children, as markdown windows,
-    share fewer words than a window holds."""
-    return ordered_pairs(cfg, (("chunking", "overlap_sentences", "sentences", operator.lt, "<"),
-                               ("chunking", "min_words", "max_words", operator.le, "<="),
-                               ("chunking.children", "overlap_words", "max_words", operator.lt,
-                                "<")))
 
 
 def ordered_pairs(cfg: DictConfig, rules) -> list[str]:
@@ -784,19 +690,6 @@ def rerank_within_first_stage(cfg: DictConfig) -> list[str]:
 
 
 @cross_field_rule
-def convex_fuses_two_parts(cfg: DictConfig) -> list[str]:
-    """``fusion=convex`` with ``retriever=hybrid``: exactly two parts on, one of them
-    ``fusion.part``."""
-    fusion, depths = cfg.get("fusion"), _hybrid_parts(cfg)
-    if not depths or not isinstance(fusion, DictConfig) or fusion.get("name") != "convex":
-        return []
-    if len(depths) != 2 or fusion.get("part") not in depths:
-        return [f"fusion=convex combines exactly two parts, one of them fusion.part="
-                f"{fusion.get('part')}; retriever.parts has {sorted(depths)} on"]
-    return []
-
-
-@cross_field_rule
 def objective_is_measured(cfg: DictConfig) -> list[str]:
     """``objective`` is one of ``measures`` (``measures.check_objective``); measures that do
     not parse are ``depth_covers_measures``' to report, once (``measures=[AP]`` was also
@@ -826,15 +719,6 @@ def hybrid_has_a_part(cfg: DictConfig) -> list[str]:
         return []
     return ["retriever.parts has every part switched off (each set to null): the hybrid would "
             "fuse nothing; enable at least one"]
-
-
-@cross_field_rule
-def bm25l_lower_bound(cfg: DictConfig) -> list[str]:
-    """``bm25.method=bm25l`` needs ``k1 + delta > 0`` (``index.bm25.BM25Params``)."""
-    b = cfg.get("bm25")
-    if b is None or b.get("method") != "bm25l" or b.k1 + b.delta > 0:
-        return []
-    return [f"bm25.method=bm25l needs bm25.k1 + bm25.delta > 0, got {b.k1} + {b.delta}"]
 
 
 @cross_field_rule
@@ -883,18 +767,6 @@ def beir_files_exist(cfg: DictConfig) -> list[str]:
     absent = [name for name in wanted if not (root / name).is_file()]
     return [f"dataset.path={ds.path} has no {', '.join(absent)} (a BEIR folder needs corpus.jsonl, "
             f"queries.jsonl and qrels/<dataset.split>.tsv)"] if absent else []
-
-
-@cross_field_rule
-def cross_encoder_folder(cfg: DictConfig) -> list[str]:
-    """``reranker=cross_encoder``: its ``model_path`` folder holds ``model.onnx``."""
-    path = OmegaConf.select(cfg, "reranker.model_path", default=None, throw_on_missing=False)
-    if OmegaConf.select(cfg, "reranker.name") != "cross_encoder" or not path:
-        return []
-    folder = Path(str(path)).expanduser()
-    if folder.is_dir() and not (folder / "model.onnx").is_file():
-        return [f"reranker.model_path={path} has no model.onnx"]
-    return []
 
 
 @cross_field_rule
@@ -975,21 +847,6 @@ def experiment_named(cfg: DictConfig) -> list[str]:
         return []
     return [f"experiment={name!r} is blank: name the MLflow experiment (default "
             f"ragexp-<dataset name>)"]
-
-
-@cross_field_rule
-def device_runs_here(cfg: DictConfig) -> list[str]:
-    """``embedder.device`` is cpu or cuda, and cuda only where onnxruntime has its CUDA
-    provider (``embedders.cuda_unavailable``): a sweep stops before any job, never running on
-    the CPU instead."""
-    device = OmegaConf.select(cfg, "embedder.device", default=None)
-    if device is None or device == "cpu":
-        return []
-    if device not in embedders.DEVICES:
-        return [f"embedder.device={device} is not a choice: must be one of "
-                f"{', '.join(embedders.DEVICES)}"]
-    why = embedders.cuda_unavailable()
-    return [why] if why else []
 
 
 @cross_field_rule

@@ -27,7 +27,7 @@ from ragexp.data.beir import (
 from ragexp.data.golden import KIND_NAME, golden_files, load_corpus, load_golden
 from ragexp.data.readers import label, markdown_files, shown
 from ragexp.data.relevance import span_qrels, why_unjudged
-from ragexp.data.units import check_unit, unit_chunks, unit_of
+from ragexp.data.units import UNITS, check_unit, unit_chunks, unit_of
 from ragexp.errors import InvalidValue, listed
 from ragexp.records import OVERALL, UNANSWERABLE, Chunk, Document, Qrels, Query
 from ragexp.session import Session
@@ -60,10 +60,16 @@ class MarkdownDataset:
     generated side by side, told apart by each question's ``source``). Raises ``FileNotFoundError`` for a missing folder or file and
     ``golden.GoldenError`` listing every bad question line."""
 
-    corpus_dir: str = "corpus"
-    questions: str | list[str] = "golden"
-    name: str = "markdown"
-    unit: str = "chunk"
+    corpus_dir: str = field(default="corpus", metadata={
+        "path": "dir", "hint": "the folder of your markdown documents"})
+    # a file or folder, or a list of them (hand-written + generated)
+    questions: str | list[str] = field(default="golden", metadata={
+        "path": "any", "hint": "your labelled questions: a .jsonl file or a folder of them, or "
+                               "a list of them"})
+    # one experiment per corpus
+    name: str = field(default="markdown", metadata={
+        "interpolate": "markdown-${ragexp.folder_name:${.corpus_dir}}"})
+    unit: str = field(default="chunk", metadata={"choices": UNITS})  # the scoring unit
     _docs: dict[str, Document] = field(default_factory=dict, init=False, repr=False)
     _queries: list[Query] = field(default_factory=list, init=False, repr=False)
 
@@ -140,13 +146,19 @@ class BeirDataset:
     neither judgements nor the marker is reported and left out. Raises ``BeirFormatError``
     naming file and line, or the query, on bad input."""
 
-    path: str = ""
-    split: str = "test"
-    name: str = "beir"
-    unit: str = "document"  # BEIR judges documents; nothing finer can be scored
-    kind_field: str | None = "metadata.kind"
-    unanswerable_field: str | None = None
-    unanswerable_value: Any = False
+    LEADING: ClassVar[tuple[str, ...]] = ("path", "name")  # first in the config, as before
+
+    path: str = field(default="", metadata={
+        "path": "dir", "hint": "a BEIR-format folder (corpus.jsonl, queries.jsonl, qrels/)"})
+    split: str = "test"  # qrels/<split>.tsv (validation's rule beir_files_exist)
+    # one experiment per BEIR folder
+    name: str = field(default="beir", metadata={
+        "interpolate": "beir-${ragexp.folder_name:${.path}}"})
+    # BEIR judges documents; nothing finer can be scored
+    unit: str = field(default="document", metadata={"choices": ("document",)})
+    kind_field: str | None = "metadata.kind"  # dotted path into a query's JSON
+    unanswerable_field: str | None = None  # e.g. metadata.answerable
+    unanswerable_value: Any = False  # the value there that marks a query unanswerable
     _docs: list[Document] = field(default_factory=list, init=False, repr=False)
     _queries: list[Query] = field(default_factory=list, init=False, repr=False)
     _qrels: Qrels = field(default_factory=dict, init=False, repr=False)

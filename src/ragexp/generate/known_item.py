@@ -29,6 +29,7 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 
+from ragexp import settings
 from ragexp.errors import InvalidValue
 from ragexp.generate.passages import Job, Passage
 from ragexp.records import Document
@@ -95,11 +96,11 @@ class KnownItemGenerator:
     ``discriminative``; ``lam`` in [0, 1] the weight of the collection model (noise);
     lengths in terms. Raises ``InvalidValue`` on a value out of range."""
 
-    strategy: str = "popular"
-    lam: float = 0.1
-    mean_length: float = 3.0
-    min_length: int = 2
-    max_length: int = 6
+    strategy: str = "popular"  # popular (tf) or discriminative (1 / p(t)): the paper's two
+    lam: float = field(default=0.1, metadata={"ge": 0, "le": 1})  # weight of the collection model
+    mean_length: float = field(default=3.0, metadata={"gt": 0})  # Poisson mean, in terms
+    min_length: int = field(default=2, metadata={"ge": 1})
+    max_length: int = field(default=6, metadata={"ge": 1})
     name: ClassVar[str] = KIND
     kinds: ClassVar[tuple[str, ...]] = (KIND,)
     model: ClassVar[str | None] = None
@@ -110,8 +111,7 @@ class KnownItemGenerator:
         if self.strategy not in STRATEGIES:
             raise InvalidValue(f"generator.strategy={self.strategy!r} is not one of "
                                f"{', '.join(STRATEGIES)}")
-        if not 0 <= self.lam <= 1:
-            raise InvalidValue(f"generator.lam={self.lam} must be in [0, 1]")
+        settings.check(self, "generator")
         if not 1 <= self.min_length <= self.max_length:
             raise InvalidValue(f"generator.min_length={self.min_length} and max_length="
                                f"{self.max_length} need 1 <= min_length <= max_length")

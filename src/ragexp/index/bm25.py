@@ -40,6 +40,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import sparse
 
+from ragexp import settings
 from ragexp.errors import InvalidValue
 from ragexp.index.stagestore import stage_key
 from ragexp.text.analysis import tokenize
@@ -87,28 +88,35 @@ class TopK(NamedTuple):
     scores: np.ndarray
 
 
+def lower_bound(b, at: str = "bm25") -> list[str]:
+    """``method=bm25l`` (``b``: params, or the config at key ``at``) needs ``k1 + delta > 0``."""
+    if b.method != "bm25l" or b.k1 + b.delta > 0:
+        return []
+    return [f"{at}.method=bm25l needs {at}.k1 + {at}.delta > 0, got {b.k1} + {b.delta}"]
+
+
+bm25l_lower_bound = settings.rule_for("bm25", ("method", "k1", "delta"), lower_bound)
+
+
 @dataclass(frozen=True)
 class BM25Params:
     """The ``bm25`` config group as one value: what a BM25 index is fitted with, and all of it.
 
     ``k1 >= 0`` (term-frequency saturation), ``0 <= b <= 1`` (document-length normalisation),
     ``method`` one of ``METHODS`` (the table above), ``delta >= 0`` (bm25l, bm25+ only; kept
-    for every method, so a run's settings key its BM25 stage whatever they are). The ranges are
-    checked at config composition (``config.schema.BM25Conf``); here the method is, since an index
-    can be built without a config. Raises ``InvalidValue`` on an unknown method, or bm25l with
-    ``k1 + delta <= 0``."""
+    for every method, so a run's settings key its BM25 stage whatever they are). The group's
+    schema (``config.schema.BM25Conf``) is generated from these fields, so composition checks the
+    same ranges, as does the constructor (an index can be built without a config). Raises
+    ``InvalidValue`` on a value out of range, an unknown method, or bm25l with
+    ``k1 + delta <= 0`` (``lower_bound``)."""
 
-    k1: float = 1.5
-    b: float = 0.75
-    method: str = "lucene"
-    delta: float = 0.5
+    k1: float = field(default=1.5, metadata={"ge": 0})  # term-frequency saturation
+    b: float = field(default=0.75, metadata={"ge": 0, "le": 1})  # document-length normalisation
+    method: str = field(default="lucene", metadata={"choices": METHODS})  # the table above
+    delta: float = field(default=0.5, metadata={"ge": 0})  # bm25l/bm25+: lower bound of tfc
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise InvalidValue(f"bm25.method={self.method!r} is not a BM25 variant; use one of "
-                                 f"{', '.join(METHODS)}")
-        if self.method == "bm25l" and self.k1 + self.delta <= 0:
-            raise InvalidValue("bm25.method=bm25l needs bm25.k1 + bm25.delta > 0")
+        settings.check(self, "bm25", lower_bound(self, "bm25"))
 
     # an ``Index`` (``index.base``): built from the chunks' analysed terms
     source = "terms"

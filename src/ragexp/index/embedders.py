@@ -34,6 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ragexp import settings
 from ragexp.data import files
 from ragexp.errors import InvalidValue, RagexpError
 from ragexp.records import Chunk
@@ -189,13 +190,12 @@ class HashEmbedder:
     cosine with anything is 0: it is not L2-normalisable, and pretending otherwise would invent
     a direction."""
 
-    dim: int = 512
+    dim: int = field(default=512, metadata={"ge": 8})
     name: str = "hash"
     identity: EmbedderIdentity = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.dim < 8:
-            raise EmbedderError(f"embedder.dim must be >= 8, got {self.dim}")
+        settings.check(self, "embedder", error=EmbedderError)
         # The analyser's version is part of the model: its terms are the features.
         self.identity = EmbedderIdentity("hash", f"crc32-signed-{self.dim}+{ANALYZER}", "",
                                          "crc32", self.dim)
@@ -437,6 +437,24 @@ def _folder_counter(folder: str, mtime_ns: int, size: int) -> tuple[int, Any]:
                             f"the model's own folder") from exc
 
 
+def device_problems(device: str | None) -> list[str]:
+    """``embedder.device`` is one of ``DEVICES``, and cuda only where onnxruntime has its CUDA
+    provider (``cuda_unavailable``): never the CPU instead."""
+    if device is None or device == "cpu":
+        return []
+    if device not in DEVICES:
+        return [f"embedder.device={device} is not a choice: must be one of {', '.join(DEVICES)}"]
+    why = cuda_unavailable()
+    return [why] if why else []
+
+
+@settings.cross_field_rule
+def device_runs_here(cfg) -> list[str]:
+    """``device_problems`` of the run's embedder: a sweep stops before any job."""
+    embedder = cfg.get("embedder")
+    return device_problems(embedder.get("device")) if hasattr(embedder, "keys") else []
+
+
 @dataclass
 class FastEmbedEmbedder:
     """An ONNX sentence embedder run by fastembed.
@@ -446,28 +464,30 @@ class FastEmbedEmbedder:
     it, packaged models are assembled from PyPI packages and others download as fastembed does.
     """
 
-    model: str = "minilm-int8"
-    model_path: str | None = None
-    cache_dir: str = ".cache/ragexp"
-    batch_size: int = 32  # the most texts a batch (bigger batches of long texts grow
-    # onnxruntime's arena to GBs); batch_tokens: the most padded tokens a batch (``batches``)
-    batch_tokens: int | None = BATCH_TOKENS
-    threads: int | None = None
-    name: str = ""
-    dim: int | None = None  # for a model outside ragexp's catalogue: its output dimension
+    model: str = field(default="minilm-int8", metadata={
+        "hint": "a model of ragexp's or fastembed's catalogue, or a name for embedder.model_path"})
+    model_path: str | None = field(default=None, metadata={"path": "dir"})
+    cache_dir: str = field(default=".cache/ragexp", metadata={"interpolate": "${cache_dir}"})
+    # the most texts a batch (bigger batches of long texts grow onnxruntime's arena to GBs);
+    # batch_tokens: the most padded tokens a batch (``batches``); None: batch_size texts
+    batch_size: int = field(default=32, metadata={"ge": 1})
+    batch_tokens: int | None = field(default=BATCH_TOKENS, metadata={"ge": 1})
+    threads: int | None = field(default=None, metadata={"ge": 1})
+    name: str = field(default="", metadata={"interpolate": settings.REQUIRED})  # the option's
+    # for a model outside ragexp's catalogue: its output dimension
+    dim: int | None = field(default=None, metadata={"ge": 1})
     pooling: str | None = None  # and, for a local folder, its pooling (MEAN or CLS)
     query_prefix: str = ""
     passage_prefix: str = ""
-    device: str = "cpu"  # "cpu" or "cuda" (onnxruntime's CUDA provider; never a CPU fallback)
-    parallel: int | None = None  # fastembed's data-parallel workers (processes); None: one
+    # "cpu" or "cuda" (onnxruntime's CUDA provider; never a CPU fallback); part of the
+    # embedder's identity
+    device: str = "cpu"
+    # fastembed's data-parallel workers (processes); None: one
+    parallel: int | None = field(default=None, metadata={"ge": 1})
     identity: EmbedderIdentity = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.device not in DEVICES:
-            raise EmbedderError(f"embedder.device={self.device!r} must be one of "
-                                f"{', '.join(DEVICES)}")
-        if self.device == "cuda" and (why := cuda_unavailable()):
-            raise EmbedderError(why)
+        settings.check(self, "embedder", device_problems(self.device), error=EmbedderError)
         self.spec = resolve_spec(self.model, self.model_path, self.dim, self.pooling,
                                  self.query_prefix, self.passage_prefix)
         self._session = None

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragexp import settings
 from ragexp.data import readers
 from ragexp.errors import InvalidValue, listed
 from ragexp.index.embedders import Embedder, EmbedderError, EmbedderIdentity
@@ -319,10 +320,12 @@ class PrecomputedEmbedder:
     ``queries.npy``. Raises ``PrecomputedError`` for a missing or malformed file, a query
     embedder of another dimension, or both a query embedder and ``queries.npy``."""
 
-    path: str
+    # checked by the embedder itself (``folder_problems``); an input of the run
+    path: str = field(metadata={"input": "dir"})
+    # the questions' vectors from a named embedder option (e.g. minilm) instead of queries.npy
     queries: str | None = None
     name: str = "precomputed"
-    query_embedder: Embedder | None = field(default=None, repr=False)
+    query_embedder: Embedder | None = field(default=None, repr=False, metadata=settings.BUILT)
     identity: EmbedderIdentity = field(init=False)
 
     def __post_init__(self) -> None:

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 import numpy as np
 
+from ragexp import settings
 from ragexp.errors import InvalidValue
 from ragexp.index.resources import Passages
 from ragexp.records import Query, Ranking, ordered
@@ -50,15 +51,18 @@ class AbstainSignal(Protocol):
         ...
 
 
+@dataclass(eq=False)
 class LexicalSignal:
-    name = "lexical"
+    """``s = alpha * coverage + (1 - alpha) * bm25_norm`` over the ``top_k`` retrieved chunks
+    (module docstring)."""
 
-    def __init__(self, top_k: int = 5, alpha: float = 0.5, name: str = "lexical"):
-        if top_k < 1:
-            raise InvalidValue(f"abstain.signal.top_k must be >= 1, got {top_k}")
-        if not 0 <= alpha <= 1:
-            raise InvalidValue(f"abstain.signal.alpha must be in [0, 1], got {alpha}")
-        self.top_k, self.alpha = top_k, alpha
+    top_k: int = field(default=5, metadata={"ge": 1})
+    alpha: float = field(default=0.5, metadata={"ge": 0, "le": 1})
+    name: str = "lexical"
+
+    def __post_init__(self) -> None:
+        settings.check(self, "abstain.signal")
+        self.name = "lexical"  # fixed, as before settings were fields
 
     def compute(self, queries, ranking, passages):
         bm25 = passages.bm25()
@@ -76,13 +80,16 @@ class LexicalSignal:
         return out
 
 
+@dataclass(eq=False)
 class DenseSignal:
-    name = "dense"
+    """``s = max cos(q, C)`` over the ``top_k`` retrieved chunks."""
 
-    def __init__(self, top_k: int = 5, name: str = "dense"):
-        if top_k < 1:
-            raise InvalidValue(f"abstain.signal.top_k must be >= 1, got {top_k}")
-        self.top_k = top_k
+    top_k: int = field(default=5, metadata={"ge": 1})
+    name: str = "dense"
+
+    def __post_init__(self) -> None:
+        settings.check(self, "abstain.signal")
+        self.name = "dense"  # fixed, as before settings were fields
 
     def compute(self, queries, ranking, passages):
         qids = list(queries)
@@ -167,14 +174,17 @@ class AbstainResult:
         return d
 
 
+BUDGET = {"ge": 0, "lt": 1}  # what abstain.budget accepts (the schema field's metadata)
+FOLDS = {"ge": 2}  # abstain.folds
+
+
 def evaluate_abstain(signal: dict[str, float], queries: list[Query], name: str,
                      budget: float = 0.125, folds: int = 5, seed: int = 0) -> AbstainResult:
     """Curve, AUC, operating point under ``budget`` and its k-fold cross-validated rates, ``k``
     the ``cv_folds`` of ``folds`` (``AbstainResult.cv_folds``: fewer than ``folds`` when the
     unanswerable questions are fewer). Raises ``InvalidValue`` for a budget outside [0, 1) or
     fewer than 2 answerable or 2 unanswerable questions."""
-    if not 0 <= budget < 1:
-        raise InvalidValue(f"abstain.budget must be in [0, 1), got {budget}")
+    settings.refuse(settings.field_problems("abstain.budget", budget, BUDGET))
     qs = [q for q in queries if q.qid in signal]
     labels = [q.answerable for q in qs]
     if labels.count(True) < 2 or labels.count(False) < 2:

@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import logging
 import textwrap
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Protocol, runtime_checkable
 
+from ragexp import settings
 from ragexp.errors import InvalidValue
 from ragexp.index.embedders import TokenCounter
 from ragexp.records import Chunk, Document
@@ -291,6 +292,19 @@ def spans_of(units: list[Unit]) -> tuple[tuple[int, int], ...]:
     return tuple((s, e) for s, e in spans)
 
 
+def window_overlaps(ch, at: str) -> list[str]:
+    """Consecutive windows of a markdown chunker (or its config ``ch`` at key ``at``) share
+    fewer words than a window holds, and, sized in tokens, fewer tokens."""
+    return (settings.ordered(f"{at}.overlap_words", ch.overlap_words, f"{at}.max_words",
+                             ch.max_words)
+            + settings.ordered(f"{at}.overlap_tokens", ch.overlap_tokens, f"{at}.max_tokens",
+                               ch.max_tokens))
+
+
+WINDOW_KEYS = ("overlap_words", "max_words", "overlap_tokens", "max_tokens")
+overlap_below_window = settings.rule_for("chunking", WINDOW_KEYS, window_overlaps)
+
+
 @dataclass(frozen=True)
 class MarkdownChunker:
     """Heading-aware windows (module docstring): ``max_words``/``overlap_words`` in words, or,
@@ -298,27 +312,20 @@ class MarkdownChunker:
     (``tokenizer``, given by ``with_tokenizer``). Raises ``InvalidValue`` on sizes out of
     range, and from ``chunk`` when ``max_tokens`` is set without a tokenizer."""
 
-    max_words: int = 120
-    overlap_words: int = 20
+    max_words: int = field(default=120, metadata={"ge": 10})
+    overlap_words: int = field(default=20, metadata={"ge": 0})
     include_headings: bool = True
-    max_block_words: int = 400
+    # fences/tables up to this stay whole; longer split at lines
+    max_block_words: int = field(default=400, metadata={"ge": 1})
     name: str = "markdown"
-    max_tokens: int | None = None
-    overlap_tokens: int = 32
-    tokenizer: TokenCounter | None = None
+    # sizes in the embedder's tokens instead of words: at most this many tokens per chunk as
+    # embedded (heading path and special tokens included); null: sizes in words
+    max_tokens: int | None = field(default=None, metadata={"ge": 16})
+    overlap_tokens: int = field(default=32, metadata={"ge": 0})  # with max_tokens only
+    tokenizer: TokenCounter | None = field(default=None, metadata=settings.BUILT)
 
     def __post_init__(self) -> None:
-        if self.max_words < 10:
-            raise InvalidValue(f"chunking.max_words must be >= 10, got {self.max_words}")
-        if self.max_block_words < 1:
-            raise InvalidValue(f"chunking.max_block_words must be >= 1, got "
-                               f"{self.max_block_words}")
-        if not 0 <= self.overlap_words < self.max_words:
-            raise InvalidValue(f"chunking.overlap_words must be in [0, max_words), "
-                               f"got {self.overlap_words} with max_words={self.max_words}")
-        if self.max_tokens is not None and not 0 <= self.overlap_tokens < self.max_tokens:
-            raise InvalidValue(f"chunking.overlap_tokens must be in [0, max_tokens), "
-                               f"got {self.overlap_tokens} with max_tokens={self.max_tokens}")
+        settings.check(self, "chunking", window_overlaps(self, "chunking"))
 
     @property
     def needs_tokenizer(self) -> bool:
@@ -381,6 +388,16 @@ class MarkdownChunker:
         return chunks
 
 
+def windows_choice(ch, at: str) -> list[str]:
+    """The ``windows`` of a whole-document chunker (or its config ``ch`` at key ``at``) names a
+    way to treat passages over the embedder's window (``WINDOWS``)."""
+    return [] if ch.windows in WINDOWS else [f"{at}.windows={ch.windows} is not a choice: must "
+                                             f"be one of {', '.join(WINDOWS)}"]
+
+
+windows_is_a_choice = settings.rule_for("chunking", ("windows",), windows_choice)
+
+
 @dataclass(frozen=True)
 class WholeDocumentChunker:
     """One chunk per document, title prepended: for corpora that are already passages.
@@ -398,17 +415,17 @@ class WholeDocumentChunker:
 
     include_title: bool = True
     name: str = "none"
+    # a passage over the embedder's window: truncate (the model reads its first tokens, as
+    # BEIR does) or maxp (overlapping windows, the document scored by its best window)
     windows: str = "truncate"
-    tokenizer: TokenCounter | None = None
+    tokenizer: TokenCounter | None = field(default=None, metadata=settings.BUILT)
     # the documents are markdown (not BEIR passages): a leading YAML front matter block is
     # metadata, held by no chunk, as under the markdown chunkers (``text.markdown.text_start``);
     # ``stages.ranking.reading`` sets it for a dataset that is not plain text
-    markdown: bool = False
+    markdown: bool = field(default=False, metadata=settings.BUILT)
 
     def __post_init__(self) -> None:
-        if self.windows not in WINDOWS:
-            raise InvalidValue(f"chunking.windows={self.windows!r}: choose one of "
-                               f"{', '.join(WINDOWS)}")
+        settings.check(self, "chunking", windows_choice(self, "chunking"))
 
     @property
     def needs_tokenizer(self) -> bool:

@@ -20,11 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterable, Protocol, runtime_checkable
 
+from ragexp import settings
 from ragexp.data.units import section_ids, unit_of
 from ragexp.index.embedders import TokenCounter
 from ragexp.records import Chunk, Document
-from ragexp.stages.chunking import (Chunker, MarkdownChunker, TokenSized, heading_line,
-                                    numbered_sections)
+from ragexp.stages.chunking import (WINDOW_KEYS, Chunker, MarkdownChunker, TokenSized,
+                                    heading_line, numbered_sections, window_overlaps)
 
 
 @runtime_checkable
@@ -55,6 +56,11 @@ def section_parents(docs: Iterable[Document],
             for c in drafts}
 
 
+# chunking=parent_child's markdown children
+children_overlap_below_window = settings.rule_for("chunking.children", WINDOW_KEYS,
+                                                  window_overlaps)
+
+
 @dataclass(frozen=True)
 class ParentChildChunker:
     """Chunks are ``children``'s; ``parents`` maps each to its section (module docstring).
@@ -62,8 +68,9 @@ class ParentChildChunker:
     embedder's tokens (``chunking.children.max_tokens``) get its tokenizer through this
     chunker (``TokenSized``)."""
 
+    # the retrieved children; the answerer reads their section (the parent)
     children: Chunker = MarkdownChunker(max_words=40, overlap_words=10)
-    include_headings: bool = True
+    include_headings: bool = True  # the parent's text starts with its heading path
     name: str = "parent_child"
 
     def chunk(self, docs: Iterable[Document]) -> list[Chunk]:

@@ -17,9 +17,11 @@ Reranking is a hypothesis to measure: the ablation set runs the default with and
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from ragexp import settings
 from ragexp.errors import InvalidValue
 from ragexp.index.resources import Passages
 from ragexp.records import Ranking, ordered
@@ -54,11 +56,15 @@ def _apply(ranking: Ranking, top_n: int, rescore) -> Ranking:
     return out
 
 
+@dataclass(eq=False)
 class NoReranker:
-    name = "none"
+    """Identity: rescores nothing (``top_n`` is 0 whatever the config says)."""
 
-    def __init__(self, name: str = "none", top_n: int = 0):
-        self.top_n = 0
+    name: str = "none"
+    top_n: int = field(default=0, metadata={"ge": 0})
+
+    def __post_init__(self) -> None:
+        self.name, self.top_n = "none", 0  # as before settings were fields: fixed
 
     def rerank(self, queries: dict[str, str], ranking: Ranking, passages: Passages) -> Ranking:
         return ranking
@@ -80,13 +86,18 @@ def shortest_window(positions: dict[str, list[int]]) -> int:
     return best or 0
 
 
+@dataclass(eq=False)
 class LexicalReranker:
-    name = "lexical"
+    """Coverage, proximity and the first stage's order (module docstring); ``proximity_weight``
+    is lambda."""
 
-    def __init__(self, top_n: int = 20, proximity_weight: float = 0.2, name: str = "lexical"):
-        if top_n < 1:
-            raise InvalidValue(f"reranker.top_n must be >= 1, got {top_n}")
-        self.top_n, self.weight = top_n, proximity_weight
+    top_n: int = field(default=20, metadata={"ge": 1})
+    proximity_weight: float = field(default=0.2, metadata={"ge": 0})
+    name: str = "lexical"
+
+    def __post_init__(self) -> None:
+        settings.check(self, "reranker")
+        self.name = "lexical"  # fixed, as before settings were fields
 
     def score(self, query: str, text: str, bm25) -> float:
         return self.score_terms(set(tokenize(query)), tokenize(text), bm25)
@@ -101,7 +112,7 @@ class LexicalReranker:
                 positions.setdefault(term, []).append(pos)
         coverage = bm25.coverage(q_terms, positions)
         proximity = len(positions) / (1 + shortest_window(positions)) if len(positions) > 1 else 0
-        return coverage + self.weight * proximity
+        return coverage + self.proximity_weight * proximity
 
     def rerank(self, queries: dict[str, str], ranking: Ranking, passages: Passages) -> Ranking:
         terms, bm25 = passages.terms, passages.bm25()
@@ -114,25 +125,47 @@ class LexicalReranker:
         return _apply(ranking, self.top_n, rescore)
 
 
+def model_file(path: str) -> list[str]:
+    """A cross-encoder's ``model_path`` folder holds ``model.onnx``."""
+    if (Path(str(path)).expanduser() / "model.onnx").is_file():
+        return []
+    return [f"reranker.model_path={path} has no model.onnx"]
+
+
+@settings.cross_field_rule
+def cross_encoder_folder(cfg) -> list[str]:
+    """``model_file`` of ``reranker=cross_encoder``'s folder (a path that is no folder is the
+    field's ``path`` check's; a missing one, ``validate``'s)."""
+    reranker = cfg.get("reranker")
+    if not hasattr(reranker, "keys") or reranker.get("name") != "cross_encoder":
+        return []
+    path = reranker.get("model_path")
+    return model_file(path) if path and Path(str(path)).expanduser().is_dir() else []
+
+
+@dataclass(eq=False)
 class CrossEncoderReranker:
     """A cross-encoder run by fastembed from ``model_path`` (model.onnx, tokenizer files).
     Raises ``InvalidValue`` for ``top_n < 1``, no ``model_path``, no ``model.onnx`` there, or a
     model that does not load."""
 
-    name = "cross_encoder"
+    model_path: str | None = field(default=None, metadata={
+        "path": "dir", "hint": "a local folder with a cross-encoder's model.onnx, tokenizer.json "
+                               "and tokenizer_config.json (none can be downloaded here); or use "
+                               "reranker=lexical / reranker=none"})
+    top_n: int = field(default=20, metadata={"ge": 1})
+    name: str = "cross_encoder"
 
-    def __init__(self, model_path: str | None = None, top_n: int = 20,
-                 name: str = "cross_encoder"):
-        if top_n < 1:
-            raise InvalidValue(f"reranker.top_n must be >= 1, got {top_n}")
+    def __post_init__(self) -> None:
+        settings.check(self, "reranker")
+        self.name, model_path = "cross_encoder", self.model_path
         if not model_path:
             raise InvalidValue("reranker=cross_encoder needs reranker.model_path=DIR: a local folder "
                                "with a cross-encoder's model.onnx, tokenizer.json and "
                                "tokenizer_config.json (none can be downloaded here); or use "
                                "reranker=lexical / reranker=none")
+        settings.refuse(model_file(model_path))
         folder = Path(model_path).expanduser()
-        if not (folder / "model.onnx").is_file():
-            raise InvalidValue(f"reranker.model_path={folder} has no model.onnx")
         # defer heavy import
         from fastembed.common.model_description import ModelSource
         from fastembed.rerank.cross_encoder import TextCrossEncoder
@@ -147,7 +180,6 @@ class CrossEncoderReranker:
             raise InvalidValue(f"reranker.model_path={folder}: its cross-encoder does not load "
                                f"({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
                                ) from exc
-        self.top_n = top_n
 
     def rerank(self, queries: dict[str, str], ranking: Ranking, passages: Passages) -> Ranking:
         by_id = passages.by_id

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, ClassVar, Iterable
 
 import numpy as np
 
-from ragexp.errors import InvalidValue
+from ragexp import settings
 from ragexp.index.cache import EmbeddingCache
 from ragexp.records import Chunk, Document
 from ragexp.stages.chunking import Unit, fit, numbered_sections
@@ -63,6 +63,16 @@ def segment(units: list[Unit], cut: np.ndarray, min_words: int, max_words: int) 
     return out
 
 
+def chunk_words(ch, at: str) -> list[str]:
+    """A semantic chunker's (or its config ``ch``'s at key ``at``) ``min_words`` is at most its
+    ``max_words``."""
+    return settings.ordered(f"{at}.min_words", ch.min_words, f"{at}.max_words", ch.max_words,
+                            strict=False)
+
+
+min_below_max_words = settings.rule_for("chunking", ("min_words", "max_words"), chunk_words)
+
+
 @dataclass(frozen=True, repr=False)
 class SemanticChunker:
     """Kamradt's semantic chunking (module docstring). ``embedder`` is the run's embedder
@@ -75,25 +85,24 @@ class SemanticChunker:
     Raises ``InvalidValue`` for ``breakpoint_percentile`` outside [0, 100], ``min_words < 0``,
     ``max_words < 10``, ``min_words > max_words`` or ``buffer < 0``."""
 
-    embedder: dict[str, Any]
-    breakpoint_percentile: float = 95.0
-    min_words: int = 40
-    max_words: int = 160
-    buffer: int = 1
+    # the chunker builds the embedder itself, only when it chunks, from a plain, resolved copy
+    # of its config
+    HYDRA_KEYS: ClassVar[dict[str, Any]] = {"_recursive_": False, "_convert_": "all"}
+
+    embedder: dict[str, Any]  # the run's embedder config (``config.schema``: ``${embedder}``)
+    # boundary where 1 - cos(neighbours) exceeds this percentile of the document's distances
+    breakpoint_percentile: float = field(default=95.0, metadata={"ge": 0, "le": 100})
+    min_words: int = field(default=40, metadata={"ge": 0})  # no boundary before this many words
+    max_words: int = field(default=160, metadata={"ge": 10})  # always a boundary before more
+    buffer: int = field(default=1, metadata={"ge": 0})  # sentences either side, embedded along
     include_headings: bool = True
-    cache_dir: str = field(default=".cache/ragexp", repr=False, compare=False)
+    # sentence vectors go to the embedding cache under it
+    cache_dir: str = field(default=".cache/ragexp", repr=False, compare=False,
+                           metadata={"interpolate": "${cache_dir}"})
     name: str = "semantic"
 
     def __post_init__(self) -> None:
-        if not 0 <= self.breakpoint_percentile <= 100:
-            raise InvalidValue(f"chunking.breakpoint_percentile must be in [0, 100], got "
-                               f"{self.breakpoint_percentile}")
-        if self.max_words < 10 or not 0 <= self.min_words <= self.max_words:
-            raise InvalidValue(f"chunking.min_words and chunking.max_words must satisfy 0 <= "
-                               f"min_words <= max_words and max_words >= 10, got "
-                               f"{self.min_words} and {self.max_words}")
-        if self.buffer < 0:
-            raise InvalidValue(f"chunking.buffer must be >= 0, got {self.buffer}")
+        settings.check(self, "chunking", chunk_words(self, "chunking"))
 
     def chunk(self, docs: Iterable[Document]) -> list[Chunk]:
         plan = [(doc, [(heading, fit(sentence_units(doc.text, units), doc.text, self.max_words,

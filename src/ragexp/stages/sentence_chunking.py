@@ -14,10 +14,10 @@ these chunks by the same span rule (``data.relevance``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
-from ragexp.errors import InvalidValue
+from ragexp import settings
 from ragexp.records import Chunk, Document
 from ragexp.stages.chunking import Unit, fit, heading_line, numbered_sections, spans_of
 from ragexp.text.analysis import layout_word_count, normalize_ws
@@ -83,6 +83,17 @@ def sentence_windows(count: int, size: int, overlap: int) -> list[range]:
     return out
 
 
+def sentence_overlap(ch, at: str) -> list[str]:
+    """Consecutive chunks of a sentence chunker (or its config ``ch`` at key ``at``) share
+    fewer sentences than a chunk holds."""
+    return settings.ordered(f"{at}.overlap_sentences", ch.overlap_sentences, f"{at}.sentences",
+                            ch.sentences)
+
+
+overlap_below_chunk = settings.rule_for("chunking", ("overlap_sentences", "sentences"),
+                                        sentence_overlap)
+
+
 @dataclass(frozen=True)
 class SentenceChunker:
     """``sentences`` sentences per chunk, ``overlap_sentences`` shared with the next chunk;
@@ -92,20 +103,14 @@ class SentenceChunker:
     Raises ``InvalidValue`` for ``sentences < 1``, an overlap outside ``[0, sentences)`` or
     ``max_words < 10``."""
 
-    sentences: int = 6
-    overlap_sentences: int = 1
-    max_words: int = 120
+    sentences: int = field(default=6, metadata={"ge": 1})  # sentences per chunk
+    overlap_sentences: int = field(default=1, metadata={"ge": 0})  # shared with the next chunk
+    max_words: int = field(default=120, metadata={"ge": 10})  # a longer sentence splits at words
     include_headings: bool = True
     name: str = "sentences"
 
     def __post_init__(self) -> None:
-        if self.sentences < 1:
-            raise InvalidValue(f"chunking.sentences must be >= 1, got {self.sentences}")
-        if not 0 <= self.overlap_sentences < self.sentences:
-            raise InvalidValue(f"chunking.overlap_sentences must be in [0, sentences), got "
-                               f"{self.overlap_sentences} with sentences={self.sentences}")
-        if self.max_words < 10:
-            raise InvalidValue(f"chunking.max_words must be >= 10, got {self.max_words}")
+        settings.check(self, "chunking", sentence_overlap(self, "chunking"))
 
     def chunk(self, docs: Iterable[Document]) -> list[Chunk]:
         chunks: list[Chunk] = []

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ragexp.errors import InvalidValue
+from ragexp import settings
 from ragexp.records import Ranking
 
 FLOOR = 1e-9
@@ -47,11 +47,12 @@ def dbsf(s: np.ndarray) -> np.ndarray:
 NORMS = {"minmax": minmax, "zscore": zscore, "sum": sum_norm, "dbsf": dbsf}
 
 
+NORM = {"choices": tuple(NORMS)}  # what fusion.norm accepts (the field's metadata)
+
+
 def check(norm: str) -> str:
     """``norm`` if it names a normalisation; raises ``InvalidValue`` listing them otherwise."""
-    if norm not in NORMS:
-        raise InvalidValue(f"fusion.norm={norm!r} is not a normalisation: use one of "
-                           f"{', '.join(NORMS)}")
+    settings.refuse(settings.field_problems("fusion.norm", norm, NORM))
     return norm
 
 

@@ -14,19 +14,24 @@ follow ``records.ordered`` (ties by id descending, as trec_eval).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from ragexp import settings
 from ragexp.errors import InvalidValue
 from ragexp.records import Ranking, ordered
 
 
-def rrf(rankings: Mapping[str, Ranking], k: float = 60.0,
+K = {"ge": 0}  # what fusion.k accepts (the field's metadata)
+DEFAULT_K = 60.0  # the paper's value
+
+
+def rrf(rankings: Mapping[str, Ranking], k: float = DEFAULT_K,
         weights: Mapping[str, float] | None = None) -> Ranking:
     """``{qid: {item: sum_p w_p / (k + rank_p(item))}}`` over ``rankings`` (``{part: Ranking}``);
     ``weights`` missing a part give it 1. Raises ``InvalidValue`` for ``k < 0``, a negative
     weight, or weight 0 for every part of ``rankings`` (every fused score would be 0). ranx's ``rrf`` is the unweighted case; the weighted one equals ranx's ``wsum`` of
     each part's ``rrf`` scores (no normalisation)."""
-    if k < 0:
-        raise InvalidValue(f"fusion.k must be >= 0, got {k}")
+    settings.refuse(settings.field_problems("fusion.k", k, K))
     weights = dict(weights or {})
     negative = {p: w for p, w in weights.items() if w < 0}
     if negative:
@@ -44,25 +49,32 @@ def rrf(rankings: Mapping[str, Ranking], k: float = 60.0,
     return fused
 
 
+@dataclass(eq=False)
 class RRF:
     """``fusion=rrf`` (the default): reciprocal rank fusion, every part weighted 1."""
 
-    def __init__(self, k: float = 60.0, name: str = "rrf"):
-        if k < 0:
-            raise InvalidValue(f"fusion.k must be >= 0, got {k}")
-        self.k, self.name = float(k), name
+    k: float = field(default=DEFAULT_K, metadata=K)
+    name: str = "rrf"
+
+    def __post_init__(self) -> None:
+        settings.check(self, "fusion")
+        self.k = float(self.k)
 
     def fuse(self, rankings: Mapping[str, Ranking]) -> Ranking:
         return rrf(rankings, self.k)
 
 
+@dataclass(eq=False)
 class WeightedRRF:
     """``fusion=weighted_rrf``: reciprocal rank fusion with ``weights`` (``{part: w >= 0}``; a
     part not named weighs 1), e.g. ``fusion.weights.bm25=0.5`` halves BM25's votes."""
 
-    def __init__(self, k: float = 60.0, weights: Mapping[str, float] | None = None,
-                 name: str = "weighted_rrf"):
-        self.k, self.weights, self.name = float(k), dict(weights or {}), name
+    k: float = field(default=DEFAULT_K, metadata=K)
+    weights: Mapping[str, float] = field(default_factory=dict)  # {part: w >= 0}
+    name: str = "weighted_rrf"
+
+    def __post_init__(self) -> None:
+        self.k, self.weights = float(self.k), dict(self.weights or {})
         rrf({}, self.k, self.weights)  # the same checks, once, at construction
 
     def fuse(self, rankings: Mapping[str, Ranking]) -> Ranking:

@@ -15,10 +15,11 @@ return d) and ``|d|`` the number of parts that returned d:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from ragexp.errors import InvalidValue
+from ragexp import settings
 from ragexp.records import Ranking
-from ragexp.stages.fusion.norm import check, normalised
+from ragexp.stages.fusion.norm import NORM, normalised
 
 
 def combine(rankings: Mapping[str, Ranking], norm: str, weights: Mapping[str, float],
@@ -39,41 +40,71 @@ def combine(rankings: Mapping[str, Ranking], norm: str, weights: Mapping[str, fl
     return fused
 
 
+@dataclass(eq=False)
 class CombSUM:
     """``fusion=combsum``: the sum of each part's normalised scores."""
 
-    def __init__(self, norm: str = "minmax", name: str = "combsum"):
-        self.norm, self.name = check(norm), name
+    # score normalisation before summing: minmax, zscore, sum or dbsf (norm.py)
+    norm: str = field(default="minmax", metadata=NORM)
+    name: str = "combsum"
+
+    def __post_init__(self) -> None:
+        settings.check(self, "fusion")
 
     def fuse(self, rankings: Mapping[str, Ranking]) -> Ranking:
         return combine(rankings, self.norm, {p: 1.0 for p in rankings})
 
 
+@dataclass(eq=False)
 class CombMNZ:
     """``fusion=combmnz``: CombSUM times the number of parts that returned the item."""
 
-    def __init__(self, norm: str = "minmax", name: str = "combmnz"):
-        self.norm, self.name = check(norm), name
+    norm: str = field(default="minmax", metadata=NORM)
+    name: str = "combmnz"
+
+    def __post_init__(self) -> None:
+        settings.check(self, "fusion")
 
     def fuse(self, rankings: Mapping[str, Ranking]) -> Ranking:
         return combine(rankings, self.norm, {p: 1.0 for p in rankings}, by_count=True)
 
 
+def two_parts(part: str, parts) -> list[str]:
+    """``fusion=convex`` fuses exactly two ``parts`` (names), one of them ``part``."""
+    if len(parts) == 2 and part in parts:
+        return []
+    return [f"fusion=convex combines exactly two parts, one of them fusion.part={part}; "
+            f"retriever.parts has {sorted(parts)} on"]
+
+
+@settings.cross_field_rule
+def convex_fuses_two_parts(cfg) -> list[str]:
+    """``two_parts`` of ``fusion=convex`` with ``retriever=hybrid``'s enabled parts."""
+    fusion, retriever = cfg.get("fusion"), cfg.get("retriever")
+    parts = retriever.get("parts") if hasattr(retriever, "keys") else None
+    if not hasattr(parts, "keys") or not hasattr(fusion, "keys") \
+            or fusion.get("name") != "convex":
+        return []
+    on = [name for name in parts if parts[name] is not None]
+    return two_parts(fusion.get("part"), on) if on else []
+
+
+@dataclass(eq=False)
 class Convex:
     """``fusion=convex``: ``alpha`` times part ``part``'s normalised score plus ``1 - alpha``
     times the other part's. Raises ``InvalidValue`` for alpha outside [0, 1], or, when fusing,
     unless exactly two parts are on and one of them is ``part``."""
 
-    def __init__(self, alpha: float = 0.5, part: str = "dense", norm: str = "minmax",
-                 name: str = "convex"):
-        if not 0 <= alpha <= 1:
-            raise InvalidValue(f"fusion.alpha must be in [0, 1], got {alpha}")
-        self.alpha, self.part, self.norm, self.name = float(alpha), part, check(norm), name
+    alpha: float = field(default=0.5, metadata={"ge": 0, "le": 1})  # weight of fusion.part
+    part: str = "dense"  # the part alpha weighs; the other one weighs 1 - alpha
+    norm: str = field(default="minmax", metadata=NORM)
+    name: str = "convex"
+
+    def __post_init__(self) -> None:
+        settings.check(self, "fusion")
+        self.alpha = float(self.alpha)
 
     def fuse(self, rankings: Mapping[str, Ranking]) -> Ranking:
-        if len(rankings) != 2 or self.part not in rankings:
-            raise InvalidValue(f"fusion=convex combines exactly two parts, one of them "
-                               f"fusion.part={self.part!r}; retriever.parts has "
-                               f"{sorted(rankings)} on")
+        settings.refuse(two_parts(self.part, rankings))
         weights = {p: self.alpha if p == self.part else 1 - self.alpha for p in rankings}
         return combine(rankings, self.norm, weights)
