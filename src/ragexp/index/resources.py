@@ -102,8 +102,7 @@ class Resources:
     # {(stage, key): (built index, its searcher)}: every ``Index`` built, shared with the views
     _built: dict = field(default_factory=dict, repr=False)
     _passages: np.ndarray | None = None
-    # a view of ``with_embedder``: the run's resources (None on the run's own)
-    parent: Resources | None = field(default=None, repr=False)
+    own_embedder: bool = False  # a view of ``with_embedder``: a hybrid part's own embedder
 
     def __post_init__(self, query_memory: int, share_searches: bool) -> None:
         if not self.chunks:
@@ -146,7 +145,7 @@ class Resources:
         by its embedder's identity and kept under stage names of their own (``dense_stage``),
         so they neither read nor evict the run's."""
         view = copy.copy(self)  # shallow: no second position map, no __post_init__
-        view.embedder_factory, view.parent = factory, self.parent or self
+        view.embedder_factory, view.own_embedder = factory, True
         view._embedder, view._passages = None, None
         view.query_vectors = QueryVectors(lambda: view.embedder, self.cache, self.replay,
                                           self.query_vectors.memory)
@@ -156,7 +155,7 @@ class Resources:
         """Stage-store name of a dense stage (``vectors``, ``dense_index``, ``dense_search``,
         ...): ``stage`` on the run's resources, ``<stage>_<8 hex digits of the embedder's
         identity>`` on a ``with_embedder`` view."""
-        if self.parent is None:
+        if not self.own_embedder:
             return stage
         return f"{stage}_{hashlib.sha256(self.embedder.identity.key.encode()).hexdigest()[:8]}"
 

@@ -250,16 +250,19 @@ class HybridRetriever:
         for part, p in on.items():
             if p.depth < 1:
                 raise InvalidValue(f"retriever.parts.{part}.depth must be >= 1, got {p.depth}")
-        self.part_resources = {part: resources.with_embedder(p.embedder) if p.embedder
-                               else resources for part, p in on.items()}
-        self.parts = {part: p.retriever(self.part_resources[part]) for part, p in on.items()}
+        # a part with an embedder of its own searches a view of the resources with it
+        self.views = {part: resources.with_embedder(p.embedder) for part, p in on.items()
+                      if p.embedder}
+        self.parts = {part: p.retriever(self.views.get(part, resources))
+                      for part, p in on.items()}
+        self.unit_of = resources.unit_of
         self.depths = {part: p.depth for part, p in on.items()}
         self.fusion, self.name = fusion, name
 
     def part_embedders(self) -> dict[str, EmbedderIdentity]:
         """``{part: identity}`` of each part with an embedder of its own that has run."""
-        return {part: res.embedder.identity for part, res in self.part_resources.items()
-                if res.parent is not None and res.embedder_used}
+        return {part: view.embedder.identity for part, view in self.views.items()
+                if view.embedder_used}
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
         check_k(k)
@@ -277,7 +280,7 @@ class HybridRetriever:
                       cached: bool) -> Ranking:
         """The chunks part ``part`` puts into fusion: its best ``depth`` judged units' worth."""
         retriever, depth = self.parts[part], self.depths[part]
-        unit_of = self.part_resources[part].unit_of
+        unit_of = self.unit_of
         if unit_of is None:
             return _cut(retriever.search(queries, max(k, depth), cached), depth)
         _, chunks = rank_documents(lambda qs, n: retriever.search(qs, n, cached), queries,
