@@ -91,7 +91,7 @@ def test_a_part_with_its_own_embedder_fuses_as_the_two_dense_runs_computed_apart
     assert any(ordered(narrow[q])[:10] != ordered(wide[q])[:10] for q in queries)  # 2 rankings
     # each part searched its own vectors: the run's at dim 64, the part's at dim 512
     assert res.passage_vectors().shape == (len(chunks), 64)
-    view = hybrid.part_resources["wide"]
+    view = hybrid.views["wide"]
     assert view.passage_vectors().shape == (len(chunks), 512)
     assert view.chunks is res.chunks and view.position is res.position
     assert view.stages is res.stages and view.cache is res.cache

@@ -106,7 +106,8 @@ def test_latency_sample_times_that_many_questions(tmp_path):
     asked = []
     texts = {f"q{i}": f"question {i}" for i in range(12)}
     timed = _latency(lambda q, cached: asked.append((list(q), cached)), texts,
-                     SimpleNamespace(replayed_s=0.0, replayed=0, warm_up=nullcontext), 7)
+                     SimpleNamespace(replay=SimpleNamespace(replayed_s=0.0, replayed=0,
+                                                     warm_up=nullcontext)), 7)
     # one untimed warm-up query (the first), then each of the first 7 alone
     assert asked == [(["q0"], False)] + [([f"q{i}"], False) for i in range(7)]
     assert timed["time.query_p95_ms"] >= timed["time.query_p50_ms"] >= 0

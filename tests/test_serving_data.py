@@ -4,7 +4,6 @@ run's tags whatever the current folder, and an embedding cache that never breaks
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +24,9 @@ from ragexp.config import schema
 from ragexp.data import shipped
 from ragexp.index.cache import CacheWriteError, EmbeddingCache
 from ragexp.index.embedders import HashEmbedder
-from ragexp.index.resources import Resources
+from ragexp.index.queryvectors import QueryVectors
+from ragexp.index.replay import SearchReplay
+from ragexp.index.stagestore import StageStore
 from ragexp.run.app import run_logged
 from ragexp.serving.api import create_app
 from ragexp.serving.engine import Engine, ServingError
@@ -228,16 +229,17 @@ def test_query_memory_is_a_bounded_lru():
             seen.extend(texts)
             return super().embed(texts, mode)
 
-    res = Resources.__new__(Resources)  # only the query path: no chunks needed
-    res.__dict__.update(query_memory=3, _embedder=Counting(dim=16), _recent=OrderedDict())
+    counting = Counting(dim=16)
+    vectors = QueryVectors(lambda: counting, EmbeddingCache(enabled=False),
+                           SearchReplay(StageStore(enabled=False), share=False), memory=3)
     emb = HashEmbedder(dim=16)
-    out = res.query_vectors(["a b", "c d", "a b"])
+    out = vectors(["a b", "c d", "a b"])
     np.testing.assert_allclose(out, emb.embed(["a b", "c d", "a b"], "query"))
     assert seen == ["a b", "c d"]
-    res.query_vectors(["e", "f"])  # 4 distinct: "c d" (least recently used) goes
-    assert list(res._recent) == ["a b", "e", "f"]
-    res.query_vectors(["c d", "a b"])
-    assert seen == ["a b", "c d", "e", "f", "c d"] and len(res._recent) == 3
+    vectors(["e", "f"])  # 4 distinct: "c d" (least recently used) goes
+    assert list(vectors.recent) == ["a b", "e", "f"]
+    vectors(["c d", "a b"])
+    assert seen == ["a b", "c d", "e", "f", "c d"] and len(vectors.recent) == 3
 
 
 def test_moved_data_is_a_serving_error_naming_the_folder(store):

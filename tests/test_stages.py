@@ -127,8 +127,8 @@ def test_changes_rebuild_what_they_determine(dataset, tmp_path):
 
 
 def test_latency_first_stage_is_searched_once_and_replayed_with_its_time(dataset, tmp_path):
-    """``Resources.searched_alone``: the first job searches (and times) each latency query; a
-    later job on the same index gets the same ranking and the first job's measured seconds."""
+    """``SearchReplay.searched_alone``: the first job searches (and times) each latency query;
+    a later job on the same index gets the same ranking and the first job's measured seconds."""
     from ragexp.index.resources import Resources
 
     chunks = MarkdownChunker().chunk(dataset.documents())
@@ -144,22 +144,26 @@ def test_latency_first_stage_is_searched_once_and_replayed_with_its_time(dataset
     store = StageStore(str(tmp_path / "stages"))
     jobs = [Resources(chunks, lambda: CountingEmbedder(dim=64), stages=store, chunks_key="c")
             for _ in range(2)]
-    got = [job.searched_alone("bm25_search", {"q": "text"}, 10, slow_search(i))
+    got = [job.replay.searched_alone("bm25_search", {"q": "text"}, 10, slow_search(i),
+                                     job.key(job.bm25_params))
            for i, job in enumerate(jobs)]
     assert calls == [0] and got[0] == got[1] == {"q": {chunks[0].chunk_id: 1.0}}
-    assert jobs[0].replayed == 0 and jobs[0].replayed_s == 0.0
-    assert jobs[1].replayed == 1 and jobs[1].replayed_s >= 0.05
+    assert jobs[0].replay.replayed == 0 and jobs[0].replay.replayed_s == 0.0
+    assert jobs[1].replay.replayed == 1 and jobs[1].replay.replayed_s >= 0.05
     # another query, or another index (BM25 parameters), is searched afresh
-    jobs[1].searched_alone("bm25_search", {"q": "other text"}, 10, slow_search(2))
+    jobs[1].replay.searched_alone("bm25_search", {"q": "other text"}, 10, slow_search(2),
+                                  jobs[1].key(jobs[1].bm25_params))
     other = Resources(chunks, lambda: CountingEmbedder(dim=64), stages=store, chunks_key="c",
                       bm25_params=BM25Params(k1=1.2))
-    other.searched_alone("bm25_search", {"q": "text"}, 10, slow_search(3))
-    assert calls == [0, 2, 3] and other.replayed == 0
+    other.replay.searched_alone("bm25_search", {"q": "text"}, 10, slow_search(3),
+                                other.key(other.bm25_params))
+    assert calls == [0, 2, 3] and other.replay.replayed == 0
     # without a store (a lone run, serving) every call searches
     alone = Resources(chunks, lambda: CountingEmbedder(dim=64), chunks_key="c")
     for _ in range(2):
-        alone.searched_alone("bm25_search", {"q": "text"}, 10, slow_search(4))
-    assert calls == [0, 2, 3, 4, 4] and alone.replayed == 0
+        alone.replay.searched_alone("bm25_search", {"q": "text"}, 10, slow_search(4),
+                                    alone.key(alone.bm25_params))
+    assert calls == [0, 2, 3, 4, 4] and alone.replay.replayed == 0
 
 
 @dataclass
@@ -193,31 +197,31 @@ def test_latency_query_embedding_is_made_once_and_replayed_on_any_index(dataset,
     assert emb.queries == [["refund policy"]]  # embedded once, by the first job
     for vectors in got:
         np.testing.assert_array_equal(vectors, want)
-    assert first.replayed == 0 and first.replayed_s == 0.0
-    assert second.replayed == 1 and second.replayed_s >= 0.05
+    assert first.replay.replayed == 0 and first.replay.replayed_s == 0.0
+    assert second.replay.replayed == 1 and second.replay.replayed_s >= 0.05
     # a new search whose embedding was replayed keeps the embedding's seconds for its own replay
-    second.replayed_s = 0.0
+    second.replay.replayed_s = 0.0
 
     def search():
         second.query_vectors(["refund policy"], cached=False)
         return {"q": {}}
 
-    second.searched_alone("dense_search", {"q": "refund policy"}, 10, search, index="large")
+    second.replay.searched_alone("dense_search", {"q": "refund policy"}, 10, search, "large")
     third = Resources(large, lambda: emb, stages=store, chunks_key="large")
-    third.searched_alone("dense_search", {"q": "refund policy"}, 10, search, index="large")
-    assert third.replayed == 1 and third.replayed_s >= 0.05
+    third.replay.searched_alone("dense_search", {"q": "refund policy"}, 10, search, "large")
+    assert third.replay.replayed == 1 and third.replay.replayed_s >= 0.05
     # a hybrid part's view (an embedder of its own) counts its replays on the run's resources
     view = third.with_embedder(lambda: emb)
-    own = view.replayed
     view.query_vectors(["refund policy"], cached=False)
-    assert view.replayed == own and third.replayed == 2 and emb.queries == [["refund policy"]]
+    assert view.replay is third.replay and third.replay.replayed == 2
+    assert emb.queries == [["refund policy"]]
     # another embedder, other texts, or no store (a lone run, serving): embedded afresh
     other = SlowQueryEmbedder(dim=32)
     Resources(small, lambda: other, stages=store).query_vectors(["refund policy"], cached=False)
     first.query_vectors(["other text"], cached=False)
     alone = Resources(small, lambda: emb)
     alone.query_vectors(["refund policy"], cached=False)
-    assert other.queries == [["refund policy"]] and alone.replayed == 0
+    assert other.queries == [["refund policy"]] and alone.replay.replayed == 0
     assert emb.queries == [["refund policy"], ["other text"], ["refund policy"]]
 
 
@@ -239,9 +243,9 @@ LOAD_S = 0.5
 
 
 def test_latency_leaves_out_a_model_loading_at_its_first_query(dataset, tmp_path):
-    """The latency sample times its questions after one untimed query (``Resources.warm_up``):
-    a model that loads at its first query (every vector from the cache) counts neither in this
-    run's p95, of 5 questions, where one load was the p95 (0.4 s over 5 ms), nor in the p95 of
+    """The latency sample times its questions after one untimed query
+    (``SearchReplay.warm_up``): a model that loads at its first query (every vector from the
+    cache) counts neither in this run's p95, of 5 questions, where one load was the p95 (0.4 s over 5 ms), nor in the p95 of
     a later job of the sweep that replays this one's first stage. The warm-up is neither kept
     nor replayed: the later job replays exactly the 5 timed questions."""
     _run(dataset, tmp_path, StageStore(enabled=False), embedder=LoadsAtFirstUse(dim=64))

@@ -195,7 +195,7 @@ def stages(n: int, data: Path, dim: int, work: Path, vectors_out: Path,
     from ragexp.evaluation import metrics
     from ragexp.index.cache import EmbeddingCache
     from ragexp.index.embedders import HashEmbedder
-    from ragexp.index.resources import Resources
+    from ragexp.index.resources import Resources, dense_index
     from ragexp.stages.chunking import WholeDocumentChunker
     from ragexp.stages.fusion.rank import RRF
     from ragexp.stages.ranking import rank
@@ -222,7 +222,7 @@ def stages(n: int, data: Path, dim: int, work: Path, vectors_out: Path,
         with sampler.window(st, "embed"):
             vectors = res.passage_vectors()
         with sampler.window(st, "dense_index"):
-            res.dense_index()
+            dense_index(res)
         texts = {q.qid: q.text for q in qs}
         with sampler.window(st, "search"):
             hybrid = HybridRetriever(res, {"dense": Part(DenseRetriever),

@@ -57,7 +57,7 @@ def trace_rows(questions: list[str], Row, rounds: int = 3):
             light = {m: [] for m in modes}
             burst = {m: [] for m in modes}
             cpu = {m: 0.0 for m in modes}
-            recent = engine.resources._recent  # the query-vector memory: every question new
+            recent = engine.resources.query_vectors.recent  # every question new
 
             for r in range(rounds):
                 for i, q in enumerate(questions):  # light load, modes alternating first

@@ -9,6 +9,7 @@ from hydra.utils import instantiate
 from ragexp.index import ann
 from ragexp.index.ann.flat_fp16 import FlatFP16Spec
 from ragexp.index.flat import FlatIPIndex
+from ragexp.index.resources import dense_facts
 from ragexp.run.app import CONF_DIR  # registers the schemas
 from ragexp.stages.retrievers import DenseRetriever
 
@@ -43,7 +44,7 @@ def test_half_the_bytes_of_flat_and_the_same_neighbours_on_separated_scores():
 def test_a_run_logs_its_bytes_and_its_recall_against_exact_search(tmp_path):
     res = resources(tmp_path, index_spec=FlatFP16Spec())
     DenseRetriever(res).search(QUERIES, 3)
-    facts = res.dense_facts(list(QUERIES.values()))
+    facts = dense_facts(res, list(QUERIES.values()))
     assert facts["index.bytes"] > 0 and facts["index.recall_at_10_vs_exact"] == 1.0
     assert facts["index.search_p95_ms"] >= facts["index.search_p50_ms"] > 0
 

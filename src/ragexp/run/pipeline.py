@@ -31,7 +31,7 @@ from ragexp.evaluation import metrics
 from ragexp.evaluation.attribution import rerank_attribution
 from ragexp.index import truncation
 from ragexp.index.embedders import EmbedderIdentity
-from ragexp.index.resources import Passages, Resources
+from ragexp.index.resources import Passages, Resources, dense_facts
 from ragexp.index.stagestore import StageStore
 from ragexp.records import Chunk, Document, Qrels, Query, Ranking, ordered
 from ragexp.stages.abstain import AbstainResult, AbstainSignal, evaluate_abstain
@@ -94,7 +94,7 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
     (``_latency``; 0: none, and no ``time.query_*`` metrics). Passages and questions over the embedder's token window are counted
     (``truncation.*`` metrics, ``index.truncation``); a dense index logs its size and build
     time, an approximate one its recall@10 against exact search and its search latency
-    (``Resources.dense_facts``: ``index.*``). A run with a reranker also logs its attribution
+    (``resources.dense_facts``: ``index.*``). A run with a reranker also logs its attribution
     (``attribute_reranker``: the first stage's ceiling at ``reranker.top_n`` and the share of
     ``objective`` it realises, from the ranking the reranker was given). Raises
     ``InvalidValue`` for a ``k`` below the deepest cutoff of ``measures``, a corpus that yields
@@ -132,7 +132,7 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
     graded = (judge or NoJudge()).assess(corpus.queries, list(answers.values()), read, progress)
     results.update(graded.metrics)
     results.update(run_facts(corpus, res, store))
-    results.update(res.dense_facts(list(corpus.texts.values())))  # after the cache counts
+    results.update(dense_facts(res, list(corpus.texts.values())))  # after the cache counts
     window, window_tags = truncation.facts(res, corpus.texts)
     results.update(window)
     table = _per_question(corpus.queries, judged, corpus.qrels, scores, confidence, abstain,
@@ -495,25 +495,25 @@ def without_terms(docs, res: Resources, queries, titled: bool = False) -> dict[s
 def _latency(rank_judged: Callable, texts: dict[str, str], res: Resources,
              sample: int) -> dict:
     """Per-query serving latency (ms): each query alone, query embedding not cached, after one
-    untimed query (the first, in ``Resources.warm_up``) that loads what a server has loaded
+    untimed query (the first, in ``SearchReplay.warm_up``) that loads what a server has loaded
     before it answers: an embedder whose vectors all came from the cache loads its model at its
     first query (0.6-0.8 s for MiniLM), and timed, that load was the p95 of a sample of up to
     20 questions. A first stage that an earlier job of this sweep already searched for the
-    query on the same index is replayed with its measured time (``Resources.searched_alone``),
+    query on the same index is replayed with its measured time (``SearchReplay.searched_alone``),
     and so is a query embedding an earlier job made with the same embedder, on any index
     (``Resources.query_vectors``); ``time.query_replayed`` counts the queries whose first stage
     was replayed, whole or in part."""
     qids = list(texts)[:sample]
-    times, replayed = [], 0
+    times, replayed, replay = [], 0, res.replay
     if qids:
-        with res.warm_up():
+        with replay.warm_up():
             rank_judged({qids[0]: texts[qids[0]]}, cached=False)
     for qid in qids:
-        res.replayed_s, before = 0.0, res.replayed
+        replay.replayed_s, before = 0.0, replay.replayed
         start = time.perf_counter()
         rank_judged({qid: texts[qid]}, cached=False)
-        times.append((time.perf_counter() - start + res.replayed_s) * 1000)
-        replayed += res.replayed > before
+        times.append((time.perf_counter() - start + replay.replayed_s) * 1000)
+        replayed += replay.replayed > before
     if not times:
         return {}
     return {"time.query_p50_ms": float(np.percentile(times, 50)),

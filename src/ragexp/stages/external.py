@@ -33,7 +33,7 @@ class TrecRunRetriever:
     def __init__(self, resources: Resources, path: str, unit: str = "chunk",
                  name: str = "trec_run"):
         check_unit(unit, "retriever.unit")
-        self.name, self.path, self.resources = name, path, resources
+        self.name, self.path = name, path
         first: dict[str, str] = {}
         for chunk_id, u in unit_of(resources.chunks, unit).items():
             first.setdefault(u, chunk_id)

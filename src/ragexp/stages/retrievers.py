@@ -19,7 +19,8 @@ from ragexp.errors import InvalidValue, listed
 from ragexp.index.bm25 import BM25Params
 from ragexp.index.cutoff import top_k_by_id
 from ragexp.index.embedders import Embedder, EmbedderIdentity
-from ragexp.index.resources import Resources
+from ragexp.index.resources import Resources, dense_index
+from ragexp.index.stagestore import stage_key
 from ragexp.records import Ranking, ordered
 from ragexp.text.analysis import tokenize
 
@@ -52,27 +53,38 @@ def check_k(k: int) -> None:
 
 
 class DenseRetriever:
+    """Cosine search of the run's dense index (the ``index`` group, ``Resources.index_spec``)
+    with the run's embedder, or a hybrid part's own (``Resources.with_embedder``). It keeps
+    what it searches with, taken from ``resources`` when built: the index's searcher from the
+    registry (``resources.dense_index``), the query-embedding callable, the chunk order and the
+    sweep's replay."""
+
     name = "dense"
 
     def __init__(self, resources: Resources, name: str = "dense"):
-        self.resources = resources
-        self.index = resources.dense_index()
+        self.spec = resources.index_spec
+        self.index = dense_index(resources)
+        self.query_vectors = resources.query_vectors
+        self.replay = resources.replay
+        self.chunks = resources.chunks
         # a hybrid part's own embedder (``Resources.with_embedder``) has stages of its own
         self.stage = resources.dense_stage("dense_search")
+        # a search's stage key: the built index's key and its query-time settings
+        self.key = stage_key("dense_search", resources.key(self.spec),
+                             self.spec.search_params())
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
         """``cached`` False (latency measurement) embeds the queries and searches uncached,
-        once per sweep (``Resources.searched_alone``); True may reuse the ranking an earlier
-        job of the sweep computed (``Resources.searched``)."""
+        once per sweep (``SearchReplay.searched_alone``); True may reuse the ranking an earlier
+        job of the sweep computed (``SearchReplay.searched``)."""
         check_k(k)
         if not queries:
             return {}
-        key = self.resources.dense_search_key()
         if not cached:
-            return self.resources.searched_alone(self.stage, queries, k,
-                                                 lambda: self._search(queries, k, cached), key)
-        return self.resources.searched(self.stage, queries, k,
-                                       lambda: self._search(queries, k, cached), key)
+            return self.replay.searched_alone(self.stage, queries, k,
+                                              lambda: self._search(queries, k, cached), self.key)
+        return self.replay.searched(self.stage, queries, k,
+                                    lambda: self._search(queries, k, cached), self.key)
 
     def why_none(self, query: str) -> str:
         """Why ``search`` ranks no chunk for ``query``, as a clause. Dense search ranks every
@@ -81,14 +93,14 @@ class DenseRetriever:
         one passage than another; the hash embedder gives it to a text without terms), or an
         approximate index that visited no passage vector (``index.nprobe`` lists of an IVF
         index can all be empty)."""
-        if not self.resources.query_vectors([query]).any():
-            backend = self.resources.embedder.identity.backend
+        if not self.query_vectors([query]).any():
+            backend = self.query_vectors.embedder().identity.backend
             terms = "" if tokenize(query) else (
                 " (the analyser leaves it no term: it drops stopwords, punctuation and symbols)")
             return (f"the {backend} embedder turns the query into the zero vector{terms}, "
                     f"which is no nearer one passage than another, so dense retrieval ranks "
                     f"none")
-        spec = self.resources.index_spec
+        spec = self.spec
         if spec.exact:  # it ranks every chunk for a nonzero vector
             return "the dense index returned no passage for it"
         knobs = ", ".join(f"index.{key}={value}" for key, value in spec.search_params().items())
@@ -97,11 +109,11 @@ class DenseRetriever:
 
     def _search(self, queries: dict[str, str], k: int, cached: bool) -> Ranking:
         qids = list(queries)
-        vectors = self.resources.query_vectors([queries[q] for q in qids], cached=cached)
-        chunks = self.resources.chunks
+        vectors = self.query_vectors([queries[q] for q in qids], cached=cached)
+        chunks = self.chunks
         # A zero query vector (nothing to embed) ties every chunk at cosine 0: no ranking.
         asked = np.flatnonzero(vectors.any(axis=1))
-        if self.resources.index_spec.exact:  # ties at the k-th score cut as trec_eval orders
+        if self.spec.exact:  # ties at the k-th score cut as trec_eval orders
             rows = top_k_by_id(lambda r, depth: self.index.search(vectors[asked[r]], depth),
                                len(asked), k, len(chunks), lambda i: chunks[i].chunk_id)
         else:  # an approximate index's own top k
@@ -116,8 +128,9 @@ class DenseRetriever:
 class BM25Retriever:
     """Sparse BM25 over the run's chunks (``index.bm25``). ``k1``, ``b``, ``method`` and
     ``delta`` left ``None`` are the run's ``bm25`` group; any one given fits an index of its own
-    (``Resources.bm25_index``), for a hybrid part such as ``{method: bm25l, k1: 1.2}`` beside
-    the run's BM25. Raises ``InvalidValue`` for a value outside the ``bm25`` group's ranges
+    (``bm25_stage``), for a hybrid part such as ``{method: bm25l, k1: 1.2}`` beside the run's
+    BM25. It keeps the built index from the registry (``Resources.index``), the chunk order and
+    the sweep's replay. Raises ``InvalidValue`` for a value outside the ``bm25`` group's ranges
     (``k1 >= 0``, ``0 <= b <= 1``, ``delta >= 0``, a ``METHODS`` name)."""
 
     name = "bm25"
@@ -129,24 +142,25 @@ class BM25Retriever:
         own = {key: value for key, value in
                {"k1": k1, "b": b, "method": method, "delta": delta}.items() if value is not None}
         self.params = _own_params(resources.bm25_params, own)
-        self.resources = resources
-        self.index = resources.bm25_index(self.params)
+        self.key = resources.key(self.params)
         # the run's parameters keep the stage names and keys every BM25 run has used
-        self.stage = f"{resources.bm25_stage(self.params)}_search"
-        self.key = resources.bm25_key(self.params)
+        stage = bm25_stage(self.params, resources.bm25_params, self.key)
+        self.index = resources.index(self.params, stage)
+        self.stage = f"{stage}_search"
+        self.replay, self.chunks = resources.replay, resources.chunks
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
         """``cached`` False (latency measurement) scores uncached, once per sweep
-        (``Resources.searched_alone``); True may reuse the ranking an earlier job of the sweep
-        computed (``Resources.searched``)."""
+        (``SearchReplay.searched_alone``); True may reuse the ranking an earlier job of the
+        sweep computed (``SearchReplay.searched``)."""
         check_k(k)
         if not queries:
             return {}
         if not cached:
-            return self.resources.searched_alone(self.stage, queries, k,
-                                                 lambda: self._search(queries, k), self.key)
-        return self.resources.searched(self.stage, queries, k,
-                                       lambda: self._search(queries, k), self.key)
+            return self.replay.searched_alone(self.stage, queries, k,
+                                              lambda: self._search(queries, k), self.key)
+        return self.replay.searched(self.stage, queries, k,
+                                    lambda: self._search(queries, k), self.key)
 
     def why_none(self, query: str) -> str:
         """Why ``search`` ranks no chunk for ``query``, as a clause: BM25 ranks exactly the
@@ -163,7 +177,7 @@ class BM25Retriever:
 
     def _search(self, queries: dict[str, str], k: int) -> Ranking:
         qids = list(queries)
-        chunks, out = self.resources.chunks, {}
+        chunks, out = self.chunks, {}
         # Blocks of queries: scoring holds (queries x candidate documents) values, gigabytes
         # for 1,000 queries over a million passages if done at once.
         for start in range(0, len(qids), self.block):
@@ -180,6 +194,14 @@ class BM25Retriever:
             out.update({q: {chunks[i].chunk_id: float(s) for i, s in zip(irow, srow) if i >= 0}
                         for q, (irow, srow) in zip(block, rows)})
         return out
+
+
+def bm25_stage(params: BM25Params, run: BM25Params, key: str) -> str:
+    """Stage name of the BM25 index fitted with ``params`` (stage key ``key``): ``bm25`` for
+    the run's own (``run``), ``bm25_<8 hex digits of its key>`` for any other, so a hybrid
+    part with parameters of its own neither reads nor evicts the run's index (a name MLflow
+    accepts in ``stage.<name>.built``, whatever the method: ``bm25+`` has a ``+``)."""
+    return "bm25" if params == run else f"bm25_{key[:8]}"
 
 
 def _own_params(run: BM25Params, own: dict) -> BM25Params:
@@ -228,16 +250,19 @@ class HybridRetriever:
         for part, p in on.items():
             if p.depth < 1:
                 raise InvalidValue(f"retriever.parts.{part}.depth must be >= 1, got {p.depth}")
-        self.part_resources = {part: resources.with_embedder(p.embedder) if p.embedder
-                               else resources for part, p in on.items()}
-        self.parts = {part: p.retriever(self.part_resources[part]) for part, p in on.items()}
+        # a part with an embedder of its own searches a view of the resources with it
+        self.views = {part: resources.with_embedder(p.embedder) for part, p in on.items()
+                      if p.embedder}
+        self.parts = {part: p.retriever(self.views.get(part, resources))
+                      for part, p in on.items()}
+        self.unit_of = resources.unit_of
         self.depths = {part: p.depth for part, p in on.items()}
         self.fusion, self.name = fusion, name
 
     def part_embedders(self) -> dict[str, EmbedderIdentity]:
         """``{part: identity}`` of each part with an embedder of its own that has run."""
-        return {part: res.embedder.identity for part, res in self.part_resources.items()
-                if res.parent is not None and res.embedder_used}
+        return {part: view.embedder.identity for part, view in self.views.items()
+                if view.embedder_used}
 
     def search(self, queries: dict[str, str], k: int, cached: bool = True) -> Ranking:
         check_k(k)
@@ -255,7 +280,7 @@ class HybridRetriever:
                       cached: bool) -> Ranking:
         """The chunks part ``part`` puts into fusion: its best ``depth`` judged units' worth."""
         retriever, depth = self.parts[part], self.depths[part]
-        unit_of = self.part_resources[part].unit_of
+        unit_of = self.unit_of
         if unit_of is None:
             return _cut(retriever.search(queries, max(k, depth), cached), depth)
         _, chunks = rank_documents(lambda qs, n: retriever.search(qs, n, cached), queries,
