@@ -799,11 +799,11 @@ def token_sizes_have_a_tokenizer(cfg: DictConfig) -> list[str]:
 
 @cross_field_rule
 def endpoints_named(cfg: DictConfig) -> list[str]:
-    """Each LLM endpoint (``llm``, and ``answer``/``judge`` when they call one) names a
+    """Each LLM endpoint (``llm``, and ``answer.llm``/``judge.llm`` when they call one) names a
     ``base_url`` and a ``model`` (``answer.llm.Endpoint``)."""
     problems = []
-    for key in ("llm", "answer", "judge"):
-        node = cfg.get(key)
+    for key in ("llm", "answer.llm", "judge.llm"):
+        node = OmegaConf.select(cfg, key)
         if not isinstance(node, DictConfig) or "base_url" not in node or "model" not in node:
             continue
         for name, what in (("base_url", "a URL such as http://localhost:11434/v1"),
