@@ -159,3 +159,24 @@ def test_a_config_recorded_with_the_endpoint_keys_builds_the_same_endpoint(monke
         assert was.client.max_tokens == now.client.max_tokens
     assert instantiate(upgraded.answer).endpoint.model == "gpt-4o"
     assert legacy.upgrade(upgraded) == upgraded  # today's shape is left as it is
+
+
+def test_legacy_nests_exactly_the_endpoint_s_keys():
+    from ragexp import legacy
+    from ragexp.answer.llm import Endpoint
+    from ragexp.settings import settings
+
+    assert legacy.ENDPOINT_KEYS == tuple(f.name for f in settings(Endpoint))
+
+
+def test_a_stage_s_endpoint_key_given_as_its_own_says_where_it_is_now():
+    from hydra.errors import ConfigCompositionException
+
+    from ragexp.config import validation
+
+    with pytest.raises(ConfigCompositionException) as info:
+        cfg_with("answer=llm", "answer.model=gpt-4o")
+    assert "(answer.model is answer.llm.model now" in validation.composition_error(info.value)
+    with pytest.raises(validation.ConfigRangeError,
+                       match=r"judge\.model moved to judge\.llm\.model: drop judge\.model"):
+        validation.validate(cfg_with("judge=llm", "+judge.model=gpt-4o"))

@@ -9,7 +9,9 @@ checked for every composed config by ``ragexp.config.validation``: a range (``me
 exist (``path``: ``dir``, ``file`` or ``any``), and for a value the user must give what to give
 (``hint``). ``_target_`` names the class Hydra instantiates for that option. The schemas
 written here are those with no stage class of their own (the top-level ``Config``, the abstain
-group, the LLM endpoint keys) or whose stage takes the run's resources (the retrievers).
+group), those holding a stage's ``llm`` endpoint node (``answer=llm``, ``judge=llm``,
+``generator=llm``; the node's schema is generated from ``Endpoint``) or whose stage takes the
+run's resources (the retrievers).
 """
 
 from __future__ import annotations
