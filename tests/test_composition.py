@@ -66,8 +66,8 @@ def index_build(cfg: DictConfig):
     return instantiate(cfg.index).build(vectors)
 
 
-NO_KEY = ["answer=llm", "answer.api_key_env=null"]  # the endpoint checks come before any call
-NO_JUDGE_KEY = ["judge=llm", "judge.api_key_env=null"]
+NO_KEY = ["answer=llm", "answer.llm.api_key_env=null"]  # the endpoint checks come before any call
+NO_JUDGE_KEY = ["judge=llm", "judge.llm.api_key_env=null"]
 
 # (overrides, the key the message must name, the job-side code that refuses the same value).
 # "{tmp}" and "{beir}" stand for a fresh folder and a valid BEIR folder in it.
@@ -142,22 +142,23 @@ CASES = [
      "index.train_size=8 is out of range: must be >= 2**index.nbits (16)", index_build),
     (["index=ivfpq", "index.nlist=1", "index.nprobe=1", "index.nbits=2", "index.m=7"],
      "index.m=7 does not divide the embedder's dimension (512, embedder.dim)", index_build),
-    ([*NO_KEY, "answer.timeout=0"], "answer.timeout=0.0 is out of range", stage("answer")),
-    ([*NO_KEY, "llm.concurrency=100"], "answer.concurrency=100 is out of range: must be [1, 64]",
+    ([*NO_KEY, "answer.llm.timeout=0"], "answer.llm.timeout=0.0 is out of range", stage("answer")),
+    ([*NO_KEY, "llm.concurrency=100"],
+     "answer.llm.concurrency=100 is out of range: must be [1, 64]", stage("answer")),
+    ([*NO_KEY, "answer.llm.max_retries=21"], "answer.llm.max_retries=21 is out of range",
      stage("answer")),
-    ([*NO_KEY, "answer.max_retries=21"], "answer.max_retries=21 is out of range", stage("answer")),
-    ([*NO_KEY, "answer.temperature=3"], "answer.temperature=3.0 is out of range",
+    ([*NO_KEY, "answer.llm.temperature=3"], "answer.llm.temperature=3.0 is out of range",
      stage("answer")),
     ([*NO_KEY, "answer.max_tokens=0"], "answer.max_tokens=0 is out of range", stage("answer")),
-    ([*NO_KEY, "answer.price_in_per_mtok=-1"], "answer.price_in_per_mtok=-1.0 is out of range",
-     stage("answer")),
+    ([*NO_KEY, "answer.llm.price_in_per_mtok=-1"],
+     "answer.llm.price_in_per_mtok=-1.0 is out of range", stage("answer")),
     ([*NO_KEY, "answer.min_support=2"], "answer.min_support=2.0 is out of range",
      stage("answer")),
     ([*NO_KEY, "answer.n_chunks=0"], "answer.n_chunks=0 is out of range", stage("answer")),
-    ([*NO_KEY, "llm.max_error_rate=2"], "answer.max_error_rate=2.0 is out of range",
+    ([*NO_KEY, "llm.max_error_rate=2"], "answer.llm.max_error_rate=2.0 is out of range",
      stage("answer")),
-    ([*NO_KEY, "answer.base_url=''"], "answer.base_url is empty", stage("answer")),
-    ([*NO_JUDGE_KEY, "judge.model=' '"], "judge.model is empty", stage("judge")),
+    ([*NO_KEY, "answer.llm.base_url=''"], "answer.llm.base_url is empty", stage("answer")),
+    ([*NO_JUDGE_KEY, "judge.llm.model=' '"], "judge.llm.model is empty", stage("judge")),
     ([*NO_JUDGE_KEY, "judge.kappa_floor=2"], "judge.kappa_floor=2.0 is out of range: must be "
      "[-1, 1]", stage("judge")),
     ([*NO_JUDGE_KEY, "judge.labels={tmp}/none.jsonl"], "judge.labels={tmp}/none.jsonl: no such "

@@ -16,7 +16,7 @@ from ragexp.answer.agreement import agreement_metrics, cohen_kappa, load_labels
 from ragexp.answer.base import REFUSAL, Answer, Source
 from ragexp.answer.judge import RUBRIC, LLMJudge, Verdict, parse_verdict
 from ragexp.answer.judge_metrics import judge_metrics
-from ragexp.answer.llm import Completion, LLMError
+from ragexp.answer.llm import Completion, Endpoint, LLMError
 from ragexp.data import shipped
 from ragexp.data.golden import find_quote
 from ragexp.records import Chunk, Query
@@ -173,8 +173,8 @@ def test_llm_judge_end_to_end(fake, monkeypatch):
         (qs[1], "It is kept for 14 days [1]."),
         (qs[2], "Dead-lettered jobs are purged permanently [1]."))]
     answers.append(_answer(True))
-    judge = LLMJudge(fake.url, "fake", KEY, timeout=5, max_retries=1, labels=LABELS,
-                     max_error_rate=0.5, price_in_per_mtok=1.0, price_out_per_mtok=4.0)
+    judge = LLMJudge(Endpoint(fake.url, "fake", KEY, timeout=5, max_retries=1, max_error_rate=0.5,
+                              price_in_per_mtok=1.0, price_out_per_mtok=4.0), labels=LABELS)
     res = judge.assess(qs, answers, {"c#1": chunk})
     assert res.columns["judge_grounded"] == [True, None, True, None]
     assert res.columns["judge_correct"] == [True, None, None, None]  # q3: no reference
@@ -203,7 +203,7 @@ def test_llm_judge_end_to_end(fake, monkeypatch):
 def test_too_many_unreadable_verdicts_fail(fake, monkeypatch):
     monkeypatch.setenv(KEY, "k")
     fake.rule = lambda role, q: "garbled"
-    judge = LLMJudge(fake.url, "fake", KEY, timeout=5, max_retries=0, labels=LABELS)
+    judge = LLMJudge(Endpoint(fake.url, "fake", KEY, timeout=5, max_retries=0), labels=LABELS)
     qs = [Query("q", "What does BD-2110 mean?", "identifier", "r")]
     chunk = Chunk("c#1", "d", "text [1]", "")
     ans = [Answer("q", "text [1].", False, 1.0, 0.0, ["text [1]."], [Source(1, "c#1", "d", "")])]
@@ -213,5 +213,5 @@ def test_too_many_unreadable_verdicts_fail(fake, monkeypatch):
 
 def test_judge_without_key_fails_when_built(monkeypatch):
     monkeypatch.delenv(KEY, raising=False)
-    with pytest.raises(LLMError, match=f"judge.api_key_env .*{KEY}"):
-        LLMJudge("http://127.0.0.1:9/v1", "m", KEY, labels=LABELS)
+    with pytest.raises(LLMError, match=f"judge.llm.api_key_env .*{KEY}"):
+        LLMJudge(Endpoint("http://127.0.0.1:9/v1", "m", KEY), labels=LABELS)

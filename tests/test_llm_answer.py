@@ -9,11 +9,13 @@ from fake_llm import FakeLLM
 
 from ragexp.answer.base import REFUSAL, AnswerInput, Source, answer_metrics, check_citations
 from ragexp.answer.extractive import ExtractiveAnswerer
-from ragexp.answer.llm import LLMError
+from ragexp.answer.llm import Endpoint, LLMError
 from ragexp.answer.llm_answer import LLMAnswerer, reply_sentences
 from ragexp.index.bm25 import BM25Index
+from ragexp.settings import settings
 
 KEY = "RAGEXP_TEST_LLM_KEY"
+ENDPOINT_KEYS = {f.name for f in settings(Endpoint)}
 Q_DEAD = "How long are dead-lettered jobs kept before they are purged?"
 
 
@@ -44,8 +46,10 @@ def key(monkeypatch):
 
 
 def llm(fake, **kw) -> LLMAnswerer:
-    return LLMAnswerer(base_url=fake.url, model="fake", api_key_env=KEY, **{
-        "timeout": 5.0, "max_retries": 2, **kw})
+    """The answerer on the fake endpoint; ``kw``: the endpoint's keys and the answerer's own."""
+    own = {k: kw.pop(k) for k in list(kw) if k not in ENDPOINT_KEYS}
+    endpoint = Endpoint(fake.url, "fake", KEY, **{"timeout": 5.0, "max_retries": 2, **kw})
+    return LLMAnswerer(endpoint, **own)
 
 
 def ask(answerer, question, retrieved, bm25, signal=1.0, threshold=0.0):
@@ -126,7 +130,7 @@ def test_malformed_reply_is_an_error_and_too_many_fail_the_run(fake, key, bm25,
     out = llm(fake, max_error_rate=0.5).answer(inputs, bm25)
     assert [bool(a.error) for a in out] == [True, True, False, False, False]
     assert "malformed reply" in out[0].error and out[0].refused
-    with pytest.raises(LLMError, match="2 of 5 calls .* failed .*answer.max_error_rate=0.2"):
+    with pytest.raises(LLMError, match="2 of 5 calls .* failed .*answer.llm.max_error_rate=0.2"):
         llm(fake, max_error_rate=0.2).answer(inputs, bm25)
 
 
@@ -162,7 +166,7 @@ def test_tokens_and_cost_match_the_server_log(fake, key, bm25, dead_letter_chunk
 
 def test_missing_or_empty_key_fails_before_any_call(fake, monkeypatch):
     monkeypatch.delenv(KEY, raising=False)
-    with pytest.raises(LLMError, match=f"answer.api_key_env .*'{KEY}'.*not set or empty"):
+    with pytest.raises(LLMError, match=f"answer.llm.api_key_env .*'{KEY}'.*not set or empty"):
         llm(fake)
     monkeypatch.setenv(KEY, "  ")
     with pytest.raises(LLMError, match="not set or empty"):
@@ -171,9 +175,10 @@ def test_missing_or_empty_key_fails_before_any_call(fake, monkeypatch):
 
 
 def test_endpoint_values_out_of_range_name_the_key(fake, key):
-    for kw, name in (({"concurrency": 0}, "answer.concurrency=0"),
-                     ({"timeout": -1.0}, "answer.timeout=-1.0"),
-                     ({"price_in_per_mtok": -2.0}, "answer.price_in_per_mtok=-2.0")):
+    for kw, name in (({"concurrency": 0}, "llm.concurrency=0"),
+                     ({"timeout": -1.0}, "llm.timeout=-1.0"),
+                     ({"price_in_per_mtok": -2.0}, "llm.price_in_per_mtok=-2.0"),
+                     ({"max_tokens": 0}, "answer.max_tokens=0")):
         with pytest.raises(LLMError, match=name):
             llm(fake, **kw)
 

@@ -4,7 +4,9 @@ composed. ``tests/fixtures/composed_configs.json.gz`` holds every shipped option
 composed at commit 14eb929, before any schema was generated (``python -m tools.composed_configs``
 wrote it); each is composed again here and compared: resolved values and their types, the run
 identity (``config_hash``), the node types OmegaConf gives each key, and each field's ranges,
-choices, paths and hints."""
+choices, paths and hints. A stage's endpoint, one ``llm`` node since (``answer.llm.model``, was
+``answer.model``), is compared as runs are identified and logged
+(``tracking.store.as_recorded``)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ from hydra.utils import get_object
 from omegaconf import OmegaConf
 
 from ragexp import settings
+from ragexp.answer.llm import Endpoint
 from ragexp.config import schema
+from ragexp.tracking.store import ENDPOINT_STAGES, as_recorded, config_hash
 from tools import composed_configs
 
 RECORDED = json.loads(gzip.decompress(
@@ -49,9 +53,38 @@ def test_every_option_and_ablation_recorded_is_still_shipped(composed):
     assert sorted(RECORDED) == sorted(set(RECORDED) & set(composed))
 
 
+def as_before(record: dict) -> dict:
+    """A record of today (``composed_configs.record``) in the shape of the record at 14eb929:
+    ``resolved`` and ``nodes`` ``as_recorded`` (each stage's ``llm.<key>`` as its own ``<key>``),
+    and the hash of that. ``generator.llm.max_error_rate`` is left out: the endpoint's key,
+    new to the generator, which does not read it (a questions file is no run; it records
+    ``generator.settings()``, unchanged); the generator's ``_target_`` leads, as it did, and its
+    endpoint keys' ranges, new to its schema (they were checked only when it was built), are
+    left out."""
+    resolved = as_recorded(record["resolved"])
+    nodes = {}
+    for key, node in record["nodes"].items():
+        stage, llm, rest = key.partition(".llm")
+        if stage in ENDPOINT_STAGES and llm:
+            if rest not in ("", "._target_"):
+                nodes[f"{stage}{rest}"] = node
+            continue
+        nodes[key] = node
+    generator = record["resolved"].get("generator")
+    if isinstance(generator, dict) and "llm" in generator:
+        kept = {k: v for k, v in resolved["generator"].items() if k != "max_error_rate"}
+        resolved = {**resolved, "generator": {"_target_": kept.pop("_target_"), **kept}}
+        nodes.pop("generator.max_error_rate")
+        for key in generator["llm"]:
+            if f"generator.{key}" in nodes:
+                nodes[f"generator.{key}"] = {**nodes[f"generator.{key}"], "meta": {}}
+    return {"resolved": resolved, "hash": config_hash(resolved, {}, code="fixed"),
+            "nodes": nodes}
+
+
 @pytest.mark.parametrize("label", sorted(RECORDED))
 def test_an_option_composes_as_it_did_before_schemas_were_generated(label, composed):
-    now, before = composed[label], RECORDED[label]
+    now, before = as_before(composed[label]), RECORDED[label]
     assert typed(now["resolved"]) == typed(before["resolved"])
     assert json.dumps(now["resolved"]) == json.dumps(before["resolved"])  # key order too
     assert now["hash"] == before["hash"]
@@ -68,7 +101,9 @@ def generated() -> list[type]:
 def test_a_generated_schema_has_every_setting_of_its_class_with_the_same_metadata(conf):
     stage = conf.__stage__
     own = {f.name: f for f in dataclasses.fields(conf)}
-    if conf is not schema.BM25Conf:  # the one group that code builds (build.bm25_params)
+    # bm25: the one group that code builds (build.bm25_params); llm: the block that each stage's
+    # llm (LLMCallConf, which builds an Endpoint) defaults to
+    if conf not in (schema.BM25Conf, schema.LLMEndpointConf):
         # Hydra builds the class itself (an index option by the path configs always named it by)
         assert get_object(own["_target_"].default) is stage
     keys = [f.name for f in settings.settings(stage)]
@@ -94,6 +129,10 @@ def test_a_generated_schema_holds_the_stage_s_own_defaults(conf):
     for f in settings.settings(conf.__stage__):
         if "interpolate" in f.metadata:
             assert plain[f.name] == f.metadata["interpolate"]
+            continue
+        if conf is schema.LLMCallConf:  # a stage's endpoint: each key follows the llm block's
+            assert plain[f.name] == f"${{llm.{f.name}}}"
+            compared += 1
             continue
         if "hint" in f.metadata:  # what to give: required
             assert plain[f.name] == settings.REQUIRED
@@ -173,13 +212,15 @@ ONE_MESSAGE_INDEX = [
      {"device": "tpu"}),
     (["chunking=none", "chunking.windows=firstp"], "ragexp.stages.chunking.WholeDocumentChunker",
      {"windows": "firstp"}),
-    (["answer=llm", "answer.api_key_env=null", "answer.timeout=0"], "ragexp.answer.llm.Endpoint",
-     {"base_url": "http://x", "model": "m", "timeout": 0.0, "where": "answer"}),
-    (["answer=llm", "answer.api_key_env=null", "llm.concurrency=100"],
+    (["answer=llm", "answer.llm.api_key_env=null", "answer.llm.timeout=0"],
      "ragexp.answer.llm.Endpoint",
-     {"base_url": "http://x", "model": "m", "concurrency": 100, "where": "answer"}),
-    (["judge=llm", "judge.api_key_env=null", "judge.max_tokens=0"], "ragexp.answer.llm.Endpoint",
-     {"base_url": "http://x", "model": "m", "max_tokens": 0, "where": "judge"}),
+     {"base_url": "http://x", "model": "m", "timeout": 0.0, "where": "answer.llm"}),
+    (["answer=llm", "answer.llm.api_key_env=null", "llm.concurrency=100"],
+     "ragexp.answer.llm.Endpoint",
+     {"base_url": "http://x", "model": "m", "concurrency": 100, "where": "answer.llm"}),
+    (["judge=llm", "judge.llm.api_key_env=null", "judge.max_tokens=0"],
+     "ragexp.answer.judge.LLMJudge",
+     {"llm": Endpoint("http://x", "m", api_key_env=None), "max_tokens": 0}),
 ]
 
 

@@ -123,11 +123,34 @@ def hybrid_parts(retriever: dict) -> dict:
     return {**kept, "parts": parts, "fusion": fusion}
 
 
+ENDPOINT = "ragexp.answer.llm.Endpoint"
+# The stages that call an endpoint, and the keys of it they were recorded with as their own
+# (``answer.model``) before it was one ``llm`` node (``answer.llm.model``).
+ENDPOINT_USERS = ("ragexp.answer.llm_answer.LLMAnswerer", "ragexp.answer.judge.LLMJudge",
+                  "ragexp.generate.llm_questions.LLMGenerator")
+ENDPOINT_KEYS = ("base_url", "model", "api_key_env", "timeout", "max_retries", "concurrency",
+                 "temperature", "price_in_per_mtok", "price_out_per_mtok", "max_error_rate")
+
+
+def endpoint_node(stage: dict) -> dict:
+    """Today's form of a stage config recorded with its endpoint's keys as its own
+    (``{_target_: ...LLMAnswerer, model: m, ..., n_chunks: 3}``): those keys in one ``llm``
+    node that builds an ``Endpoint`` (``{..., llm: {_target_: ...Endpoint, model: m, ...}}``).
+    Any other config is returned unchanged (``tracking.store.as_recorded`` is the inverse)."""
+    if stage.get("_target_") not in ENDPOINT_USERS or "llm" in stage:
+        return stage
+    llm = {"_target_": ENDPOINT, **{k: stage[k] for k in ENDPOINT_KEYS if k in stage}}
+    kept = {k: v for k, v in stage.items() if k not in ENDPOINT_KEYS}
+    return {**kept, "llm": llm}
+
+
 def upgrade(cfg):
     """A copy of a recorded config (an OmegaConf ``DictConfig``) whose every ``_target_`` names
-    today's path (``target``) and whose hybrid retriever, if recorded with the switches of old,
+    today's path (``target``), whose hybrid retriever, if recorded with the switches of old,
     has today's parts and fusion (``hybrid_parts``; the top-level ``fusion`` is set to the same
-    when the config has none); the config itself is not changed."""
+    when the config has none), and whose ``answer``, ``judge`` and ``generator``, if recorded
+    with their endpoint's keys as their own, hold them in one ``llm`` node (``endpoint_node``);
+    the config itself is not changed."""
     # defer heavy import
     from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
@@ -155,5 +178,12 @@ def upgrade(cfg):
                 out.retriever = new
                 if out.get("fusion") is None:
                     out.fusion = new["fusion"]
+    for stage in ("answer", "judge", "generator"):
+        node = out.get(stage)
+        if isinstance(node, DictConfig) and "llm" not in node:
+            new = endpoint_node(OmegaConf.to_container(node))
+            if "llm" in new:
+                with open_dict(out):
+                    out[stage] = new
     OmegaConf.set_readonly(out, with_flag)
     return out

@@ -5,6 +5,7 @@ import pytest
 from contract.contracts import GeneratorContract
 from test_questions_llm import KEY, GenerationFake
 
+from ragexp.answer.llm import Endpoint
 from ragexp.generate.known_item import KnownItemGenerator
 from ragexp.generate.llm_questions import LLMGenerator
 from ragexp.records import Document
@@ -38,4 +39,4 @@ class TestLLM(GeneratorContract):
                          "It lives in the docs folder.\n")]
 
     def get_generator(self):
-        return LLMGenerator(self.url, "fake", api_key_env=KEY, timeout=5.0, max_retries=1)
+        return LLMGenerator(Endpoint(self.url, "fake", api_key_env=KEY, timeout=5.0, max_retries=1))

@@ -18,12 +18,14 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional, Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
+from ragexp import settings
 from ragexp.answer.agreement import GradeItem, Verdict, agreement_metrics, load_labels
 from ragexp.answer.base import Answer, body
 from ragexp.answer.judge_metrics import judge_columns, judge_metrics, usage_metrics
-from ragexp.answer.llm import ChatClient, Completion, Endpoint, LLMError, Messages
+from ragexp.answer.llm import (MAX_TOKENS, ChatClient, Completion, Endpoint, LLMError,
+                               Messages)
 from ragexp.data import shipped
 from ragexp.records import Chunk, Query
 
@@ -138,9 +140,11 @@ def grade_item(query: Query, answer: Answer, chunks: dict[str, Chunk]) -> GradeI
 
 
 class LLMJudge:
-    """``judge=llm``: endpoint keys as :class:`ragexp.answer.llm.Endpoint`; ``labels`` is the
-    hand-labelled file for agreement, ``kappa_floor`` the agreement below which the run is
-    marked (None: the shipped handbook labels), ``max_error_rate`` the share of failed or unreadable gradings that fails the run.
+    """``judge=llm``: ``llm`` is the endpoint it calls (``judge.llm``, by default the config's
+    ``llm``), asked for at most ``max_tokens`` tokens a grading; ``labels`` is the
+    hand-labelled file for agreement (None: the shipped handbook labels), ``kappa_floor`` the
+    agreement below which the run is marked; more than ``llm.max_error_rate`` of the gradings
+    failed or unreadable fails the run.
 
     Raises LLMError when built if the key's environment variable is missing or empty, and
     ValueError (file:line) on a bad labels file.
@@ -148,23 +152,18 @@ class LLMJudge:
 
     name = "llm"
 
-    def __init__(self, base_url: str, model: str, api_key_env: Optional[str] = "OPENAI_API_KEY",
-                 timeout: float = 60.0, max_retries: int = 4, concurrency: int = 4,
-                 temperature: float = 0.0, price_in_per_mtok: Optional[float] = None,
-                 price_out_per_mtok: Optional[float] = None, max_tokens: int = 200,
-                 labels: str | None = None, kappa_floor: float = 0.6,
-                 max_error_rate: float = 0.1, name: str = "llm"):
+    def __init__(self, llm: Endpoint, max_tokens: int = 200, labels: str | None = None,
+                 kappa_floor: float = 0.6, name: str = "llm"):
         labels = labels or shipped.path(LABELS)
-        if not -1 <= kappa_floor <= 1 or not 0 <= max_error_rate <= 1:
-            raise LLMError(f"judge.kappa_floor must be in [-1, 1] and judge.max_error_rate in "
-                           f"[0, 1], got {kappa_floor} and {max_error_rate}")
-        self.endpoint = Endpoint(base_url, model, api_key_env, timeout, max_retries, concurrency,
-                                 temperature, max_tokens, price_in_per_mtok, price_out_per_mtok,
-                                 where="judge")
-        self.client = ChatClient(self.endpoint)
+        if not -1 <= kappa_floor <= 1:
+            raise LLMError(f"judge.kappa_floor must be in [-1, 1], got {kappa_floor}")
+        settings.refuse(settings.field_problems("judge.max_tokens", max_tokens, MAX_TOKENS),
+                        LLMError)
+        self.endpoint = llm.at("judge.llm")
+        self.client = ChatClient(self.endpoint, max_tokens)
         self.labels = load_labels(labels)
         self.labels_sha256 = hashlib.sha256(Path(labels).read_bytes()).hexdigest()[:16]
-        self.kappa_floor, self.max_error_rate = kappa_floor, max_error_rate
+        self.kappa_floor, self.max_error_rate = kappa_floor, self.endpoint.max_error_rate
 
     def grade(self, items: Sequence[GradeItem], progress: bool = False,
               desc: str = "judging") -> tuple[list[Verdict], list[Completion]]:
@@ -179,7 +178,7 @@ class LLMJudge:
         if todo and len(failed) > self.max_error_rate * len(todo):
             raise LLMError(f"judge: {len(failed)} of {len(todo)} gradings failed or were "
                            f"unreadable (first: {failed[0]}); more than "
-                           f"judge.max_error_rate={self.max_error_rate}")
+                           f"judge.llm.max_error_rate={self.max_error_rate}")
         by_q: list[Verdict | None] = [None] * len(queries)
         for i, v in zip(todo, verdicts):
             by_q[i] = v

@@ -20,7 +20,7 @@ import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
 
 from tqdm import tqdm
@@ -35,40 +35,41 @@ class LLMError(RagexpError, RuntimeError):
     """A configuration or endpoint error that no retry fixes."""
 
 
-# What the endpoint keys accept (``llm.*``, and ``answer.*``, ``judge.*``, ``generator.*`` that
-# interpolate them): the schema fields' metadata (``config.schema``) and ``Endpoint``'s own check.
-LLM_RANGES = {"timeout": {"gt": 0}, "max_retries": {"ge": 0, "le": 20},
-              "concurrency": {"ge": 1, "le": 64}, "temperature": {"ge": 0, "le": 2},
-              "max_tokens": {"ge": 1},
-              "price_in_per_mtok": {"ge": 0}, "price_out_per_mtok": {"ge": 0},
-              "max_error_rate": {"ge": 0, "le": 1}}
+# What a stage's ``max_tokens`` accepts (``answer.max_tokens``, ``judge.max_tokens``,
+# ``generator.max_tokens``): how long a reply the stage asks its endpoint for.
+MAX_TOKENS = {"ge": 1}
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """An OpenAI-compatible chat endpoint and how to call it.
+    """An OpenAI-compatible chat endpoint and how to call it: the config's ``llm`` node, and
+    each stage's ``llm`` (``answer.llm``, ``judge.llm``, ``generator.llm``), whose keys default
+    to ``llm.*``. Its fields declare what they accept (``settings``): the config schemas are
+    generated from them (``config.schema``).
 
-    ``where`` is the config key prefix (``answer``, ``judge``) used in error messages.
-    ``timeout`` is seconds per attempt; prices are USD per 1,000,000 tokens.
-    Raises LLMError on a value out of range.
+    ``timeout`` is seconds per attempt; prices are USD per 1,000,000 tokens; ``max_error_rate``
+    is the share of calls failing (or unreadable) that fails a run (the answerer's and the
+    judge's). ``where`` is the config key of this endpoint (``answer.llm``) in error messages,
+    set by the stage that calls it. Raises LLMError on a value out of range.
     """
 
-    base_url: str
-    model: str
-    api_key_env: Optional[str] = "OPENAI_API_KEY"
-    timeout: float = 60.0
-    max_retries: int = 4
-    concurrency: int = 4
-    temperature: float = 0.0
-    max_tokens: int = 400
-    price_in_per_mtok: Optional[float] = None
-    price_out_per_mtok: Optional[float] = None
-    where: str = "llm"
+    base_url: str = "https://api.openai.com/v1"
+    model: str = "gpt-4o-mini"
+    api_key_env: Optional[str] = "OPENAI_API_KEY"  # None: an endpoint without authentication
+    timeout: float = field(default=60.0, metadata={"gt": 0})
+    # on 408/409/429/5xx, timeouts and connection errors
+    max_retries: int = field(default=4, metadata={"ge": 0, "le": 20})
+    # requests in flight at once
+    concurrency: int = field(default=4, metadata={"ge": 1, "le": 64})
+    temperature: float = field(default=0.0, metadata={"ge": 0, "le": 2})
+    # None: cost not logged
+    price_in_per_mtok: Optional[float] = field(default=None, metadata={"ge": 0})
+    price_out_per_mtok: Optional[float] = field(default=None, metadata={"ge": 0})
+    max_error_rate: float = field(default=0.1, metadata={"ge": 0, "le": 1})
+    where: str = field(default="llm", metadata=settings.BUILT)
 
     def __post_init__(self) -> None:
-        settings.refuse([p for key, bounds in LLM_RANGES.items() if hasattr(self, key)
-                         for p in settings.field_problems(f"{self.where}.{key}",
-                                                          getattr(self, key), bounds)], LLMError)
+        settings.check(self, self.where, error=LLMError)
         checks = [("base_url", bool(self.base_url.strip()), "a URL such as "
                    "https://api.openai.com/v1 or http://localhost:11434/v1"),
                   ("model", bool(self.model.strip()), "a model name")]
@@ -79,6 +80,11 @@ class Endpoint:
             if not ok:
                 raise LLMError(f"{self.where}.{key}={getattr(self, key)!r} is invalid: must be "
                                f"{valid}")
+
+    def at(self, where: str) -> Endpoint:
+        """This endpoint, its error messages naming the config key ``where``
+        (``answer.llm``)."""
+        return replace(self, where=where)
 
     def api_key(self) -> str:
         """The key from the environment variable ``api_key_env`` names; raises LLMError when
@@ -114,14 +120,15 @@ class Completion:
 
 
 class ChatClient:
-    """Chat completions against one :class:`Endpoint`; built eagerly so that a missing key
-    fails before any work."""
+    """Chat completions against one :class:`Endpoint`, each reply at most ``max_tokens``
+    tokens (the calling stage's ``max_tokens``); built eagerly so that a missing key fails
+    before any work."""
 
-    def __init__(self, endpoint: Endpoint):
+    def __init__(self, endpoint: Endpoint, max_tokens: int = 400):
         # defer heavy import
         import openai
 
-        self.endpoint = endpoint
+        self.endpoint, self.max_tokens = endpoint, max_tokens
         self._openai = openai
         key = endpoint.api_key()
         # Counts HTTP attempts per calling thread (the sync client retries on that thread), so
@@ -146,7 +153,7 @@ class ChatClient:
         try:
             raw = self._client.chat.completions.with_raw_response.create(
                 model=ep.model, messages=messages, temperature=ep.temperature,
-                max_tokens=ep.max_tokens)
+                max_tokens=self.max_tokens)
             reply = raw.parse()
             text = reply.choices[0].message.content or ""
             usage = reply.usage

@@ -11,11 +11,12 @@ not in the cited passage is dropped; an answer left with no sentence is a refusa
 from __future__ import annotations
 
 import re
-from typing import Optional, Sequence
+from typing import Sequence
 
 from ragexp.answer.base import (REFUSAL, Answer, AnswerInput, Coverage, body, finish,
                                 refuse_early, sources_for)
-from ragexp.answer.llm import ChatClient, Endpoint, LLMError, Messages
+from ragexp import settings
+from ragexp.answer.llm import MAX_TOKENS, ChatClient, Endpoint, LLMError, Messages
 from ragexp.text.analysis import split_sentences
 
 NO_ANSWER = "NOT IN PASSAGES"
@@ -52,33 +53,29 @@ def reply_sentences(reply: str) -> list[str]:
 
 
 class LLMAnswerer:
-    """``answer=llm``. The endpoint keys are those of :class:`ragexp.answer.llm.Endpoint`;
-    ``n_chunks`` passages are shown, ``max_sentences`` asked for, ``min_support`` is the
-    citation checker's, and more than ``max_error_rate`` of the calls failing at the endpoint
-    raises LLMError (the run would otherwise measure the endpoint's failures).
+    """``answer=llm``. ``llm`` is the endpoint it calls (``answer.llm``, by default the
+    config's ``llm``), asked for at most ``max_tokens`` tokens a reply; ``n_chunks`` passages
+    are shown, ``max_sentences`` asked for, ``min_support`` is the citation checker's, and more
+    than ``llm.max_error_rate`` of the calls failing at the endpoint raises LLMError (the run
+    would otherwise measure the endpoint's failures).
 
     Raises LLMError when built if the key's environment variable is missing or empty.
     """
 
     name = "llm"
 
-    def __init__(self, base_url: str, model: str, api_key_env: Optional[str] = "OPENAI_API_KEY",
-                 timeout: float = 60.0, max_retries: int = 4, concurrency: int = 4,
-                 temperature: float = 0.0, price_in_per_mtok: Optional[float] = None,
-                 price_out_per_mtok: Optional[float] = None, max_tokens: int = 400,
-                 n_chunks: int = 3, max_sentences: int = 2, min_support: float = 0.6,
-                 max_error_rate: float = 0.1, name: str = "llm"):
+    def __init__(self, llm: Endpoint, max_tokens: int = 400, n_chunks: int = 3,
+                 max_sentences: int = 2, min_support: float = 0.6, name: str = "llm"):
         for key, ok in (("n_chunks", n_chunks >= 1), ("max_sentences", max_sentences >= 1),
-                        ("min_support", 0 <= min_support <= 1),
-                        ("max_error_rate", 0 <= max_error_rate <= 1)):
+                        ("min_support", 0 <= min_support <= 1)):
             if not ok:
                 raise LLMError(f"answer.{key}={locals()[key]!r} is out of range")
-        self.endpoint = Endpoint(base_url, model, api_key_env, timeout, max_retries, concurrency,
-                                 temperature, max_tokens, price_in_per_mtok, price_out_per_mtok,
-                                 where="answer")
-        self.client = ChatClient(self.endpoint)
+        settings.refuse(settings.field_problems("answer.max_tokens", max_tokens, MAX_TOKENS),
+                        LLMError)
+        self.endpoint = llm.at("answer.llm")
+        self.client = ChatClient(self.endpoint, max_tokens)
         self.n_chunks, self.max_sentences = n_chunks, max_sentences
-        self.min_support, self.max_error_rate = min_support, max_error_rate
+        self.min_support, self.max_error_rate = min_support, self.endpoint.max_error_rate
 
     def answer(self, inputs: Sequence[AnswerInput], coverage: Coverage,
                progress: bool = False) -> list[Answer]:
@@ -94,7 +91,7 @@ class LLMAnswerer:
         if todo and len(failed) > self.max_error_rate * len(todo):
             raise LLMError(f"answer: {len(failed)} of {len(todo)} calls to "
                            f"{self.endpoint.base_url} failed (first: {failed[0]}); more than "
-                           f"answer.max_error_rate={self.max_error_rate}")
+                           f"answer.llm.max_error_rate={self.max_error_rate}")
         return out
 
     def _read(self, inp: AnswerInput, sources, reply, coverage: Coverage) -> Answer:

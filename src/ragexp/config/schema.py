@@ -9,7 +9,9 @@ checked for every composed config by ``ragexp.config.validation``: a range (``me
 exist (``path``: ``dir``, ``file`` or ``any``), and for a value the user must give what to give
 (``hint``). ``_target_`` names the class Hydra instantiates for that option. The schemas
 written here are those with no stage class of their own (the top-level ``Config``, the abstain
-group, the LLM endpoint keys) or whose stage takes the run's resources (the retrievers).
+group), those holding a stage's ``llm`` endpoint node (``answer=llm``, ``judge=llm``,
+``generator=llm``; the node's schema is generated from ``Endpoint``) or whose stage takes the
+run's resources (the retrievers).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from omegaconf import MISSING, OmegaConf
 from ragexp import settings
 from ragexp.answer.extractive import ExtractiveAnswerer
 from ragexp.answer.judge import NoJudge
-from ragexp.answer.llm import LLM_RANGES
+from ragexp.answer.llm import MAX_TOKENS, Endpoint
 from ragexp.data import shipped
 from ragexp.data.datasets import BeirDataset, MarkdownDataset
 from ragexp.data.split import AUTO, SPLITS
@@ -163,62 +165,25 @@ BM25Conf = settings.schema(BM25Params, "BM25Conf", target=False)
 ExtractiveAnswerConf = settings.schema(ExtractiveAnswerer, "ExtractiveAnswerConf")
 
 
-@dataclass
-class LLMEndpointConf:
-    """One OpenAI-compatible chat endpoint (``llm.*``), shared by ``answer=llm`` and
-    ``judge=llm`` through interpolation; each may override any key for itself."""
-
-    base_url: str = "https://api.openai.com/v1"
-    model: str = "gpt-4o-mini"
-    api_key_env: Optional[str] = "OPENAI_API_KEY"  # null: an endpoint without authentication
-    # seconds per attempt
-    timeout: float = field(default=60.0, metadata=LLM_RANGES["timeout"])
-    # on 408/409/429/5xx, timeouts and connection errors
-    max_retries: int = field(default=4, metadata=LLM_RANGES["max_retries"])
-    # requests in flight at once
-    concurrency: int = field(default=4, metadata=LLM_RANGES["concurrency"])
-    temperature: float = field(default=0.0, metadata=LLM_RANGES["temperature"])
-    # USD per 1M prompt tokens; null: cost not logged
-    price_in_per_mtok: Optional[float] = field(default=None,
-                                               metadata=LLM_RANGES["price_in_per_mtok"])
-    # USD per 1M completion tokens
-    price_out_per_mtok: Optional[float] = field(default=None,
-                                                metadata=LLM_RANGES["price_out_per_mtok"])
-    # share of calls failing (or unreadable) that fails the run
-    max_error_rate: float = field(default=0.1, metadata=LLM_RANGES["max_error_rate"])
+# The ``llm`` node: the fields of ``answer.llm.Endpoint``, the one endpoint each stage's ``llm``
+# defaults to (no ``_target_``: only the stages' nodes are built, and every recorded config's
+# ``llm`` stays as it was).
+LLMEndpointConf = settings.schema(Endpoint, "LLMEndpointConf", target=False)
+# A stage's ``llm`` (``answer.llm``, ``judge.llm``, ``generator.llm``): an ``Endpoint`` whose
+# every key interpolates the shared ``llm.*``, so ``answer.llm.model=gpt-4o`` overrides one key
+# for one stage and the rest follow ``llm``.
+LLMCallConf = settings.schema(Endpoint, "LLMCallConf", fields={
+    f.name: (settings.config_type(settings.field_type(Endpoint, f)),
+             field(default=f"${{llm.{f.name}}}", metadata=dict(f.metadata)))
+    for f in settings.settings(Endpoint)})
 
 
 @dataclass
-class LLMCallConf:
-    """The endpoint keys ``answer=llm`` and ``judge=llm`` both take, each interpolating the
-    shared ``llm.*`` block (either may override any key for itself)."""
-
-    base_url: str = "${llm.base_url}"
-    model: str = "${llm.model}"
-    api_key_env: Optional[str] = "${llm.api_key_env}"
-    timeout: float = field(default="${llm.timeout}",  # type: ignore[assignment]
-                           metadata=LLM_RANGES["timeout"])
-    max_retries: int = field(default="${llm.max_retries}",  # type: ignore[assignment]
-                             metadata=LLM_RANGES["max_retries"])
-    concurrency: int = field(default="${llm.concurrency}",  # type: ignore[assignment]
-                             metadata=LLM_RANGES["concurrency"])
-    temperature: float = field(default="${llm.temperature}",  # type: ignore[assignment]
-                               metadata=LLM_RANGES["temperature"])
-    price_in_per_mtok: Optional[float] = field(
-        default="${llm.price_in_per_mtok}",  # type: ignore[assignment]
-        metadata=LLM_RANGES["price_in_per_mtok"])
-    price_out_per_mtok: Optional[float] = field(
-        default="${llm.price_out_per_mtok}",  # type: ignore[assignment]
-        metadata=LLM_RANGES["price_out_per_mtok"])
-    max_error_rate: float = field(default="${llm.max_error_rate}",  # type: ignore[assignment]
-                                  metadata=LLM_RANGES["max_error_rate"])
-
-
-@dataclass
-class LLMAnswerConf(LLMCallConf):
+class LLMAnswerConf:
     _target_: str = "ragexp.answer.llm_answer.LLMAnswerer"
     name: str = "llm"
-    max_tokens: int = field(default=400, metadata=LLM_RANGES["max_tokens"])
+    llm: LLMCallConf = field(default_factory=LLMCallConf)
+    max_tokens: int = field(default=400, metadata=MAX_TOKENS)
     n_chunks: int = field(default=3, metadata={"ge": 1})
     max_sentences: int = field(default=2, metadata={"ge": 1})
     min_support: float = field(default=0.6, metadata={"ge": 0, "le": 1})
@@ -228,10 +193,11 @@ NoJudgeConf = settings.schema(NoJudge, "NoJudgeConf")
 
 
 @dataclass
-class LLMJudgeConf(LLMCallConf):
+class LLMJudgeConf:
     _target_: str = "ragexp.answer.judge.LLMJudge"
     name: str = "llm"
-    max_tokens: int = field(default=200, metadata=LLM_RANGES["max_tokens"])
+    llm: LLMCallConf = field(default_factory=LLMCallConf)
+    max_tokens: int = field(default=200, metadata=MAX_TOKENS)
     # hand-labelled answers for the judge's agreement (kappa); the shipped handbook labels
     labels: str = field(default="${ragexp.example:handbook/golden/judge/labels.jsonl}",
                         metadata={"path": "file"})
@@ -294,19 +260,11 @@ KnownItemGeneratorConf = settings.schema(KnownItemGenerator, "KnownItemGenerator
 @dataclass
 class LLMGeneratorConf:
     """``generator=llm``: questions from an OpenAI-compatible model (``generate.llm_questions``);
-    endpoint keys default to ``llm.*`` as ``answer=llm``'s do."""
+    its ``llm`` keys default to ``llm.*`` as ``answer.llm``'s do."""
 
     _target_: str = "ragexp.generate.llm_questions.LLMGenerator"
-    base_url: str = "${llm.base_url}"
-    model: str = "${llm.model}"
-    api_key_env: Optional[str] = "${llm.api_key_env}"
-    timeout: float = "${llm.timeout}"  # type: ignore[assignment]
-    max_retries: int = "${llm.max_retries}"  # type: ignore[assignment]
-    concurrency: int = "${llm.concurrency}"  # type: ignore[assignment]
-    temperature: float = "${llm.temperature}"  # type: ignore[assignment]
-    price_in_per_mtok: Optional[float] = "${llm.price_in_per_mtok}"  # type: ignore[assignment]
-    price_out_per_mtok: Optional[float] = "${llm.price_out_per_mtok}"  # type: ignore[assignment]
-    max_tokens: int = field(default=400, metadata=LLM_RANGES["max_tokens"])
+    llm: LLMCallConf = field(default_factory=LLMCallConf)
+    max_tokens: int = field(default=400, metadata=MAX_TOKENS)
 
 
 @dataclass

@@ -423,12 +423,16 @@ def parts_are_typed(cfg: DictConfig) -> list[str]:
 CONTROL_KEYS = frozenset({"_target_", "_partial_", "_recursive_", "_convert_", "_args_"})
 BUILT_WITH = frozenset({"resources"})  # arguments a stage's factory is called with, not config
 # Keys of ``retriever=hybrid`` before fusion became a group (the form ``legacy.hybrid_parts``
-# rewrites in a recorded config): ``(target, key) -> where that setting went``.
+# rewrites in a recorded config): ``(target, key) -> where that setting went`` (``{where}``: the
+# node's own key).
 MOVED_KEYS = {
     (legacy.HYBRID, "depth"): "retriever.parts.<name>.depth (one per part)",
     (legacy.HYBRID, "rrf_k"): "fusion.k (fusion=rrf)",
     (legacy.HYBRID, "dense"): "retriever.parts.dense (=null switches the part off)",
     (legacy.HYBRID, "bm25"): "retriever.parts.bm25 (=null switches the part off)",
+    # a stage's endpoint keys, its own before the endpoint was one node (legacy.endpoint_node)
+    **{(user, key): f"{{where}}.llm.{key}" for user in legacy.ENDPOINT_USERS
+       for key in legacy.ENDPOINT_KEYS},
 }
 DENSE = "ragexp.stages.retrievers.DenseRetriever"
 # Targets whose own keys take the ranges of a group's schema: a BM25 part's ``k1``, ``b``,
@@ -476,7 +480,8 @@ def target_node_problems(node: DictConfig, where: str) -> list[str]:
             near = difflib.get_close_matches(str(key), [n for n in params if n not in
                                                         BUILT_WITH], n=1, cutoff=0.75)
             hint = f"did you mean {where}.{near[0]}? " if near else ""
-            problems.append(f"{where}.{key} moved to {moved}: drop {where}.{key}" if moved else
+            problems.append(f"{where}.{key} moved to {moved.format(where=where)}: drop "
+                            f"{where}.{key}" if moved else
                             f"{where}.{key} is not a setting of {target} ({hint}it takes "
                             f"{takes})")
     if node.get("_partial_") is True:
@@ -799,11 +804,11 @@ def token_sizes_have_a_tokenizer(cfg: DictConfig) -> list[str]:
 
 @cross_field_rule
 def endpoints_named(cfg: DictConfig) -> list[str]:
-    """Each LLM endpoint (``llm``, and ``answer``/``judge`` when they call one) names a
+    """Each LLM endpoint (``llm``, and ``answer.llm``/``judge.llm`` when they call one) names a
     ``base_url`` and a ``model`` (``answer.llm.Endpoint``)."""
     problems = []
-    for key in ("llm", "answer", "judge"):
-        node = cfg.get(key)
+    for key in ("llm", "answer.llm", "judge.llm"):
+        node = OmegaConf.select(cfg, key)
         if not isinstance(node, DictConfig) or "base_url" not in node or "model" not in node:
             continue
         for name, what in (("base_url", "a URL such as http://localhost:11434/v1"),
@@ -819,7 +824,9 @@ def composition_error(exc: BaseException) -> str:
     are no option; with ``(conf/dataset/mine.yaml is here: pass --config-dir conf)`` when the
     current folder's ``conf/``, as ``ragexp init`` writes it, has the option), or the error and
     its cause (``Could not override 'k'. ...: Key 'x' is not in struct``) without Hydra's
-    config search path."""
+    config search path; an override of a stage's endpoint key as the stage's own
+    (``answer.model=x``, before the endpoint was one node) says where it is now
+    (``answer.llm.model``)."""
     options = [o for o in getattr(exc, "options", None) or [] if not o.endswith("_schema")]
     text = str(exc).split("\nAvailable options")[0].split("\nConfig search path")[0]
     message = " ".join(text.split())
@@ -832,6 +839,10 @@ def composition_error(exc: BaseException) -> str:
     cause = exc.__cause__
     if isinstance(cause, OmegaConfBaseException):
         message += f": {' '.join(str(cause).splitlines()[0].split())}"
+    moved = re.search(r"Could not override '(answer|judge|generator)\.(\w+)'", message)
+    if moved and moved.group(2) in legacy.ENDPOINT_KEYS:
+        stage, key = moved.groups()
+        message += f" ({stage}.{key} is {stage}.llm.{key} now: docs/llm.md)"
     return message
 
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Optional, Sequence
+from typing import Sequence
 
-from ragexp.answer.llm import ChatClient, Completion, Endpoint, LLMError, Messages
+from ragexp import settings
+from ragexp.answer.llm import (MAX_TOKENS, ChatClient, Completion, Endpoint, LLMError,
+                               Messages)
 from ragexp.generate.passages import Job, Passage
 from ragexp.index.bm25 import BM25Index
 from ragexp.records import UNANSWERABLE, Document
@@ -84,23 +86,21 @@ def parse_reply(text: str, required: Sequence[str] = FIELDS) -> tuple[dict | Non
 
 
 class LLMGenerator:
-    """Questions from an OpenAI-compatible endpoint (the module's procedure). Endpoint keys as
-    :class:`ragexp.answer.llm.Endpoint`. Raises ``LLMError`` when built if the key's
+    """Questions from an OpenAI-compatible endpoint (the module's procedure): ``llm`` is the
+    endpoint (``generator.llm``, by default the config's ``llm``), asked for at most
+    ``max_tokens`` tokens a reply. Raises ``LLMError`` when built if the key's
     environment variable is unset, and from :meth:`write` when the endpoint cannot be reached
     at all (every call of a batch failing to connect)."""
 
     name = "llm"
     kinds = tuple(KIND_PROMPTS)
 
-    def __init__(self, base_url: str, model: str, api_key_env: Optional[str] = "OPENAI_API_KEY",
-                 timeout: float = 60.0, max_retries: int = 4, concurrency: int = 4,
-                 temperature: float = 0.0, price_in_per_mtok: Optional[float] = None,
-                 price_out_per_mtok: Optional[float] = None, max_tokens: int = 400):
-        self.endpoint = Endpoint(base_url, model, api_key_env, timeout, max_retries, concurrency,
-                                 temperature, max_tokens, price_in_per_mtok, price_out_per_mtok,
-                                 where="generator")
-        self.client = ChatClient(self.endpoint)
-        self.model = model
+    def __init__(self, llm: Endpoint, max_tokens: int = 400):
+        settings.refuse(settings.field_problems("generator.max_tokens", max_tokens, MAX_TOKENS),
+                        LLMError)
+        self.endpoint = llm.at("generator.llm")
+        self.client = ChatClient(self.endpoint, max_tokens)
+        self.model, self.max_tokens = llm.model, max_tokens
         self.prompt_sha256 = prompt_sha256()
         self.usage = {"calls": 0, "tokens_in": 0, "tokens_out": 0, "retries": 0}
         self._bm25: BM25Index | None = None
@@ -109,7 +109,7 @@ class LLMGenerator:
     def settings(self) -> dict:
         """What the questions depend on besides the model and prompts, for provenance."""
         return {"name": self.name, "temperature": self.endpoint.temperature,
-                "max_tokens": self.endpoint.max_tokens}
+                "max_tokens": self.max_tokens}
 
     def cost_usd(self) -> float | None:
         return self.endpoint.cost_usd(self.usage["tokens_in"], self.usage["tokens_out"])

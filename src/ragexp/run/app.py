@@ -186,7 +186,7 @@ def run_logged(cfg: DictConfig, label: str | None = None) -> dict:
                       labels.of_overrides(task_overrides(hc) if hc is not None else []))
     with runs.tracked_run(job.experiment_id, tags=tags,
                           run_name=label if label != labels.CUSTOM else None,
-                          params=tracking.flatten(job.resolved), output_dir=job.output_dir,
+                          params=tracking.params(job.resolved), output_dir=job.output_dir,
                           overrides=job.overrides) as run, repeats.collapsed():
         log.info("MLflow run %s (experiment %s)", run.run_id, job.resolved["experiment"])
         if job.load_error is not None:

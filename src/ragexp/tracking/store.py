@@ -224,11 +224,35 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+ENDPOINT_STAGES = ("answer", "judge", "generator")  # the stages that may call an ``llm``
+
+
+def as_recorded(resolved: dict) -> dict:
+    """``resolved`` in the shape runs have always been identified and logged by: each stage's
+    endpoint keys (``answer.llm.model``) as the stage's own (``answer.model``), as configs held
+    them before the endpoint was one ``llm`` node, so a run keeps its ``config_hash`` and its
+    params' names (``measured`` and ``params`` read it). Copied where it changes; a config
+    without a stage's ``llm`` node is returned as is."""
+    out = resolved
+    for stage in ENDPOINT_STAGES:
+        node = out.get(stage)
+        if isinstance(node, dict) and isinstance(node.get("llm"), dict):
+            endpoint = {k: v for k, v in node["llm"].items() if k != "_target_"}
+            out = {**out, stage: {**endpoint, **{k: v for k, v in node.items() if k != "llm"}}}
+    return out
+
+
+def params(resolved: dict) -> dict[str, Any]:
+    """A run's params: its resolved config ``as_recorded``, ``flatten``ed."""
+    return flatten(as_recorded(resolved))
+
+
 def measured(resolved: dict) -> dict:
     """The part of a (nested) config a run measures: without ``VOLATILE_KEYS``, and without the
     ``fusion`` group unless the retriever has hybrid parts (``retriever.parts``). What
-    ``config_hash`` hashes, and the settings a run's label may name (``decide.labels``)."""
-    kept = resolved
+    ``config_hash`` hashes, and the settings a run's label may name (``decide.labels``), read
+    ``as_recorded``."""
+    kept = as_recorded(resolved)
     for key in VOLATILE_KEYS:
         kept = _without(kept, key.split("."))
     if not (kept.get("retriever") or {}).get("parts"):
