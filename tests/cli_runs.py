@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workspaces import PARENT_ENV, store_uri
+from workspaces import PARENT_ENV, migrated_store, store_uri
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,8 +22,12 @@ def cli_env(tmp: Path, uri: str | None = None) -> dict[str, str]:
     return env
 
 
-def run_ragexp(tmp: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    """``python -m ragexp ARGS cache_dir=TMP/cache progress=false`` from the repository root."""
+def run_ragexp(tmp: Path, *args: str, timeout: int = 900,
+               migrated: bool = True) -> subprocess.CompletedProcess:
+    """``python -m ragexp ARGS cache_dir=TMP/cache progress=false`` from the repository root,
+    on the ``migrated_store`` in ``tmp`` (``migrated=False``: on a store not created yet, for a
+    test that the command creates none)."""
+    uri = migrated_store(tmp) if migrated else store_uri(tmp)
     return subprocess.run([sys.executable, "-m", "ragexp", *args, f"cache_dir={tmp / 'cache'}",
-                           "progress=false"], cwd=ROOT, env=cli_env(tmp), capture_output=True,
-                          text=True, timeout=timeout)
+                           "progress=false"], cwd=ROOT, env=cli_env(tmp, uri),
+                          capture_output=True, text=True, timeout=timeout)

@@ -17,7 +17,7 @@ from conftest import GOLDEN, jsonl, write_tree
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
-from workspaces import compose_config
+from workspaces import compose_config, tracking_store
 
 from ragexp.data import split
 from ragexp.decide import selection
@@ -187,11 +187,11 @@ def test_what_the_job_refuses_composition_refuses(overrides, message, job, tmp_p
 
 @pytest.mark.parametrize("overrides,message,job", CASES[:8], ids=[" ".join(c[0]) for c in
                                                                   CASES[:8]])
-def test_a_refused_single_run_creates_no_store_and_no_run(overrides, message, job, tmp_path,
-                                                          mlflow_store):
-    with pytest.raises(validation.ConfigRangeError):
+def test_a_refused_single_run_creates_no_store_and_no_run(overrides, message, job, tmp_path):
+    with tracking_store(tmp_path, migrated=False) as store, \
+            pytest.raises(validation.ConfigRangeError):
         run_logged(compose_config("embedder=hash", *filled(overrides, tmp_path)))
-    assert not mlflow_store.db.exists()
+    assert not store.db.exists()
 
 
 @functools.lru_cache(maxsize=1)
@@ -260,7 +260,7 @@ CLI = [
 def test_the_cli_refuses_in_one_error_with_exit_2_and_creates_nothing(args, first, detail,
                                                                       tmp_path):
     proc = run_ragexp(tmp_path, *args, "embedder=hash", f"hydra.run.dir={tmp_path / 'out'}",
-                      f"hydra.sweep.dir={tmp_path / 'multirun'}")
+                      f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert first in proc.stderr and detail in proc.stderr
     assert proc.stderr.count("error:") == 1 and proc.stderr.rstrip().endswith("nothing was run")
@@ -345,7 +345,8 @@ def test_a_multirun_over_nlist_stops_at_the_job_the_corpus_is_too_small_for(tmp_
     sweep's parent run, so no store exists."""
     proc = run_ragexp(tmp_path, "-m", "embedder=hash", "dataset=beir",
                       f"dataset.path={beir_folder(tmp_path)}", "chunking=none", "index=ivf",
-                      "index.nprobe=1", "index.nlist=1,2", f"hydra.sweep.dir={tmp_path / 'mr'}")
+                      "index.nprobe=1", "index.nlist=1,2", f"hydra.sweep.dir={tmp_path / 'mr'}",
+                      migrated=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "job #1: " in proc.stderr and "index.nlist=2" in proc.stderr
     assert "index.nlist=2 is larger than the corpus" in proc.stderr
@@ -734,7 +735,7 @@ def test_the_shipped_optuna_searches_pass_and_each_value_is_checked(capsys, monk
 def test_the_cli_refuses_a_sweep_with_a_bad_second_job_and_creates_no_run(tmp_path):
     proc = run_ragexp(tmp_path, "-m", "retriever=hybrid", "fusion=combsum",
                       "fusion.norm=minmax,bogus", "embedder=hash",
-                      f"hydra.sweep.dir={tmp_path / 'multirun'}")
+                      f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "job #1" in proc.stderr and "fusion.norm='bogus' is not one of" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
@@ -824,7 +825,8 @@ def test_a_misspelt_key_names_the_key_meant(override, message):
 @pytest.mark.slow
 def test_a_sweep_over_an_appended_misspelt_key_runs_nothing(tmp_path):
     proc = run_ragexp(tmp_path, "-m", "embedder=hash", "retriever=bm25",
-                      "+abstain.budgt=0.05,0.5", f"hydra.sweep.dir={tmp_path / 'multirun'}")
+                      "+abstain.budgt=0.05,0.5", f"hydra.sweep.dir={tmp_path / 'multirun'}",
+                      migrated=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "abstain.budgt is not a setting of abstain (did you mean abstain.budget?" in \
         proc.stderr
@@ -868,7 +870,7 @@ def test_a_sweep_over_a_hydra_setting_is_checked_and_launched(capsys):
 def test_a_hydra_setting_that_does_not_resolve_is_refused_naming_it(args, key, tmp_path):
     """Hydra resolves its own settings as it launches a job, outside the job's config: before,
     a traceback (``hydra.run.dir``) or exit 1 (``hydra.sweep.dir``)."""
-    proc = run_ragexp(tmp_path, *args, "embedder=hash", "retriever=bm25")
+    proc = run_ragexp(tmp_path, *args, "embedder=hash", "retriever=bm25", migrated=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert f"  {key}: Interpolation key 'nosuch' not found" in proc.stderr
     assert proc.stderr.count("error:") == 1 and proc.stderr.rstrip().endswith("nothing was run")

@@ -14,7 +14,7 @@ import mlflow
 import pytest
 from cli_runs import cli_env
 from hydra.errors import InstantiationException
-from workspaces import store_uri
+from workspaces import migrated_store, store_uri
 
 from ragexp.index.embedders import (
     EmbedderError,
@@ -86,7 +86,7 @@ def test_bge_without_network_fails_at_once_with_the_hint(tmp_path, monkeypatch, 
 
 
 def _sweep(tmp: Path, *extra: str, offline_env: dict) -> subprocess.CompletedProcess:
-    env = {**cli_env(tmp), **offline_env}
+    env = {**cli_env(tmp, migrated_store(tmp)), **offline_env}
     if "HF_HUB_OFFLINE" not in offline_env:
         env.pop("HF_HUB_OFFLINE", None)
     return subprocess.run([sys.executable, "-m", "ragexp", *extra, f"cache_dir={tmp / 'cache'}",

@@ -17,7 +17,7 @@ import pytest
 from cli_runs import cli_env
 from conftest import jsonl, write_tree
 from mlflow.tracking import MlflowClient
-from workspaces import store_uri
+from workspaces import migrated_store, store_uri
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -76,7 +76,7 @@ def project(tmp_path_factory):
                               f"corpus_dir: {tmp / 'docs'}\nquestions: {tmp / 'questions.jsonl'}\n",
         "retriever/heading.yaml": "_target_: mystages.heading.HeadingRetriever\nname: heading\n",
     })
-    env = {**cli_env(tmp),
+    env = {**cli_env(tmp, migrated_store(tmp)),
            "PYTHONPATH": os.pathsep.join([str(tmp), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(
         [sys.executable, "-m", "ragexp", "--config-dir", str(tmp / "conf"), "-m",

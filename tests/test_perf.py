@@ -176,6 +176,7 @@ def test_a_sweep_validates_each_job_once(tmp_path):
     import sys
 
     from cli_runs import ROOT, cli_env
+    from workspaces import migrated_store
 
     common = ["embedder=hash", "reranker=none", "progress=false", f"cache_dir={tmp_path / 'c'}"]
     for i, (argv, expected) in enumerate((
@@ -184,7 +185,8 @@ def test_a_sweep_validates_each_job_once(tmp_path):
             ([f"hydra.run.dir={tmp_path / 'r'}", "retriever=bm25"], [""]))):
         log = tmp_path / f"validated-{i}.jsonl"
         done = subprocess.run([sys.executable, "-c", VALIDATE_COUNT, *argv, *common], cwd=ROOT,
-                              env={**cli_env(tmp_path), "VALIDATED_LOG": str(log)},
+                              env={**cli_env(tmp_path, migrated_store(tmp_path)),
+                                   "VALIDATED_LOG": str(log)},
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-2000:]
         calls = [json.loads(line) for line in log.read_text().splitlines()]

@@ -465,7 +465,7 @@ def test_the_cli_refuses_a_malformed_folder_with_exit_2_and_creates_nothing(tmp_
     folder = _folder(tmp_path / "v")
     (folder / "passages.npy").write_text("not numpy\n")
     proc = run_ragexp(tmp_path, "embedder=precomputed", f"embedder.path={folder}",
-                      f"hydra.run.dir={tmp_path / 'out'}")
+                      f"hydra.run.dir={tmp_path / 'out'}", migrated=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert f"embedder.path={folder}: {folder}/passages.npy is not a .npy matrix" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from cli_runs import cli_env
 from conftest import jsonl, write_tree
+from workspaces import migrated_store
 
 from ragexp.run import inputs, schema
 from ragexp.run.compose import compose
@@ -95,8 +96,8 @@ def test_an_edited_trec_run_is_measured_again_not_skipped(tmp_path):
             "measures=[RR@10]", "objective=RR@10", "progress=false", "cache_dir=cache"]
 
     def run() -> str:
-        done = subprocess.run(args, cwd=work, env=cli_env(tmp_path), capture_output=True,
-                              text=True, timeout=600)
+        done = subprocess.run(args, cwd=work, env=cli_env(tmp_path, migrated_store(tmp_path)),
+                              capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout + done.stderr
 

@@ -220,7 +220,7 @@ def test_an_optuna_search_with_a_bad_fixed_override_is_refused_before_any_run(tm
     proc = run_ragexp(tmp_path, "-m", "hydra/sweeper=optuna", "hydra.sweeper.direction=maximize",
                       "hydra.sweeper.n_trials=2", "k=5", "bm25.k1=interval(0.5,2.0)",
                       "retriever=bm25", "embedder=hash",
-                      f"hydra.sweep.dir={tmp_path / 'multirun'}")
+                      f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr + proc.stdout
     assert proc.stderr.startswith("error: invalid config (search point #0: bm25.k1=0.5 k=5 ")

@@ -21,7 +21,7 @@ import pytest
 from cli_runs import cli_env
 from conftest import jsonl, write_tree
 from test_p_format import P_CELL
-from workspaces import PARENT_ENV, compose_config, record_run
+from workspaces import PARENT_ENV, compose_config, migrated_store, record_run
 
 from ragexp.cli import main as cli
 from ragexp.cli import tables
@@ -227,16 +227,16 @@ def test_golden_check_warns_when_the_dev_split_holds_nothing_to_score(tmp_path, 
 @pytest.mark.parametrize("questions, total", SINGLETONS)
 def test_a_run_on_an_empty_dev_split_says_split_all_in_one_line(tmp_path, questions, total):
     work = workspace(tmp_path, questions)
+    env = cli_env(tmp_path, migrated_store(tmp_path))
     proc = subprocess.run([sys.executable, "-m", "ragexp", *overrides(work)], cwd=work,
-                          env=cli_env(tmp_path), capture_output=True, text=True, timeout=600)
+                          env=env, capture_output=True, text=True, timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2 and "Traceback" not in out, out
     (line,) = [ln for ln in out.splitlines() if "job failed" in ln]
     assert f"EmptySplit: 'markdown': scoring 0 of {total}: split 'dev'" in line
     assert "split=all" in line
     ok = subprocess.run([sys.executable, "-m", "ragexp", *overrides(work), "split=all"],
-                        cwd=work, env=cli_env(tmp_path), capture_output=True, text=True,
-                        timeout=600)
+                        cwd=work, env=env, capture_output=True, text=True, timeout=600)
     assert ok.returncode == 0 and f"scoring {total.split()[0]} of {total}: rule split=all" in \
         ok.stdout + ok.stderr
 
@@ -520,7 +520,7 @@ def test_a_sweep_on_a_tiny_set_decides_without_traceback(tmp_path):
     """``python -m ragexp -m``: vs_baseline metrics, the runs tied with the best and the sweep's
     page on two all-tied jobs."""
     work = workspace(tmp_path, [*FACTUAL, LOOKUP, *UNANSWERABLE])
-    env = cli_env(tmp_path)
+    env = cli_env(tmp_path, migrated_store(tmp_path))
     proc = subprocess.run([sys.executable, "-m", "ragexp", "-m", *overrides(work),
                            "retriever=bm25,dense", "split=all", "baseline=custom",
                            "experiment=small", f"hydra.sweep.dir={tmp_path / 'multirun'}"],

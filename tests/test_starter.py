@@ -14,7 +14,7 @@ import pytest
 import yaml
 from cli_runs import cli_env, run_ragexp
 from test_p_format import P_CELL
-from workspaces import store_uri
+from workspaces import migrated_store, store_uri
 
 from ragexp.cli import init as starter
 from ragexp.cli import main as cli
@@ -82,7 +82,7 @@ def test_a_glob_matching_no_ablation_names_it_lists_the_ablations_and_creates_no
 
 def test_an_empty_glob_on_any_group_stops_the_sweep(tmp_path):
     proc = run_ragexp(tmp_path, "-m", "retriever=glob(nothing*)", "embedder=hash",
-                      f"hydra.sweep.dir={tmp_path / 'multirun'}")
+                      f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
     assert proc.returncode == 2
     assert ("retriever=glob(nothing*) matches nothing (the retriever options are: bm25, dense, "
             "hybrid, trec_run)") in proc.stderr
@@ -94,6 +94,7 @@ def test_the_starter_s_first_sweep_logs_vs_baseline_metrics(tmp_path):
     """``ragexp init --example`` then its printed sweep, end to end (the hash embedder for
     speed): the hybrid job is tested against the baseline job."""
     assert cli.main(["init", "--example", str(tmp_path / "handbook_docs")]) == 0
+    migrated_store(tmp_path / "handbook_docs")  # the store the sweep records into
     proc = ragexp_in(tmp_path / "handbook_docs", "-m", "+ablation=glob(handbook_docs_*)",
                      "embedder=hash")
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -20,7 +20,7 @@ from pathlib import Path
 import mlflow
 import pytest
 from cli_runs import cli_env
-from workspaces import store_uri
+from workspaces import migrated_store
 
 from tools.background import background_server, free_port
 
@@ -121,7 +121,7 @@ def _check_each_text_cached_once(cache: Path) -> None:
 
 
 def test_sweep_through_the_submitit_launcher(tmp_path):
-    uri = store_uri(tmp_path)
+    uri = migrated_store(tmp_path)
     proc = _sweep(tmp_path, uri, "hydra/launcher=submitit_local",
                   "hydra.launcher.timeout_min=20", "hydra.launcher.cpus_per_task=1")
     assert proc.returncode == 0, proc.stderr[-3000:]

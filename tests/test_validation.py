@@ -182,7 +182,7 @@ def test_describe_reads_as_an_interval():
 
 def test_bad_value_in_one_sweep_option_stops_the_sweep_before_any_run(tmp_path):
     proc = run_ragexp(tmp_path, "-m", "embedder=hash", "abstain.budget=0.1,2",
-                      f"hydra.sweep.dir={tmp_path / 'multirun'}")
+                      f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
     assert proc.returncode == 2
     assert "job #1: embedder=hash abstain.budget=2" in proc.stderr
     assert "abstain.budget=2.0 is out of range: must be [0, 1)" in proc.stderr
@@ -192,7 +192,7 @@ def test_bad_value_in_one_sweep_option_stops_the_sweep_before_any_run(tmp_path):
 
 def test_bad_value_in_a_single_run_creates_nothing(tmp_path):
     proc = run_ragexp(tmp_path, "embedder=hash", "chunking.max_words=0",
-                      f"hydra.run.dir={tmp_path / 'out'}")
+                      f"hydra.run.dir={tmp_path / 'out'}", migrated=False)
     assert proc.returncode == 2
     assert "chunking.max_words=0 is out of range: must be >= 10" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -201,7 +201,7 @@ def test_bad_value_in_a_single_run_creates_nothing(tmp_path):
 
 def test_typo_in_a_sweep_override_leaves_no_parent(tmp_path):
     proc = run_ragexp(tmp_path, "-m", "embedder=hash", "retriever=dense,hybrd",
-                      f"hydra.sweep.dir={tmp_path / 'multirun'}")
+                      f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
     assert proc.returncode == 2
     assert "job #1 (embedder=hash retriever=hybrd " in proc.stderr
     assert "does not compose" in proc.stderr and "Could not find 'retriever/hybrd'" in proc.stderr
