@@ -1,7 +1,8 @@
 """Shared fixtures: the shipped corpus and golden set, loaded once per session, the MLflow store
 runs are recorded into (``mlflow_store``, ``module_mlflow_store``; record runs with
 ``workspaces.record_run``), and small helpers for writing throwaway corpora. Everything runs
-offline."""
+offline. A test, or a module's fixtures, that leave the tracking URI changed fail
+(``tracking_uri_kept``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import json  # noqa: E402
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Iterator  # noqa: E402
 
@@ -26,6 +28,48 @@ from ragexp.stages.chunking import MarkdownChunker  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(shipped.path("handbook/corpus"))
 GOLDEN = Path(shipped.path("handbook/golden"))
+
+
+def tracking_uris() -> tuple[str | None, str | None]:
+    """``MLFLOW_TRACKING_URI`` and MLflow's own tracking URI (``mlflow.set_tracking_uri``'s,
+    which the fluent calls read first; None while mlflow's tracking is not even imported)."""
+    utils = sys.modules.get("mlflow.tracking._tracking_service.utils")
+    return os.environ.get("MLFLOW_TRACKING_URI"), getattr(utils, "_tracking_uri", None)
+
+
+def _uris_kept(what: str) -> Iterator[None]:
+    """Fails ``what`` (a test, or a module's fixtures) if it leaves the tracking URIs other than
+    it found them, after putting them back (so one leak fails one test, not every later one
+    that reads the store it left set). Fixtures of a wider scope are set up before and torn
+    down after, so what they set does not count."""
+    before = tracking_uris()
+    yield
+    after = tracking_uris()
+    if after == before:
+        return
+    import mlflow
+
+    mlflow.set_tracking_uri(before[1])  # it sets or clears MLFLOW_TRACKING_URI too
+    if before[0] is None:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = before[0]
+    pytest.fail(f"{what} left the tracking URI changed (MLFLOW_TRACKING_URI, mlflow's own): "
+                f"{before} before, {after} after; use the mlflow_store fixture, "
+                f"workspaces.tracking_store or workspaces.search_runs, which put it back",
+                pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def tracking_uri_kept(request) -> Iterator[None]:
+    """No test leaves the tracking URI changed (``_uris_kept``)."""
+    yield from _uris_kept(f"test {request.node.nodeid}")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def module_tracking_uri_kept(request) -> Iterator[None]:
+    """No module's fixtures leave the tracking URI changed (``_uris_kept``)."""
+    yield from _uris_kept(f"the module-scoped fixtures of {request.node.nodeid}")
 
 
 @pytest.fixture(scope="session")
@@ -53,9 +97,18 @@ def chunks(docs):
 
 @pytest.fixture
 def mlflow_store(tmp_path) -> Iterator[Store]:
-    """A fresh sqlite MLflow store in ``tmp_path`` that ``MLFLOW_TRACKING_URI`` points at for
-    this test (no inherited sweep parent); yields its ``Store`` (``folder``, ``uri``, ``db``)."""
+    """A fresh sqlite MLflow store in ``tmp_path`` (``workspaces.migrated_store``) that
+    ``MLFLOW_TRACKING_URI`` points at for this test (no inherited sweep parent); yields its
+    ``Store`` (``folder``, ``uri``, ``db``)."""
     with tracking_store(tmp_path) as store:
+        yield store
+
+
+@pytest.fixture
+def unmade_mlflow_store(tmp_path) -> Iterator[Store]:
+    """As ``mlflow_store``, but its database does not exist yet: for a test that nothing
+    creates one (``mlflow_store`` starts from a copy of a migrated store)."""
+    with tracking_store(tmp_path, migrated=False) as store:
         yield store
 
 

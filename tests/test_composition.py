@@ -17,7 +17,7 @@ from conftest import GOLDEN, jsonl, write_tree
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
-from workspaces import compose_config, tracking_store
+from workspaces import compose_config
 
 from ragexp.data import split
 from ragexp.decide import selection
@@ -187,11 +187,11 @@ def test_what_the_job_refuses_composition_refuses(overrides, message, job, tmp_p
 
 @pytest.mark.parametrize("overrides,message,job", CASES[:8], ids=[" ".join(c[0]) for c in
                                                                   CASES[:8]])
-def test_a_refused_single_run_creates_no_store_and_no_run(overrides, message, job, tmp_path):
-    with tracking_store(tmp_path, migrated=False) as store, \
-            pytest.raises(validation.ConfigRangeError):
+def test_a_refused_single_run_creates_no_store_and_no_run(overrides, message, job, tmp_path,
+                                                          unmade_mlflow_store):
+    with pytest.raises(validation.ConfigRangeError):
         run_logged(compose_config("embedder=hash", *filled(overrides, tmp_path)))
-    assert not store.db.exists()
+    assert not unmade_mlflow_store.db.exists()
 
 
 @functools.lru_cache(maxsize=1)

@@ -14,7 +14,7 @@ import mlflow
 import pytest
 from cli_runs import cli_env
 from hydra.errors import InstantiationException
-from workspaces import migrated_store, store_uri
+from workspaces import migrated_store, search_runs, store_uri, tracking_store
 
 from ragexp.index.embedders import (
     EmbedderError,
@@ -109,8 +109,7 @@ def test_sweep_hash_bge_offline(tmp_path):
     assert "retries left" not in out  # fastembed's download retries never ran
     logs = list((tmp_path / "multirun").glob("*/*.log"))
     assert any("Traceback (most recent call last)" in p.read_text() for p in logs)
-    mlflow.set_tracking_uri(store_uri(tmp_path))
-    df = mlflow.search_runs(experiment_names=["ragexp-handbook"])
+    df = search_runs(store_uri(tmp_path), experiment_names=["ragexp-handbook"])
     jobs = df.dropna(subset=["tags.ragexp.config_hash"])
     bge = jobs[jobs["params.embedder.name"] == "bge"]
     assert sorted(bge["status"]) == ["FAILED", "FAILED"]
@@ -119,7 +118,8 @@ def test_sweep_hash_bge_offline(tmp_path):
     assert bge["tags.ragexp.error"].str.contains(HINT, regex=False).all()
     assert bge["tags.ragexp.error"].str.startswith("EmbedderError").all()
     assert sorted(jobs[jobs["params.embedder.name"] == "hash"]["status"]) == ["FINISHED"] * 2
-    trace = mlflow.artifacts.load_text(f"runs:/{bge['run_id'].iloc[0]}/error.txt")
+    with tracking_store(tmp_path):  # runs:/ reads MLflow's tracking URI
+        trace = mlflow.artifacts.load_text(f"runs:/{bge['run_id'].iloc[0]}/error.txt")
     assert "Traceback" in trace and HINT in trace
 
 

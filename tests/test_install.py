@@ -13,9 +13,8 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
-import mlflow
 import pytest
-from workspaces import store_uri
+from workspaces import search_runs, store_uri
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -101,8 +100,7 @@ def test_init_and_a_two_option_sweep_outside_the_repository(venv):
     sh([str(py), "-m", "ragexp", "--config-dir", "conf", "-m", "+ablation=glob(my_docs_*)",
         "embedder=hash", "progress=false"], cwd=work, env=env)
     assert (work / "mlruns" / "mlflow.db").is_file() and (work / ".cache").is_dir()
-    mlflow.set_tracking_uri(store_uri(work / "mlruns"))
-    runs = mlflow.search_runs(experiment_names=["ragexp-my_docs"])
+    runs = search_runs(store_uri(work / "mlruns"), experiment_names=["ragexp-my_docs"])
     # The sweep's parent lives beside its children, though the ablations set the dataset.
     assert (runs["tags.ragexp.role"] == "sweep").sum() == 1
     children = runs[runs["tags.ragexp.role"] != "sweep"]
@@ -118,8 +116,7 @@ def test_shipped_default_dataset_runs_from_any_folder(venv):
     elsewhere.mkdir()
     sh([str(py), "-m", "ragexp", "embedder=hash", "retriever=bm25", "reranker=none",
         "progress=false"], cwd=elsewhere, env=env_for(tmp))
-    mlflow.set_tracking_uri(store_uri(elsewhere / "mlruns"))
-    df = mlflow.search_runs(experiment_names=["ragexp-handbook"])
+    df = search_runs(store_uri(elsewhere / "mlruns"), experiment_names=["ragexp-handbook"])
     assert list(df["status"]) == ["FINISHED"]
 
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import re
 
-import mlflow
 import pandas as pd
 import pytest
 from cli_runs import run_ragexp
 from fake_llm import FakeLLM
 from mlflow.tracking import MlflowClient
 from sklearn.metrics import cohen_kappa_score
-from workspaces import store_uri
+from workspaces import search_runs, store_uri
 
 from ragexp.answer.agreement import load_labels
 from ragexp.data import shipped
@@ -47,8 +46,7 @@ def sweep(tmp_path_factory):
         mp.undo()
         fake.stop()
     assert proc.returncode == 0, proc.stderr[-3000:]
-    mlflow.set_tracking_uri(store_uri(tmp))
-    df = mlflow.search_runs(experiment_names=["ragexp-handbook"])
+    df = search_runs(store_uri(tmp), experiment_names=["ragexp-handbook"])
     children = df.dropna(subset=["params.answer.name"]).set_index("params.answer.name")
     client = MlflowClient(tracking_uri=store_uri(tmp))
     tables = {name: pd.read_csv(client.download_artifacts(row["run_id"], "per_question.csv"))

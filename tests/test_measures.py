@@ -142,12 +142,12 @@ def test_short_rankings_match_trec_eval():
      "abstain.signal.top_k=20 must be between 1 and the ranking depth k=10"),
     (["answer.n_chunks=0"], "answer.n_chunks=0 is out of range: must be >= 1"),
 ])
-def test_the_entry_point_refuses_before_any_run_is_created(overrides, says, mlflow_store):
+def test_the_entry_point_refuses_before_any_run_is_created(overrides, says, unmade_mlflow_store):
     from workspaces import compose_config
 
     from ragexp.run.app import run_logged
 
-    db = mlflow_store.db
+    db = unmade_mlflow_store.db
     cfg = compose_config("embedder=hash", *overrides)
     with pytest.raises(ValueError, match=says.replace("(", r"\(").replace(")", r"\)")):
         run_logged(cfg)

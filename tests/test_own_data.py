@@ -11,13 +11,12 @@ import sys
 from pathlib import Path
 
 import ir_measures
-import mlflow
 import pandas as pd
 import pytest
 from cli_runs import cli_env
 from conftest import jsonl, write_tree
 from mlflow.tracking import MlflowClient
-from workspaces import migrated_store, store_uri
+from workspaces import migrated_store, search_runs, store_uri
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -84,8 +83,7 @@ def project(tmp_path_factory):
          f"cache_dir={tmp / 'cache'}", "progress=false", f"hydra.sweep.dir={tmp / 'multirun'}"],
         cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    mlflow.set_tracking_uri(store_uri(tmp))
-    df = mlflow.search_runs(experiment_names=["ragexp-quill"])
+    df = search_runs(store_uri(tmp), experiment_names=["ragexp-quill"])
     return tmp, df[df["tags.ragexp.role"] != "sweep"], MlflowClient(store_uri(tmp))
 
 

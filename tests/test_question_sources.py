@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from cli_runs import cli_env, run_ragexp
 from scipy import stats as sps
-from workspaces import store_uri
+from workspaces import search_runs, store_uri
 
 from ragexp.cli.main import main
 from ragexp.data import golden, shipped
@@ -133,8 +133,7 @@ def test_a_sweep_over_both_sources_reports_their_agreement(tmp_path):
                       "sweep_report=false", f"hydra.sweep.dir={tmp_path / 'multirun'}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "hand vs generated: Kendall's tau" in proc.stdout
-    mlflow.set_tracking_uri(store_uri(tmp_path))
-    df = mlflow.search_runs(experiment_names=["ragexp-handbook"])
+    df = search_runs(store_uri(tmp_path), experiment_names=["ragexp-handbook"])
     parent = df[df["tags.ragexp.role"] == "sweep"].iloc[0]
     children = df[df["tags.mlflow.parentRunId"] == parent["run_id"]]
     hand, gen = (children[f"metrics.ndcg_at_10.source.{s}"] for s in ("hand", "generated"))
@@ -227,8 +226,8 @@ def test_an_unknown_objective_source_is_refused_before_any_work(tmp_path):
             "hand (or all); nothing was run")
     assert one.returncode == 2 and said in one.stdout + one.stderr
     assert "Traceback" not in one.stdout + one.stderr
-    mlflow.set_tracking_uri(store_uri(tmp_path))
-    assert mlflow.search_runs(search_all_experiments=True).empty  # no run was created
+    # no run was created
+    assert search_runs(store_uri(tmp_path), search_all_experiments=True).empty
     sweep = run_ragexp(tmp_path, "-m", questions, "embedder=hash", "reranker=none",
                        "objective_source=llm", "retriever=bm25,dense",
                        f"hydra.sweep.dir={tmp_path / 'multirun'}")

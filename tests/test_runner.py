@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import mlflow
 import pandas as pd
 import pytest
 from cli_runs import run_ragexp
 from mlflow.tracking import MlflowClient
-from workspaces import FAILING, store_uri, tracking_store
+from workspaces import FAILING, search_runs, store_uri, tracking_store
 
 from ragexp.data import shipped
 from ragexp.evaluation.measures import DEFAULT
@@ -18,8 +17,7 @@ pytestmark = pytest.mark.slow
 
 
 def runs(tmp: Path) -> pd.DataFrame:
-    mlflow.set_tracking_uri(store_uri(tmp))
-    return mlflow.search_runs(experiment_names=["ragexp-handbook"])
+    return search_runs(store_uri(tmp), experiment_names=["ragexp-handbook"])
 
 
 @pytest.fixture(scope="module")

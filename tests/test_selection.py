@@ -7,13 +7,12 @@ import json
 import re
 from pathlib import Path
 
-import mlflow
 import numpy as np
 import pytest
 import yaml
 from cli_runs import run_ragexp
 from statsmodels.stats.multitest import multipletests
-from workspaces import store_uri
+from workspaces import search_runs, store_uri
 
 from ragexp.decide import selection
 from ragexp.evaluation import stats
@@ -36,8 +35,7 @@ def test_vs_baseline_metric_names_are_mlflow_keys():
 
 
 def runs(tmp: Path):
-    mlflow.set_tracking_uri(store_uri(tmp))
-    return mlflow.search_runs(experiment_names=["ragexp-handbook"])
+    return search_runs(store_uri(tmp), experiment_names=["ragexp-handbook"])
 
 
 @pytest.fixture(scope="module")

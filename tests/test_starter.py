@@ -9,12 +9,11 @@ import shlex
 import subprocess
 import sys
 
-import mlflow
 import pytest
 import yaml
 from cli_runs import cli_env, run_ragexp
 from test_p_format import P_CELL
-from workspaces import migrated_store, store_uri
+from workspaces import migrated_store, search_runs, store_uri
 
 from ragexp.cli import init as starter
 from ragexp.cli import main as cli
@@ -98,8 +97,8 @@ def test_the_starter_s_first_sweep_logs_vs_baseline_metrics(tmp_path):
     proc = ragexp_in(tmp_path / "handbook_docs", "-m", "+ablation=glob(handbook_docs_*)",
                      "embedder=hash")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    mlflow.set_tracking_uri(store_uri(tmp_path / "handbook_docs"))
-    df = mlflow.search_runs(experiment_names=["ragexp-handbook_docs"])
+    df = search_runs(store_uri(tmp_path / "handbook_docs"),
+                     experiment_names=["ragexp-handbook_docs"])
     children = df.dropna(subset=["tags.ragexp.config_hash"]).set_index("tags.ragexp.ablation")
     assert sorted(children.index) == ["handbook_docs_baseline", "handbook_docs_hybrid"]
     compared = [c for c in df.columns if c.startswith("metrics.vs_baseline.")]

@@ -17,10 +17,9 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-import mlflow
 import pytest
 from cli_runs import cli_env
-from workspaces import migrated_store
+from workspaces import migrated_store, search_runs
 
 from tools.background import background_server, free_port
 
@@ -71,8 +70,7 @@ def _sweep(tmp: Path, uri: str, *launcher: str) -> subprocess.CompletedProcess:
 
 
 def _check_one_run_per_job(uri: str, n_jobs: int) -> None:
-    mlflow.set_tracking_uri(uri)
-    df = mlflow.search_runs(experiment_names=["ragexp-handbook"])
+    df = search_runs(uri, experiment_names=["ragexp-handbook"])
     parents = df[df["tags.ragexp.role"] == "sweep"]
     assert len(parents) == 1
     children = df[df["tags.mlflow.parentRunId"] == parents["run_id"].iloc[0]]

@@ -97,6 +97,20 @@ def tracking_store(folder: Path, migrated: bool = True) -> Iterator[Store]:
             yield Store(folder, uri, folder / STORE_FILE)
 
 
+def search_runs(uri: str, **kwargs):
+    """``mlflow.search_runs(**kwargs)`` on the store at ``uri``, with MLflow's tracking URI and
+    ``MLFLOW_TRACKING_URI`` (which ``mlflow.set_tracking_uri`` sets too) as they were, after:
+    a URI left set made a later test read this test's store (conftest fails a test that
+    leaves it changed)."""
+    import mlflow
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MLFLOW_TRACKING_URI", uri)  # restored on exit: _use_tracking_uri unsets it
+        with _use_tracking_uri(uri):
+            return mlflow.search_runs(**kwargs)
+
+
 def compose_config(*overrides: str):
     """ragexp's shipped config composed with ``overrides``, as ``python -m ragexp OVERRIDES``
     composes it (typed: importing ``ragexp.run.app`` registers the schemas)."""
@@ -133,17 +147,13 @@ def record_failed_run(*overrides: str) -> str:
 
 @contextmanager
 def handbook_copy(tmp: Path) -> Iterator[tuple[Path, pytest.MonkeyPatch]]:
-    """The handbook's corpus and golden set copied to ``tmp/work/data``, the ``migrated_store``
-    of ``tmp`` and the current folder ``tmp/work`` (record runs with ``RELATIVE``). Yields
-    ``(work, monkeypatch)``; the patch (store, folder) is undone on exit."""
+    """The handbook's corpus and golden set copied to ``tmp/work/data``, the store of
+    ``tracking_store(tmp)`` and the current folder ``tmp/work`` (record runs with
+    ``RELATIVE``). Yields ``(work, monkeypatch)``; the patch (store, folder) is undone on exit."""
     work = tmp / "work"
     shutil.copytree(shipped.path("handbook/corpus"), work / "data" / "corpus")
     shutil.copytree(shipped.path("handbook/golden"), work / "data" / "golden")
-    mp = pytest.MonkeyPatch()
-    mp.chdir(work)
-    mp.setenv("MLFLOW_TRACKING_URI", migrated_store(tmp))
-    mp.delenv(PARENT_ENV, raising=False)
-    try:
-        yield work, mp
-    finally:
-        mp.undo()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(work)
+        with tracking_store(tmp):
+            yield work, mp
