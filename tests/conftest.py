@@ -1,8 +1,13 @@
 """Shared fixtures: the shipped corpus and golden set, loaded once per session, the MLflow store
 runs are recorded into (``mlflow_store``, ``module_mlflow_store``; record runs with
 ``workspaces.record_run``), and small helpers for writing throwaway corpora. Everything runs
-offline. A test, or a module's fixtures, that leave the tracking URI changed fail
-(``tracking_uri_kept``)."""
+offline.
+
+Tests live in tiers by folder: ``tests/unit`` (in this process), ``tests/contract`` (one
+contract per protocol, inherited by every implementation), ``tests/e2e`` (child processes,
+servers, browsers; every test there is ``slow``). A test not marked ``slow`` that starts a
+child process, a server or a browser fails, saying so (``pytest_configure``); so does a test,
+or a module's fixtures, that leaves the tracking URI changed (``tracking_uri_kept``)."""
 
 from __future__ import annotations
 
@@ -26,8 +31,100 @@ from ragexp.data.golden import load_corpus, load_golden  # noqa: E402
 from ragexp.stages.chunking import MarkdownChunker  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
 CORPUS = Path(shipped.path("handbook/corpus"))
 GOLDEN = Path(shipped.path("handbook/golden"))
+
+
+# Tiers by folder: unit (one process, no server), contract (one per protocol, every
+# implementation), e2e (child processes, servers, browsers: marked slow here).
+TIERS = ("unit", "contract", "e2e")
+SLOW_TIER = "e2e"
+# Children that only a slow test may start, besides a Python interpreter and the venv's scripts
+# (ragexp, mlflow): browsers, their drivers, PostgreSQL, shells. Cheap tools that libraries run
+# on first use (git for a run's commit, uname, ldconfig) are left to them.
+COSTLY_CHILDREN = {"chrome", "chromium", "google-chrome", "chromedriver", "selenium-manager",
+                   "pg_ctl", "initdb", "postgres", "createdb", "sh", "bash"}
+_CURRENT: list[pytest.Item] = []  # the test being set up, run or torn down
+_STARTS = pytest.MonkeyPatch()  # the guarded starts, for the whole session
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Everything under ``tests/e2e`` is ``slow``."""
+    for item in items:
+        if SLOW_TIER in Path(item.path).relative_to(TESTS).parts[:1]:
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Remembers the test under way for ``_refuse_unless_slow`` (its module's and session's
+    fixtures are set up within it too)."""
+    _CURRENT.append(item)
+    try:
+        return (yield)
+    finally:
+        _CURRENT.pop()
+
+
+def _refuse_unless_slow(what: str) -> None:
+    """Fails the test under way, unless it is marked ``slow``, for starting ``what``."""
+    if _CURRENT and _CURRENT[-1].get_closest_marker("slow") is None:
+        pytest.fail(f"{_CURRENT[-1].nodeid} starts {what} and is not marked slow: move it to "
+                    f"tests/{SLOW_TIER}/ or mark it @pytest.mark.slow (or run it in this "
+                    f"process: cli_runs, workspaces.record_run)", pytrace=False)
+
+
+def _costly_child(args, shell: bool) -> str | None:
+    """The name of the program a ``Popen`` starts (a shell line: its shell) if it is a Python
+    interpreter, a script of this venv, or one of ``COSTLY_CHILDREN``; else None."""
+    if shell:
+        return "sh"
+    program = Path(os.fsdecode(args if isinstance(args, (str, bytes, os.PathLike)) else args[0]))
+    venv = Path(sys.executable).parent
+    if (program.name.startswith("python") or program.parent == venv
+            or program.name in COSTLY_CHILDREN):
+        return program.name
+    return None
+
+
+def pytest_configure(config) -> None:
+    """Child processes, forks, multiprocessing workers and uvicorn servers go through
+    ``_refuse_unless_slow`` for the whole session (restored at ``pytest_unconfigure``)."""
+    import multiprocessing.process
+    import subprocess
+
+    import uvicorn
+
+    popen_init, server_init = subprocess.Popen.__init__, uvicorn.Server.__init__
+    start, fork = multiprocessing.process.BaseProcess.start, os.fork
+
+    def guarded_popen(self, args, *rest, **kwargs):
+        if name := _costly_child(args, kwargs.get("shell", False)):
+            _refuse_unless_slow(f"a child process ({name})")
+        popen_init(self, args, *rest, **kwargs)
+
+    def guarded_start(self):
+        _refuse_unless_slow(f"a multiprocessing worker ({type(self).__name__})")
+        start(self)
+
+    def guarded_fork():
+        _refuse_unless_slow("a forked child (os.fork)")
+        return fork()
+
+    def guarded_server(self, *args, **kwargs):
+        _refuse_unless_slow("a server (uvicorn)")
+        server_init(self, *args, **kwargs)
+
+    _STARTS.setattr(subprocess.Popen, "__init__", guarded_popen)
+    _STARTS.setattr(multiprocessing.process.BaseProcess, "start", guarded_start)
+    _STARTS.setattr(os, "fork", guarded_fork)
+    _STARTS.setattr(uvicorn.Server, "__init__", guarded_server)
+
+
+def pytest_unconfigure(config) -> None:
+    """The starts as they were before ``pytest_configure``."""
+    _STARTS.undo()
 
 
 def tracking_uris() -> tuple[str | None, str | None]:

@@ -14,7 +14,7 @@ from cli_runs import cli_env
 from mlflow.tracking import MlflowClient
 from workspaces import store_uri
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 SWEEPS = (["retriever=dense,bm25"], ["retriever=hybrid", "chunking.max_words=60,200"])
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from workspaces import search_runs, store_uri
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 

@@ -18,7 +18,7 @@ from conftest import jsonl, write_tree
 from mlflow.tracking import MlflowClient
 from workspaces import migrated_store, search_runs, store_uri
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 DOCS = {

@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 
 from tools.background import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 MLFLOW = str(Path(sys.executable).parent / "mlflow")
 

@@ -17,7 +17,7 @@ from cli_runs import cli_env
 from mlflow.tracking import MlflowClient
 from workspaces import store_uri
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 # MiniLM with an empty cache embeds for tens of seconds: long enough to be stopped mid-run.
 SLOW_JOB = ["embedder=minilm", "reranker=none"]

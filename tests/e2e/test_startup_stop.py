@@ -21,7 +21,7 @@ from cli_runs import cli_env
 
 import ragexp
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SRC = Path(ragexp.__file__).resolve().parent
 # The stop hook: on the first look-up of module $STOP_AT, send $STOP_SIGNAL to this process;
 # with $RECORD set, write every module looked up there, in order.

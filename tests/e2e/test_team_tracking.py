@@ -23,7 +23,7 @@ from workspaces import migrated_store, search_runs
 
 from tools.background import background_server, free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 # 4 jobs; split=all: every question is embedded, as the cache-row count below expects
 SWEEP = ["embedder=hash", "retriever=dense,bm25", "reranker=none,lexical", "split=all"]

@@ -140,6 +140,7 @@ def test_ui_prints_a_server_url_and_serves_local_stores():
         assert p.command[p.command.index("--backend-store-uri") + 1] == uri
 
 
+@pytest.mark.slow
 def test_cli_ui_with_a_server_uri_starts_nothing(monkeypatch, capsys):
     import subprocess
 
@@ -149,6 +150,7 @@ def test_cli_ui_with_a_server_uri_starts_nothing(monkeypatch, capsys):
     assert "http://127.0.0.1:5999" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
 def test_stopping_ragexp_ui_stops_the_servers_workers_too(tmp_path, sig):
     """A trial: SIGTERM (or SIGINT to its pid alone) ended ``ragexp ui`` but left ``mlflow

@@ -264,6 +264,7 @@ def test_top_k_equals_a_full_sort_on_a_larger_corpus(method, k):
         np.testing.assert_allclose(scores[row, :len(order)], full[row, order], atol=1e-9)
 
 
+@pytest.mark.slow
 def test_coverage_is_the_same_bits_in_every_process():
     """``coverage`` sums idf over a set of terms; a set's order depends on the process's string
     hash seed, so summing in set order gave values one ulp apart between a sweep's job and a

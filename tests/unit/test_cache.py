@@ -166,6 +166,7 @@ def _worker(root: str, texts: list[str], barrier, log_path: str) -> None:
     Path(log_path).write_text(json.dumps({"seen": emb.seen, "ok": ok}))
 
 
+@pytest.mark.slow
 def test_parallel_workers_never_embed_the_same_text_twice(tmp_path):
     texts = [f"passage {i} on queues" for i in range(200)]
     overlapping = [texts, texts, texts[50:] + texts[:50], texts[::-1]]

@@ -156,6 +156,7 @@ def test_whole_document_chunker(manual):
 
 # ---------------------------------------------------------------- shipped corpus
 
+@pytest.mark.slow
 def test_chunk_ids_and_texts_are_stable_across_runs(chunks):
     code = ("import json; from ragexp.data import shipped; from ragexp.data.golden import load_corpus; "
             "from ragexp.stages.chunking import MarkdownChunker; "

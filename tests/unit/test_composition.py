@@ -256,6 +256,7 @@ CLI = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,first,detail", CLI, ids=[" ".join(c[0]) for c in CLI])
 def test_the_cli_refuses_in_one_error_with_exit_2_and_creates_nothing(args, first, detail,
                                                                       tmp_path):
@@ -340,6 +341,7 @@ def test_lists_above_the_documents_but_within_the_chunks_are_composed_and_built(
         validation.validate(compose_config(*overrides[:1], "chunking=none", *overrides[2:]))
 
 
+@pytest.mark.slow
 def test_a_multirun_over_nlist_stops_at_the_job_the_corpus_is_too_small_for(tmp_path):
     """``-m index.nlist=1,2`` over a one-document BEIR folder: job #1 is refused before the
     sweep's parent run, so no store exists."""
@@ -863,6 +865,7 @@ def test_a_sweep_over_a_hydra_setting_is_checked_and_launched(capsys):
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,key", [
     (["hydra.run.dir=${nosuch}"], "hydra.run.dir"),
     (["-m", "hydra.sweep.dir=${nosuch}", "k=100,101"], "hydra.sweep.dir"),
@@ -885,6 +888,7 @@ def test_a_blank_experiment_is_refused_at_composition():
         validation.validate(compose_config("embedder=hash", "experiment=''"))
 
 
+@pytest.mark.slow
 def test_a_config_file_that_is_not_yaml_is_refused_naming_it(tmp_path):
     """An ablation of a ``--config-dir`` folder that does not parse, picked by name: Hydra
     raised the YAML parser's error with a 38-frame traceback, exit 1."""

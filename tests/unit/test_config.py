@@ -208,7 +208,7 @@ def test_sweep_level_switches_do_not_change_what_a_run_measures():
 
 def test_the_token_budget_of_batches_does_not_change_what_a_run_measures():
     """``embedder.batch_tokens`` (and the semantic chunker's) changes how texts are batched,
-    never their vectors (tests/test_embedders.py): a run with another budget, or recorded
+    never their vectors (tests/unit/test_embedders.py): a run with another budget, or recorded
     before the key existed, keeps its hash. ``batch_size`` stays part of it, as it always was,
     so no recorded run's hash changed; the model changes it."""
     from ragexp.tracking.store import config_hash

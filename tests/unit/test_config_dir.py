@@ -86,6 +86,7 @@ def test_the_project_adds_options_and_the_shipped_ones_win_on_a_name(tmp_path):
         compose.compose("config", [], conf / "dataset" / "mine.yaml")
 
 
+@pytest.mark.slow
 def test_it_composes_what_the_runner_composes_with_config_dir(tmp_path):
     """``python -m ragexp --config-dir conf ... --cfg job`` prints the config the runner would
     run: the same as ``run.compose`` gives."""
@@ -208,6 +209,7 @@ def test_a_project_file_the_shipped_one_hides_is_named_once(tmp_path, caplog):
     assert [r.getMessage() for r in caplog.records] == lines
 
 
+@pytest.mark.slow
 def test_a_run_or_sweep_selecting_a_project_option_the_shipped_one_hides_runs_nothing(tmp_path):
     """``ragexp init handbook``'s project ran ``dataset=handbook`` on the shipped handbook (22
     documents, 53 questions), exit 0, with one warning among the log lines."""

@@ -75,6 +75,7 @@ def test_hash_embedder_batch_is_bit_identical_to_adding_term_by_term(dim):
     assert not got[len(texts) - 5].any()  # "the of and": no terms, the zero vector
 
 
+@pytest.mark.slow
 def test_hash_embedder_is_deterministic_across_processes():
     code = ("from ragexp.index.embedders import HashEmbedder; import sys; "
             f"sys.stdout.buffer.write(HashEmbedder(dim=128).embed([{SENTENCE!r}]).tobytes())")
@@ -255,6 +256,7 @@ def _assemble(base: str, barrier, rounds: int, errors) -> None:
             errors.put(repr(exc))
 
 
+@pytest.mark.slow
 def test_packaged_folder_can_be_assembled_by_concurrent_processes(tmp_path):
     import multiprocessing as mp
 
@@ -397,6 +399,7 @@ def test_the_cpu_identity_is_as_before_the_device_existed(minilm):
     assert minilm._model.model.model.get_providers() == ["CPUExecutionProvider"]
 
 
+@pytest.mark.slow
 def test_parallel_workers_give_the_same_vectors(tmp_path, minilm):
     texts = [f"{SENTENCE} Variant {i}: " + "word " * (i % 7) for i in range(24)]
     parallel = FastEmbedEmbedder("minilm-int8", cache_dir=str(tmp_path), batch_size=4,

@@ -25,7 +25,7 @@ from ragexp.index.embedders import (
 from ragexp.tracking import failures
 from tools.background import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HINT = "embedder.model_path=DIR"
 
 

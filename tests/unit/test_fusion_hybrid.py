@@ -24,7 +24,7 @@ from ragexp.index.resources import Resources
 from ragexp.run import build, schema
 from ragexp.run.app import CONF_DIR
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 schema.register()
 
 # the old keys of each recorded setting -> today's overrides

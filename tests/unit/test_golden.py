@@ -32,6 +32,7 @@ def _ws(text: str) -> str:
 
 # ---------------------------------------------------------------- the shipped golden set
 
+@pytest.mark.slow
 def test_check_cli_passes_on_shipped_data_and_prints_counts():
     proc = subprocess.run([sys.executable, "-m", "ragexp.data.golden", "check"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
@@ -416,7 +417,7 @@ def test_a_quote_across_a_heading_is_refused(tmp_path, capsys, doc, quote, line)
 ])
 def test_a_quote_mostly_in_one_section_is_kept(tmp_path, quote):
     """The run judges it by the section holding most of it (``units``, the relevance rule's
-    half): ``tests/test_units.py`` holds such a quote's judgement steady across chunkings."""
+    half): ``tests/unit/test_units.py`` holds such a quote's judgement steady across chunkings."""
     corpus, golden = _one_question(tmp_path, {"h.md": CROSSED},
                                    [{"doc": "h.md", "quote": quote}])
     assert len(load_golden(golden, load_corpus(corpus))[1].evidence) == 1

@@ -142,6 +142,7 @@ def dead_pid() -> int:
     return proc.pid
 
 
+@pytest.mark.slow
 def test_owner_state():
     me = lifecycle.process_tags()
     assert lifecycle.owner_state(me) == "alive"
@@ -151,6 +152,7 @@ def test_owner_state():
     assert lifecycle.owner_state({}) == "unknown"
 
 
+@pytest.mark.slow
 def test_close_abandoned_closes_only_runs_whose_process_is_gone(store):
     c, exp, _ = store
     me = lifecycle.process_tags()
@@ -246,6 +248,7 @@ kept = Teardown()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode,signals,code,out", [
     ("finishing", 0, 0, "the work's end reached\nteardown went on\n"),
     ("finishing", 1, 0, "the work's end reached\nteardown went on\n"),

@@ -335,6 +335,7 @@ def test_a_markdown_dataset_is_parsed_once_per_process_until_a_file_changes(tmp_
     assert third.documents() != first.documents()
 
 
+@pytest.mark.slow
 def test_a_command_process_collects_rarely_and_freezes_only_after_every_exit_hook(tmp_path):
     """``process.own`` (``python -m ragexp`` and the ``ragexp`` script call it first): the
     collector's thresholds are ``GC_THRESHOLD``, and the freeze that spares the interpreter
@@ -356,7 +357,7 @@ def test_a_command_process_collects_rarely_and_freezes_only_after_every_exit_hoo
     from ragexp.cli.process import GC_THRESHOLD
 
     assert seen.read_text() == f"{GC_THRESHOLD} 0"
-    main_py = (Path(__file__).parents[1] / "src/ragexp/__main__.py").read_text()
+    main_py = (Path(__file__).parents[2] / "src/ragexp/__main__.py").read_text()
     assert main_py.index("process.own()") < main_py.index("from ragexp.run.app import")
 
 
@@ -447,6 +448,7 @@ def test_ragexps_own_stage_versions_need_no_scan_of_installed_distributions():
     assert provenance._distributions.cache_info().misses == 1
 
 
+@pytest.mark.slow
 def test_git_commit_and_versions_are_read_once_per_process(monkeypatch):
     import subprocess
 
@@ -464,6 +466,7 @@ def test_git_commit_and_versions_are_read_once_per_process(monkeypatch):
     assert store.versions()["version.numpy"] == metadata.version("numpy")
 
 
+@pytest.mark.slow
 def test_a_bm25_run_imports_no_faiss():
     """FAISS loads at the first dense index or search: a BM25-only command never pays it."""
     import subprocess
@@ -561,6 +564,7 @@ def test_tied_with_best_without_intervals_chooses_as_with_them():
         assert math.isnan(t.ci_low) and math.isnan(t.ci_high) and math.isnan(t.n_needed)
 
 
+@pytest.mark.slow
 def test_faiss_loaded_late_keeps_its_loader_lines_out_of_the_runs_log():
     """Loaded after logging is configured (a run's INFO log), FAISS's loader would log which CPU
     builds it could not load as INFO lines ending in ModuleNotFoundError; they stay out, and the

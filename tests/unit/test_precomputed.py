@@ -459,6 +459,7 @@ def test_a_nan_row_is_refused_before_any_run_exists(tmp_path, mlflow_store):
     assert not tracking.client().search_runs([e.experiment_id for e in experiments])
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_a_malformed_folder_with_exit_2_and_creates_nothing(tmp_path):
     from cli_runs import run_ragexp
 

@@ -27,7 +27,7 @@ from omegaconf import OmegaConf
 from ragexp import legacy
 from tools.background import background_server
 
-FIXTURE = Path(__file__).parent / "fixtures" / "premove-store.tar.gz"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "premove-store.tar.gz"
 ROOT = Path("/tmp/ragexp-premove")  # where the store was made: its paths point here
 BIN = Path(sys.executable).parent
 
@@ -58,7 +58,7 @@ def json_stream(text: str) -> list:
 
 
 def env() -> dict[str, str]:
-    src = str(Path(__file__).resolve().parents[1] / "src")
+    src = str(Path(__file__).resolve().parents[2] / "src")
     return {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{ROOT}/mlruns/mlflow.db",
             "MLFLOW_DISABLE_TELEMETRY": "true", "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
             "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
@@ -100,6 +100,7 @@ def _read_as_text(question: str, text: str, before: dict) -> None:
         assert text.startswith(f"{RETENTION} [3]"), text
 
 
+@pytest.mark.slow
 def test_ragexp_ask_answers_from_the_premove_champion_as_before(premove):
     for question, before in premove.items():
         out = subprocess.run([str(BIN / "ragexp"), "ask", question, "--json"], env=env(),
@@ -148,6 +149,7 @@ def test_the_handbook_where_an_older_ragexp_shipped_it_is_found_where_it_ships_t
         assert shipped.relocated(other) == other
 
 
+@pytest.mark.slow
 def test_legacy_targets_and_module_aliases_are_todays_objects():
     import importlib
 

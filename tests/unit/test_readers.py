@@ -159,6 +159,7 @@ def test_markdown_corpus_reads_any_utf8_file(tmp_path_factory, body, ending, bom
     assert doc.title == "Größte Stadt"
 
 
+@pytest.mark.slow
 def test_golden_check_on_a_latin1_or_binary_file_prints_one_line_no_traceback(tmp_path):
     corpus = write_tree(tmp_path / "corpus", {"good.md": "# Good\n\nText.\n"})
     write_tree(tmp_path / "golden", {"g.jsonl": ""})

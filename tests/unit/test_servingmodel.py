@@ -56,6 +56,7 @@ def reference(store):
     return Engine.from_run(store["run_id"])
 
 
+@pytest.mark.slow
 def test_promote_registers_a_pyfunc_model_with_the_runs_artifacts(store):
     c = tracking.client()
     run_id = store["run_id"]
@@ -324,7 +325,7 @@ def _mlflow_serve(port: int) -> list[str]:
 
 def _serve_env() -> dict[str, str]:
     """``mlflow models serve`` execs ``uvicorn`` from PATH: the venv's, with ragexp importable."""
-    src = str(Path(__file__).resolve().parents[1] / "src")
+    src = str(Path(__file__).resolve().parents[2] / "src")
     return {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
             "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p),
             "MLFLOW_TRACKING_URI": os.environ["MLFLOW_TRACKING_URI"]}

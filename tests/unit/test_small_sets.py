@@ -33,7 +33,7 @@ from ragexp.records import Query
 from ragexp.run import app
 from ragexp.tracking import store as tracking
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # Two documents; "Gamma" and "Delta" are words no question shares, so BM25 and the hash
 # embedder rank the evidence first for the answerable questions below.
@@ -192,6 +192,7 @@ def check(tmp_path, questions) -> tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("questions, message", [
     ([], "holds no question"),
     (["", "// only a comment"], "holds no question"),
@@ -210,6 +211,7 @@ SINGLETONS = [([FACTUAL[0]], "1 question"), ([FACTUAL[0], PROCEDURAL, UNANSWERAB
                                              "3 questions")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("questions, total", SINGLETONS)
 def test_golden_check_warns_when_the_dev_split_holds_nothing_to_score(tmp_path, questions,
                                                                         total):
@@ -241,6 +243,7 @@ def test_a_run_on_an_empty_dev_split_says_split_all_in_one_line(tmp_path, questi
         ok.stdout + ok.stderr
 
 
+@pytest.mark.slow
 def test_golden_check_accepts_one_answerable_question_and_integer_ids(tmp_path):
     code, out = check(tmp_path, [{**LOOKUP, "id": 7}, *UNANSWERABLE])
     assert code == 0, out
@@ -249,6 +252,7 @@ def test_golden_check_accepts_one_answerable_question_and_integer_ids(tmp_path):
     assert [q.qid for q in queries] == ["7", "u0", "u1"]  # 7 is "7", as BEIR's reader reads it
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", [7.5, True, None, "", [7]])
 def test_golden_ids_that_are_not_strings_or_integers_are_refused(tmp_path, bad):
     code, out = check(tmp_path, [{**LOOKUP, "id": bad}])

@@ -33,6 +33,7 @@ def test_split_depends_on_the_seed_only(golden):
     assert split.assign(list(reversed(golden)), seed=0) == a  # not on input order
 
 
+@pytest.mark.slow
 def test_split_is_the_same_in_another_process(golden):
     code = ("import json,sys; sys.path.insert(0, 'src'); from ragexp import split; "
             "from ragexp.records import Query; qs=[Query(q, '', k) for q, k in json.load("
@@ -40,7 +41,7 @@ def test_split_is_the_same_in_another_process(golden):
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run([sys.executable, "-c", code], input=json.dumps(
         [[q.qid, q.kind] for q in golden]), capture_output=True, text=True, env=env, check=True,
-        cwd=os.path.dirname(os.path.dirname(__file__)))
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert json.loads(out.stdout) == split.assign(golden, 7)
 
 

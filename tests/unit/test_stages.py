@@ -296,6 +296,7 @@ def _build_once(root: str, barrier, log: str) -> None:
     assert np.array_equal(value, np.arange(12.0).reshape(3, 4))
 
 
+@pytest.mark.slow
 def test_two_processes_missing_the_same_stage_build_it_once(tmp_path):
     ctx = mp.get_context("spawn")
     barrier, log = ctx.Barrier(3), tmp_path / "log"

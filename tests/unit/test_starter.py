@@ -64,6 +64,7 @@ def ragexp_in(folder, *args: str) -> subprocess.CompletedProcess:
                           env=cli_env(folder), capture_output=True, text=True, timeout=900)
 
 
+@pytest.mark.slow
 def test_a_glob_matching_no_ablation_names_it_lists_the_ablations_and_creates_nothing(tmp_path):
     """The docs' literal command in a starter whose folder is not called my-docs."""
     starter.init(tmp_path / "notes")
@@ -79,6 +80,7 @@ def test_a_glob_matching_no_ablation_names_it_lists_the_ablations_and_creates_no
     assert not (tmp_path / "notes" / "mlflow.db").exists()  # no parent run, no store
 
 
+@pytest.mark.slow
 def test_an_empty_glob_on_any_group_stops_the_sweep(tmp_path):
     proc = run_ragexp(tmp_path, "-m", "retriever=glob(nothing*)", "embedder=hash",
                       f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
@@ -136,6 +138,7 @@ def test_the_starter_s_first_sweep_logs_vs_baseline_metrics(tmp_path):
     assert "+ablation=handbook_docs_baseline" in recorded and "embedder=hash" in recorded, line
 
 
+@pytest.mark.slow
 def test_a_fresh_starter_with_no_documents_is_refused_before_any_run(tmp_path):
     """``ragexp init`` leaves docs/ empty: the first run says so at composition, exit 2, and
     creates no store (it used to create a run, then fail with MissingInput)."""
@@ -192,6 +195,7 @@ def test_init_refuses_a_name_hydra_or_yaml_reads_as_no_string(tmp_path, capsys, 
     assert "lowercase letters, digits and _" in line  # what names are accepted
 
 
+@pytest.mark.slow
 def test_a_name_init_suggests_is_accepted_and_its_printed_commands_compose(tmp_path, capsys):
     from ragexp.run import schema
     from ragexp.run.compose import compose

@@ -380,6 +380,7 @@ def test_mined_cases_once_accepted_catch_the_fault(traffic, fault, tmp_path):
         assert rate(faulty) == 0 and rate(healthy) >= 0.3, (rate(healthy), rate(faulty))
 
 
+@pytest.mark.slow
 def test_mode_labels_are_the_same_in_every_process():
     """A failure mode's label is its commonest terms; ties are kept in text order, not in a
     set's order (which follows the process's string-hash seed)."""

@@ -200,7 +200,7 @@ def test_truncation_embeds_the_first_254_tokens_and_loses_the_answer(
     # The warning says what the reference shows: 254 tokens of text, as docs/inputs.md does.
     assert "reads only their first 254 tokens of text (the window's other 2 are the " \
            "model's own special tokens)" in line
-    assert "first 254 tokens of text" in (Path(__file__).parents[1] / "docs" / "inputs.md") \
+    assert "first 254 tokens of text" in (Path(__file__).parents[2] / "docs" / "inputs.md") \
         .read_text(encoding="utf-8").replace("\n", " ")
 
 

@@ -180,6 +180,7 @@ def test_describe_reads_as_an_interval():
     assert validation.describe({"lt": 5}) == "< 5"
 
 
+@pytest.mark.slow
 def test_bad_value_in_one_sweep_option_stops_the_sweep_before_any_run(tmp_path):
     proc = run_ragexp(tmp_path, "-m", "embedder=hash", "abstain.budget=0.1,2",
                       f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
@@ -190,6 +191,7 @@ def test_bad_value_in_one_sweep_option_stops_the_sweep_before_any_run(tmp_path):
     assert not list((tmp_path / "multirun").glob("*/ragexp_status.json"))
 
 
+@pytest.mark.slow
 def test_bad_value_in_a_single_run_creates_nothing(tmp_path):
     proc = run_ragexp(tmp_path, "embedder=hash", "chunking.max_words=0",
                       f"hydra.run.dir={tmp_path / 'out'}", migrated=False)
@@ -199,6 +201,7 @@ def test_bad_value_in_a_single_run_creates_nothing(tmp_path):
     assert not (tmp_path / "mlflow.db").exists()
 
 
+@pytest.mark.slow
 def test_typo_in_a_sweep_override_leaves_no_parent(tmp_path):
     proc = run_ragexp(tmp_path, "-m", "embedder=hash", "retriever=dense,hybrd",
                       f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
