@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
-from conftest import CORPUS, GOLDEN, ROOT, jsonl, write_tree
+from cli_runs import run_here
+from conftest import CORPUS, GOLDEN, jsonl, write_tree
 
 from ragexp.cli import main as cli
 from ragexp.data.golden import (
@@ -32,10 +31,8 @@ def _ws(text: str) -> str:
 
 # ---------------------------------------------------------------- the shipped golden set
 
-@pytest.mark.slow
 def test_check_cli_passes_on_shipped_data_and_prints_counts():
-    proc = subprocess.run([sys.executable, "-m", "ragexp.data.golden", "check"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    proc = run_here(main, ["check"])
     assert proc.returncode == 0, proc.stderr
     printed = dict(re.findall(r"^\| (\w+) \| (\d+) \|$", proc.stdout, flags=re.M))
     # Expected counts read straight from the files, not through ragexp.

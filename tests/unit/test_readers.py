@@ -7,11 +7,10 @@ from __future__ import annotations
 import codecs
 import json
 import os
-import subprocess
-import sys
 
 import pytest
-from conftest import ROOT, jsonl, write_tree
+from cli_runs import run_here
+from conftest import jsonl, write_tree
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -159,16 +158,14 @@ def test_markdown_corpus_reads_any_utf8_file(tmp_path_factory, body, ending, bom
     assert doc.title == "Größte Stadt"
 
 
-@pytest.mark.slow
 def test_golden_check_on_a_latin1_or_binary_file_prints_one_line_no_traceback(tmp_path):
     corpus = write_tree(tmp_path / "corpus", {"good.md": "# Good\n\nText.\n"})
     write_tree(tmp_path / "golden", {"g.jsonl": ""})
     for name, data in (("latin.md", "# Caf\xe9\n".encode("latin-1")),
                        ("image.md", bytes(range(256)) * 8)):
         (corpus / name).write_bytes(data)
-        proc = subprocess.run([sys.executable, "-m", "ragexp.data.golden", "check", "--corpus",
-                               str(corpus), "--golden", str(tmp_path / "golden")], cwd=ROOT,
-                              capture_output=True, text=True, timeout=60)
+        proc = run_here(main, ["check", "--corpus", str(corpus), "--golden",
+                               str(tmp_path / "golden")])
         assert proc.returncode == 2
         assert "Traceback" not in proc.stderr
         (line,) = proc.stderr.strip().splitlines()

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from cli_runs import cli_env
+from cli_runs import cli_env, run_here
 from conftest import jsonl, write_tree
 from test_p_format import P_CELL
 from workspaces import PARENT_ENV, compose_config, migrated_store, record_run
@@ -185,14 +185,12 @@ def test_no_scored_question_gives_no_mean_at_all():
 
 def check(tmp_path, questions) -> tuple[int, str]:
     work = workspace(tmp_path, questions)
-    proc = subprocess.run([sys.executable, "-m", "ragexp.data.golden", "check", "--corpus",
-                           str(work / "corpus"), "--golden", str(work / "golden")],
-                          capture_output=True, text=True, env=cli_env(tmp_path), timeout=120)
+    proc = run_here(golden.main, ["check", "--corpus", str(work / "corpus"), "--golden",
+                                  str(work / "golden")])
     assert "Traceback" not in proc.stderr
     return proc.returncode, proc.stdout + proc.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("questions, message", [
     ([], "holds no question"),
     (["", "// only a comment"], "holds no question"),
@@ -211,7 +209,6 @@ SINGLETONS = [([FACTUAL[0]], "1 question"), ([FACTUAL[0], PROCEDURAL, UNANSWERAB
                                              "3 questions")]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("questions, total", SINGLETONS)
 def test_golden_check_warns_when_the_dev_split_holds_nothing_to_score(tmp_path, questions,
                                                                         total):
@@ -243,7 +240,6 @@ def test_a_run_on_an_empty_dev_split_says_split_all_in_one_line(tmp_path, questi
         ok.stdout + ok.stderr
 
 
-@pytest.mark.slow
 def test_golden_check_accepts_one_answerable_question_and_integer_ids(tmp_path):
     code, out = check(tmp_path, [{**LOOKUP, "id": 7}, *UNANSWERABLE])
     assert code == 0, out
@@ -252,7 +248,6 @@ def test_golden_check_accepts_one_answerable_question_and_integer_ids(tmp_path):
     assert [q.qid for q in queries] == ["7", "u0", "u1"]  # 7 is "7", as BEIR's reader reads it
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("bad", [7.5, True, None, "", [7]])
 def test_golden_ids_that_are_not_strings_or_integers_are_refused(tmp_path, bad):
     code, out = check(tmp_path, [{**LOOKUP, "id": bad}])
