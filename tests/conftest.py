@@ -89,15 +89,17 @@ def _costly_child(args, shell: bool) -> str | None:
 
 
 def pytest_configure(config) -> None:
-    """Child processes, forks, multiprocessing workers and uvicorn servers go through
-    ``_refuse_unless_slow`` for the whole session (restored at ``pytest_unconfigure``)."""
+    """Child processes, multiprocessing workers and uvicorn servers go through
+    ``_refuse_unless_slow`` for the whole session (restored at ``pytest_unconfigure``). A bare
+    ``os.fork`` does not: it starts no interpreter, and ``run.forked`` forks or not by whether
+    an earlier test left a thread running."""
     import multiprocessing.process
     import subprocess
 
     import uvicorn
 
     popen_init, server_init = subprocess.Popen.__init__, uvicorn.Server.__init__
-    start, fork = multiprocessing.process.BaseProcess.start, os.fork
+    start = multiprocessing.process.BaseProcess.start
 
     def guarded_popen(self, args, *rest, **kwargs):
         if name := _costly_child(args, kwargs.get("shell", False)):
@@ -108,17 +110,12 @@ def pytest_configure(config) -> None:
         _refuse_unless_slow(f"a multiprocessing worker ({type(self).__name__})")
         start(self)
 
-    def guarded_fork():
-        _refuse_unless_slow("a forked child (os.fork)")
-        return fork()
-
     def guarded_server(self, *args, **kwargs):
         _refuse_unless_slow("a server (uvicorn)")
         server_init(self, *args, **kwargs)
 
     _STARTS.setattr(subprocess.Popen, "__init__", guarded_popen)
     _STARTS.setattr(multiprocessing.process.BaseProcess, "start", guarded_start)
-    _STARTS.setattr(os, "fork", guarded_fork)
     _STARTS.setattr(uvicorn.Server, "__init__", guarded_server)
 
 
