@@ -5,9 +5,11 @@ offline.
 
 Tests live in tiers by folder: ``tests/unit`` (in this process), ``tests/contract`` (one
 contract per protocol, inherited by every implementation), ``tests/e2e`` (child processes,
-servers, browsers; every test there is ``slow``). A test not marked ``slow`` that starts a
-child process, a server or a browser fails, saying so (``pytest_configure``); so does a test,
-or a module's fixtures, that leaves the tracking URI changed (``tracking_uri_kept``)."""
+servers, browsers; every test there is ``slow``); an in-process test of several seconds (a
+recorded run, a benchmark) is marked ``slow`` where it stands, so ``make test-fast`` stays
+fast. A test not marked ``slow`` that starts a child process, a server or a browser fails,
+saying so (``pytest_configure``); so does a test, or a module's fixtures, that leaves the
+tracking URI changed (``tracking_uri_kept``)."""
 
 from __future__ import annotations
 

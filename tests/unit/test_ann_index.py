@@ -133,6 +133,7 @@ def test_ivf_probing_every_list_is_exact_search(clustered):
     np.testing.assert_allclose(scores, ref_s, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_approximate_recall_grows_with_the_query_time_setting(clustered):
     x, q = clustered
     assert _recall(ann.HNSWSpec(M=16, ef_search=128), x, q) >= 0.95

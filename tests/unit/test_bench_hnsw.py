@@ -88,6 +88,7 @@ def _texts(work, n, queries):
     return [d.text for d in ds.documents()], [q.text for q in ds.queries()]
 
 
+@pytest.mark.slow
 def test_minilm_vectors_come_from_the_repo_embedder_and_are_kept(tmp_path, monkeypatch,
                                                                   minilm):
     calls = []

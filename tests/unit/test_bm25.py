@@ -370,6 +370,7 @@ def test_float32_rankings_equal_float64_except_near_ties_on_the_handbook(handboo
     assert_rankings_equal_float64_except_near_ties(index, reference(docs, method), questions)
 
 
+@pytest.mark.slow
 def test_float32_rankings_equal_float64_except_near_ties_on_20k_synthetic_passages(tmp_path):
     import json
 

@@ -527,6 +527,7 @@ def test_a_key_out_of_range_is_reported_once(overrides, key):
         f"{key} is out of range: must be >= 1"]
 
 
+@pytest.mark.slow
 def test_every_shipped_option_passes_the_target_checks():
     """No false refusal: every option of every group (and every ablation) composes with no
     key its ``_target_`` does not take."""
@@ -616,6 +617,7 @@ def test_a_sweep_with_several_bad_jobs_names_each_of_them(capsys):
     assert all("Could not find 'retriever/hybrd'" in ln for ln in (more[0], more[1], more[3]))
 
 
+@pytest.mark.slow
 def test_a_sweep_with_many_bad_jobs_lists_ten_and_counts_the_rest(capsys):
     from ragexp.run import sweep
 
@@ -711,6 +713,7 @@ def test_an_override_optuna_cannot_search_is_refused_naming_it(capsys):
     assert lines[1:] == ["nothing was run"]
 
 
+@pytest.mark.slow
 def test_the_shipped_optuna_searches_pass_and_each_value_is_checked(capsys, monkeypatch):
     """No false refusal of ``conf/hydra/sweeper/*``; every choice value and both bounds of
     each interval of ``ragexp_search`` are in some checked config, one dimension moved at a

@@ -425,6 +425,7 @@ def test_batches_fill_a_token_budget_in_order_of_length(minilm):
     assert emb.batches(texts) == [[0, 3], [1, 2], [4, 5]]
 
 
+@pytest.mark.slow
 def test_any_batching_gives_the_vectors_of_fastembeds_batch_32(minilm):
     """Vectors cached by ragexp before the token budget (fastembed's batches of 32 in the
     cache's length order) stay valid: the default budget, a tiny one and fixed batches all

@@ -120,6 +120,7 @@ def _tied_only(scores, a, b):
 RANX_NORM = {"minmax": "min-max", "zscore": "zmuv", "sum": "sum"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("k", [0.0, 60.0])
 def test_rrf_equals_ranx(seed, k):
@@ -127,6 +128,7 @@ def test_rrf_equals_ranx(seed, k):
     _same(RRF(k).fuse(runs), _ranx(runs, None, "rrf", {"k": k}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 def test_weighted_rrf_equals_ranx_wsum_of_rrf(seed):
     """ranx has no weighted RRF: its ``wsum`` (no normalisation) of each part's ranx ``rrf``."""
@@ -140,6 +142,7 @@ def test_weighted_rrf_equals_ranx_wsum_of_rrf(seed):
     _same(WeightedRRF(20, weights).fuse(runs), theirs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("norm", sorted(RANX_NORM))
 @pytest.mark.parametrize(("ours", "method"), [(CombSUM, "sum"), (CombMNZ, "mnz")])
@@ -148,6 +151,7 @@ def test_score_fusion_equals_ranx(seed, norm, ours, method):
     _same(ours(norm).fuse(runs), _ranx(runs, RANX_NORM[norm], method))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("norm", sorted(RANX_NORM))
 @pytest.mark.parametrize("alpha", [0.0, 0.3, 1.0])
@@ -164,6 +168,7 @@ def _dbsf_reference(scores: dict[str, float]) -> dict[str, float]:
     return {d: (s - lo) / max(hi - lo, 1e-9) for d, s in scores.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize(("ours", "method"), [(CombSUM, "sum"), (CombMNZ, "mnz")])
 def test_dbsf_equals_a_stdlib_reference_fused_by_ranx(seed, ours, method):

@@ -166,6 +166,7 @@ def test_gate_fails_a_planted_regression_and_passes_a_neutral_change(runs, capsy
     assert out.rstrip().endswith("PASS") and "RR@10" in out
 
 
+@pytest.mark.slow
 def test_gate_against_the_champion_and_promote_gate_share_the_rule(runs, capsys):
     assert cli.main(["gate", runs["neutral"]]) == 2  # no champion yet: an error, not a verdict
     hint = capsys.readouterr().err

@@ -67,6 +67,7 @@ def test_missing_key_fails_the_run_before_any_work(override, tmp_path, monkeypat
     assert run.data.metrics == {}
 
 
+@pytest.mark.slow
 def test_llm_block_counts_in_run_identity_only_through_the_stages_that_use_it(monkeypatch):
     from omegaconf import OmegaConf
 

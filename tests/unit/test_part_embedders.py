@@ -190,6 +190,7 @@ def test_configs_without_a_part_embedder_keep_their_identity(overrides, before):
     assert _measured_hash(*overrides) == before
 
 
+@pytest.mark.slow
 def test_a_run_without_hybrid_parts_is_the_same_run_under_any_fusion():
     """A sweep over retriever x fusion measures a dense or BM25 run once, not once per fusion
     (a trial's sweep re-ran them and Holm's family counted each again)."""
@@ -209,6 +210,7 @@ def test_a_part_embedder_changes_the_identity_and_is_recorded_as_a_param():
     assert _measured_hash("retriever=hybrid", WIDE) != _measured_hash("retriever=hybrid")
 
 
+@pytest.mark.slow
 def test_a_recorded_run_with_a_part_embedder_logs_it_and_serves_it(
         mlflow_store, chunks, capsys):
     """``ragexp search`` on the run rebuilds the part's embedder from the logged config: the
@@ -239,6 +241,7 @@ def test_a_recorded_run_with_a_part_embedder_logs_it_and_serves_it(
     assert hits[0].chunk_id in capsys.readouterr().out.splitlines()[0]
 
 
+@pytest.mark.slow
 def test_a_beir_folder_run_fuses_a_part_with_its_own_embedder(mlflow_store, tmp_path):
     corpus = [{"_id": "zebra", "title": "Zebras", "text": "Zebras cross the Mara river in "
                "herds of thousands every year."},

@@ -192,6 +192,7 @@ def test_a_named_query_embedder_must_match_the_dimension(tmp_path):
         build.embedder(cfg)
 
 
+@pytest.mark.slow
 def test_a_run_on_precomputed_hash_vectors_scores_as_the_hash_run(tmp_path):
     """Differential: the same vectors, once computed and once read from files."""
     base = ["chunking=none", "reranker=none", f"cache_dir={tmp_path / 'cache'}",
@@ -313,6 +314,7 @@ def test_composition_refuses_a_path_that_is_no_folder(tmp_path):
     assert "is a file, not a folder" in _refusal(f"embedder.path={tmp_path / 'f.npy'}")
 
 
+@pytest.mark.slow
 def test_composition_checks_the_query_embedder_s_option_and_dimension(tmp_path):
     """hash declares ``dim`` 512; an option file under --config-dir (hash16) another; a
     fastembed model its catalogue dimension (bge-small: 384), read without loading it."""
@@ -348,6 +350,7 @@ def _hash_folder(folder, cfg, drop=()):
     return folder, dataset
 
 
+@pytest.mark.slow
 def test_one_folder_of_every_question_serves_the_dev_run_and_its_test_confirmation(
         tmp_path, mlflow_store):
     """split=auto scores the dev questions and ``ragexp confirm`` the test ones: both runs read

@@ -29,6 +29,7 @@ def lines(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_same_seed_same_bytes_and_golden_check_passes(tmp_path, capsys):
     a, b, c = tmp_path / "a" / "ki.jsonl", tmp_path / "b" / "ki.jsonl", tmp_path / "c.jsonl"
     a.parent.mkdir(), b.parent.mkdir()

@@ -44,6 +44,7 @@ def test_runner_and_report_agree_on_the_ablation_hash(store):
     assert fake["ragexp.ablation"] == "hybrid" and fake["ragexp.config_hash"] not in hashes
 
 
+@pytest.mark.slow
 def test_rows_show_only_runs_with_the_ablations_exact_config(store):
     _, true_bm25, fake_hybrid, tuned_bm25 = store
     assert tuned_bm25["rr_at_10"] != pytest.approx(true_bm25["rr_at_10"])  # the plant would show
@@ -68,6 +69,7 @@ def test_rows_show_only_runs_with_the_ablations_exact_config(store):
         "--config-dir /p/conf -m '+ablation=a,b' embedder=hash`).")
 
 
+@pytest.mark.slow
 def test_a_metric_no_run_logged_shows_as_n_a(store, monkeypatch):
     """A trial: on a sweep whose questions were too few for an abstain curve no run logged
     ``abstain.auc``, and the report stopped with a KeyError."""
@@ -265,6 +267,7 @@ def test_the_tables_name_the_command_that_printed_them_with_its_flags(monkeypatc
     assert seen["command"] == "ragexp report --experiment e"
 
 
+@pytest.mark.slow
 def test_a_sweep_of_its_baseline_alone_says_why_nothing_is_compared_or_confirmed(
         store, monkeypatch):
     """A re-trial: with only the baseline's run, ``report --confirm`` said nothing of a winner,
@@ -284,6 +287,7 @@ def test_a_sweep_of_its_baseline_alone_says_why_nothing_is_compared_or_confirmed
         "No paired tests: no run besides the baseline.")
 
 
+@pytest.mark.slow
 def test_what_says_which_stages_each_run_used(store):
     """A starter's ``Dense retrieval (MiniLM)`` (its ablation's comment) described a run of
     ``embedder=hash``: the column now adds what the run's params and tags say it used."""

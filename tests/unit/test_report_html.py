@@ -178,6 +178,7 @@ def test_group_means_by_hand():
     assert means["beta"] == 0.9 and math.isnan(means["gamma"]) and math.isnan(means["delta"])
 
 
+@pytest.mark.slow
 def test_wins_by_kind_against_independent_computation():
     rng = np.random.default_rng(7)
     ids = [f"q{i:02d}" for i in range(13)]  # 2**13 <= 10,000: stats' sign-flip p is exact

@@ -360,6 +360,7 @@ def test_a_one_document_corpus_warns_that_it_measures_nothing(tmp_path, mlflow_s
     assert tags["ragexp.warning.complete_rankings"] == warned[0]
 
 
+@pytest.mark.slow
 def test_a_two_document_corpus_names_the_measures_that_cannot_differ(
         tmp_path, mlflow_store, caplog):
     # two documents, each question's one relevant among them: R@5 finds it in any order

@@ -60,6 +60,7 @@ def test_same_seed_same_bytes_and_bad_sizes_fail(tmp_path, folder):
     assert synth.main([str(tmp_path / "bad2"), "--passages", "0"]) == 2
 
 
+@pytest.mark.slow
 def test_topics_draw_their_share_of_words_from_the_topics_vocabulary(tmp_path):
     """With 4 topics of 60 words each and a share of 0.75, a passage shares far more words with
     one of the other passages of its topic, beyond the commonest words, than a passage without
@@ -104,6 +105,7 @@ def test_bad_topic_settings_fail(tmp_path, bad):
         synth.generate(tmp_path / "bad", 20, 2, **bad)
 
 
+@pytest.mark.slow
 def test_folder_names_the_text_it_holds_and_is_generated_once(tmp_path, monkeypatch):
     made = []
     generate = synth.generate
@@ -312,6 +314,7 @@ def test_the_embedding_settings_row_names_each_best_setting(tmp_path, minilm):
     assert (minilm.batch_size, minilm.batch_tokens, minilm.parallel) == (32, BATCH_TOKENS, None)
 
 
+@pytest.mark.slow
 def test_the_bm25_against_bm25s_rows_run_at_a_tiny_size(tmp_path):
     """``bench_bm25_scale``'s rows on 400 synthetic passages: both analysers give the same
     postings there, ours are 8 bytes each like bm25s's (float32 weight + int32 index), and
@@ -355,6 +358,7 @@ def test_the_batching_measurement_times_every_rule_and_restores_the_embedder(min
     assert (minilm.batch_size, minilm.batch_tokens) == (32, BATCH_TOKENS)
 
 
+@pytest.mark.slow
 def test_the_minilm_rate_embeds_every_passage_on_every_call(tmp_path, monkeypatch, minilm):
     """A second ``make bench-scale`` in the same work folder once timed cache hits: each call
     embeds on a fresh cache, and leaves no cache behind."""

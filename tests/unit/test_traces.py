@@ -129,6 +129,7 @@ def test_tracing_off_writes_nothing_and_config_and_flag_switch_it(served):
     assert cli._tracer(off, True).enabled
 
 
+@pytest.mark.slow
 def test_http_trace_id_and_feedback(served):
     import mlflow
 

@@ -204,6 +204,7 @@ def test_truncation_embeds_the_first_254_tokens_and_loses_the_answer(
         .read_text(encoding="utf-8").replace("\n", " ")
 
 
+@pytest.mark.slow
 def test_maxp_windows_find_the_answer_at_rank_1(beir, minilm, tmp_path, reference_embed,
                                                 reference_tokenizer, caplog):
     chunker = WholeDocumentChunker(windows="maxp").with_tokenizer(minilm.tokens())
@@ -299,6 +300,7 @@ def test_max_tokens_fits_every_chunk_in_the_window(minilm, reference_tokenizer, 
     assert truncation.facts(res, {})[0]["truncation.passages_over_window"] == 0
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(markdown(), st.sampled_from([16, 40, 128]), st.sampled_from([0, 4, 12]))
 def test_generated_markdown_fits_max_tokens_with_exact_spans_and_every_word(

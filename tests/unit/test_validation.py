@@ -83,6 +83,7 @@ def test_the_schema_declares_ranges_for_the_issue_examples():
     assert len(RANGED) >= 20
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("schema_type,name,bounds", RANGED,
                          ids=[f"{t.__name__}.{n}" for t, n, _ in RANGED])
 def test_every_ranged_field_rejects_an_out_of_range_value(schema_type, name, bounds):
@@ -107,6 +108,7 @@ def test_every_ranged_field_rejects_an_out_of_range_value(schema_type, name, bou
         assert not [p for p in validation.check_fields(at_bound) if p.startswith(f"{key}=")]
 
 
+@pytest.mark.slow
 def test_the_shipped_configs_and_ablations_are_valid():
     validation.validate(cfg_with())
     for ablation in sorted(p.stem for p in (Path(CONF_DIR) / "ablation").glob("*.yaml")):
