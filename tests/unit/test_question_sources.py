@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from cli_runs import cli_env, run_ragexp
 from scipy import stats as sps
-from workspaces import search_runs, store_uri
+from workspaces import search_runs, store_uri, tracking_store
 
 from ragexp.cli.main import main
 from ragexp.data import golden, shipped
@@ -147,8 +147,7 @@ def test_a_sweep_over_both_sources_reports_their_agreement(tmp_path):
     # the objective (hand) decides: the parent's best is the best on the hand-written questions
     assert parent["tags.ragexp.best_run"] == children.loc[hand.idxmax(), "run_id"]
     env = cli_env(tmp_path)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MLFLOW_TRACKING_URI", env["MLFLOW_TRACKING_URI"])
+    with tracking_store(tmp_path):  # the sweep's store, for the commands run here
         for argv, want in ((["compare", "--parent", parent["run_id"]], "hand vs generated"),
                            (["gate", children["run_id"].iloc[0], "--against",
                              children["run_id"].iloc[1]], "questions: source hand")):
