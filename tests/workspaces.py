@@ -1,9 +1,9 @@
 """Where tests record runs: a sqlite MLflow store in a temporary folder (``store_uri``,
 ``migrated_store``, ``tracking_store``; the ``mlflow_store`` and ``module_mlflow_store``
-fixtures of ``conftest``),
-runs of ragexp's real config recorded in this process (``record_run``, ``record_failed_run``),
-and a throwaway copy of the shipped handbook to record them on, as a user's project would
-(``handbook_copy``). ``cli_runs`` runs the ``ragexp`` CLI in a child on the same kind of store."""
+fixtures of ``conftest``), runs of ragexp's real config recorded in this process
+(``record_run``, ``record_failed_run``), and a throwaway copy of the shipped handbook to record
+them on, as a user's project would (``handbook_copy``). ``cli_runs`` runs the ``ragexp`` CLI in
+a child on the same kind of store."""
 
 from __future__ import annotations
 
