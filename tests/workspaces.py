@@ -1,13 +1,18 @@
 """Where tests record runs: a sqlite MLflow store in a temporary folder (``store_uri``,
-``tracking_store``; the ``mlflow_store`` and ``module_mlflow_store`` fixtures of ``conftest``),
-runs of ragexp's real config recorded in this process (``record_run``, ``record_failed_run``),
-and a throwaway copy of the shipped handbook to record them on, as a user's project would
-(``handbook_copy``). ``cli_runs`` runs the ``ragexp`` CLI in a child on the same kind of store."""
+``migrated_store``, ``tracking_store``; the ``mlflow_store`` and ``module_mlflow_store``
+fixtures of ``conftest``), runs of ragexp's real config recorded in this process
+(``record_run``, ``record_failed_run``), and a throwaway copy of the shipped handbook to record
+them on, as a user's project would (``handbook_copy``). ``cli_runs`` runs the ``ragexp`` CLI in
+a child on the same kind of store."""
 
 from __future__ import annotations
 
+import atexit
 import shutil
+import sqlite3
+import tempfile
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
@@ -30,6 +35,41 @@ def store_uri(folder: Path) -> str:
     return f"sqlite:///{folder / STORE_FILE}"
 
 
+@lru_cache(maxsize=1)
+def _template() -> Path:
+    """A sqlite store that MLflow created and migrated, once per process (each xdist worker
+    makes its own), in a temporary folder removed at exit: migrating a new store takes seconds,
+    copying this one a fraction of a second (as mlflow's own tests/conftest.py ``cached_db``)."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    folder = Path(tempfile.mkdtemp(prefix="ragexp-store-template-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    SqlAlchemyStore(store_uri(folder), (folder / "mlruns").as_uri()).engine.dispose()
+    return folder / STORE_FILE
+
+
+def migrated_store(folder: Path) -> str:
+    """``store_uri(folder)``, its database a copy of the migrated ``_template`` (left alone if
+    ``folder`` holds one already): the store MLflow would create on first use, without the
+    seconds of schema migration. The copy's ``Default`` experiment keeps its artifacts where a
+    store created from the current folder would (``./mlruns/0``). Tests of a store's creation,
+    or of one never created, use ``store_uri`` instead."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    from mlflow.utils.uri import append_to_uri_path, resolve_uri_if_local
+
+    db = folder / STORE_FILE
+    if not db.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(_template(), db)
+        default = append_to_uri_path(resolve_uri_if_local("./mlruns"),
+                                     str(SqlAlchemyStore.DEFAULT_EXPERIMENT_ID))
+        with sqlite3.connect(db) as con:
+            con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
+                        (default, SqlAlchemyStore.DEFAULT_EXPERIMENT_ID))
+        con.close()
+    return store_uri(folder)
+
+
 class Store(NamedTuple):
     """A sqlite store that ``MLFLOW_TRACKING_URI`` points at: its ``folder`` (free for the
     test's other files: caches, outputs), ``uri`` and database file ``db``."""
@@ -40,16 +80,33 @@ class Store(NamedTuple):
 
 
 @contextmanager
-def tracking_store(folder: Path) -> Iterator[Store]:
+def tracking_store(folder: Path, migrated: bool = True) -> Iterator[Store]:
     """``MLFLOW_TRACKING_URI`` and MLflow's own tracking URI (``mlflow.set_tracking_uri``, which
-    the fluent calls read ahead of the variable) set to a sqlite store in ``folder``, until exit (then all three are as they were: a module whose fixture
-    set MLflow's URI made a later module's ``mlflow.search_runs`` read the earlier store)."""
+    the fluent calls read ahead of the variable) set to a sqlite store in ``folder``, until
+    exit (then both are as they were: a module whose fixture set MLflow's URI made a later
+    module's ``mlflow.search_runs`` read the earlier store). The store is a ``migrated_store``,
+    or with ``migrated=False`` one that does not exist yet."""
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    uri = migrated_store(folder) if migrated else store_uri(folder)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MLFLOW_TRACKING_URI", uri)
+        with _use_tracking_uri(uri):
+            yield Store(folder, uri, folder / STORE_FILE)
+
+
+def search_runs(uri: str, **kwargs):
+    """``mlflow.search_runs(**kwargs)`` on the store at ``uri``, with MLflow's tracking URI and
+    ``MLFLOW_TRACKING_URI`` (which ``mlflow.set_tracking_uri`` sets too) as they were, after:
+    a URI left set made a later test read this test's store (conftest fails a test that
+    leaves it changed)."""
+    import mlflow
     from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MLFLOW_TRACKING_URI", store_uri(folder))
-        with _use_tracking_uri(store_uri(folder)):
-            yield Store(folder, store_uri(folder), folder / STORE_FILE)
+        mp.setenv("MLFLOW_TRACKING_URI", uri)  # restored on exit: _use_tracking_uri unsets it
+        with _use_tracking_uri(uri):
+            return mlflow.search_runs(**kwargs)
 
 
 def compose_config(*overrides: str):
@@ -88,16 +145,13 @@ def record_failed_run(*overrides: str) -> str:
 
 @contextmanager
 def handbook_copy(tmp: Path) -> Iterator[tuple[Path, pytest.MonkeyPatch]]:
-    """The handbook's corpus and golden set copied to ``tmp/work/data``, the sqlite store of
-    ``tracking_store(tmp)`` and the current folder ``tmp/work`` (record runs with ``RELATIVE``).
-    Yields ``(work, monkeypatch)``; the patch (store, folder) is undone on exit."""
+    """The handbook's corpus and golden set copied to ``tmp/work/data``, the store of
+    ``tracking_store(tmp)`` and the current folder ``tmp/work`` (record runs with
+    ``RELATIVE``). Yields ``(work, monkeypatch)``; the patch (store, folder) is undone on exit."""
     work = tmp / "work"
     shutil.copytree(shipped.path("handbook/corpus"), work / "data" / "corpus")
     shutil.copytree(shipped.path("handbook/golden"), work / "data" / "golden")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MLFLOW_TRACKING_URI", store_uri(tmp))
-    mp.chdir(work)
-    try:
-        yield work, mp
-    finally:
-        mp.undo()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(work)
+        with tracking_store(tmp):
+            yield work, mp

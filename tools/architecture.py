@@ -7,7 +7,7 @@ the first sentence of each one's docstring, and the packages it imports. Imports
 ``ast``, never by importing: every ``import`` and ``from ... import`` of a ragexp module counts,
 those inside functions too. Then the repository around the package (``tools/``, ``conf/``,
 ``corpus/``, ``golden/``, ``tests/``), listed from the files themselves. Without ``--out`` the
-page goes to stdout; ``tests/test_docs.py`` checks that the committed page is what ``render``
+page goes to stdout; ``tests/unit/test_docs.py`` checks that the committed page is what ``render``
 returns.
 """
 
@@ -146,7 +146,7 @@ def render() -> str:
         "from the source: each package's `__init__` docstring, its modules with the first "
         "sentence of each one's docstring, and the imports between packages read with `ast` "
         "(every import statement counts, those inside functions too). "
-        "`tests/test_docs.py` fails when this page differs from what the command writes.",
+        "`tests/unit/test_docs.py` fails when this page differs from what the command writes.",
         "",
         "## The package",
         "",
@@ -159,7 +159,7 @@ def render() -> str:
         "## Imports between packages",
         "",
         "In the order data flows (`ragexp.LAYERS`, bottom first); `ragexp` is the package's own "
-        "`__init__` (its version). `tests/test_architecture.py` holds that no package imports "
+        "`__init__` (its version). `tests/unit/test_architecture.py` holds that no package imports "
         "one after it and that no import cycle joins two modules.",
         "",
         "| package | imports | imported by |",
@@ -200,8 +200,10 @@ def render() -> str:
         "- `golden/`: " + ", ".join(f"`{p.relative_to(ROOT / 'golden').as_posix()}`"
                                    for p in golden),
         "", "### `tests/`", "",
-        "One `test_*.py` module per subject (the `slow` marker marks end-to-end runs; "
-        "`make test-fast` leaves them out), `fixtures/`, and the shared helpers:", "",
+        "One `test_*.py` module per subject, in tiers by folder: `unit/` (in the test's "
+        "process), `contract/` (one contract per protocol, which every implementation "
+        "inherits), `e2e/` (child processes, servers, browsers: all marked `slow`, which "
+        "`make test-fast` leaves out); `fixtures/`, and the shared helpers:", "",
         *[f"- `tests/{p.name}`: {summary(p)}" for p in sorted(tests.glob("*.py"))
           if not p.name.startswith("test_")],
         "",

@@ -10,7 +10,7 @@ depend on the checkout (the shipped examples, the current folder) read ``<shippe
 ``<cwd>``, so the record compares across machines.
 
 ``python -m tools.composed_configs --out tests/fixtures/composed_configs.json.gz`` writes it;
-``tests/test_settings.py`` composes again and compares.
+``tests/unit/test_settings.py`` composes again and compares.
 """
 
 from __future__ import annotations

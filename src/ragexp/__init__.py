@@ -2,7 +2,7 @@
 
 Packages by role, in the order data flows (``LAYERS``, bottom first). A module may import the
 shared records, errors, settings and session here and any package before its own, never one after it
-(``tests/test_architecture.py`` holds this): ``text`` -> ``data`` -> ``index`` -> ``stages`` ->
+(``tests/unit/test_architecture.py`` holds this): ``text`` -> ``data`` -> ``index`` -> ``stages`` ->
 ``answer`` -> ``generate`` -> ``evaluation`` -> ``tracking`` -> ``config`` -> ``decide`` ->
 ``report`` -> ``run`` -> ``serving`` -> ``cli``. Module paths of ragexp before that layout
 (``ragexp.retrievers``, ...) stay loadable through ``ragexp.legacy``, so recorded runs and

@@ -8,7 +8,7 @@ and a sweep told its jobs its parent run through ``os.environ``. Now the entry p
 test gets a fresh one (``tests/conftest.py``), and the code reaches it through
 ``Session.current()``: the chains from an entry point to a stage memory or a model are Hydra's
 ``instantiate`` and MLflow's callbacks, which take no extra argument. Where a chain is short the
-session's part is passed down instead (``StageStore.memory``). ``tests/test_session.py`` holds
+session's part is passed down instead (``StageStore.memory``). ``tests/unit/test_session.py`` holds
 that no module keeps mutable state of its own. This module is shared by every package
 (``ragexp.LAYERS``) and imports none of them: the fields name their users' types loosely.
 """

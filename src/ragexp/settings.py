@@ -200,13 +200,13 @@ def schema(cls: type, name: str, *, fields: Mapping[str, tuple[Any, dataclasses.
     declares (class attribute ``HYDRA_KEYS``: ``{"_recursive_": False}``), then each of its
     ``settings`` with the same name, default (or ``interpolate``) and metadata and its type as
     a config (``config_type``); a field without a default, or with a ``hint`` (what to give),
-    is required (``???``, its type not optional: the stage may refuse None in its own words). ``fields`` replaces a
-    field's ``(type, dataclasses.field(...))`` where the config holds something else than the
-    stage (a nested chunker's config). ``module`` (default: the caller's) is the schema's
-    module, so validation finds the schemas a module registers. ``target=False`` leaves out
-    ``_target_``, for a group that code builds itself (``bm25``: recorded configs have none); a
-    string is the ``_target_`` to write instead of ``cls``'s own path (the path configs have
-    always named it by, part of every run's identity)."""
+    is required (``???``, its type not optional: the stage may refuse None in its own words).
+    ``fields`` replaces a field's ``(type, dataclasses.field(...))`` where the config holds
+    something else than the stage (a nested chunker's config). ``module`` (default: the
+    caller's) is the schema's module, so validation finds the schemas a module registers.
+    ``target=False`` leaves out ``_target_``, for a group that code builds itself (``bm25``:
+    recorded configs have none); a string is the ``_target_`` to write instead of ``cls``'s own
+    path (the path configs have always named it by, part of every run's identity)."""
     path = target if isinstance(target, str) else f"{cls.__module__}.{cls.__qualname__}"
     spec: list[tuple[str, Any, dataclasses.Field]] = [
         ("_target_", str, dataclasses.field(default=path))] if target else []
@@ -231,7 +231,7 @@ def schema(cls: type, name: str, *, fields: Mapping[str, tuple[Any, dataclasses.
                 metadata=meta)
         spec.append((f.name, kind, default))
     out = dataclasses.make_dataclass(name, spec)
-    out.__stage__ = cls  # what it was generated from (tests/test_settings.py)
+    out.__stage__ = cls  # what it was generated from (tests/unit/test_settings.py)
     out.__module__ = module or sys._getframe(1).f_globals["__name__"]
     out.__doc__ = f"The settings of ``{cls.__module__}.{cls.__qualname__}`` (generated)."
     return out

@@ -1,9 +1,9 @@
 """Every question generator meets the ``Generator`` contract (``contracts``): ``known_item``,
-and ``llm`` against the fake endpoint of ``test_questions_llm``."""
+and ``llm`` against the fake endpoint of ``fake_llm`` (``GenerationFake``)."""
 
 import pytest
 from contract.contracts import GeneratorContract
-from test_questions_llm import KEY, GenerationFake
+from fake_llm import KEY, GenerationFake
 
 from ragexp.answer.llm import Endpoint
 from ragexp.generate.known_item import KnownItemGenerator

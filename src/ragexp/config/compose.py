@@ -7,7 +7,7 @@ config folder (before the structured schemas: ``hydra._internal.utils.run_and_re
 ``add_conf_dir``), so a shipped file wins over a project's file of the same name: a project
 adds options (``dataset/mine.yaml``), it does not replace shipped ones. ``hydra.searchpath``
 puts the folder in that same place, so these commands compose exactly what the runner runs
-(``tests/test_config_dir.py`` compares them with the runner's ``--cfg job``).
+(``tests/unit/test_config_dir.py`` compares them with the runner's ``--cfg job``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ query with judged grades ``rel(d)`` (relevant: ``rel(d) > 0``) and ranked list `
 
 IDCG uses every judged relevant item, ideally ordered. A query with judgements but no relevant
 item scores 0 on every measure (trec_eval's convention). Each family is checked against
-ir_measures (trec_eval through pytrec_eval) in ``tests/test_measures.py``.
+ir_measures (trec_eval through pytrec_eval) in ``tests/unit/test_measures.py``.
 
 MLflow metric names cannot hold ``@``, so each measure has a key derived reversibly:
 ``nDCG@10`` <-> ``ndcg_at_10``, ``RR@10`` <-> ``rr_at_10``, ``Success@1`` <-> ``success_at_1``.

@@ -229,9 +229,9 @@ def quantile_linear(ordered: np.ndarray, p: np.ndarray) -> np.ndarray:
     ``p`` (1-d float64), computed as scipy 1.17 computes it (``_quantile_iv``,
     ``_quantile_hf``): ``j + 1 = floor(p n + 1 - p)``, ``g = (p n + 1 - p) mod 1``,
     ``(1 - g) y[j] + g y[j + 1]`` with both indices clipped to the sample, NaN where ``p`` is
-    NaN or outside [0, 1]. The same floats to the last bit (tests/test_perf.py holds it against
-    scipy's own call) in a quarter of its time: scipy's array-API checks cost 1.5 ms a call,
-    twice a BCa interval."""
+    NaN or outside [0, 1]. The same floats to the last bit (tests/unit/test_perf.py holds it
+    against scipy's own call) in a quarter of its time: scipy's array-API checks cost 1.5 ms a
+    call, twice a BCa interval."""
     n = float(len(ordered))
     mask = (p > 1) | (p < 0) | np.isnan(p)
     p = np.where(mask, 0.5, p)

@@ -156,7 +156,7 @@ class BM25Index:
         million postings, take 0.35 GB); queries sum the float32 weights in float64. Rankings
         equal those of float64 weights except between documents whose float64 scores differ by
         less than ``FLOAT32_TIE`` relatively (a float32 rounding is at most 2^-24 of a
-        weight, so of a sum of non-negative weights; ``tests/test_bm25.py``). While fitting,
+        weight, so of a sum of non-negative weights; ``tests/unit/test_bm25.py``). While fitting,
         int32 arrays of a few bytes per token are held on top, and float64 temporaries of one
         block of ``_BLOCK`` postings at a time."""
         if not len(docs):

@@ -701,7 +701,8 @@ class FastEmbedEmbedder:
         """(len(texts), dim) float32, rows L2-normalised, in the order of ``texts``, embedded
         in ``batches``; with ``parallel=N`` fastembed splits the texts over N worker processes
         (each loads the model once, per call) in batches of ``batch_size``. How texts are
-        batched never changes their vectors (within 1e-6 cosine: tests/test_embedders.py)."""
+        batched never changes their vectors (within 1e-6 cosine:
+        tests/unit/test_embedders.py)."""
         prefix = self.spec.query_prefix if mode == "query" else self.spec.passage_prefix
         batch = [prefix + t for t in texts] if prefix else list(texts)
         if not batch:

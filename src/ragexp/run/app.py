@@ -277,7 +277,7 @@ MODE_SOURCES = ("hydra.mode", "hydra.searchpath", "hydra/")
 
 def mode_known(argv: list[str]) -> bool:
     """Whether ``argv`` (a command's arguments) leaves ``hydra.mode`` unset, as every shipped
-    config does (tests/test_perf.py holds that): no ``--config-dir``/``--config-path``/
+    config does (tests/unit/test_perf.py holds that): no ``--config-dir``/``--config-path``/
     ``--config-name`` (a user's configs could set it) and no override of ``hydra.mode``,
     ``hydra.searchpath`` or a ``hydra/`` group. False where Hydra's parser stops on ``argv``
     (``--version``, a malformed option: Hydra's own parse then prints what it prints)."""

@@ -193,7 +193,7 @@ def check_jobs(config: DictConfig) -> list | None:
     opening the MLflow store will need (``tracking.preload``), then, while the child still
     composes, what the jobs and the sweep's end will import (``later_imports``), where the
     process can fork: for the 12-ablation sweep the two took 1.8 s and 1.4 s one after the
-    other. The jobs come back pickled, the same configs (``tests/test_forked.py``); the
+    other. The jobs come back pickled, the same configs (``tests/e2e/test_forked.py``); the
     refusals are the same."""
     validated_jobs = Session.current().validated
     validated_jobs.clear()

@@ -4,5 +4,5 @@ questions.
 
 May import every package before it except ``run``: serving ranks with ``stages.ranking`` and
 builds a run's stages with ``config.build``, never with the experiment runner (its pipeline,
-sweeps and pandas; ``tests/test_architecture.py`` holds this).
+sweeps and pandas; ``tests/unit/test_architecture.py`` holds this).
 """

@@ -52,7 +52,7 @@ class TokenMatrix(Sequence):
         dictionary lookup done in C; each distinct piece is then analysed once
         (``text.terms_of_pieces``) and the piece ids expanded into term ids by array operations.
         The terms are ``tokenize``'s, bit for bit, and so is the vocabulary's order: a term
-        first appears in the first piece holding it (``tests/test_token_matrix.py``). While
+        first appears in the first piece holding it (``tests/unit/test_token_matrix.py``). While
         building, each distinct piece is held once (about 100 bytes with its id) on top of
         4 bytes a piece occurrence. Any other ``analyse`` (term lists given as they are:
         ``analyse=lambda terms: terms``) is called once per text."""

@@ -1,0 +1,204 @@
+"""``ragexp questions generate`` with the known_item generator: same seed same bytes, the drawn
+terms' frequencies against the definition (chi-square over many draws), every file passes
+``golden check``, a cut-off file continues to the same bytes, the sample is stratified, and bad
+input fails in one line with nothing written."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from ragexp.cli.main import main
+from ragexp.data import golden
+from ragexp.generate import known_item
+from ragexp.generate.passages import passages_of, sample_order
+from ragexp.records import Document
+
+QUIET = ["progress=false"]
+
+
+def generate(out, *args: str) -> int:
+    return main(["questions", "generate", "--out", str(out), *args, *QUIET])
+
+
+def lines(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_same_seed_same_bytes_and_golden_check_passes(tmp_path, capsys):
+    a, b, c = tmp_path / "a" / "ki.jsonl", tmp_path / "b" / "ki.jsonl", tmp_path / "c.jsonl"
+    a.parent.mkdir(), b.parent.mkdir()
+    for out, seed in ((a, "0"), (b, "0"), (c, "1")):
+        assert generate(out, "--n", "60", "--seed", seed) == 0
+    assert a.read_bytes() == b.read_bytes()
+    assert lines(a)[0]["question"] != lines(c)[0]["question"] or \
+        [r["passage"] for r in lines(a)] != [r["passage"] for r in lines(c)]
+    summary = capsys.readouterr().out.splitlines()[-1]
+    assert summary.startswith("asked ") and "kept 60" in summary
+    assert golden.main(["check", "--golden", str(a)]) == 0
+    rec = lines(a)[0]
+    assert rec["source"] == "generated" and rec["kind"] == "known_item" and rec["seed"] == 0
+    assert rec["generator"]["name"] == "known_item" and rec["model"] is None
+    assert set(rec["passage"]) == {"doc", "section", "start", "end", "draw"}
+
+
+def test_a_cut_off_file_continues_to_the_same_bytes(tmp_path, capsys):
+    whole, cut = tmp_path / "w" / "ki.jsonl", tmp_path / "c" / "ki.jsonl"
+    whole.parent.mkdir(), cut.parent.mkdir()
+    assert generate(whole, "--n", "50") == 0
+    assert generate(cut, "--n", "20") == 0
+    cut.write_bytes(cut.read_bytes()[:-40])  # Ctrl-C in the middle of line 20
+    assert generate(cut, "--n", "50") == 0
+    assert cut.read_bytes() == whole.read_bytes()
+    out = capsys.readouterr().out.splitlines()[-1]
+    assert "kept 31" in out and "holds 50" in out  # 19 whole lines survived the cut
+
+
+def test_a_corpus_too_small_for_n_says_why_the_file_is_short(tmp_path, capsys):
+    """A trial asked for 500 questions of two short documents and got 3 without a word of why:
+    every job (passages x draws) was asked."""
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    (corpus / "k.md").write_text("# Kettles\n\nThe copper kettle in the east kitchen is "
+                                 "descaled every Thursday with citric acid.\n")
+    (corpus / "l.md").write_text("# Ladders\n\nThe aluminium stepladder is inspected each "
+                                 "quarter by the facilities team.\n")
+    n_passages = len(passages_of(golden.load_corpus(corpus).values()))
+    out = tmp_path / "q.jsonl"
+    assert generate(out, "--n", "500", "dataset=markdown", f"dataset.corpus_dir={corpus}",
+                    "draws=2") == 0
+    captured = capsys.readouterr()
+    held = len(lines(out))
+    assert 0 < held < 500 and f"holds {held} questions" in captured.out
+    assert f"asked {2 * n_passages}," in captured.out
+    assert captured.err == (f"warning: {out} holds fewer than --n 500: every job was asked "
+                            f"({n_passages} passages of 8+ words x draws=2); add documents, "
+                            f"raise draws or ask for fewer\n")
+    assert generate(tmp_path / "r.jsonl", "--n", str(held), "dataset=markdown",
+                    f"dataset.corpus_dir={corpus}", "draws=2") == 0
+    assert capsys.readouterr().err == ""  # as many as the corpus gives: no warning
+
+
+def test_a_file_is_continued_only_with_its_own_settings(tmp_path, capsys):
+    out = tmp_path / "ki.jsonl"
+    assert generate(out, "--n", "5") == 0
+    before = out.read_bytes()
+    assert generate(out, "--n", "10", "--seed", "7") == 2
+    assert "other settings" in capsys.readouterr().err
+    assert out.read_bytes() == before
+
+
+def test_popular_and_discriminative_draws_follow_the_definition():
+    """p(t|q) = (1 - lam) p(t|d) + lam p(t), checked by chi-square on 20,000 draws, with the
+    expected probabilities worked out here by hand from the counts."""
+    docs = [Document("d", "d", "alpha alpha alpha beta gamma"),
+            Document("e", "e", "beta delta delta delta delta")]
+    collection = known_item.collection_model(docs)
+    # cf: alpha 3, beta 2, gamma 1, delta 4 over |C| = 10 terms
+    assert collection == {"alpha": .3, "beta": .2, "delta": .4, "gamma": .1}
+    passage = known_item.terms(docs[0].text)
+    lam = 0.2
+    inv = 1 / .3 + 1 / .2 + 1 / .1
+    expected = {
+        "popular": {"alpha": .8 * 3 / 5 + lam * .3, "beta": .8 * 1 / 5 + lam * .2,
+                    "gamma": .8 * 1 / 5 + lam * .1, "delta": lam * .4},
+        "discriminative": {"alpha": .8 * (1 / .3) / inv + lam * .3,
+                           "beta": .8 * (1 / .2) / inv + lam * .2,
+                           "gamma": .8 * (1 / .1) / inv + lam * .1, "delta": lam * .4}}
+    n = 20_000
+    for strategy, want in expected.items():
+        model = known_item.query_model(passage, collection, strategy, lam)
+        assert model == pytest.approx(want)
+        drawn = Counter(known_item.draw_terms(np.random.default_rng(3), model, n))
+        vocab = sorted(want)
+        result = stats.chisquare([drawn[t] for t in vocab], [n * want[t] for t in vocab])
+        assert result.pvalue > 1e-3, (strategy, drawn)
+
+
+def test_evidence_is_the_fewest_sentences_holding_the_drawn_terms():
+    sentences = ["Leases last thirty seconds.", "Workers renew leases.", "Queues hold jobs."]
+    assert known_item.cover(sentences, {"leases", "renew"}) == ["Workers renew leases."]
+    assert known_item.cover(sentences, {"thirty", "jobs"}) == [sentences[0], sentences[2]]
+    assert known_item.cover(sentences, {"absent"}) == []
+
+
+def test_the_sample_order_is_stratified_over_documents(docs):
+    passages = passages_of(list(docs.values()))
+    order = sample_order(passages, seed=0)
+    assert sorted(p.pid for p in order) == sorted(p.pid for p in passages)
+    n_docs = len({p.doc_id for p in passages})
+    first_round = order[:n_docs]
+    assert len({p.doc_id for p in first_round}) == n_docs  # every document once before any twice
+    by_doc = Counter(p.doc_id for p in order[:3 * n_docs])
+    assert max(by_doc.values()) == 3  # a long document gets no more than a short one, per round
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--n", "0"], "--n 0"),
+    (["--kinds", "factual"], "not a kind the known_item generator writes"),
+    (["--n", "5", "dataset=markdown", "dataset.corpus_dir=EMPTY"], "no markdown documents"),
+    (["--n", "5", "dataset=markdown", "dataset.corpus_dir=SHORT"], "no passage"),
+    (["--n", "5", "dataset=beir", "dataset.path=EMPTY"], "EMPTY/corpus.jsonl: no such file: "
+     "questions are written from a BEIR folder's corpus.jsonl (its queries and qrels are not "
+     "read)"),
+    (["--n", "5", "generator=nope"],
+     "Could not find 'generator/nope'; options in 'generator': known_item, llm"),
+    (["--n", "5", "--generator", "llm", "llm.api_key_env=RAGEXP_UNSET_KEY_VAR"],
+     "RAGEXP_UNSET_KEY_VAR"),
+    # every question dropped as too short, exit 0 and "add documents, raise draws"
+    (["--n", "5", "min_words=10", "max_words=3"],
+     "min_words=10 is out of range: must be <= max_words (3)"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, args, message):
+    (tmp_path / "EMPTY").mkdir()
+    (tmp_path / "SHORT").mkdir()
+    (tmp_path / "SHORT" / "a.md").write_text("# Title\n\nToo short.\n")
+    args = [a.replace("EMPTY", str(tmp_path / "EMPTY")).replace("SHORT", str(tmp_path / "SHORT"))
+            for a in args]
+    out = tmp_path / "q.jsonl"
+    assert generate(out, *args) == 2
+    err = capsys.readouterr().err.strip()
+    assert message.replace("EMPTY", str(tmp_path / "EMPTY")) in err, err
+    assert len(err.splitlines()) == 1, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["missing/q.jsonl", "/proc/ragexp-q.jsonl"])
+def test_an_out_that_cannot_be_written_fails_first(tmp_path, capsys, where):
+    out = tmp_path / where if not where.startswith("/") else where
+    assert generate(out, "--n", "5") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --out") and len(err.splitlines()) == 1
+
+
+def test_a_beir_folder_needs_only_its_corpus_to_write_questions(tmp_path, capsys):
+    """Writing questions reads documents only; a BEIR folder without qrels was refused ("qrels
+    file not found"), and one whose qrels judged nothing relevant too. With or without its
+    queries and qrels, the folder gives the same questions, quoting its passages by id."""
+    texts = {f"d{i}": f"The {w} team ships the {w} release every second Tuesday after the "
+                      f"review meeting closes." for i, w in enumerate(["alpha", "beta", "gamma"])}
+    corpus = "".join(json.dumps({"_id": d, "title": "", "text": t}) + "\n"
+                     for d, t in texts.items())
+    bare, full = tmp_path / "bare", tmp_path / "full"
+    for folder in (bare, full):
+        folder.mkdir()
+        (folder / "corpus.jsonl").write_text(corpus)
+    (full / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "alpha"}) + "\n")
+    (full / "qrels").mkdir()
+    (full / "qrels" / "test.tsv").write_text("q1\td0\t1\n")
+    outs = []
+    for folder in (bare, full):
+        outs.append(tmp_path / f"{folder.name}.jsonl")
+        assert generate(outs[-1], "--n", "3", "dataset=beir", f"dataset.path={folder}") == 0
+    records = lines(outs[0])
+    # ids are named after the file written; the rest is the same
+    assert [{**r, "id": ""} for r in records] == [{**r, "id": ""} for r in lines(outs[1])]
+    assert len(records) == 3
+    for rec in records:
+        (ev,) = rec["evidence"]
+        assert ev["quote"] in texts[ev["doc"]]

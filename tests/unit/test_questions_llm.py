@@ -1,0 +1,118 @@
+"""``ragexp questions generate --generator llm`` against the fake OpenAI-compatible server: each
+bad reply (not JSON, a missing field, a quote in no document, a leaked answer, a duplicate, a
+kind not asked for, a near-miss the corpus answers) lands in its drop reason, timeouts and 429
+with Retry-After are retried, token counts match the server's log, and the file passes
+``golden check``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fake_llm import KEY, TOPICS, GenerationFake
+
+from ragexp.cli.main import main
+from ragexp.data import golden
+from ragexp.generate.llm_questions import parse_reply
+
+@pytest.fixture
+def corpus(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for doc, topic in TOPICS.items():
+        (folder / f"{doc}.md").write_text(
+            f"# {doc.title()}\n\nThe {topic} of {doc} follows the rule numbered {len(doc)}0 "
+            f"in the {doc} handbook. Operators change it with the {doc}_{len(topic)} key.\n")
+    return folder
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monkeypatch.setenv(KEY, "sk-test")
+    server = GenerationFake(slow_s=1.5).start()
+    yield server
+    server.stop()
+
+
+def run(fake, corpus, out, *extra: str) -> int:
+    return main(["questions", "generate", "--generator", "llm", "--n", "50", "--out", str(out),
+                 "--kinds", "factual", "unanswerable", "dataset=markdown",
+                 f"dataset.corpus_dir={corpus}", f"llm.base_url={fake.url}",
+                 f"llm.api_key_env={KEY}", "llm.model=fake", "llm.timeout=0.5",
+                 "llm.max_retries=2", "llm.concurrency=4", "draws=1", "progress=false", *extra])
+
+
+def test_each_bad_reply_lands_in_its_drop_reason(fake, corpus, tmp_path, capsys):
+    out = tmp_path / "gen.jsonl"
+    assert run(fake, corpus, out, "llm.price_in_per_mtok=1", "llm.price_out_per_mtok=2") == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    head = summary.split(";")[0]
+    assert head == ("asked 12, kept 5, dropped 7 (answer_leaked: 1, answered_in_corpus: 1, "
+                    "duplicate: 1, kind_not_asked: 1, missing_field: 1, not_json: 1, "
+                    "quote_not_found: 1)")
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    docs = {r["passage"]["doc"].removesuffix(".md") for r in written}
+    assert docs - {"ok", "dup"} == {"retry", "slowpoke", "busy", "nearmiss"}
+    assert len(docs & {"ok", "dup"}) == 1  # whichever came second is the duplicate
+    assert golden.main(["check", "--corpus", str(corpus), "--golden", str(out)]) == 0
+    near = next(r for r in written if r["kind"] == "unanswerable")
+    assert near["evidence"] == [] and near["model"] == "fake"
+    assert all(len(r["prompt_sha256"]) == 64 and r["source"] == "generated" for r in written)
+    # tokens and cost against the server's own log
+    served = [e for e in fake.log if e["status"] == 200]
+    t_in, t_out = sum(e["tokens_in"] for e in served), sum(e["tokens_out"] for e in served)
+    assert f"{len(fake.attempts)} calls, {t_in} tokens in, {t_out} out" in summary
+    assert f"${(t_in * 1 + t_out * 2) / 1e6:.4f}" in summary
+    # retries: the unusable reply was asked again once with the parse error; the garbled twice
+    retried = [e for e in fake.log if e["question"] in ("retry", "garbled")]
+    assert len(retried) == 4
+    assert sum("could not be used (not_json" in key for _, key in fake.attempts) == 2
+
+
+def test_timeouts_and_429_are_retried(fake, corpus, tmp_path, capsys):
+    assert run(fake, corpus, tmp_path / "gen.jsonl") == 0
+    for doc, gap in (("busy", 0.9), ("slowpoke", 0.5)):  # Retry-After: 1; the 0.5 s timeout
+        first, second = sorted((e for e in fake.log if e["question"] == doc),
+                               key=lambda e: e["t"])
+        assert second["status"] == 200 and second["t"] - first["t"] >= gap, doc
+    assert "2 retries" in capsys.readouterr().out
+
+
+def test_a_rerun_continues_without_asking_again(fake, corpus, tmp_path, capsys):
+    out = tmp_path / "gen.jsonl"
+    assert run(fake, corpus, out, "--n", "2") == 0
+    asked = {e["question"] for e in fake.log if e["role"] == "generate"}
+    before = out.read_bytes()
+    fake.log.clear()
+    assert run(fake, corpus, out) == 0
+    assert out.read_bytes().startswith(before)
+    kept_first = {json.loads(line)["passage"]["doc"].removesuffix(".md")
+                  for line in before.decode().splitlines()}
+    assert not kept_first & {e["question"] for e in fake.log if e["role"] == "generate"}
+    assert kept_first <= asked
+
+
+def test_an_unreachable_endpoint_is_one_line_and_writes_nothing(corpus, tmp_path, capsys,
+                                                                  monkeypatch):
+    monkeypatch.setenv(KEY, "sk-test")
+    out = tmp_path / "gen.jsonl"
+    code = main(["questions", "generate", "--generator", "llm", "--n", "3", "--out", str(out),
+                 "dataset=markdown", f"dataset.corpus_dir={corpus}",
+                 "llm.base_url=http://127.0.0.1:9/v1", f"llm.api_key_env={KEY}",
+                 "llm.max_retries=0", "progress=false"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "cannot reach http://127.0.0.1:9/v1" in err
+    assert len(err.splitlines()) == 1 and not out.exists()
+
+
+@pytest.mark.parametrize("text, why", [
+    ('{"question": "q", "answer": "a", "quote": "x", "kind": "factual"}', ""),
+    ('```json\n{"question": "q", "answer": "a", "quote": "x", "kind": "f"}\n```', ""),
+    ("no json here", "not_json"),
+    ('["a list"]', "not_json"),
+    ('{"question": "q", "answer": "a", "kind": "factual"}', "missing_field"),
+    ('{"question": "q", "answer": 3, "quote": "x", "kind": "factual"}', "missing_field"),
+])
+def test_parse_reply(text, why):
+    value, reason = parse_reply(text)
+    assert (value is None) == bool(why) and reason.startswith(why)
