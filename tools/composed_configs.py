@@ -92,10 +92,12 @@ def record(name: str, overrides: list[str]) -> dict[str, Any]:
     """The config ``name`` composed with ``overrides``: ``resolved``, ``hash`` and ``nodes``
     (module docstring)."""
     # defer heavy import
-    from ragexp.data import shipped
-    from ragexp.run import app  # noqa: F401  (registers the schemas and resolvers)
+    from ragexp.config import schema
     from ragexp.config.compose import compose
+    from ragexp.data import shipped
     from ragexp.tracking.store import config_hash
+
+    schema.register()
 
     cfg = compose(name, overrides)
     places = {str(Path(shipped.conf_dir()).parent): "<shipped>", str(Path.cwd()): "<cwd>"}

@@ -43,6 +43,9 @@ OLD_PATHS = {f"ragexp.{old}": f"ragexp.{new}" for old, new in {
     "report_html": "report.html", "report_charts": "report.charts", "report_facts": "report.facts",
     "sweep_data": "report.sweep_data",
     "schema": "config.schema", "validation": "config.validation", "pipeline": "run.pipeline",
+    # the config language, in run/ until it became the config package
+    "run.schema": "config.schema", "run.validation": "config.validation",
+    "run.build": "config.build", "run.compose": "config.compose",
     "app": "run.app", "sweep": "run.sweep", "confirm": "run.confirm",
     "servingmodel": "serving.model", "model_code": "serving.model_code", "api": "serving.api",
     "page": "serving.page", "access": "serving.access", "tracing": "serving.tracing",

@@ -3,8 +3,8 @@ from the source with ``ast``, no module (or class body) of ``src/ragexp`` binds 
 mutable container that any code changes, no container held under a lower-case name (state by
 its name: ``_said = set()``), and no function declares ``global``. A container bound once and
 only read (``EXAMPLES = {...}``, a translation table) is a constant, not state. The check is by
-name, across modules, and counts an alias as a change (``known = _WORD_TERMS``: the alias may
-be written), so it errs towards failing."""
+name, across modules, and counts an alias as a change (``known = _TERMS``: the alias may be
+written), so it errs towards failing."""
 
 from __future__ import annotations
 

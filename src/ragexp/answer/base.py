@@ -90,7 +90,10 @@ class Answerer(Protocol):
     name: str
 
     def answer(self, inputs: Sequence[AnswerInput], coverage: Coverage,
-               progress: bool = False) -> list[Answer]: ...
+               progress: bool = False) -> list[Answer]:
+        """One ``Answer`` per input, in order. ``coverage(query_terms, found_terms)`` is the
+        run's scorer in [0, 1] (``Coverage``), the only part of the index an answerer reads."""
+        ...
 
 
 def cited_numbers(sentence: str) -> list[int]:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from ragexp import settings
 from ragexp.answer.base import (REFUSAL, Answer, AnswerInput, Coverage, body, finish,
                                 refuse_early, sources_for)
-from ragexp import settings
 from ragexp.answer.llm import MAX_TOKENS, ChatClient, Endpoint, LLMError, Messages
 from ragexp.text.analysis import split_sentences
 

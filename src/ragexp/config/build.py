@@ -78,6 +78,8 @@ def stage_store(cfg: DictConfig) -> StageStore:
 
 
 def embedding_cache(cfg: DictConfig, on_write_error: str = "raise") -> EmbeddingCache:
+    """The embedding cache under ``cfg.cache_dir/embeddings``; ``on_write_error`` is what a
+    failed write does (``EmbeddingCache``: raise, or warn and compute without caching)."""
     return EmbeddingCache(root=str(Path(cfg.cache_dir) / "embeddings"),
                           on_write_error=on_write_error)
 

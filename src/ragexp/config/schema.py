@@ -180,6 +180,9 @@ LLMCallConf = settings.schema(Endpoint, "LLMCallConf", fields={
 
 @dataclass
 class LLMAnswerConf:
+    """``answer=llm``: the answerer's own settings and its ``llm`` endpoint node (each key
+    ``${llm.<key>}`` unless this stage overrides it: ``answer.llm.model=...``)."""
+
     _target_: str = "ragexp.answer.llm_answer.LLMAnswerer"
     name: str = "llm"
     llm: LLMCallConf = field(default_factory=LLMCallConf)
@@ -194,6 +197,9 @@ NoJudgeConf = settings.schema(NoJudge, "NoJudgeConf")
 
 @dataclass
 class LLMJudgeConf:
+    """``judge=llm``: the judge's own settings, its hand labels and its ``llm`` endpoint node
+    (each key ``${llm.<key>}`` unless this stage overrides it: ``judge.llm.model=...``)."""
+
     _target_: str = "ragexp.answer.judge.LLMJudge"
     name: str = "llm"
     llm: LLMCallConf = field(default_factory=LLMCallConf)
@@ -215,6 +221,9 @@ class TracesConf:
 
 @dataclass
 class Config:
+    """The whole config of one run (``conf/config.yaml``): one option per group, the shared
+    ``llm`` endpoint, and the run's own settings below them."""
+
     dataset: Any = MISSING
     chunking: Any = MISSING
     embedder: Any = MISSING

@@ -27,7 +27,7 @@ from ragexp.data.beir import (
 from ragexp.data.golden import KIND_NAME, golden_files, load_corpus, load_golden
 from ragexp.data.readers import label, markdown_files, shown
 from ragexp.data.relevance import span_qrels, why_unjudged
-from ragexp.data.units import UNITS, check_unit, unit_chunks, unit_of
+from ragexp.data.units import UNITS, check_unit, unit_chunks
 from ragexp.errors import InvalidValue, listed
 from ragexp.records import OVERALL, UNANSWERABLE, Chunk, Document, Qrels, Query
 from ragexp.session import Session

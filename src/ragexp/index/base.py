@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-SOURCES = ("vectors", "terms")  # what an index is built from: passage vectors, analysed terms
-
 
 class Index(Protocol):
     """One kind of index over a run's chunks, as data: ``build(data)`` makes it from its

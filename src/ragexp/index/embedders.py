@@ -439,7 +439,8 @@ def _folder_counter(folder: str, mtime_ns: int, size: int) -> tuple[int, Any]:
 
 def device_problems(device: str | None) -> list[str]:
     """``embedder.device`` is one of ``DEVICES``, and cuda only where onnxruntime has its CUDA
-    provider (``cuda_unavailable``): never the CPU instead."""
+    provider (``cuda_unavailable``): never the CPU instead. ``None``: an embedder without the
+    setting (the hash embedder), nothing to check."""
     if device is None or device == "cpu":
         return []
     if device not in DEVICES:

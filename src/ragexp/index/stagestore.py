@@ -10,8 +10,9 @@ Each stage is keyed by what determines it, and nothing else::
 The ragexp code fingerprint (sha256 of the package's source files) is in every key, so an edited
 tokenizer or chunker can never serve stale stages. A stage is looked up in this process's memory
 (the latest value of each stage name, so a sweep of query-time variants in one process builds
-nothing twice: ``ragexp.session.Session.stages``), then on disk under ``<cache_dir>/stages/<stage>/<key>`` (written to a private
-name and moved into place, ``data.files``, so a reader never sees half a file), and built
+nothing twice: ``ragexp.session.Session.stages``), then on disk under
+``<cache_dir>/stages/<stage>/<key>`` (written to a private name and moved into place,
+``data.files``, so a reader never sees half a file), and built
 only when both miss. Two processes that miss the same key at once build it once: the second
 waits on the key's ``filelock`` and then reads the first's file. A store that cannot be written
 warns once, naming its path, and the run goes on building in memory.

@@ -94,7 +94,7 @@ def run_experiment(dataset: Dataset, stages: Stages, *, judge: Judge | None = No
     (``_latency``; 0: none, and no ``time.query_*`` metrics). Passages and questions over the embedder's token window are counted
     (``truncation.*`` metrics, ``index.truncation``); a dense index logs its size and build
     time, an approximate one its recall@10 against exact search and its search latency
-    (``resources.dense_facts``: ``index.*``). A run with a reranker also logs its attribution
+    (``index.resources.dense_facts``: ``index.*``). A run with a reranker also logs its attribution
     (``attribute_reranker``: the first stage's ceiling at ``reranker.top_n`` and the share of
     ``objective`` it realises, from the ranking the reranker was given). Raises
     ``InvalidValue`` for a ``k`` below the deepest cutoff of ``measures``, a corpus that yields

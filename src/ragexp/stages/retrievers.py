@@ -56,7 +56,7 @@ class DenseRetriever:
     """Cosine search of the run's dense index (the ``index`` group, ``Resources.index_spec``)
     with the run's embedder, or a hybrid part's own (``Resources.with_embedder``). It keeps
     what it searches with, taken from ``resources`` when built: the index's searcher from the
-    registry (``resources.dense_index``), the query-embedding callable, the chunk order and the
+    registry (``index.resources.dense_index``), the query-embedding callable, the chunk order and the
     sweep's replay."""
 
     name = "dense"

@@ -52,7 +52,8 @@ VOLATILE_KEYS = ("force", "progress", "cache_dir", "experiment", "verbose", "obj
                 "llm",  # llm.* counts through the answer.* and judge.* keys it resolves into
                 "chunking.cache_dir", "chunking.embedder.cache_dir",  # chunking=semantic
                 # how texts are batched, never what vectors they get
-                # (tests/unit/test_embedders.py); batch_size stays in: recorded runs keep their hashes
+                # (tests/unit/test_embedders.py); batch_size stays in: recorded runs keep
+                # their hashes
                 "embedder.batch_tokens", "chunking.embedder.batch_tokens",
                 "latency_sample")  # how many questions are timed alone: a latency, not a score
 
