@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import math
-import operator
 import sys
 from pathlib import Path
 
@@ -53,6 +52,7 @@ def compose(generator: str, overrides: list[str], config_dir: str | None = None)
     from omegaconf.errors import OmegaConfBaseException
 
     # defer heavy import
+    from ragexp import settings
     from ragexp.config import compose as composing
     from ragexp.config import schema, validation
 
@@ -63,8 +63,8 @@ def compose(generator: str, overrides: list[str], config_dir: str | None = None)
         raise validation.ConfigRangeError(validation.composition_error(exc)) from None
     # a question shorter than min_words or longer than max_words is dropped: min_words=10
     # max_words=3 dropped every one, "add documents, raise draws or ask for fewer"
-    problems = validation.check_fields(cfg) + validation.ordered_pairs(
-        cfg, (("", "min_words", "max_words", operator.le, "<="),))
+    problems = validation.check_fields(cfg) + settings.ordered(
+        "min_words", cfg.min_words, "max_words", cfg.max_words, strict=False)
     if problems:
         raise validation.ConfigRangeError("invalid config: " + "; ".join(problems))
     return cfg

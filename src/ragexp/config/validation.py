@@ -201,21 +201,6 @@ def reads_within_depth(cfg: DictConfig) -> list[str]:
     return []
 
 
-def ordered_pairs(cfg: DictConfig, rules) -> list[str]:
-    """``key=value is out of range: must be <= other (value)`` for each rule ``(node, low,
-    high, holds, sign)`` whose two keys under ``node`` (``""``: the config's top level) are
-    there and do not satisfy ``holds(low, high)``."""
-    problems = []
-    for node, low, high, holds, sign in rules:
-        ch = OmegaConf.select(cfg, node) if node else cfg
-        at = f"{node}." if node else ""
-        if isinstance(ch, DictConfig) and low in ch and high in ch and not holds(ch[low],
-                                                                                ch[high]):
-            problems.append(f"{at}{low}={ch[low]} is out of range: must be {sign} "
-                            f"{at}{high} ({ch[high]})")
-    return problems
-
-
 def names_refused(message: str, refused: set[str]) -> bool:
     """Whether a cross-field rule's ``message`` starts with or names a key of ``refused``:
     ``index.nprobe=8 ... <= index.nlist (-3)`` once ``index.nlist=-3`` was refused compares
