@@ -231,8 +231,8 @@ def ef_search_covers_depth(cfg: DictConfig) -> list[str]:
 def nprobe_within_nlist(cfg: DictConfig) -> list[str]:
     """``index.nprobe`` (IVF lists searched per query) at most ``index.nlist`` (lists built)."""
     nprobe, nlist = (OmegaConf.select(cfg, f"index.{key}") for key in ("nprobe", "nlist"))
-    if isinstance(nprobe, int) and isinstance(nlist, int) and nprobe > nlist:
-        return [f"index.nprobe={nprobe} is out of range: must be <= index.nlist ({nlist})"]
+    if isinstance(nprobe, int) and isinstance(nlist, int):
+        return settings.ordered("index.nprobe", nprobe, "index.nlist", nlist, strict=False)
     return []
 
 
