@@ -19,7 +19,7 @@ from tqdm import tqdm
 from ragexp.errors import InvalidValue, MissingInput, counted
 from ragexp.generate.filters import Filters
 from ragexp.generate.outfile import QuestionFile
-from ragexp.generate.passages import MIN_WORDS, Job, Passage, jobs, passages_of
+from ragexp.generate.passages import MIN_WORDS, Job, Passage, jobs, passages_of, repeated
 from ragexp.records import Document
 
 SOURCE = "generated"
@@ -39,9 +39,11 @@ class Generator(Protocol):
 @dataclass
 class Summary:
     """What one invocation did: ``asked`` jobs, ``kept`` questions written, drops by reason,
-    how many questions the file holds at the end (``total``), and ``short``: why that is fewer
-    than asked for (every job was asked), None when it is not."""
+    passages not sampled because the documents repeat them (``skipped``,
+    ``passages.repeated``), how many questions the file holds at the end (``total``), and
+    ``short``: why that is fewer than asked for (every job was asked), None when it is not."""
 
+    skipped: int = 0
     asked: int = 0
     kept: int = 0
     dropped: Counter = field(default_factory=Counter)
@@ -49,12 +51,14 @@ class Summary:
     short: str | None = None
 
     def line(self) -> str:
-        """``asked N, kept M, dropped K (reason: count, ...)``, reasons by count then name."""
+        """``asked N, kept M, dropped K (reason: count, ...); S repeated passages not sampled``,
+        reasons by count then name."""
         reasons = ", ".join(f"{r}: {c}" for r, c in sorted(self.dropped.items(),
                                                             key=lambda rc: (-rc[1], rc[0])))
         dropped = sum(self.dropped.values())
         return (f"asked {self.asked}, kept {self.kept}, dropped {dropped}"
-                + (f" ({reasons})" if reasons else ""))
+                + (f" ({reasons})" if reasons else "")
+                + f"; {self.skipped} repeated passages not sampled")
 
 
 @dataclass(frozen=True)
@@ -93,9 +97,13 @@ def generate(docs: Sequence[Document], generator: Generator, settings: Settings,
     (no passage in ``docs``) before anything is written."""
     kinds = check_settings(settings, generator)
     passages = passages_of(docs)
-    if not passages:
+    skipped = repeated(passages, docs)
+    sampled = [p for p in passages if p.pid not in skipped]
+    if not sampled:
+        repeats = f", {len(skipped)} of them repeated across documents" if skipped else ""
         raise MissingInput(f"the corpus has no passage of {MIN_WORDS}+ words to write questions "
-                           f"from ({counted(len(docs), 'document')})")
+                           f"from ({counted(len(docs), 'document')}, "
+                           f"{counted(len(passages), 'passage')}{repeats})")
     file = QuestionFile(out)
     _check_same_run(file, generator, settings.seed)
     by_id = {d.doc_id: d for d in docs}
@@ -104,11 +112,11 @@ def generate(docs: Sequence[Document], generator: Generator, settings: Settings,
     for rec in file.records:
         filters.remember(rec)
     done = {_job_key(rec["passage"]) for rec in file.records}
-    summary = Summary(total=len(file.records))
+    summary = Summary(skipped=len(skipped), total=len(file.records))
     if summary.total >= settings.n:
         return summary
     generator.prepare(docs, passages)
-    todo = (j for j in jobs(passages, settings.seed, kinds, settings.draws) if j.key not in done)
+    todo = (j for j in jobs(sampled, settings.seed, kinds, settings.draws) if j.key not in done)
     stem = Path(out).stem
     bar = tqdm(total=settings.n, initial=summary.total, desc=f"questions ({generator.name})",
                disable=not progress)
@@ -134,7 +142,7 @@ def generate(docs: Sequence[Document], generator: Generator, settings: Settings,
         bar.close()
         file.close()
     if summary.total < settings.n:  # the loop ends early only when no job is left
-        summary.short = (f"fewer than --n {settings.n}: every job was asked ({len(passages)} "
+        summary.short = (f"fewer than --n {settings.n}: every job was asked ({len(sampled)} "
                          f"passages of {MIN_WORDS}+ words x draws={settings.draws}); add "
                          f"documents, raise draws or ask for fewer")
     return summary
