@@ -1,12 +1,17 @@
 """What every question generator gets from the shared pipeline (``generate.passages``,
 ``generate.generation``): passages a site repeats on its pages (navigation, footers, boilerplate)
-are not sampled, and the summary line says how many."""
+are not sampled, and the summary line says how many; every identical copy of a question's
+evidence in other documents is labelled."""
 
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ragexp.cli.main import main
 from ragexp.data import golden
@@ -15,6 +20,8 @@ from ragexp.generate.generation import Settings, generate
 from ragexp.generate.known_item import KnownItemGenerator
 from ragexp.generate.passages import passages_of, repeated
 from ragexp.records import Document
+from ragexp.text import markdown
+from ragexp.text.analysis import split_sentences
 
 NAV = ("- [Home](DEPTHindex.md)\n- [Guides](DEPTHguides.md)\n- [API reference](DEPTHapi.md)\n"
        "- [Contact the team](DEPTHcontact.md)\n")
@@ -83,9 +90,8 @@ def test_the_summary_line_says_how_many_repeated_passages_were_skipped(tmp_path,
     passages = passages_of(site())
     own = {(p.doc_id, p.start, p.end) for p in passages if p.pid not in repeated(passages,
                                                                                 site())}
-    assert len(records) == 4
-    assert {(r["passage"]["doc"], r["passage"]["start"], r["passage"]["end"])
-            for r in records} == own
+    assert records and {(r["passage"]["doc"], r["passage"]["start"], r["passage"]["end"])
+                        for r in records} <= own
     assert golden.main(["check", "--corpus", str(corpus), "--golden", str(out)]) == 0
 
 
@@ -98,3 +104,93 @@ def test_a_corpus_of_repeated_passages_only_says_so(tmp_path):
                                  "from (2 documents, 2 passages, 2 of them repeated across "
                                  "documents)")
     assert not (tmp_path / "q.jsonl").exists()
+
+
+class FirstSentence:
+    """A generator that quotes its passage's first sentence, for the pipeline's own rules."""
+
+    name, kinds, model, prompt_sha256 = "first_sentence", ("general",), None, None
+
+    def settings(self) -> dict:
+        return {"name": self.name}
+
+    def prepare(self, docs, passages) -> None:
+        pass
+
+    def write(self, batch, seed: int) -> list[dict | str]:
+        return [{"question": f"question {job.index} please", "kind": "general",
+                 "answer": split_sentences(job.passage.text)[0],
+                 "evidence": [{"doc": job.passage.doc_id,
+                               "quote": split_sentences(job.passage.text)[0]}]}
+                for job in batch]
+
+
+def holders(docs: list[Document], quote: str) -> set[str]:
+    """The documents whose text, front matter aside, holds ``quote``: ``questions check``'s own
+    ``find_quote``, document by document."""
+    return {d.doc_id for d in docs
+            if any(s.start >= markdown.text_start(d.text) for s in golden.find_quote(d, quote))}
+
+
+def assert_every_copy_labelled(records: list[dict], docs: list[Document]) -> None:
+    assert records
+    for rec in records:
+        quotes = {ev["quote"] for ev in rec["evidence"]}
+        for quote in quotes:
+            labelled = [ev["doc"] for ev in rec["evidence"] if ev["quote"] == quote]
+            assert len(labelled) == len(set(labelled))
+            assert set(labelled) == holders(docs, quote), (rec["id"], quote)
+
+
+SENTENCES = ["Workers renew their lease every thirty seconds.",
+             "The ledger keeps one snapshot an hour.",
+             "Operators page the on-call engineer for a stuck queue.",
+             "A nack sends the job back to its queue at once.",
+             "Gateways refuse payloads above the byte limit."]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.lists(st.lists(st.integers(0, len(SENTENCES) - 1), min_size=2, max_size=3),
+                         min_size=1, max_size=3), min_size=2, max_size=4),
+       st.booleans())
+def test_no_question_is_labelled_in_one_of_two_documents_holding_its_evidence(layout, front):
+    """Documents made of paragraphs drawn from a few sentences (so sentences recur across
+    documents, once or twice in one), a paragraph of its own in each, front matter quoting a
+    sentence in some: every quote of every question written is labelled in exactly the documents
+    whose text holds it, and the file passes ``questions check``."""
+    docs = []
+    for i, paragraphs in enumerate(layout):
+        meta = f"---\nsummary: {SENTENCES[i % len(SENTENCES)]}\n---\n" if front and i % 2 else ""
+        body = "\n\n".join(" ".join(SENTENCES[j] for j in para) for para in paragraphs)
+        own = ("alpha", "bravo", "charlie", "delta")[i]
+        docs.append(Document(f"d{i}.md", f"D{i}", f"{meta}# Doc {i}\n\n{body}\n\nDocument {own} "
+                                                   f"keeps a paragraph of its very own here.\n"))
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "q.jsonl"
+        generate(docs, FirstSentence(), Settings(n=40, draws=1), out, progress=False)
+        records = [json.loads(line) for line in out.read_text().splitlines()]
+        assert_every_copy_labelled(records, docs)
+        by_id = {d.doc_id: d for d in docs}
+        assert golden.check_golden(out, by_id)[1] == []
+
+
+def test_known_item_labels_a_shared_sentence_in_every_document(tmp_path):
+    """The handbook-like case through the command: a sentence in three documents, inside
+    paragraphs that differ; every known-item question quoting it names all three."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    shared = "Restart the broker with brindlectl restart after changing the lease timeout."
+    for i, topic in enumerate(TOPICS[:3]):
+        (corpus / f"t{i}.md").write_text(f"# Topic {i}\n\n{topic} {shared}\n\nThe page numbered "
+                                         f"{i} ends with this closing sentence of its own.\n")
+    out = tmp_path / "q.jsonl"
+    assert main(["questions", "generate", "--n", "12", "--out", str(out), "dataset=markdown",
+                 f"dataset.corpus_dir={corpus}", "progress=false"]) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    docs = list(golden.load_corpus(corpus).values())
+    assert_every_copy_labelled(records, docs)
+    with_shared = [r for r in records if any(ev["quote"] == shared for ev in r["evidence"])]
+    assert with_shared and all(sorted(ev["doc"] for ev in r["evidence"]
+                                      if ev["quote"] == shared) == ["t0.md", "t1.md", "t2.md"]
+                               for r in with_shared)
+    assert golden.main(["check", "--corpus", str(corpus), "--golden", str(out)]) == 0

@@ -1,8 +1,8 @@
 """The generation loop: sample passages, ask a generator, filter, append, summarise.
 
 A generator (``known_item``, ``llm_questions``) turns a batch of :class:`~passages.Job` into,
-per job, a question record or the reason none came; this loop checks every record
-(``filters``), gives it an id and its provenance, and appends it to the output file
+per job, a question record or the reason none came; this loop labels every identical copy of
+its evidence in other documents and checks every record (``filters``), gives it an id and its provenance, and appends it to the output file
 (``outfile``) until ``n`` questions are in the file or every job has been asked.
 """
 
@@ -129,6 +129,8 @@ def generate(docs: Sequence[Document], generator: Generator, settings: Settings,
                 if summary.total >= settings.n:
                     break
                 summary.asked += 1
+                if isinstance(outcome, dict):
+                    outcome = filters.copies(outcome)
                 reason = outcome if isinstance(outcome, str) else filters.problem(outcome)
                 if reason:
                     summary.dropped[reason] += 1
