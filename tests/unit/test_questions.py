@@ -17,6 +17,7 @@ from ragexp.cli.main import main
 from ragexp.cli.questions import compose
 from ragexp.data import golden
 from ragexp.generate import known_item
+from ragexp.generate.generation import corpus_of
 from ragexp.generate.passages import Job, passages_of, sample_order
 from ragexp.records import Document
 
@@ -95,6 +96,49 @@ def test_a_file_is_continued_only_with_its_own_settings(tmp_path, capsys):
     assert out.read_bytes() == before
 
 
+def test_a_file_is_continued_only_from_its_own_corpus(tmp_path, capsys):
+    """As another seed is refused, so is another corpus, or the same one changed: the message
+    says what the file was written from (documents, sha256, what it quotes) and what to do; a
+    file written before the corpus was recorded is refused when it quotes documents the corpus
+    lacks. Nothing is written."""
+    folders = {}
+    for name, words_ in (("one", ("kettle", "ladder")), ("two", ("lantern", "hammock"))):
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        for w in words_:
+            (folders[name] / f"{w}.md").write_text(f"# {w}\n\nThe {w} in the east wing is "
+                                                  f"inspected every Thursday by the {w} team.\n")
+    out = tmp_path / "q.jsonl"
+
+    def run(folder) -> int:
+        return generate(out, "--n", "4", "dataset=markdown", f"dataset.corpus_dir={folder}",
+                        "dataset.name=mine")
+
+    assert run(folders["one"]) == 0
+    written = corpus_of(list(golden.load_corpus(folders["one"]).values()))
+    assert lines(out)[0]["corpus"] == written
+    before = out.read_bytes()
+    capsys.readouterr()
+    other = corpus_of(list(golden.load_corpus(folders["two"]).values()))
+    assert run(folders["two"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: --out {out} was written from another corpus (2 documents, sha256 "
+        f"{written['sha256']}; its questions quote kettle.md, ladder.md) than dataset 'mine' "
+        f"(2 documents, sha256 {other['sha256']}); dataset 'mine' lacks kettle.md, ladder.md: "
+        f"continue it with the dataset it was written from, its documents unchanged, or give "
+        f"another --out")
+    (folders["one"] / "kettle.md").write_text("# kettle\n\nThe kettle was moved to the west "
+                                             "wing and is inspected on Fridays now.\n")
+    assert run(folders["one"]) == 2
+    assert "was written from another corpus (2 documents, sha256 " in capsys.readouterr().err
+    assert out.read_bytes() == before
+    out.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "corpus"}) + "\n"
+                           for r in lines(out)))  # a file written before the corpus was recorded
+    assert run(folders["two"]) == 2
+    assert "(its questions quote kettle.md, ladder.md) than dataset 'mine'" in \
+        capsys.readouterr().err
+
+
 def test_popular_and_discriminative_draws_follow_the_definition():
     """p(t|q) = (1 - lam) p(t|d) + lam p(t), checked by chi-square on 20,000 draws, with the
     expected probabilities worked out here by hand from the counts."""
@@ -155,6 +199,15 @@ def test_the_sample_order_is_stratified_over_documents(docs):
     # every question dropped as too short, exit 0 and "add documents, raise draws"
     (["--n", "5", "min_words=10", "max_words=3"],
      "min_words=10 is out of range: must be <= max_words (3)"),
+    # a key nothing reads: the runner's "did you mean", every top-level key refused (a run
+    # logs +my_note=x with its params; questions generate logs nothing)
+    (["--n", "5", "+min_word=3"], "error: invalid config: min_word is not a setting of "
+     "questions generate (did you mean min_words?): nothing would read it"),
+    (["--n", "5", "+my_note=x"], "my_note is not a setting of questions generate (it takes "
+     "dataset, generator, llm, min_words, max_words, draws, batch, progress)"),
+    (["--n", "5", "+generator.lamb=0.2"], "generator.lamb is not a setting of "
+     "ragexp.generate.known_item.KnownItemGenerator (did you mean generator.lam? it takes "
+     "strategy, lam, mean_length, min_length, max_length)"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, args, message):
     (tmp_path / "EMPTY").mkdir()

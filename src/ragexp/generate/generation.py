@@ -8,6 +8,7 @@ its evidence in other documents and checks every record (``filters``), gives it 
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import islice
@@ -16,7 +17,7 @@ from typing import Protocol, Sequence
 
 from tqdm import tqdm
 
-from ragexp.errors import InvalidValue, MissingInput, counted
+from ragexp.errors import InvalidValue, MissingInput, counted, listed
 from ragexp.generate.filters import Filters
 from ragexp.generate.outfile import QuestionFile
 from ragexp.generate.passages import MIN_WORDS, Job, Passage, jobs, passages_of, repeated
@@ -89,11 +90,21 @@ def check_settings(settings: Settings, generator: Generator) -> tuple[str, ...]:
     return kinds
 
 
+def corpus_of(docs: Sequence[Document]) -> dict:
+    """What a file records of the corpus it was written from: ``{"documents": n, "sha256": h}``,
+    ``h`` the first 16 hex digits of the sha256 of every document's id and text, in id order."""
+    h = hashlib.sha256()
+    for doc in sorted(docs, key=lambda d: d.doc_id):
+        h.update(f"{len(doc.doc_id)}:{doc.doc_id}{len(doc.text)}:{doc.text}".encode())
+    return {"documents": len(docs), "sha256": h.hexdigest()[:16]}
+
+
 def generate(docs: Sequence[Document], generator: Generator, settings: Settings,
-             out: str | Path, progress: bool = True) -> Summary:
+             out: str | Path, progress: bool = True, corpus: str = "this corpus") -> Summary:
     """Append questions to ``out`` until it holds ``settings.n`` (or every job was asked, said
-    in ``Summary.short``) and return the summary. Raises ``InvalidValue`` (bad settings, an
-    ``--out`` that cannot be written or was written with other settings) and ``MissingInput``
+    in ``Summary.short``) and return the summary. ``corpus`` names ``docs`` in a refusal
+    (``dataset 'handbook'``). Raises ``InvalidValue`` (bad settings, an ``--out`` that cannot
+    be written or was written from another corpus or with other settings) and ``MissingInput``
     (no passage in ``docs``) before anything is written."""
     kinds = check_settings(settings, generator)
     passages = passages_of(docs)
@@ -105,8 +116,9 @@ def generate(docs: Sequence[Document], generator: Generator, settings: Settings,
                            f"from ({counted(len(docs), 'document')}, "
                            f"{counted(len(passages), 'passage')}{repeats})")
     file = QuestionFile(out)
+    by_id, here = {d.doc_id: d for d in docs}, corpus_of(docs)
+    _check_same_corpus(file, by_id, here, corpus)
     _check_same_run(file, generator, settings.seed)
-    by_id = {d.doc_id: d for d in docs}
     filters = Filters(by_id, kinds, settings.min_words, settings.max_words,
                       check_leak=generator.name != "known_item")
     for rec in file.records:
@@ -136,7 +148,7 @@ def generate(docs: Sequence[Document], generator: Generator, settings: Settings,
                     summary.dropped[reason] += 1
                     continue
                 file.append(_record(outcome, f"{stem}-{summary.total + 1:05d}", generator,
-                                    settings.seed, job))
+                                    settings.seed, job, here))
                 summary.kept += 1
                 summary.total += 1
                 bar.update(1)
@@ -155,6 +167,28 @@ def _job_key(passage: dict) -> str:
            f"{passage.get('draw', 0)}"
 
 
+def _check_same_corpus(file: QuestionFile, docs: dict[str, Document], here: dict,
+                       name: str) -> None:
+    """A file is continued only from the corpus it was written from (``corpus_of``, recorded
+    in each line; a file written before that was recorded: every document its passages name is
+    in ``docs``), as it is only with its seed: questions on two corpora in one file would
+    score documents that one of them lacks."""
+    if not file.records:
+        return
+    quoted = sorted({str(r["passage"].get("doc")) for r in file.records})
+    written = file.records[0].get("corpus")
+    lacking = [d for d in quoted if d not in docs]
+    if (written is None or written == here) and not lacking:
+        return
+    was = (f"{written['documents']} documents, sha256 {written['sha256']}; " if written
+           else "")
+    gone = f"; {name} lacks {listed(lacking, 3)}" if lacking else ""
+    raise InvalidValue(f"--out {file.path} was written from another corpus ({was}its questions "
+                       f"quote {listed(quoted, 3)}) than {name} ({here['documents']} documents, "
+                       f"sha256 {here['sha256']}){gone}: continue it with the dataset it was "
+                       f"written from, its documents unchanged, or give another --out")
+
+
 def _check_same_run(file: QuestionFile, generator: Generator, seed: int) -> None:
     """A file is continued only with the generator settings and seed it was written with."""
     if not file.records:
@@ -166,12 +200,13 @@ def _check_same_run(file: QuestionFile, generator: Generator, seed: int) -> None
                            f"rerun with those to continue it, or give another --out")
 
 
-def _record(rec: dict, qid: str, generator: Generator, seed: int, job: Job) -> dict:
+def _record(rec: dict, qid: str, generator: Generator, seed: int, job: Job,
+            corpus: dict) -> dict:
     """The line written: the golden fields, then provenance, in a fixed key order."""
     p = job.passage
     return {"id": qid, "kind": rec["kind"], "question": rec["question"],
             "answer": rec["answer"], "evidence": rec["evidence"], "source": SOURCE,
             "generator": generator.settings(), "model": generator.model,
-            "prompt_sha256": generator.prompt_sha256, "seed": seed,
+            "prompt_sha256": generator.prompt_sha256, "seed": seed, "corpus": corpus,
             "passage": {"doc": p.doc_id, "section": p.section, "start": p.start, "end": p.end,
                         "draw": job.draw}}
