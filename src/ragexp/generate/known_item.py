@@ -17,10 +17,10 @@ Terms are the passage's words (``text.analysis.words``, compounds whole) less st
 term drawn twice is written once. Only a ``Drawable`` term is drawn, from the passage and from
 the collection alike: no number (``13 75 associated endometrial``) or function word
 (``FUNCTION_WORDS``) unless the passage's heading path holds it, and no word glued by markup
-conversion (``capabilitytop-level``, ``xlinkedin``). The evidence is the fewest sentences of the passage that hold
-every drawn term found in it (greedy cover), each a verbatim quote; the reference answer is
-those sentences. Its bias is lexical by construction: the query shares its words with the
-passage, so it favours lexical retrievers (``docs/questions.md``).
+conversion (``capabilitytop-level``, ``xlinkedin``). The evidence is the fewest sentences of
+the passage that hold every drawn term found in it (greedy cover), each a verbatim quote; the
+reference answer is those sentences. Its bias is lexical by construction: the query shares its
+words with the passage, so it favours lexical retrievers (``docs/questions.md``).
 """
 
 from __future__ import annotations
