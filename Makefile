@@ -35,10 +35,8 @@ test-fast: ## run the suite without the slow tests (tests/e2e and those marked s
 check-golden: ## validate the golden set against the corpus and print counts per kind
 	$(BIN)/python -m ragexp.data.golden check
 
-questions: ## regenerate the handbook's generated questions: golden/generated/known_item.jsonl (400 known_item, seed 0)
-	mkdir -p golden/generated
-	rm -f golden/generated/known_item.jsonl
-	$(BIN)/ragexp questions generate --generator known_item --n 400 --seed 0 --out golden/generated/known_item.jsonl progress=false
+questions: ## regenerate the handbook's generated questions golden/generated/known_item.jsonl (400 known_item, seed 0), its run line and the noise term's cost in docs/questions.md
+	$(BIN)/python -m tools.generated_questions --readme docs/questions.md
 
 run: ## one experiment on the defaults
 	$(BIN)/python -m ragexp

@@ -1,7 +1,8 @@
 """``ragexp questions generate`` with the known_item generator: same seed same bytes, the drawn
 terms' frequencies against the definition (chi-square over many draws), every file passes
 ``golden check``, a cut-off file continues to the same bytes, the sample is stratified, and bad
-input fails in one line with nothing written."""
+input fails in one line with nothing written; no number, function word or glued word is drawn
+unless the passage is about it, and the noise term is off by default."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ import pytest
 from scipy import stats
 
 from ragexp.cli.main import main
+from ragexp.cli.questions import compose
 from ragexp.data import golden
 from ragexp.generate import known_item
-from ragexp.generate.passages import passages_of, sample_order
+from ragexp.generate.generation import corpus_of
+from ragexp.generate.passages import Job, passages_of, sample_order
 from ragexp.records import Document
 
 QUIET = ["progress=false"]
@@ -93,6 +96,49 @@ def test_a_file_is_continued_only_with_its_own_settings(tmp_path, capsys):
     assert out.read_bytes() == before
 
 
+def test_a_file_is_continued_only_from_its_own_corpus(tmp_path, capsys):
+    """As another seed is refused, so is another corpus, or the same one changed: the message
+    says what the file was written from (documents, sha256, what it quotes) and what to do; a
+    file written before the corpus was recorded is refused when it quotes documents the corpus
+    lacks. Nothing is written."""
+    folders = {}
+    for name, words_ in (("one", ("kettle", "ladder")), ("two", ("lantern", "hammock"))):
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        for w in words_:
+            (folders[name] / f"{w}.md").write_text(f"# {w}\n\nThe {w} in the east wing is "
+                                                  f"inspected every Thursday by the {w} team.\n")
+    out = tmp_path / "q.jsonl"
+
+    def run(folder) -> int:
+        return generate(out, "--n", "4", "dataset=markdown", f"dataset.corpus_dir={folder}",
+                        "dataset.name=mine")
+
+    assert run(folders["one"]) == 0
+    written = corpus_of(list(golden.load_corpus(folders["one"]).values()))
+    assert lines(out)[0]["corpus"] == written
+    before = out.read_bytes()
+    capsys.readouterr()
+    other = corpus_of(list(golden.load_corpus(folders["two"]).values()))
+    assert run(folders["two"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: --out {out} was written from another corpus (2 documents, sha256 "
+        f"{written['sha256']}; its questions quote kettle.md, ladder.md) than dataset 'mine' "
+        f"(2 documents, sha256 {other['sha256']}); dataset 'mine' lacks kettle.md, ladder.md: "
+        f"continue it with the dataset it was written from, its documents unchanged, or give "
+        f"another --out")
+    (folders["one"] / "kettle.md").write_text("# kettle\n\nThe kettle was moved to the west "
+                                             "wing and is inspected on Fridays now.\n")
+    assert run(folders["one"]) == 2
+    assert "was written from another corpus (2 documents, sha256 " in capsys.readouterr().err
+    assert out.read_bytes() == before
+    out.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "corpus"}) + "\n"
+                           for r in lines(out)))  # a file written before the corpus was recorded
+    assert run(folders["two"]) == 2
+    assert "(its questions quote kettle.md, ladder.md) than dataset 'mine'" in \
+        capsys.readouterr().err
+
+
 def test_popular_and_discriminative_draws_follow_the_definition():
     """p(t|q) = (1 - lam) p(t|d) + lam p(t), checked by chi-square on 20,000 draws, with the
     expected probabilities worked out here by hand from the counts."""
@@ -153,6 +199,15 @@ def test_the_sample_order_is_stratified_over_documents(docs):
     # every question dropped as too short, exit 0 and "add documents, raise draws"
     (["--n", "5", "min_words=10", "max_words=3"],
      "min_words=10 is out of range: must be <= max_words (3)"),
+    # a key nothing reads: the runner's "did you mean", every top-level key refused (a run
+    # logs +my_note=x with its params; questions generate logs nothing)
+    (["--n", "5", "+min_word=3"], "error: invalid config: min_word is not a setting of "
+     "questions generate (did you mean min_words?): nothing would read it"),
+    (["--n", "5", "+my_note=x"], "my_note is not a setting of questions generate (it takes "
+     "dataset, generator, llm, min_words, max_words, draws, batch, progress)"),
+    (["--n", "5", "+generator.lamb=0.2"], "generator.lamb is not a setting of "
+     "ragexp.generate.known_item.KnownItemGenerator (did you mean generator.lam? it takes "
+     "strategy, lam, mean_length, min_length, max_length)"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, args, message):
     (tmp_path / "EMPTY").mkdir()
@@ -202,3 +257,86 @@ def test_a_beir_folder_needs_only_its_corpus_to_write_questions(tmp_path, capsys
     for rec in records:
         (ev,) = rec["evidence"]
         assert ev["quote"] in texts[ev["doc"]]
+
+
+def drawn_terms(docs: list[Document], generator=None, draws: int = 300) -> set[str]:
+    """Every term of every known-item query written for the passages of ``docs`` over
+    ``draws`` passes (seeds), the generator's defaults unless given."""
+    generator = generator or known_item.KnownItemGenerator()
+    passages = passages_of(docs)
+    generator.prepare(docs, passages)
+    out: set[str] = set()
+    for draw in range(draws):
+        for rec in generator.write([Job(p, draw, "known_item", i)
+                                    for i, p in enumerate(passages)], seed=draw):
+            if isinstance(rec, dict):
+                out.update(rec["question"].split())
+    return out
+
+
+def test_numbers_and_function_words_are_drawn_only_when_the_heading_names_them():
+    """The issue's ``13 75 associated endometrial``: the numbers are never drawn from a passage
+    that is not about them; under the heading "Error 404" the 404 is drawn, and ``BD-3002`` (an
+    identifier: letters and digits) always is; ``within``, ``three``, ``13`` never."""
+    docs = [Document("s.md", "Study", "# Study\n\nOf the 75 patients, 13 had associated "
+                     "endometrial lesions within the study.\n"),
+            Document("e.md", "Errors", "# Errors\n\n## Error 404\n\nThe gateway returns 404 "
+                     "within 13 seconds when three brokers reject BD-3002.\n")]
+    assert drawn_terms(docs) == {"patients", "associated", "endometrial", "lesions", "study",
+                                 "gateway", "returns", "404", "seconds", "brokers", "reject",
+                                 "bd-3002"}
+
+
+def test_text_glued_by_markup_conversion_is_not_drawn():
+    """The issue's ``capabilitytop-level`` and ``xlinkedin``: written ``capabilityTop-level``
+    and ``XLinkedIn`` (a converter dropped the tag before a capitalised link text), and
+    ``capability``, ``top``, ``x`` and ``linkedin`` used on their own elsewhere: not drawn.
+    ``LinkedIn`` alone, ``producerToken`` in code, and the lower-case ``capabilitytop`` (no
+    dictionary tells it from ``backend``) are drawn."""
+    docs = [Document("r.md", "Release", "# Release\n\nThe release adds one capabilityTop-level "
+                     "routing for tenants. Follow XLinkedIn for news.\n"),
+            Document("o.md", "Other", "# Other\n\nEach capability sits at the top of the list. "
+                     "Post on X or LinkedIn; the top capability is routing. Read X and "
+                     "LinkedIn.\n"),
+            Document("c.md", "Code", "# Code\n\nSet `producerToken` before routing on LinkedIn "
+                     "with the top tenants enabled.\n")]
+    drawn = drawn_terms(docs, draws=200)
+    assert {"capabilitytop-level", "xlinkedin"}.isdisjoint(drawn)
+    assert {"release", "adds", "routing", "tenants", "follow", "news", "producertoken",
+            "linkedin"} <= drawn
+    cf = known_item.word_parts(docs)
+    assert cf["xlinkedin"] == 1 and cf["x"] == 2 and cf["linkedin"] == 3
+    assert known_item.glued("capabilitytop", docs[0].text, cf)
+    assert known_item.glued("xlinkedin", docs[0].text, cf)
+    assert not known_item.glued("linkedin", docs[1].text, cf)  # Linked|In: "in" a stopword
+    assert not known_item.glued("producertoken", docs[2].text, cf)  # in code
+    assert not known_item.glued("capabilitytop", "adds capabilitytop-level", cf)  # no case change
+
+
+def test_the_handbook_has_no_glued_word(docs):
+    """docs/questions.md: the case-change rule finds no glued word in the handbook, whose
+    compounds (``backend``, ``hostname``) a rule of two collection words run together took."""
+    texts = list(docs.values())
+    cf = known_item.word_parts(texts)
+    passages = passages_of(texts)
+    found = {t for p in passages for t in known_item.terms(p.text)
+             if not known_item.Drawable(cf, frozenset(), p.text)(t)
+             and not known_item.is_number(t) and t not in known_item.FUNCTION_WORDS}
+    assert found == set()
+    assert {"backend", "hostname"} <= {t for p in passages for t in known_item.terms(p.text)}
+
+
+def test_the_noise_term_is_off_by_default_and_draws_no_number_when_on():
+    """``lam`` defaults to 0 (the composed config too): every query term is a term of its
+    passage. With ``lam = 0.5`` the noise is the collection model over drawable terms,
+    renormalised: cf alpha 3, beta 2, gamma, lorem and ipsum 1, over 8 terms (the number 42 and
+    the function word ``three`` left out, the heading's one-letter ``d`` no term)."""
+    docs = [Document("d.md", "d", "# D\n\nalpha alpha alpha beta 42 three gamma beta lorem "
+                     "ipsum\n")]
+    assert known_item.KnownItemGenerator().lam == 0.0
+    assert compose("known_item", []).generator.lam == 0.0
+    assert drawn_terms(docs, draws=50) <= set(known_item.terms(docs[0].text)) - {"42", "three"}
+    noisy = known_item.KnownItemGenerator(lam=0.5)
+    noisy.prepare(docs, passages_of(docs))
+    assert noisy._noise == pytest.approx({"alpha": 3 / 8, "beta": 2 / 8, "gamma": 1 / 8,
+                                          "lorem": 1 / 8, "ipsum": 1 / 8})

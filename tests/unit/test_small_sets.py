@@ -219,7 +219,14 @@ def test_golden_check_warns_when_the_dev_split_holds_nothing_to_score(tmp_path, 
             f"one") in out and "score every question with split=all" in out
     assert split.too_small([Query(q["id"], q["question"], q["kind"]) for q in questions],
                            "test", 0, 0.5) is None  # test holds them all
-    assert "warning" not in check(tmp_path / "more", [*FACTUAL, LOOKUP])[1]  # f2 goes to dev
+    # f2 goes to dev; the one lookup question to test, which the per-kind warning says
+    more = [ln for ln in check(tmp_path / "more", [*FACTUAL, LOOKUP])[1].splitlines()
+            if ln.startswith("warning")]
+    assert more == ["warning: kind 'lookup' has no question on ragexp's dev split (seed 0, test "
+                    "share 0.5): its 1 question is in test (each kind puts floor(0.5 x its "
+                    "questions + 0.5) there), so a run with the default split=auto logs no "
+                    "measure of 'lookup'; add questions of it, or score every question with "
+                    "split=all"]
 
 
 @pytest.mark.slow
@@ -238,6 +245,21 @@ def test_a_run_on_an_empty_dev_split_says_split_all_in_one_line(tmp_path, questi
                         cwd=work, env=env, capture_output=True, text=True, timeout=600)
     assert ok.returncode == 0 and f"scoring {total.split()[0]} of {total}: rule split=all" in \
         ok.stdout + ok.stderr
+
+
+def test_golden_check_warns_of_each_kind_without_a_question_on_dev(tmp_path):
+    """Two factual questions split one each way; one lookup and one procedural question go to
+    test (floor(0.5 x 1 + 0.5) = 1), so dev has nothing of either: both named, in order, and
+    the split itself (``split.assign``) agrees."""
+    questions = [*FACTUAL, LOOKUP, PROCEDURAL]
+    code, out = check(tmp_path, questions)
+    warned = [ln.split("'")[1] for ln in out.splitlines() if ln.startswith("warning: kind")]
+    assert code == 0 and warned == ["lookup", "procedural"], out
+    queries = [Query(q["id"], q["question"], q["kind"]) for q in questions]
+    assigned = split.assign(queries, 0, 0.5)
+    assert {q.kind for q in queries if assigned[q.qid] == "dev"} == {"factual"}
+    assert split.kinds_without(queries, "dev", 0, 0.5) == {"lookup": 1, "procedural": 1}
+    assert split.kinds_without(queries, "test", 0, 0.5) == {}
 
 
 def test_golden_check_accepts_one_answerable_question_and_integer_ids(tmp_path):

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -41,12 +42,36 @@ def documents(dataset_cfg) -> list:
     return instantiate(dataset_cfg).documents()
 
 
+def unread_keys(cfg) -> list[str]:
+    """A top-level key of the composed ``conf/questions.yaml`` that is no setting of it
+    (``+min_word=3``): refused, with the setting it is one slip from (``validation.typo_of``,
+    the runner's rule for top-level keys) or the settings there are. Unlike a run, which logs
+    a key of the user's own with its params, ``questions generate`` logs nothing: nothing would
+    read it."""
+    # defer heavy import
+    from ragexp.config import schema, validation
+
+    fields = [f.name for f in dataclasses.fields(schema.QuestionsConfig)]
+    problems = []
+    for key in cfg:
+        if key in fields or key == "hydra":
+            continue
+        near = [f for f in fields if validation.typo_of(str(key), f)][:1]
+        hint = f"did you mean {near[0]}?" if near else f"it takes {', '.join(fields)}"
+        problems.append(f"{key} is not a setting of questions generate ({hint}): nothing would "
+                        f"read it")
+    return problems
+
+
 def compose(generator: str, overrides: list[str], config_dir: str | None = None):
     """``conf/questions.yaml`` with ``generator=<generator>`` and the overrides, from the
     shipped config groups and the project's ``config_dir`` ahead of them
     (``config.compose``), its ranges checked (``config.validation.check_fields``, and
-    ``min_words <= max_words``). Raises ``RagexpError`` on a bad override or a ``config_dir``
-    that is no folder."""
+    ``min_words <= max_words``) and every key read: one appended at the top (``unread_keys``),
+    in a stage with a ``_target_`` (``validation.targets_take_their_keys``:
+    ``+generator.lamb``) or in a typed node (``validation.schemas_take_their_keys``:
+    ``+llm.modle``), with the runner's "did you mean". Raises ``RagexpError`` on a bad override
+    or a ``config_dir`` that is no folder."""
     # defer heavy import
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -65,6 +90,9 @@ def compose(generator: str, overrides: list[str], config_dir: str | None = None)
     # max_words=3 dropped every one, "add documents, raise draws or ask for fewer"
     problems = validation.check_fields(cfg) + settings.ordered(
         "min_words", cfg.min_words, "max_words", cfg.max_words, strict=False)
+    problems += unread_keys(cfg) + validation.targets_take_their_keys(cfg)
+    for key, node in validation.config_children(cfg):
+        problems += validation.schemas_take_their_keys(node, f"{key}.")
     if problems:
         raise validation.ConfigRangeError("invalid config: " + "; ".join(problems))
     return cfg
@@ -74,6 +102,7 @@ def cmd_generate(args) -> int:
     # defer heavy import
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
+    from omegaconf import OmegaConf
 
     # defer heavy import
     from ragexp.generate.generation import Settings, check_settings, generate
@@ -96,7 +125,9 @@ def cmd_generate(args) -> int:
     check_settings(settings, generator)
     QuestionFile(args.out)  # a folder that cannot be written fails before the corpus is read
     docs = documents(cfg.dataset)
-    summary = generate(docs, generator, settings, args.out, progress=cfg.progress)
+    name = OmegaConf.select(cfg.dataset, "name", default=None)
+    summary = generate(docs, generator, settings, args.out, progress=cfg.progress,
+                       corpus=f"dataset {name!r}" if name else "this dataset")
     usage = getattr(generator, "usage", None)
     cost = generator.cost_usd() if usage else None
     calls = (f"; {usage['calls']} calls, {usage['tokens_in']} tokens in, {usage['tokens_out']} "

@@ -613,6 +613,15 @@ def main(argv: list[str] | None = None) -> int:
     if small:
         print(f"warning: a run with the default split=auto scores ragexp's dev split: {small}",
               file=sys.stderr)
+    off_dev = {} if problems or small else split.kinds_without(queries, "dev", split.SEED,
+                                                                 split.TEST_SHARE)
+    for kind, n in off_dev.items():
+        print(f"warning: kind {kind!r} has no question on ragexp's dev split (seed {split.SEED}, "
+              f"test share {split.TEST_SHARE}): its {counted(n, 'question')} "
+              f"{'is' if n == 1 else 'are'} in test (each kind puts floor({split.TEST_SHARE} x "
+              f"its questions + 0.5) there), so a run with the default split=auto logs no "
+              f"measure of {kind!r}; add questions of it, or score every question with "
+              f"split=all", file=sys.stderr)
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     if problems:

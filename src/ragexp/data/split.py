@@ -115,6 +115,21 @@ def too_small(queries: list[Query], side: str, seed: int, test_share: float) -> 
             f"out for ragexp confirm), or add questions")
 
 
+def kinds_without(queries: list[Query], side: str, seed: int, test_share: float
+                  ) -> dict[str, int]:
+    """``{kind: its questions}`` for each kind of ``queries`` that ragexp's split (``assign``)
+    leaves without a question on ``side``: a kind of one question has it in test, so a run on
+    dev logs no measure of that kind. Kinds in order of first appearance."""
+    assigned = assign(queries, seed, test_share)
+    counts: dict[str, int] = {}
+    on_side: set[str] = set()
+    for q in queries:
+        counts[q.kind] = counts.get(q.kind, 0) + 1
+        if assigned[q.qid] == side:
+            on_side.add(q.kind)
+    return {k: n for k, n in counts.items() if k not in on_side}
+
+
 @dataclass
 class SplitDataset:
     """A dataset seen through one split: the same documents, only that split's questions and

@@ -1,17 +1,20 @@
 """The checks a generated question passes before it is written; each failure is a drop reason
 counted in the run's summary. Nothing that ``ragexp questions check`` would refuse gets through:
 quotes found exactly once (whitespace-folded, as ``data.golden`` finds them), kind names, the
-semantic overlap rule.
+semantic overlap rule. Before them, every identical copy of a question's evidence is labelled
+(``Filters.copies``).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Sequence
 
 from ragexp.data.golden import KIND_NAME, MAX_SEMANTIC_OVERLAP, find_quote
 from ragexp.records import UNANSWERABLE, Document
-from ragexp.text.analysis import content_words, word_count
+from ragexp.text import markdown
+from ragexp.text.analysis import content_words, normalize_ws, word_count
 
 NEAR_IDENTICAL = 0.8  # Jaccard of content words at or above which two questions are one
 
@@ -40,6 +43,47 @@ class Filters:
     check_leak: bool = True
     _spans: set[tuple] = field(default_factory=set, init=False, repr=False)
     _questions: list[set[str]] = field(default_factory=list, init=False, repr=False)
+    _corpus: tuple[str, list[int], list[str]] | None = field(default=None, init=False,
+                                                               repr=False)
+
+    def copies(self, rec: dict) -> dict:
+        """``rec`` with an evidence item ``{"doc", "quote"}`` added, after its own, for every
+        other document whose text (front matter aside) holds one of its quotes verbatim,
+        whitespace-folded as ``data.golden.find_quote`` matches it; documents in id order. A
+        retriever that returns the copy found the answer as surely as one that returns the
+        original: a question labelled in one of them only scores it 0 (a footer repeated on
+        every page, labelled in one). A copy found twice in its document is then dropped by
+        :meth:`problem` (``quote_ambiguous``), as the original would be."""
+        added = []
+        for ev in rec["evidence"]:
+            if "quote" not in ev:
+                continue
+            labelled = {e["doc"] for e in rec["evidence"] if e.get("quote") == ev["quote"]}
+            added += [{"doc": d, "quote": ev["quote"]} for d in self._holding(ev["quote"])
+                      if d not in labelled and {"doc": d, "quote": ev["quote"]} not in added]
+        return {**rec, "evidence": [*rec["evidence"], *added]} if added else rec
+
+    def _holding(self, quote: str) -> list[str]:
+        """Ids of the documents whose text after the front matter holds ``quote``
+        (whitespace-folded), sorted: one search of every document's folded text, joined by a
+        newline (which no folded text holds)."""
+        if self._corpus is None:
+            ids = sorted(self.docs)
+            texts = [normalize_ws(self.docs[d].text[markdown.text_start(self.docs[d].text):])[0]
+                     for d in ids]
+            starts, at = [], 0
+            for t in texts:
+                starts.append(at)
+                at += len(t) + 1
+            self._corpus = ("\n".join(texts), starts, ids)
+        joined, starts, ids = self._corpus
+        needle = normalize_ws(quote)[0]
+        found: set[str] = set()
+        at = joined.find(needle) if needle else -1
+        while at != -1:
+            found.add(ids[bisect_right(starts, at) - 1])
+            at = joined.find(needle, at + 1)
+        return sorted(found)
 
     def problem(self, rec: dict) -> str | None:
         """The drop reason for record ``rec`` (``question``, ``kind``, ``answer``,

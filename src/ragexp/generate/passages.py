@@ -6,11 +6,15 @@ its character range in the raw document. The sample order is stratified: documen
 (one passage each per round), and within a document its sections take turns, so a long document
 or a long section does not dominate the set. Each passage can be drawn several times (``draw`` 0, 1, ...: a later pass over
 the same order), so a small corpus still yields many questions.
+
+Passages a site repeats on its pages (navigation, footers, boilerplate: ``repeated``) are not
+sampled: a question on one is answered by every page holding it, and a page is no answer to it.
 """
 
 from __future__ import annotations
 
-from collections import deque
+import re
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -18,10 +22,16 @@ import numpy as np
 
 from ragexp.records import Document
 from ragexp.text import markdown
-from ragexp.text.analysis import word_count
+from ragexp.text.analysis import word_count, words
 from ragexp.text.sections import outline
 
 MIN_WORDS = 8
+# a line on more than this share of the documents, and on MIN_PAGES of them at least, is the
+# site's own (navigation, a footer), not a document's; a passage whose words lie on such lines
+# for at least BOILERPLATE_WORDS of them is boilerplate
+MOST_PAGES, MIN_PAGES, BOILERPLATE_WORDS = 0.5, 3, 0.8
+_LINK_TARGET = re.compile(r"\]\([^)]*\)")
+_DIGITS = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,39 @@ def passages_of(docs: Sequence[Document]) -> list[Passage]:
             holding = [s for s in sections if s.span.start <= start < s.span.end]
             title = holding[-1].title if holding else ""
             out.append(Passage(doc.doc_id, title, start, start + len(body), body))
+    return out
+
+
+def _line_key(line: str) -> str:
+    """What makes two lines one line on different pages: their words (``text.analysis.words``,
+    case folded), with a link's target dropped (a page's relative links differ by its depth)
+    and every run of digits read as ``0`` (a date, a page number)."""
+    return _DIGITS.sub("0", " ".join(words(_LINK_TARGET.sub("]", line))))
+
+
+def repeated(passages: Sequence[Passage], docs: Sequence[Document]) -> set[str]:
+    """The ids (``Passage.pid``) of the passages the documents repeat, not sampled:
+
+    - the same text, whitespace runs collapsed, is a passage of two or more documents; or
+    - a near-identical line block on most pages: at least ``BOILERPLATE_WORDS`` of its words lie
+      on lines (``_line_key``: the same words, digits and link targets aside) found in more than
+      ``MOST_PAGES`` of the documents and in ``MIN_PAGES`` at least.
+    """
+    by_text: dict[str, set[str]] = {}
+    for p in passages:
+        by_text.setdefault(" ".join(p.text.split()), set()).add(p.doc_id)
+    pages = Counter(key for doc in docs
+                    for key in {_line_key(line) for line in doc.text.splitlines()} if key)
+    out = set()
+    for p in passages:
+        if len(by_text[" ".join(p.text.split())]) > 1:
+            out.add(p.pid)
+            continue
+        keys = [k for k in map(_line_key, p.text.splitlines()) if k]
+        common = sum(len(k.split()) for k in keys
+                     if pages[k] >= MIN_PAGES and pages[k] > MOST_PAGES * len(docs))
+        if common >= BOILERPLATE_WORDS * sum(len(k.split()) for k in keys):
+            out.add(p.pid)
     return out
 
 
