@@ -1,6 +1,6 @@
 """``ragexp questions generate --generator llm`` against the fake OpenAI-compatible server: each
-bad reply (not JSON, a missing field, a quote in no document, a leaked answer, a duplicate, a
-kind not asked for, a near-miss the corpus answers) lands in its drop reason, timeouts and 429
+bad reply (not JSON, a missing field, a quote in no document or in a heading, a leaked answer, a
+duplicate, a kind not asked for, a near-miss the corpus answers) lands in its drop reason, timeouts and 429
 with Retry-After are retried, token counts match the server's log, and the file passes
 ``golden check``."""
 
@@ -12,7 +12,8 @@ import pytest
 from fake_llm import KEY, TOPICS, GenerationFake
 
 from ragexp.cli.main import main
-from ragexp.data import golden
+from ragexp.data import golden, shipped
+from ragexp.generate.filters import Filters
 from ragexp.generate.llm_questions import parse_reply
 
 @pytest.fixture
@@ -47,9 +48,9 @@ def test_each_bad_reply_lands_in_its_drop_reason(fake, corpus, tmp_path, capsys)
     assert run(fake, corpus, out, "llm.price_in_per_mtok=1", "llm.price_out_per_mtok=2") == 0
     summary = capsys.readouterr().out.strip().splitlines()[-1]
     head = summary.split(";")[0]
-    assert head == ("asked 12, kept 5, dropped 7 (answer_leaked: 1, answered_in_corpus: 1, "
+    assert head == ("asked 13, kept 5, dropped 8 (answer_leaked: 1, answered_in_corpus: 1, "
                     "duplicate: 1, kind_not_asked: 1, missing_field: 1, not_json: 1, "
-                    "quote_not_found: 1)")
+                    "quote_in_heading: 1, quote_not_found: 1)")
     written = [json.loads(line) for line in out.read_text().splitlines()]
     docs = {r["passage"]["doc"].removesuffix(".md") for r in written}
     assert docs - {"ok", "dup"} == {"retry", "slowpoke", "busy", "nearmiss"}
@@ -116,3 +117,57 @@ def test_an_unreachable_endpoint_is_one_line_and_writes_nothing(corpus, tmp_path
 def test_parse_reply(text, why):
     value, reason = parse_reply(text)
     assert (value is None) == bool(why) and reason.startswith(why)
+
+
+HEADING = "How do I rotate TLS certificates without downtime?"  # a heading of the handbook's faq.md
+
+
+@pytest.fixture
+def handbook_fake(monkeypatch):
+    """The fake writing from every handbook passage, quoting faq.md's headings."""
+    monkeypatch.setenv(KEY, "sk-test")
+    server = GenerationFake(modes={"faq": "heading"}).start()
+    yield server
+    server.stop()
+
+
+def run_handbook(fake, out, *extra: str) -> str:
+    """Every handbook passage asked once for a factual question; the summary line."""
+    code = main(["questions", "generate", "--generator", "llm", "--n", "400", "--out", str(out),
+                 "--kinds", "factual", f"llm.base_url={fake.url}", f"llm.api_key_env={KEY}",
+                 "llm.model=fake", "llm.concurrency=8", "draws=1", "progress=false", *extra])
+    assert code == 0
+    return out
+
+
+def test_a_quote_in_a_heading_is_refused_by_the_check_and_by_the_generator(tmp_path):
+    docs = golden.load_corpus(shipped.path("handbook/corpus"))
+    found = golden.resolve_quote(docs["faq.md"], HEADING)
+    line = docs["faq.md"].text.splitlines().index(f"### {HEADING}") + 1
+    assert found.span is None and found.reason == "quote_in_heading"
+    assert f"quote lies in the heading at line {line} of faq.md" in found.message
+    rec = {"id": "h-1", "kind": "factual", "question": "What is the way to swap the PEM files?",
+           "answer": "send SIGHUP", "evidence": [{"doc": "faq.md", "quote": HEADING}]}
+    (tmp_path / "q.jsonl").write_text(json.dumps(rec) + "\n")
+    _, problems = golden.check_golden(tmp_path / "q.jsonl", docs)
+    assert [p.message for p in problems] == [f"h-1: {found.message}"]
+    assert Filters(docs, ("factual",)).problem(rec) == "quote_in_heading"
+
+
+def test_a_file_written_from_heading_quotes_passes_the_check(handbook_fake, tmp_path, capsys):
+    out = run_handbook(handbook_fake, tmp_path / "gen.jsonl")
+    summary = capsys.readouterr().out
+    corpus = shipped.path("handbook/corpus")
+    docs = golden.load_corpus(corpus)
+    faq = docs["faq.md"].text
+    # independently: the faq passages whose section's title is written once in faq.md, on a
+    # heading line: each reply quoted a heading
+    quoted = [json.loads(e["reply"])["quote"] for e in handbook_fake.log
+              if e["question"] == "faq" and e["role"] == "generate"]
+    in_heading = [q for q in quoted if faq.count(q) == 1 and any(
+        ln.lstrip("#").strip() == q and ln.startswith("#") for ln in faq.splitlines())]
+    assert HEADING in in_heading
+    assert f"quote_in_heading: {len(in_heading)}" in summary
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert not [r for r in written if r["evidence"][0]["quote"] in in_heading]
+    assert golden.main(["check", "--corpus", str(corpus), "--golden", str(out)]) == 0
