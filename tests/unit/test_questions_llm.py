@@ -1,8 +1,8 @@
 """``ragexp questions generate --generator llm`` against the fake OpenAI-compatible server: each
-bad reply (not JSON, a missing field, a quote in no document or in a heading, a leaked answer, a
-duplicate, a kind not asked for, a near-miss the corpus answers) lands in its drop reason, timeouts and 429
-with Retry-After are retried, token counts match the server's log, and the file passes
-``golden check``."""
+bad reply (not JSON, a missing field, a quote in no document or in a heading, a leaked answer,
+a duplicate, a kind not asked for, a near-miss the corpus answers) lands in its drop reason,
+timeouts and 429 with Retry-After are retried, token counts match the server's log, each kind
+is asked with its own prompt, and the file passes ``golden check``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from fake_llm import KEY, TOPICS, GenerationFake
 from ragexp.cli.main import main
 from ragexp.data import golden, shipped
 from ragexp.generate.filters import Filters
-from ragexp.generate.llm_questions import parse_reply
+from ragexp.generate.llm_questions import (KIND_PROMPTS, LLMGenerator, messages,
+                                           parse_reply)
+from ragexp.generate.passages import Passage
 
 @pytest.fixture
 def corpus(tmp_path):
@@ -171,3 +173,14 @@ def test_a_file_written_from_heading_quotes_passes_the_check(handbook_fake, tmp_
     written = [json.loads(line) for line in out.read_text().splitlines()]
     assert not [r for r in written if r["evidence"][0]["quote"] in in_heading]
     assert golden.main(["check", "--corpus", str(corpus), "--golden", str(out)]) == 0
+
+
+def test_each_kind_is_asked_with_its_own_prompt():
+    passage = Passage("a.md", "A > B", 0, 40, "The broker keeps 3 replicas of each ledger.")
+    asked = {kind: messages(passage, kind)[1]["content"] for kind in LLMGenerator.kinds}
+    assert set(LLMGenerator.kinds) == set(KIND_PROMPTS) == {
+        "factual", "procedural", "identifier", "semantic", "unanswerable"}
+    for kind, prompt in asked.items():
+        assert prompt.endswith(f"Kind asked: {KIND_PROMPTS[kind]}")
+        assert not [k for k in KIND_PROMPTS if k != kind and KIND_PROMPTS[k] in prompt]
+    assert len(set(KIND_PROMPTS.values())) == len(KIND_PROMPTS)
