@@ -133,6 +133,7 @@ class LLMGenerator:
         self._bm25: BM25Index | None = None
         self._passages: list[Passage] = []
         self._docs: dict[str, Document] = {}
+        self._of_doc: dict[str, list[int]] = {}  # a document's passages, by index
 
     def settings(self) -> dict:
         """What the questions depend on besides the model and prompts, for provenance."""
@@ -148,6 +149,9 @@ class LLMGenerator:
         round trip."""
         self._docs = {d.doc_id: d for d in docs}
         self._passages = list(passages)
+        self._of_doc = {}
+        for i, p in enumerate(self._passages):
+            self._of_doc.setdefault(p.doc_id, []).append(i)
         self._bm25 = BM25Index().fit([p.text for p in passages])
 
     def _complete(self, conversations: list[Messages]) -> list[Completion]:
@@ -218,8 +222,8 @@ class LLMGenerator:
             k = self.round_trip_k
             kth = np.partition(held, len(held) - k)[len(held) - k] if len(held) >= k else 0.0
             out.append(any(scores[i] > 0 and scores[i] >= kth
-                           for s in spans for i, p in enumerate(self._passages)
-                           if p.doc_id == s.doc_id and p.start < s.end and s.start < p.end))
+                           for s in spans for i in self._of_doc.get(s.doc_id, ())
+                           if self._passages[i].start < s.end and s.start < self._passages[i].end))
         return out
 
     @staticmethod
