@@ -9,8 +9,9 @@ Blank lines and lines starting with ``//`` (comments) are skipped. ``kind`` is a
 ``all``, the group of every question (default ``general``); ``unanswerable`` marks a question the
 corpus does not answer (no evidence).
 ``source`` names who wrote a question (default ``hand``; ``ragexp questions generate`` writes
-``generated``): measures are logged per source when a dataset holds several. Evidence comes at
-three levels, mixable in one file:
+``generated``): measures are logged per source when a dataset holds several; ``model`` names the
+model that wrote a generated one (a run warns when that model is also one it answers, judges or
+embeds with: ``generate.circularity``). Evidence comes at three levels, mixable in one file:
 
 - ``{"doc": PATH, "quote": TEXT}``: matched with whitespace runs collapsed (so it may span
   hard-wrapped lines); must occur exactly once, and not within a heading (a chunk's context,
@@ -547,8 +548,10 @@ def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document]
         if len(shared) > MAX_SEMANTIC_OVERLAP:
             bad(f"{name}: semantic question shares {len(shared)} content words with its evidence "
                 f"(max {MAX_SEMANTIC_OVERLAP}): {', '.join(sorted(shared))}")
+    model = rec.get("model")
     return Query(qid=qid, text=text or "", kind=kind, answer=str(rec.get("answer", "")),
-                 evidence=tuple(spans), source=source)
+                 evidence=tuple(spans), source=source,
+                 model=model if isinstance(model, str) and model else None)
 
 
 def check_golden(golden, docs: dict[str, Document]) -> tuple[list[Query], list[Problem]]:
