@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Sequence
 
 import numpy as np
+
 from ragexp import settings
 from ragexp.answer.llm import (MAX_TOKENS, ChatClient, Completion, Endpoint, LLMError,
                                Messages)
