@@ -211,30 +211,41 @@ class FakeLLM:
 # ``ragexp questions generate --generator llm``: the key's variable, and how the fake replies
 # for each document (tests/unit/test_questions_llm.py, the generator contract)
 KEY = "RAGEXP_TEST_LLM_KEY"
-# document -> how the fake replies for it
+# document -> how the fake replies for it; any other document: ``passage``
 MODES = {"ok": "ok", "dup": "dup", "retry": "retry", "garbled": "garbled",
          "nofield": "nofield", "elsewhere": "elsewhere", "leak": "leak", "slowpoke": "timeout",
          "busy": "429", "nearmiss": "unanswerable", "answered": "unanswerable",
-         "wrongkind": "wrongkind"}
+         "wrongkind": "wrongkind", "heading": "heading"}
 TOPICS = {"ok": "lease renewal", "dup": "segment sealing", "retry": "retry backoff",
           "garbled": "queue quotas", "nofield": "token scopes", "elsewhere": "broker clocks",
           "leak": "schedule misfires", "slowpoke": "payload limits", "busy": "worker pools",
           "nearmiss": "ledger compaction", "answered": "cluster quorum",
-          "wrongkind": "error codes"}
+          "wrongkind": "error codes", "heading": "certificate rotation"}
+# a question in words no test corpus holds: no retriever finds its evidence (the round trip)
+STRAY = "Which zebra migrates northward before winter?"
+_SENTENCE = re.compile(r"(.+?[.!?:])(?=\s|$)", re.S)
 
 
 class GenerationFake(FakeLLM):
     """The shared fake server, replying as a question writer (and as the near-miss checker,
-    whose system prompt starts "You check") by the document named in the prompt."""
+    whose system prompt starts "You check") by the document named in the prompt: its mode in
+    ``MODES``, updated by ``modes`` (``{"faq": "heading"}``: document ``faq.md``). Modes
+    beyond the drop reasons: ``heading`` quotes the heading the passage is under (its
+    section's last title), ``stray`` asks ``STRAY``, and ``passage`` (any document not named)
+    asks about words of the passage's first sentence, which it quotes."""
+
+    def __init__(self, *args, modes: dict[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.modes = {**MODES, **(modes or {})}
 
     def handle(self, req) -> None:
         body = json.loads(req.rfile.read(int(req.headers["Content-Length"])))
         msgs = body["messages"]
         role = "check" if msgs[0]["content"].startswith("You check") else "generate"
         first = msgs[1]["content"]
-        doc = (re.search(r"Document: (\w+)\.md", first).group(1) if role == "generate"
-               else re.search(r"for (\w+)\?", first).group(1))
-        mode = MODES[doc]
+        doc = (re.search(r"Document: (\S+?)\.md", first).group(1) if role == "generate"
+               else re.search(r"for (\S+)\?", first).group(1))
+        mode = self.modes.get(doc, "passage")
         with self.lock:
             key = (role, json.dumps(msgs))
             attempt = self.attempts[key] = self.attempts.get(key, 0) + 1
@@ -245,6 +256,7 @@ class GenerationFake(FakeLLM):
         if mode in ("timeout", "429") and attempt == 1:
             return self._reply(req, mode, attempt, role, msgs[0]["content"], first, entry)
         content = self.content(role, doc, mode, msgs)
+        entry["reply"] = content
         self._complete(req, entry, content, sum(len(m["content"].split()) for m in msgs))
 
     @staticmethod
@@ -252,6 +264,9 @@ class GenerationFake(FakeLLM):
         if role == "check":
             return json.dumps({"answered": doc == "answered"})
         passage = msgs[1]["content"].split("Passage:\n", 1)[1].split("\n\nKind asked:")[0]
+        if mode in ("passage", "stray", "heading"):
+            return json.dumps(GenerationFake.from_passage(doc, mode, msgs[1]["content"],
+                                                          passage))
         quote = passage.split(". ")[0] + "."
         reply = {"question": f"Which setting governs the {TOPICS[doc]} of {doc}?",
                  "answer": " ".join(quote.rstrip(".").split()[-2:]), "quote": quote,
@@ -272,3 +287,19 @@ class GenerationFake(FakeLLM):
             reply.update(question=f"Can quantum queues be enabled for {doc}?", answer="",
                          quote="", kind="unanswerable")
         return "```json\n" + json.dumps(reply) + "\n```" if doc == "ok" else json.dumps(reply)
+
+    @staticmethod
+    def from_passage(doc: str, mode: str, prompt: str, passage: str) -> dict:
+        """A factual question on the passage's first sentence (the quote), its answer the
+        sentence's last two words and its question four other words of it; ``stray`` asks
+        ``STRAY`` instead, ``heading`` quotes the section's last title."""
+        found = _SENTENCE.match(passage)
+        quote = found.group(1) if found else passage
+        answer = " ".join(quote.rstrip(".!?:").split()[-2:])
+        taken = words(answer)
+        asked = [w for w in dict.fromkeys(WORD.findall(quote.lower()))
+                 if w not in STOP and len(w) > 3 and w not in taken][:4]
+        question = STRAY if mode == "stray" else f"What about {' '.join(asked)} in {doc}?"
+        if mode == "heading":
+            quote = re.search(r"Section: (.*)", prompt).group(1).split(" > ")[-1]
+        return {"question": question, "answer": answer, "quote": quote, "kind": "factual"}

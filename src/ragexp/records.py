@@ -66,6 +66,7 @@ class Query:
     answer: str = ""
     evidence: tuple[Span, ...] = field(default=())
     source: str = HAND  # who wrote it: ``hand``, ``generated`` (``ragexp questions generate``)
+    model: str | None = None  # the model that wrote it (``generator=llm``), None for none
 
     @property
     def answerable(self) -> bool:

@@ -53,12 +53,17 @@ def test_every_option_and_ablation_recorded_is_still_shipped(composed):
     assert sorted(RECORDED) == sorted(set(RECORDED) & set(composed))
 
 
+NEW_GENERATOR_KEYS = ("max_error_rate", "round_trip", "round_trip_k")
+
+
 def as_before(record: dict) -> dict:
     """A record of today (``composed_configs.record``) in the shape of the record at 14eb929:
     ``resolved`` and ``nodes`` ``as_recorded`` (each stage's ``llm.<key>`` as its own ``<key>``),
     and the hash of that. ``generator.llm.max_error_rate`` is left out: the endpoint's key,
     new to the generator, which does not read it (a questions file is no run; it records
-    ``generator.settings()``, unchanged); the generator's ``_target_`` leads, as it did, and its
+    ``generator.settings()``), as are ``generator.round_trip`` and ``round_trip_k``, the round
+    trip's keys, new since (``generate.llm_questions``); the generator's ``_target_`` leads, as
+    it did, and its
     endpoint keys' ranges, new to its schema (they were checked only when it was built), are
     left out. ``generator.lam`` of ``known_item`` is 0.0 since #42 (the noise term off by
     default: docs/questions.md), 0.1 at the record: read as it was (a questions config is no
@@ -78,9 +83,10 @@ def as_before(record: dict) -> dict:
         nodes[key] = node
     generator = record["resolved"].get("generator")
     if isinstance(generator, dict) and "llm" in generator:
-        kept = {k: v for k, v in resolved["generator"].items() if k != "max_error_rate"}
+        kept = {k: v for k, v in resolved["generator"].items() if k not in NEW_GENERATOR_KEYS}
         resolved = {**resolved, "generator": {"_target_": kept.pop("_target_"), **kept}}
-        nodes.pop("generator.max_error_rate")
+        for key in NEW_GENERATOR_KEYS:
+            nodes.pop(f"generator.{key}")
         for key in generator["llm"]:
             if f"generator.{key}" in nodes:
                 nodes[f"generator.{key}"] = {**nodes[f"generator.{key}"], "meta": {}}
@@ -144,7 +150,13 @@ def test_a_generated_schema_holds_the_stage_s_own_defaults(conf):
             assert plain[f.name] == settings.REQUIRED
             continue
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            assert plain[f.name] in (settings.REQUIRED, conf.__dataclass_fields__[f.name].default)
+            node = conf.__dataclass_fields__[f.name]
+            if node.default_factory is not dataclasses.MISSING:  # a node given by the schema
+                # (``fields=``: the generator's ``llm``, an LLMCallConf)
+                assert plain[f.name] == settings_only(OmegaConf.to_container(
+                    OmegaConf.structured(node.default_factory())))
+                continue
+            assert plain[f.name] in (settings.REQUIRED, node.default)
             continue
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
         if dataclasses.is_dataclass(default):

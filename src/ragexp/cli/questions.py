@@ -105,6 +105,7 @@ def cmd_generate(args) -> int:
     from omegaconf import OmegaConf
 
     # defer heavy import
+    from ragexp.generate import circularity
     from ragexp.generate.generation import Settings, check_settings, generate
     from ragexp.generate.outfile import QuestionFile
 
@@ -136,6 +137,8 @@ def cmd_generate(args) -> int:
     print(f"{summary.line()}; {args.out} holds {counted(summary.total, 'question')}{calls}")
     if summary.short:
         print(f"warning: {args.out} holds {summary.short}", file=sys.stderr)
+    if circular := circularity.generator_warning(generator.model, cfg.llm.model):
+        print(f"warning: {circular}", file=sys.stderr)
     return 0
 
 

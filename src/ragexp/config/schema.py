@@ -35,6 +35,7 @@ from ragexp.data.split import AUTO, SPLITS
 from ragexp.data.units import UNITS
 from ragexp.evaluation.measures import DEFAULT_NAMES
 from ragexp.generate.known_item import KnownItemGenerator
+from ragexp.generate.llm_questions import LLMGenerator
 from ragexp.index import ann
 from ragexp.index.bm25 import BM25Params
 from ragexp.index.embedders import FastEmbedEmbedder, HashEmbedder
@@ -266,14 +267,10 @@ class Config:
 KnownItemGeneratorConf = settings.schema(KnownItemGenerator, "KnownItemGeneratorConf")
 
 
-@dataclass
-class LLMGeneratorConf:
-    """``generator=llm``: questions from an OpenAI-compatible model (``generate.llm_questions``);
-    its ``llm`` keys default to ``llm.*`` as ``answer.llm``'s do."""
-
-    _target_: str = "ragexp.generate.llm_questions.LLMGenerator"
-    llm: LLMCallConf = field(default_factory=LLMCallConf)
-    max_tokens: int = field(default=400, metadata=MAX_TOKENS)
+# ``generator=llm``: the fields of ``generate.llm_questions.LLMGenerator``, its ``llm`` keys
+# defaulting to ``llm.*`` as ``answer.llm``'s do.
+LLMGeneratorConf = settings.schema(LLMGenerator, "LLMGeneratorConf", fields={
+    "llm": (LLMCallConf, field(default_factory=LLMCallConf))})
 
 
 @dataclass

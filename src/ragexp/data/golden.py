@@ -9,8 +9,9 @@ Blank lines and lines starting with ``//`` (comments) are skipped. ``kind`` is a
 ``all``, the group of every question (default ``general``); ``unanswerable`` marks a question the
 corpus does not answer (no evidence).
 ``source`` names who wrote a question (default ``hand``; ``ragexp questions generate`` writes
-``generated``): measures are logged per source when a dataset holds several. Evidence comes at
-three levels, mixable in one file:
+``generated``): measures are logged per source when a dataset holds several; ``model`` names the
+model that wrote a generated one (a run warns when that model is also one it answers, judges or
+embeds with: ``generate.circularity``). Evidence comes at three levels, mixable in one file:
 
 - ``{"doc": PATH, "quote": TEXT}``: matched with whitespace runs collapsed (so it may span
   hard-wrapped lines); must occur exactly once, and not within a heading (a chunk's context,
@@ -229,16 +230,35 @@ def find_quote(doc: Document, quote: str) -> list[Span]:
     return spans
 
 
-def _resolve_evidence(qid: str, ev: object, docs: dict[str, Document], bad) -> Span | None:
-    """One evidence item -> the character span it labels, or ``None`` after reporting why.
+EVIDENCE_REASONS = ("evidence_malformed", "doc_not_found", "doc_empty", "quote_in_front_matter",
+                    "quote_not_found", "quote_ambiguous", "quote_in_heading",
+                    "quote_across_heading", "section_not_found", "section_ambiguous",
+                    "section_empty")
 
-    Three levels: ``{"doc", "quote"}`` (the quote's one occurrence), ``{"doc", "section"}`` (the
-    text the heading owns, subsections included: ``sections.py``) and ``{"doc"}`` (the whole
-    document). All three are spans, so one relevance rule judges them at any chunking."""
-    problem = _evidence_shape_problem(qid, ev)
+
+@dataclass(frozen=True)
+class Resolved:
+    """One evidence item resolved: the ``span`` it labels, or ``None`` with why: ``reason`` (one
+    of ``EVIDENCE_REASONS``, the drop reason ``ragexp questions generate`` counts) and
+    ``message`` (what ``ragexp questions check`` says of it, after the question's id)."""
+
+    span: Span | None
+    reason: str = ""
+    message: str = ""
+
+
+def resolve_evidence(ev: object, docs: dict[str, Document]) -> Resolved:
+    """One evidence item -> the character span it labels, or why it labels none: the one rule
+    ``questions check`` applies and ``questions generate`` filters by (``generate.filters``), so
+    a file the generator wrote passes the check.
+
+    Three levels: ``{"doc", "quote"}`` (the quote's one occurrence: ``resolve_quote``),
+    ``{"doc", "section"}`` (the text the heading owns, subsections included: ``sections.py``)
+    and ``{"doc"}`` (the whole document). All three are spans, so one relevance rule judges
+    them at any chunking."""
+    problem = _evidence_shape_problem(ev)
     if problem:
-        bad(problem)
-        return None
+        return Resolved(None, "evidence_malformed", problem)
     doc = docs.get(ev["doc"])
     if doc is None:
         suffix = Path(str(ev["doc"])).suffix
@@ -249,70 +269,85 @@ def _resolve_evidence(qid: str, ev: object, docs: dict[str, Document], bad) -> S
         if readers.is_hidden(Path(str(ev["doc"]))):
             hint += (" (a file or folder whose name starts with '.' is hidden, not a document "
                      "of the corpus: rename it)")
-        bad(f"{qid}: document not found in corpus: {label(ev['doc'])}{hint}"
-            f"{readers.look_alikes([str(ev['doc'])], docs)}")
-        return None
+        return Resolved(None, "doc_not_found",
+                        f"document not found in corpus: {label(ev['doc'])}{hint}"
+                        f"{readers.look_alikes([str(ev['doc'])], docs)}")
     if "quote" in ev:
-        return _quote_span(qid, doc, ev["doc"], ev["quote"], bad)
+        return resolve_quote(doc, ev["quote"], ev["doc"])
     if "section" in ev:
-        return _section_span(qid, doc, ev["doc"], ev["section"], bad)
+        return _section_span(doc, ev["doc"], ev["section"])
     start = markdown.text_start(doc.text)
     if not doc.text[start:].strip():
-        bad(f"{qid}: document {label(ev['doc'])} is empty" if not start else
-            f"{qid}: document {label(ev['doc'])} has no text: it holds only front matter "
-            f"(metadata, which no chunk holds)")
-        return None
-    return Span(doc.doc_id, 0, len(doc.text))
+        return Resolved(None, "doc_empty",
+                        f"document {label(ev['doc'])} is empty" if not start else
+                        f"document {label(ev['doc'])} has no text: it holds only front matter "
+                        f"(metadata, which no chunk holds)")
+    return Resolved(Span(doc.doc_id, 0, len(doc.text)))
 
 
-def _evidence_shape_problem(qid: str, ev: object) -> str | None:
+def _resolve_evidence(qid: str, ev: object, docs: dict[str, Document], bad) -> Span | None:
+    """``resolve_evidence``'s span, or None after reporting why (``bad``, after ``qid``)."""
+    found = resolve_evidence(ev, docs)
+    if found.span is None:
+        bad(f"{qid}: {found.message}")
+    return found.span
+
+
+def _evidence_shape_problem(ev: object) -> str | None:
     """What is wrong with an evidence item's fields (a string ``doc``, at most one of a
     non-empty ``quote`` or ``section``, nothing else), or None when nothing is."""
     if not isinstance(ev, dict) or not isinstance(ev.get("doc"), str):
-        return (f"{qid}: each evidence item needs a string 'doc' (and optionally a 'quote' or a "
-                f"'section')")
+        return "each evidence item needs a string 'doc' (and optionally a 'quote' or a 'section')"
     extra = sorted(set(ev) - {"doc", "quote", "section"})
     if extra:
-        return (f"{qid}: unknown evidence field(s) {listed(map(shown, extra), 5)} (expected "
+        return (f"unknown evidence field(s) {listed(map(shown, extra), 5)} (expected "
                 f"'doc' with an optional 'quote' or 'section')")
     if "quote" in ev and "section" in ev:
-        return (f"{qid}: evidence names both a quote and a section in {label(ev['doc'])}: "
-                f"give one")
+        return f"evidence names both a quote and a section in {label(ev['doc'])}: give one"
     for key in ("quote", "section"):
         if key in ev and (not isinstance(ev[key], str) or not ev[key].strip()):
-            return f"{qid}: evidence '{key}' must be a non-empty string"
+            return f"evidence '{key}' must be a non-empty string"
     return None
 
 
-def _quote_span(qid: str, doc: Document, name: str, quote: str, bad) -> Span | None:
-    """The span of ``quote``'s one occurrence in ``doc`` (named ``name`` by the evidence); None
-    after reporting a quote found nowhere, only in the front matter (metadata, not text), or
-    more than once."""
+def resolve_quote(doc: Document, quote: str, name: str | None = None) -> Resolved:
+    """The span of ``quote``'s one occurrence in ``doc`` (named ``name`` by the evidence,
+    default its id), or why it labels none: found nowhere (``quote_not_found``), only in the
+    front matter (metadata, not text: ``quote_in_front_matter``), more than once
+    (``quote_ambiguous``), within a heading (``quote_in_heading``: the handbook's faq.md
+    heading ``How do I rotate TLS certificates without downtime?``, which an ``llm`` question
+    quoted and ``questions check`` then refused) or across one with no section holding half of
+    it (``quote_across_heading``)."""
+    name = doc.doc_id if name is None else name
     start = markdown.text_start(doc.text)
     everywhere = find_quote(doc, quote)
     found = [s for s in everywhere if s.start >= start]
     if everywhere and not found:
-        bad(f"{qid}: quote lies in the front matter of {label(name)} (metadata, which no chunk "
-            f"holds), not in its text: {shown(quote)}")
-    elif not found:
-        bad(f"{qid}: quote not found in {label(name)}: {shown(quote)}{_other_form(doc, quote)}")
-    elif len(found) > 1:
-        bad(f"{qid}: quote is ambiguous, found {len(found)} times in {label(name)}: "
-            f"{shown(quote)}")
-    elif heading := _heading_holding(doc.text, found[0]):
-        bad(f"{qid}: quote lies in the heading at line {heading.line} of {label(name)} (a "
-            f"heading is its chunks' context, not source text: no chunk but a whole document's "
-            f"holds it, so a chunking ablation could not judge it): quote the text under it, "
-            f"or label the section, {{\"doc\": {json.dumps(name)}, \"section\": "
-            f"{json.dumps(heading.title)}}}: {shown(quote)}")
-    elif heading := _heading_crossed(doc.text, found[0]):
-        bad(f"{qid}: quote runs across the heading at line {heading.line} of {label(name)} "
-            f"({shown(heading.title)}) and no section holds half of it: a heading starts a "
-            f"section and its chunks, so no chunk holds the quote whole, nor half of it, and "
-            f"the run refuses the question: quote the text of one section: {shown(quote)}")
-    else:
-        return found[0]
-    return None
+        return Resolved(None, "quote_in_front_matter",
+                        f"quote lies in the front matter of {label(name)} (metadata, which no "
+                        f"chunk holds), not in its text: {shown(quote)}")
+    if not found:
+        return Resolved(None, "quote_not_found", f"quote not found in {label(name)}: "
+                        f"{shown(quote)}{_other_form(doc, quote)}")
+    if len(found) > 1:
+        return Resolved(None, "quote_ambiguous", f"quote is ambiguous, found {len(found)} times "
+                        f"in {label(name)}: {shown(quote)}")
+    if heading := _heading_holding(doc.text, found[0]):
+        return Resolved(None, "quote_in_heading",
+                        f"quote lies in the heading at line {heading.line} of {label(name)} (a "
+                        f"heading is its chunks' context, not source text: no chunk but a whole "
+                        f"document's holds it, so a chunking ablation could not judge it): quote "
+                        f"the text under it, or label the section, {{\"doc\": "
+                        f"{json.dumps(name)}, \"section\": {json.dumps(heading.title)}}}: "
+                        f"{shown(quote)}")
+    if heading := _heading_crossed(doc.text, found[0]):
+        return Resolved(None, "quote_across_heading",
+                        f"quote runs across the heading at line {heading.line} of {label(name)} "
+                        f"({shown(heading.title)}) and no section holds half of it: a heading "
+                        f"starts a section and its chunks, so no chunk holds the quote whole, nor "
+                        f"half of it, and the run refuses the question: quote the text of one "
+                        f"section: {shown(quote)}")
+    return Resolved(found[0])
 
 
 # characters that show as nothing: a quote copied from a rendered page lacks them, or has them;
@@ -398,31 +433,69 @@ def _heading_crossed(text: str, span: Span) -> markdown.Block | None:
     return crossed[0] if 2 * max(pieces) < weight(span.start, span.end) else None
 
 
-def _section_span(qid: str, doc: Document, name: str, section: str, bad) -> Span | None:
+def _section_span(doc: Document, name: str, section: str) -> Resolved:
     """The span of the one section of ``doc`` (named ``name`` by the evidence) that ``section``
-    names (``find_section``); None after reporting one found nowhere (naming the document's
-    headings), more than once, or with no text under its heading."""
+    names (``find_section``), or why none: found nowhere (naming the document's headings:
+    ``section_not_found``), more than once (``section_ambiguous``), or with no text under its
+    heading (``section_empty``)."""
     found = find_section(doc, section)
     if not found:
         headings = listed((shown(s.title) for s in outline(doc)), 8) or "none"
-        bad(f"{qid}: no section {shown(section, 80)} in {label(name)} (its "
-            f"headings: {headings})")
-    elif len(found) > 1 and len({s.title for s in found}) == 1:  # no more path to give
+        return Resolved(None, "section_not_found", f"no section {shown(section, 80)} in "
+                        f"{label(name)} (its headings: {headings})")
+    if len(found) > 1 and len({s.title for s in found}) == 1:  # no more path to give
         lines = ", ".join(str(s.line) for s in found)
-        bad(f"{qid}: section {shown(section, 80)} is ambiguous in {label(name)}: {len(found)} "
-            f"sections have the heading path {shown(found[0].title)} (lines {lines}), which no "
-            f"label can tell apart; quote the text meant instead ({{\"doc\": "
-            f"{json.dumps(name)}, \"quote\": ...}})")
-    elif len(found) > 1:
+        return Resolved(None, "section_ambiguous",
+                        f"section {shown(section, 80)} is ambiguous in {label(name)}: "
+                        f"{len(found)} sections have the heading path {shown(found[0].title)} "
+                        f"(lines {lines}), which no label can tell apart; quote the text meant "
+                        f"instead ({{\"doc\": {json.dumps(name)}, \"quote\": ...}})")
+    if len(found) > 1:
         where = ", ".join(f"{shown(s.title)} (line {s.line})" for s in found)
-        bad(f"{qid}: section {shown(section, 80)} is ambiguous in "
-            f"{label(name)}: {where}; give more of its heading path")
-    elif not doc.text[found[0].span.start:found[0].span.end].strip():
-        bad(f"{qid}: section {found[0].title!r} of {label(name)} (line "
-            f"{found[0].line}) has no text under its heading")
-    else:
-        return found[0].span
+        return Resolved(None, "section_ambiguous", f"section {shown(section, 80)} is ambiguous "
+                        f"in {label(name)}: {where}; give more of its heading path")
+    if not doc.text[found[0].span.start:found[0].span.end].strip():
+        return Resolved(None, "section_empty", f"section {found[0].title!r} of {label(name)} "
+                        f"(line {found[0].line}) has no text under its heading")
+    return Resolved(found[0].span)
+
+
+def kind_problem(kind: object) -> str | None:
+    """Why ``kind`` cannot name a kind of questions (not a name of 1-40 letters, digits, ``_``
+    or ``-``; or ``all``, the group of every question), None when it can: ``questions check``
+    refuses such a question, ``questions generate`` drops it (``kind_not_asked``)."""
+    if not isinstance(kind, str) or not KIND_NAME.fullmatch(kind):
+        return (f"kind {shown(kind)} is not a name of 1-40 letters, digits, '_' or '-' (it "
+                f"becomes part of metric names such as ndcg_at_10.<kind>)")
+    if kind.casefold() == OVERALL:
+        return (f"kind {shown(kind)} is the name of the group of every question (the "
+                f"'{OVERALL}' rows of compare, gate and the sweep's page): name the kind otherwise")
     return None
+
+
+def label_problems(kind: str, evidence: list, answer: object) -> list[tuple[str, str]]:
+    """``(reason, message)`` for each way a question's kind, evidence and reference answer
+    disagree: an ``unanswerable`` question with evidence (``unanswerable_with_evidence``), an
+    answerable one without evidence (``no_evidence``) or without a reference answer
+    (``no_answer``). The rule of ``questions check`` and of ``questions generate``'s filters."""
+    if kind == UNANSWERABLE:
+        return [("unanswerable_with_evidence", "unanswerable question has evidence")] \
+            if evidence else []
+    out = []
+    if not evidence:
+        alike = (f"; the kind that marks a question the corpus does not answer is "
+                 f"{UNANSWERABLE!r}, in lower case" if kind.casefold() == UNANSWERABLE else "")
+        out.append(("no_evidence", f"answerable question ({kind}) has no evidence{alike}"))
+    if not str(answer).strip():
+        out.append(("no_answer", "answerable question has no reference answer"))
+    return out
+
+
+def semantic_shared(question: str, quotes: Sequence[str]) -> set[str]:
+    """The content words (``text.analysis.content_words``) ``question`` shares with its
+    evidence's ``quotes``: a ``semantic`` question may share at most ``MAX_SEMANTIC_OVERLAP``
+    (``questions check`` refuses more, ``questions generate`` drops it)."""
+    return content_words(question) & content_words(" ".join(quotes))
 
 
 def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document],
@@ -444,13 +517,8 @@ def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document]
     name = label(qid)
     if not isinstance(text, str) or not text.strip():
         bad(f"{name}: missing or empty 'question'")
-    if not isinstance(kind, str) or not KIND_NAME.fullmatch(kind):
-        bad(f"{name}: kind {shown(kind)} is not a name of 1-40 letters, digits, '_' or '-' "
-            f"(it becomes part of metric names such as ndcg_at_10.<kind>)")
-        return None
-    if kind.casefold() == OVERALL:
-        bad(f"{name}: kind {shown(kind)} is the name of the group of every question (the "
-            f"'{OVERALL}' rows of compare, gate and the sweep's page): name the kind otherwise")
+    if wrong := kind_problem(kind):
+        bad(f"{name}: {wrong}")
         return None
     source = rec.get("source", HAND)
     if not isinstance(source, str) or not KIND_NAME.fullmatch(source):
@@ -465,14 +533,8 @@ def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document]
     if not isinstance(evidence, list):
         bad(f"{name}: 'evidence' must be a list")
         return None
-    if kind == UNANSWERABLE and evidence:
-        bad(f"{name}: unanswerable question has evidence")
-    if kind != UNANSWERABLE and not evidence:
-        alike = (f"; the kind that marks a question the corpus does not answer is "
-                 f"{UNANSWERABLE!r}, in lower case" if kind.casefold() == UNANSWERABLE else "")
-        bad(f"{name}: answerable question ({kind}) has no evidence{alike}")
-    if kind != UNANSWERABLE and not str(rec.get("answer", "")).strip():
-        bad(f"{name}: answerable question has no reference answer")
+    for _, wrong in label_problems(kind, evidence, rec.get("answer", "")):
+        bad(f"{name}: {wrong}")
     spans: list[Span] = []
     for i, ev in enumerate(evidence):
         if ev in evidence[:i]:  # the same item again: judged once, a problem of it said once
@@ -481,13 +543,15 @@ def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document]
         if span is not None:
             spans.append(span)
     if kind == "semantic" and isinstance(text, str):
-        quotes = " ".join(str(ev.get("quote", "")) for ev in evidence if isinstance(ev, dict))
-        shared = content_words(text) & content_words(quotes)
+        shared = semantic_shared(text, [str(ev.get("quote", "")) for ev in evidence
+                                        if isinstance(ev, dict)])
         if len(shared) > MAX_SEMANTIC_OVERLAP:
             bad(f"{name}: semantic question shares {len(shared)} content words with its evidence "
                 f"(max {MAX_SEMANTIC_OVERLAP}): {', '.join(sorted(shared))}")
+    model = rec.get("model")
     return Query(qid=qid, text=text or "", kind=kind, answer=str(rec.get("answer", "")),
-                 evidence=tuple(spans), source=source)
+                 evidence=tuple(spans), source=source,
+                 model=model if isinstance(model, str) and model else None)
 
 
 def check_golden(golden, docs: dict[str, Document]) -> tuple[list[Query], list[Problem]]:

@@ -5,7 +5,8 @@ second, larger source (``ragexp questions generate``; ``docs/questions.md``).
 Passages sampled stratified over documents and sections (``passages``); generators that write a
 question from a passage: simulated known-item queries, offline (``known_item``), and an
 OpenAI-compatible model (``llm_questions``); the filters every question passes before it is
-written (``filters``); the resumable output file (``outfile``); the loop (``run``).
+written (``filters``); the resumable output file (``outfile``); the loop (``run``); the warning
+when the model that wrote the questions is also in the system they score (``circularity``).
 
 After the answer step in the layering: may import ``text``, ``data``, ``index``, ``stages`` and
 ``answer`` (the LLM client).

@@ -1,8 +1,9 @@
 """The checks a generated question passes before it is written; each failure is a drop reason
 counted in the run's summary. Nothing that ``ragexp questions check`` would refuse gets through:
-quotes found exactly once (whitespace-folded, as ``data.golden`` finds them), kind names, the
-semantic overlap rule. Before them, every identical copy of a question's evidence is labelled
-(``Filters.copies``).
+the check's own rules decide (``data.golden``: ``resolve_evidence``, a quote found exactly once,
+whitespace-folded, in the document's text and not within or across a heading; ``kind_problem``;
+``label_problems``; ``semantic_shared``), each refusal under the check's reason name. Before them,
+every identical copy of a question's evidence is labelled (``Filters.copies``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ragexp.data.golden import KIND_NAME, MAX_SEMANTIC_OVERLAP, find_quote
+from ragexp.data import golden
 from ragexp.records import UNANSWERABLE, Document
 from ragexp.text import markdown
 from ragexp.text.analysis import content_words, normalize_ws, word_count
@@ -87,9 +88,12 @@ class Filters:
 
     def problem(self, rec: dict) -> str | None:
         """The drop reason for record ``rec`` (``question``, ``kind``, ``answer``,
-        ``evidence``), or None when it may be written (then it is remembered as written)."""
+        ``evidence``), or None when it may be written (then it is remembered as written).
+        Evidence that ``questions check`` refuses drops the record under the check's reason
+        (``golden.EVIDENCE_REASONS``: ``quote_not_found``, ``quote_in_heading``, ...), as do
+        a kind and evidence that disagree (``golden.label_problems``: ``no_evidence``, ...)."""
         question, kind, evidence = rec["question"], rec["kind"], rec["evidence"]
-        if kind not in self.kinds or not KIND_NAME.fullmatch(kind):
+        if kind not in self.kinds or golden.kind_problem(kind):
             return "kind_not_asked"
         n_words = word_count(question)
         if n_words < self.min_words:
@@ -98,18 +102,17 @@ class Filters:
             return "too_long"
         spans = []
         for ev in evidence:
-            found = find_quote(self.docs[ev["doc"]], ev["quote"]) if ev["doc"] in self.docs \
-                else []
-            if len(found) != 1:
-                return "quote_not_found" if not found else "quote_ambiguous"
-            spans.append((found[0].doc_id, found[0].start, found[0].end))
-        quotes = [ev["quote"] for ev in evidence]
-        if kind != UNANSWERABLE and (not evidence or not rec["answer"].strip()):
-            return "missing_field"
+            found = golden.resolve_evidence(ev, self.docs)
+            if found.span is None:
+                return found.reason
+            spans.append((found.span.doc_id, found.span.start, found.span.end))
+        quotes = [ev["quote"] for ev in evidence if "quote" in ev]
+        if wrong := golden.label_problems(kind, evidence, rec["answer"]):
+            return wrong[0][0]
         if self.check_leak and kind != UNANSWERABLE and leaks(question, rec["answer"], quotes):
             return "answer_leaked"
-        if kind == "semantic" and len(content_words(question) &
-                                      content_words(" ".join(quotes))) > MAX_SEMANTIC_OVERLAP:
+        if kind == "semantic" and len(golden.semantic_shared(question, quotes)) > \
+                golden.MAX_SEMANTIC_OVERLAP:
             return "semantic_overlap"
         key, words = tuple(sorted(spans)), content_words(question)
         if (key and key in self._spans) or any(jaccard(words, w) >= NEAR_IDENTICAL
@@ -120,11 +123,8 @@ class Filters:
 
     def remember(self, rec: dict) -> None:
         """Hold a written record's spans and words (records already in a resumed file too)."""
-        spans = []
-        for ev in rec.get("evidence") or []:
-            found = find_quote(self.docs[ev["doc"]], ev["quote"]) if ev["doc"] in self.docs \
-                else []
-            spans.extend((s.doc_id, s.start, s.end) for s in found[:1])
+        found = (golden.resolve_evidence(ev, self.docs).span for ev in rec.get("evidence") or [])
+        spans = [(s.doc_id, s.start, s.end) for s in found if s is not None]
         if spans:
             self._spans.add(tuple(sorted(spans)))
         self._questions.append(content_words(rec["question"]))

@@ -5,9 +5,23 @@ One call per sampled passage asks for one JSON object ``{"question", "answer", "
 asked again once, with the parse error; a second failure drops the passage (``not_json`` or
 ``missing_field``). An ``unanswerable`` question (a near-miss: on the corpus's topic, answered
 nowhere in it) is kept only when the model, shown the top ``CHECK_DEPTH`` BM25 passages of the
-whole corpus for it, says none of them answers it (``answered_in_corpus`` otherwise). The
-endpoint, key, retries, concurrency and prices are ``llm.*`` (``answer.llm.Endpoint``); tokens
-and cost are summed in :attr:`LLMGenerator.usage`.
+whole corpus for it, says none of them answers it (``answered_in_corpus`` otherwise).
+
+The round trip (``round_trip``, on by default; after Promptagator's round-trip consistency,
+Dai et al. 2022, and doc2query--, Gospodinov et al. 2023): an answerable question is kept only
+when a retriever that is not under test finds its evidence: among the top ``round_trip_k``
+passages (``passages``: the generator's own, not the run's chunks) that a BM25 of fixed
+parameters (``index.bm25.BM25Params()``: lucene, k1 1.5, b 0.75, not the run's ``bm25.*``)
+ranks for the question, one overlaps an evidence span (``round_trip`` otherwise). Ties count
+in, so the rule does not hang on the order of equal scores:
+
+    keep(q)  <=>  exists p, s in evidence(q):  p.doc == s.doc, p.start < s.end, s.start < p.end,
+                  BM25(q, p) > 0  and  |{p' : BM25(q, p') > BM25(q, p)}| < round_trip_k
+
+(a lucene BM25 scores a passage above 0 exactly when it holds a term of the question).
+
+The endpoint, key, retries, concurrency and prices are ``llm.*`` (``answer.llm.Endpoint``);
+tokens and cost are summed in :attr:`LLMGenerator.usage`.
 """
 
 from __future__ import annotations
@@ -15,11 +29,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Sequence
+
+import numpy as np
 
 from ragexp import settings
 from ragexp.answer.llm import (MAX_TOKENS, ChatClient, Completion, Endpoint, LLMError,
                                Messages)
+from ragexp.data.golden import resolve_evidence
 from ragexp.generate.passages import Job, Passage
 from ragexp.index.bm25 import BM25Index
 from ragexp.records import UNANSWERABLE, Document
@@ -85,38 +103,56 @@ def parse_reply(text: str, required: Sequence[str] = FIELDS) -> tuple[dict | Non
     return value, ""
 
 
+@dataclass(eq=False)
 class LLMGenerator:
     """Questions from an OpenAI-compatible endpoint (the module's procedure): ``llm`` is the
     endpoint (``generator.llm``, by default the config's ``llm``), asked for at most
-    ``max_tokens`` tokens a reply. Raises ``LLMError`` when built if the key's
-    environment variable is unset, and from :meth:`write` when the endpoint cannot be reached
-    at all (every call of a batch failing to connect)."""
+    ``max_tokens`` tokens a reply; ``round_trip`` keeps only questions whose evidence a BM25
+    of the corpus's passages ranks within ``round_trip_k`` (the module's rule). Raises
+    ``LLMError`` when built if a value is out of range or the key's environment variable is
+    unset, and from :meth:`write` when the endpoint cannot be reached at all (every call of a
+    batch failing to connect)."""
 
-    name = "llm"
-    kinds = tuple(KIND_PROMPTS)
+    llm: Endpoint
+    max_tokens: int = field(default=400, metadata=MAX_TOKENS)
+    # keep a question only when an independent BM25 finds its evidence (the module's rule)
+    round_trip: bool = True
+    round_trip_k: int = field(default=20, metadata={"ge": 1})  # passages the round trip reads
+    name: ClassVar[str] = "llm"
+    kinds: ClassVar[tuple[str, ...]] = tuple(KIND_PROMPTS)
+    model: str = field(init=False)
+    prompt_sha256: str = field(init=False)
+    usage: dict = field(init=False)
 
-    def __init__(self, llm: Endpoint, max_tokens: int = 400):
-        settings.refuse(settings.field_problems("generator.max_tokens", max_tokens, MAX_TOKENS),
-                        LLMError)
-        self.endpoint = llm.at("generator.llm")
-        self.client = ChatClient(self.endpoint, max_tokens)
-        self.model, self.max_tokens = llm.model, max_tokens
+    def __post_init__(self) -> None:
+        settings.check(self, "generator", error=LLMError)
+        self.endpoint = self.llm.at("generator.llm")
+        self.client = ChatClient(self.endpoint, self.max_tokens)
+        self.model = self.llm.model
         self.prompt_sha256 = prompt_sha256()
         self.usage = {"calls": 0, "tokens_in": 0, "tokens_out": 0, "retries": 0}
         self._bm25: BM25Index | None = None
         self._passages: list[Passage] = []
+        self._docs: dict[str, Document] = {}
+        self._of_doc: dict[str, list[int]] = {}  # a document's passages, by index
 
     def settings(self) -> dict:
         """What the questions depend on besides the model and prompts, for provenance."""
         return {"name": self.name, "temperature": self.endpoint.temperature,
-                "max_tokens": self.max_tokens}
+                "max_tokens": self.max_tokens, "round_trip": self.round_trip,
+                "round_trip_k": self.round_trip_k}
 
     def cost_usd(self) -> float | None:
         return self.endpoint.cost_usd(self.usage["tokens_in"], self.usage["tokens_out"])
 
     def prepare(self, docs: Sequence[Document], passages: Sequence[Passage]) -> None:
-        """BM25 over every passage, for the near-miss check of unanswerable questions."""
+        """BM25 over every passage, for the near-miss check of unanswerable questions and the
+        round trip."""
+        self._docs = {d.doc_id: d for d in docs}
         self._passages = list(passages)
+        self._of_doc = {}
+        for i, p in enumerate(self._passages):
+            self._of_doc.setdefault(p.doc_id, []).append(i)
         self._bm25 = BM25Index().fit([p.text for p in passages])
 
     def _complete(self, conversations: list[Messages]) -> list[Completion]:
@@ -135,7 +171,7 @@ class LLMGenerator:
     def write(self, batch: Sequence[Job], seed: int) -> list[dict | str]:
         """Per job a record (``question``, ``kind``, ``answer``, ``evidence``) or a drop reason:
         ``call_failed``, ``not_json``, ``missing_field``, ``answered_in_corpus``,
-        ``check_failed``."""
+        ``check_failed``, ``round_trip``."""
         convs = [messages(j.passage, j.kind) for j in batch]
         out: list[dict | str] = [""] * len(batch)
         parsed: list[dict | None] = [None] * len(batch)
@@ -164,6 +200,31 @@ class LLMGenerator:
         for i, verdict in zip(near, self._check([out[i]["question"] for i in near])):
             if verdict != "unanswered":
                 out[i] = verdict
+        if self.round_trip:
+            found = [i for i, o in enumerate(out) if isinstance(o, dict) and o["evidence"]]
+            for i, kept in zip(found, self.found_again([out[i] for i in found])):
+                if kept is False:
+                    out[i] = "round_trip"
+        return out
+
+    def found_again(self, records: Sequence[dict]) -> list[bool | None]:
+        """Per record whether the round trip finds its evidence (the module's rule: a passage
+        overlapping an evidence span ranks within ``round_trip_k``, ties counted in); None for
+        a record whose evidence ``questions check`` refuses (the filters drop it, by its
+        reason). Call :meth:`prepare` first."""
+        out: list[bool | None] = []
+        for rec in records:
+            spans = [resolve_evidence(ev, self._docs).span for ev in rec["evidence"]]
+            if None in spans:
+                out.append(None)
+                continue
+            scores = self._bm25.score([rec["question"]])[0]
+            held = scores[scores > 0]
+            k = self.round_trip_k
+            kth = np.partition(held, len(held) - k)[len(held) - k] if len(held) >= k else 0.0
+            out.append(any(scores[i] > 0 and scores[i] >= kth
+                           for s in spans for i in self._of_doc.get(s.doc_id, ())
+                           if self._passages[i].start < s.end and s.start < self._passages[i].end))
         return out
 
     @staticmethod

@@ -30,6 +30,7 @@ from ragexp.data.readers import DataError
 from ragexp.decide import labels, selection, sources
 from ragexp.errors import InvalidValue, MissingInput, NotFound, RagexpError, WouldOverwrite
 from ragexp.evaluation import measures
+from ragexp.generate import circularity
 from ragexp.report.abstain_svg import abstain_svg
 from ragexp.run import inputs as run_inputs
 from ragexp.run import repeats, run_folder
@@ -149,6 +150,20 @@ def already_finished(cfg: DictConfig, job: Job) -> str | None:
     return done
 
 
+def warn_circular(job: Job) -> list[str]:
+    """Warn, once a process, of each model that wrote some of the questions the job scores and
+    is also its answerer's, judge's or embedder's (``generate.circularity``); return the
+    warnings said now."""
+    said = Session.current().said
+    lines = [line for line in circularity.warnings(circularity.writers(job.dataset.queries()),
+                                                   circularity.system_models(job.resolved))
+             if ("circular", line) not in said]
+    for line in lines:
+        said.add(("circular", line))
+        log.warning("%s", line)
+    return lines
+
+
 def run_logged(cfg: DictConfig, label: str | None = None) -> dict:
     """Resolve, skip-check, run, log: one job, owned from start to end by
     ``tracking.tracked_run``. ``label`` names it on the console and as its MLflow run (what
@@ -191,6 +206,7 @@ def run_logged(cfg: DictConfig, label: str | None = None) -> dict:
         log.info("MLflow run %s (experiment %s)", run.run_id, job.resolved["experiment"])
         if job.load_error is not None:
             raise job.load_error
+        warn_circular(job)
         run.log_inputs([provenance.dataset_input(
             str(cfg.dataset.name), job.data, job.dataset.queries(),
             source=dataset_source(job.resolved))])
