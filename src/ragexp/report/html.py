@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from ragexp.data import files
-from ragexp.decide import compare, sources
+from ragexp.decide import compare, figures, sources
 from ragexp.errors import InvalidValue, counted
 from ragexp.evaluation import measures as measures_mod
 from ragexp.evaluation import question_failures, significance, stats
@@ -110,11 +110,25 @@ def deciding_key(data: SweepData, key: str) -> str:
     return key
 
 
+def source_tag(data: SweepData, key: str) -> str:
+    """Whose questions the page's figures of measure ``key`` average, and how many: ``hand, 45
+    q`` (``figures.together`` of each run's ``figures.figure`` under the deciding source);
+    ``""`` for a key that is no per-question measure (refusal and answer figures)."""
+    every = data.every_table or data.tables
+    if key not in next(iter(every.values())):
+        return ""
+    source = compare.deciding_source(data.runs)
+    return figures.together(figures.figure(every[r], source, key) for r in data.runs["run_id"])
+
+
 def headline_section(data: SweepData, heads, order: list[str]) -> list[str]:
     runs = data.runs.set_index("run_id")
     prev = data.previous.set_index("run_id") if data.previous is not None else None
     champ = data.champion.iloc[0] if data.champion is not None and len(data.champion) else None
     shown_keys = {key: deciding_key(data, key) for key, _, _ in heads}
+    tags = {key: source_tag(data, key) for key, _, _ in heads}
+    heads = [(key, f"{label} ({tags[key]})" if tags[key] else label, higher)
+             for key, label, higher in heads]
     out = ["<h2>Headline measures</h2>",
            '<p class="note">Each value with its difference against the same configuration in '
            "the previous sweep (prev) and against the champion (champ): green is better, red "
@@ -153,7 +167,9 @@ def headline_section(data: SweepData, heads, order: list[str]) -> list[str]:
                 cards.append(f'<div class="card"><div>{esc(label)}</div><div class="v">'
                              f"{esc(fmt(v))}</div>{spans}</div>")
         rows.append(f'<tr{" class=best" if run_id == best else ""}>{"".join(cells)}</tr>')
-    out += [f"<h3>Best by {esc(data.objective)}: {esc(runs.loc[best, 'label'])}</h3>",
+    objective = measures_mod.parse(data.objective).key
+    by = (f"{data.objective} ({tags[objective]})" if tags.get(objective) else data.objective)
+    out += [f"<h3>Best by {esc(by)}: {esc(runs.loc[best, 'label'])}</h3>",
             f'<div class="cards">{"".join(cards)}</div>', "<h3>Every run</h3>",
             "<table><tr><th class=l>run</th>"
             + "".join(f"<th>{esc(label)}</th>" for _, label, _ in heads) + "</tr>",
