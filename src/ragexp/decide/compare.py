@@ -23,7 +23,7 @@ from ragexp.tracking import store as tracking
 
 MAIN = ("rr_at_10", "ndcg_at_10", "success_at_1", "success_at_10", "r_at_10")
 WIDTH = 100  # compare's default table fits a terminal this wide (render)
-NAME_MIN = 16  # a run's label is never cut shorter than this to fit WIDTH
+NAME_MIN = 12  # a run's label is never cut shorter than this to fit WIDTH
 REFUSAL = ("abstain.refused_unanswerable", "abstain.refused_answerable",
            "abstain.cv.refused_unanswerable", "abstain.cv.refused_answerable")
 HIDDEN_PARAMS = labels.BOOKKEEPING
@@ -193,10 +193,11 @@ def compact(df: pd.DataFrame, source: str | None = None,
     (hand, 45 q)``), to three decimals, and, with
     the tags of the runs' sweep (``sweep_tags``), whether each run is the sweep's best or tied
     with it (``tied``: chosen on the sweep's deciding source). ``tests``: ``(baseline_tests``'s
-    results, the baseline's run id, the measure tested``)``, shown in place of the second
-    measure as its difference with the baseline and interval (``ΔnDCG@10 (hand) [95% CI]``)
-    and adjusted p. Every other number is a logged metric; ``table`` has every column. Raises
-    ``InvalidValue`` for a ``source`` none of the runs' several sources is."""
+    results, the baseline's run id, the measure tested: the objective``)``, shown beside the
+    objective's figures, in place of the second measure, as the difference with the baseline
+    and its interval (``Δ vs baseline [95% CI]``) and adjusted p. Every other number is a
+    logged metric; ``table`` has every column. Raises ``InvalidValue`` for a ``source`` none
+    of the runs' several sources is."""
     option = "--source" if source else "objective_source"
     source = source or deciding_source(df)
     objective = objective_of(df)
@@ -214,19 +215,19 @@ def compact(df: pd.DataFrame, source: str | None = None,
 
     out = pd.DataFrame({"run": df["run_id"].str[:8], "name": df["run_id"].map(run_labels(df))})
     out[f"{names[0]} ({figures.together(shown)})"] = values(names[0])
+    if tests is not None:  # beside the figures it is the difference of
+        results, baseline, measure = tests
+        paired = significance.wide_columns(results, list(df["run_id"]), baseline, [measure])
+        out["Δ vs baseline [95% CI]"] = paired[f"Δ{measure} [95% CI]"]
+        out["p_adj"] = ["" if r == baseline else p
+                        for r, p in zip(df["run_id"], paired[f"p_adj({measure})"])]
     if sweep_tags and sweep_tags.get("ragexp.best_run"):
         best = sweep_tags["ragexp.best_run"]
         tied = {e["run_id"] for e in json.loads(sweep_tags.get("ragexp.tied_with_best", "[]"))}
         out["tied"] = ["best" if r == best else "tied" if r in tied else "" for r in df["run_id"]]
-    plain = figures.together(f._replace(n=None) for f in shown)
     if tests is None:
+        plain = figures.together(f._replace(n=None) for f in shown)
         out[f"{names[1]} ({plain})"] = values(names[1])
-        return out
-    results, baseline, measure = tests
-    paired = significance.wide_columns(results, list(df["run_id"]), baseline, [measure])
-    out[f"Δ{measure} ({plain}) [95% CI]"] = paired[f"Δ{measure} [95% CI]"]
-    out["p_adj"] = ["" if r == baseline else p
-                    for r, p in zip(df["run_id"], paired[f"p_adj({measure})"])]
     return out
 
 
