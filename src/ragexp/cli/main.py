@@ -88,14 +88,16 @@ def cmd_compare(args) -> int:
                               df])
     wide = args.wide or args.format == "csv"  # machine-readable output: every column
     measures = tuple(args.measure or significance.DEFAULT_MEASURES)
-    results = (compare.baseline_tests(df, args.baseline, measures, args.correction, args.source)
-               if args.baseline else None)
+    results = None
     if wide:
         tab = compare.table(df, per_kind=tuple(args.per_kind))
-        for k, v in (significance.wide_columns(results, list(df["run_id"]), args.baseline,
-                                               measures).items() if results else ()):
-            tab[k] = v
+        if args.baseline:
+            tab, results = compare.with_baseline(df, tab, args.baseline, measures,
+                                                 args.correction, args.source)
     else:
+        if args.baseline:
+            results = compare.baseline_tests(df, args.baseline, measures, args.correction,
+                                             args.source)
         sweep = _sweep_of(df, args.parent)
         tab = compare.compact(df, args.source, sweep.data.tags if sweep else None,
                               (results, args.baseline, measures[0]) if results else None)

@@ -190,12 +190,13 @@ def compact(df: pd.DataFrame, source: str | None = None,
     and one more main measure (RR@10, or nDCG@10 when RR@10 is the objective) of the questions
     of ``source`` (default: the one that decides, ``deciding_source``; ``all``: every source's),
     their headers labelled with that source and the questions counted (``figures``: ``nDCG@10
-    (hand, 45 q)``), to three decimals, and, with
-    the tags of the runs' sweep (``sweep_tags``), whether each run is the sweep's best or tied
-    with it (``tied``: chosen on the sweep's deciding source). ``tests``: ``(baseline_tests``'s
-    results, the baseline's run id, the measure tested: the objective``)``, shown beside the
-    objective's figures, in place of the second measure, as the difference with the baseline
-    and its interval (``Δ vs baseline [95% CI]``) and adjusted p. Every other number is a
+    (hand, 45 q)``), to three decimals, and, with the tags of the runs' sweep (``sweep_tags``),
+    whether each run is the sweep's best or tied with it (``tied``: chosen on the sweep's
+    deciding source). ``tests``: ``(baseline_tests``'s
+    results, the baseline's run id, the measure tested``)``, shown beside the objective's
+    figures, in place of the second measure, as the difference with the baseline and its
+    interval (``Δ vs baseline [95% CI]``; ``ΔRR@10 [95% CI]`` for a measure other than the
+    objective) and adjusted p. Every other number is a
     logged metric; ``table`` has every column. Raises ``InvalidValue`` for a ``source`` none
     of the runs' several sources is."""
     option = "--source" if source else "objective_source"
@@ -218,7 +219,9 @@ def compact(df: pd.DataFrame, source: str | None = None,
     if tests is not None:  # beside the figures it is the difference of
         results, baseline, measure = tests
         paired = significance.wide_columns(results, list(df["run_id"]), baseline, [measure])
-        out["Δ vs baseline [95% CI]"] = paired[f"Δ{measure} [95% CI]"]
+        same = measure_key(measure) == key  # else the header names the measure tested
+        out["Δ vs baseline [95% CI]" if same else f"Δ{measure} [95% CI]"] = paired[
+            f"Δ{measure} [95% CI]"]
         out["p_adj"] = ["" if r == baseline else p
                         for r, p in zip(df["run_id"], paired[f"p_adj({measure})"])]
     if sweep_tags and sweep_tags.get("ragexp.best_run"):

@@ -110,14 +110,16 @@ def deciding_key(data: SweepData, key: str) -> str:
     return key
 
 
-def source_tag(data: SweepData, key: str) -> str:
+def source_tag(data: SweepData, key: str, shown_key: str) -> str:
     """Whose questions the page's figures of measure ``key`` average, and how many: ``hand, 45
-    q`` (``figures.together`` of each run's ``figures.figure`` under the deciding source);
-    ``""`` for a key that is no per-question measure (refusal and answer figures)."""
+    q`` (``figures.together`` of each run's ``figures.figure``): the deciding source's when the
+    page shows its metric (``shown_key``, ``deciding_key``), else every question's (``all``, or
+    the only source); ``""`` for a key that is no per-question measure (refusal and answer
+    figures)."""
     every = data.every_table or data.tables
     if key not in next(iter(every.values())):
         return ""
-    source = compare.deciding_source(data.runs)
+    source = compare.deciding_source(data.runs) if shown_key != key else sources.ALL_SOURCES
     return figures.together(figures.figure(every[r], source, key) for r in data.runs["run_id"])
 
 
@@ -126,7 +128,7 @@ def headline_section(data: SweepData, heads, order: list[str]) -> list[str]:
     prev = data.previous.set_index("run_id") if data.previous is not None else None
     champ = data.champion.iloc[0] if data.champion is not None and len(data.champion) else None
     shown_keys = {key: deciding_key(data, key) for key, _, _ in heads}
-    tags = {key: source_tag(data, key) for key, _, _ in heads}
+    tags = {key: source_tag(data, key, shown_keys[key]) for key, _, _ in heads}
     heads = [(key, f"{label} ({tags[key]})" if tags[key] else label, higher)
              for key, label, higher in heads]
     out = ["<h2>Headline measures</h2>",
