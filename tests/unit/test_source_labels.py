@@ -25,22 +25,23 @@ from ragexp.run.app import run_line
 from ragexp.tracking import store as tracking
 
 GOLDEN, GENERATED = shipped.path("handbook/golden"), shipped.path("handbook/golden/generated")
-RETRIEVERS = ("bm25", "dense")
+ABLATIONS = {"bm25": "bm25", "dense": "default"}  # retriever -> the ablation that runs it
+# what the runs add to their ablation (make tables composes each ablation with them)
+OVERRIDES = ("embedder=hash", f"dataset.questions=[{GOLDEN},{GENERATED}]")
 
 
 @pytest.fixture(scope="module")
 def sweep(module_mlflow_store):
-    """Two runs (BM25, hash-dense) over both question sources, printed lines kept, made the
-    runs of a sweep parent whose choice ``selection.summarise_sweep`` logs (as a sweep's end
-    does): ``{"ids", "printed", "parent", "lines", "tables"}``."""
-    base = ["embedder=hash", "reranker=none", "progress=false",
-            f"dataset.questions=[{GOLDEN},{GENERATED}]",
-            f"cache_dir={module_mlflow_store.folder / 'cache'}"]
+    """Two runs (ablations ``bm25`` and ``default``: hash-dense) over both question sources,
+    printed lines kept, made the runs of a sweep parent whose choice
+    ``selection.summarise_sweep`` logs (as a sweep's end does): ``{"ids", "printed", "parent",
+    "lines", "tables"}``, keyed by retriever."""
+    base = [*OVERRIDES, "progress=false", f"cache_dir={module_mlflow_store.folder / 'cache'}"]
     ids, printed = {}, {}
-    for name in RETRIEVERS:
+    for name, ablation in ABLATIONS.items():
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            ids[name] = record_run(f"retriever={name}", *base)["run_id"]
+            ids[name] = record_run(f"+ablation={ablation}", *base)["run_id"]
         printed[name] = out.getvalue()
     c = tracking.client()
     parent = c.create_run(c.get_run(ids["bm25"]).info.experiment_id,
@@ -73,7 +74,7 @@ def test_run_lines_show_the_hand_questions_figures_and_say_so(sweep):
         hand, n = mean(table, "ndcg_at_10", "hand")
         every, _ = mean(table, "ndcg_at_10")
         [line] = [ln for ln in sweep["printed"][name].splitlines() if ln.startswith("run ")]
-        assert f"[custom] (hand, {n} q) success_at_1=" in line
+        assert f"[{ABLATIONS[name]}] (hand, {n} q) success_at_1=" in line
         assert f"ndcg_at_10={hand:.3f}" in line and f"ndcg_at_10={every:.3f}" not in line
         assert re.search(r"; every source: abstain\.auc=[0-9.]+$", line)
     assert n == 45 and len(sweep["tables"]["bm25"]) > 45  # the generated ones are there too
@@ -83,8 +84,8 @@ def test_the_decision_line_labels_the_best_figure(sweep):
     [best_line] = [ln for ln in sweep["lines"] if ln.startswith("best by")]
     means = {name: mean(t, "ndcg_at_10", "hand") for name, t in sweep["tables"].items()}
     best = max(means, key=lambda k: means[k][0])
-    assert best_line.startswith(f"best by nDCG@10 (hand, 45 q): retriever.name={best} ")
-    assert f" {means[best][0]:.3f}; tied" in best_line
+    assert best_line.startswith(f"best by nDCG@10 (hand, 45 q): {ABLATIONS[best]} "
+                                f"({sweep['ids'][best][:8]}) {means[best][0]:.3f}; tied")
 
 
 def rows(out: str) -> list[list[str]]:
@@ -99,13 +100,15 @@ def test_compare_shows_the_deciding_source_labelled_and_fits_a_terminal(sweep, c
     head, *body = rows("\n".join(table))
     assert head == ["run", "name", "nDCG@10 (hand, 45 q)", "tied", "RR@10 (hand)"]
     assert max(map(len, table)) <= compare.WIDTH
-    best = tracking.client().get_run(sweep["parent"]).data.tags["ragexp.best_run"]
+    tags = tracking.client().get_run(sweep["parent"]).data.tags  # the sweep's choice
+    best, tied = tags["ragexp.best_run"], {e["run_id"] for e in json.loads(
+        tags["ragexp.tied_with_best"])}
     for name, rid in sweep["ids"].items():
         [row] = [r for r in body if r[0] == rid[:8]]
         t = sweep["tables"][name]
         assert row[2] == f"{mean(t, 'ndcg_at_10', 'hand')[0]:.3f}"
         assert row[4] == f"{mean(t, 'rr_at_10', 'hand')[0]:.3f}"
-        assert row[3] == ("best" if rid == best else "")  # the other is significantly worse
+        assert row[3] == ("best" if rid == best else "tied" if rid in tied else "")
     assert "hand vs generated: Kendall's tau" in out  # the sources' agreement, below
 
 
@@ -161,7 +164,7 @@ def test_the_page_labels_its_figures_with_their_source(sweep):
 
     page, _ = html.build(sweep_data.load(sweep["parent"]))
     assert "<th>nDCG@10 (hand, 45 q)</th>" in page and "<th>RR@10 (hand, 45 q)</th>" in page
-    assert re.search(r"<h3>Best by nDCG@10 \(hand, 45 q\): retriever\.name=\w+</h3>", page)
+    assert re.search(r"<h3>Best by nDCG@10 \(hand, 45 q\): (bm25|default)</h3>", page)
     for name, rid in sweep["ids"].items():  # the hand questions' value, as the header says
         [shown] = re.findall(rf'data-k="head\|{rid}\|ndcg_at_10\.source\.hand" '
                              r'data-v="([^"]+)"', page)
@@ -241,3 +244,15 @@ def test_the_default_table_fits_100_columns_for_realistic_names(baseline):
                                  and len(shown) >= compare.NAME_MIN)
     assert "hash_hybrid" in names  # a short label is never cut
     assert json.dumps(compare.render(tab)).count("…") == 0  # without a width: as it was
+
+
+def test_make_tables_says_whose_questions_its_overall_figures_average(sweep):
+    from ragexp.cli import tables
+
+    md = tables.build("ragexp-handbook", overrides=OVERRIDES)
+    assert ("**Overall** (answerable questions: hand, 45 q, which decide: "
+            "`objective_source=hand`; each source's choice below)") in md
+    t = sweep["tables"]["bm25"]
+    [row] = [r for r in rows(md) if r[0] == "bm25" and len(r) == 8]
+    assert row[2:4] == [f"{mean(t, 'rr_at_10', 'hand')[0]:.3f}",
+                        f"{mean(t, 'ndcg_at_10', 'hand')[0]:.3f}"]
