@@ -165,6 +165,7 @@ def test_the_page_labels_its_figures_with_their_source(sweep):
     page, _ = html.build(sweep_data.load(sweep["parent"]))
     assert "<th>nDCG@10 (hand, 45 q)</th>" in page and "<th>RR@10 (hand, 45 q)</th>" in page
     assert re.search(r"<h3>Best by nDCG@10 \(hand, 45 q\): (bm25|default)</h3>", page)
+    assert "<h3>All questions of source hand (n=45)</h3>" in page  # the per-kind tables
     for name, rid in sweep["ids"].items():  # the hand questions' value, as the header says
         [shown] = re.findall(rf'data-k="head\|{rid}\|ndcg_at_10\.source\.hand" '
                              r'data-v="([^"]+)"', page)

@@ -210,6 +210,11 @@ def kind_section(data: SweepData, tests, reference: str, ref_label: str,
            f"paired randomisation test) and p_adj; bold: p_adj &lt; {stats.ALPHA}. "
            f"{esc(stats.correction_note(method, family))}</p>"]
     groups = [ALL, *kinds]
+    # with several sources, the tables are of the deciding one's questions (sweep_data)
+    decided = compare.deciding_source(data.runs)
+    several = len(sources.sources_of(next(iter((data.every_table or data.tables).values())))) > 1
+    whose = (f"All questions of source {decided}" if several and decided != sources.ALL_SOURCES
+             else "All questions")
     means = {(run, m): report_facts.group_means(data.tables[run], significance.column(m), groups)
              for run in order for m in test_measures}
     for g in groups:
@@ -235,7 +240,7 @@ def kind_section(data: SweepData, tests, reference: str, ref_label: str,
                                  significance.format_p(t.p_adj) + ("*" if sig else "")))
             rows.append("<tr>" + "".join(cells) + "</tr>")
         n = next((t.n for (r, m, k), t in tests.items() if k == g), "")
-        out += [f"<h3>{'All questions' if g == ALL else esc(g)} (n={n})</h3>",
+        out += [f"<h3>{esc(whose) if g == ALL else esc(g)} (n={n})</h3>",
                 f"<table><tr><th class=l>run</th>{head}</tr>", *rows, "</table>"]
     return out
 
