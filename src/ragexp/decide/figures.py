@@ -74,14 +74,14 @@ def figure(table: pd.DataFrame | None, source: str, column: str, logged: Iterabl
     return Figure(shown, n, several and shown != sources.ALL_SOURCES)
 
 
-def together(figures: Iterable[Figure]) -> str:
+def together(shown: Iterable[Figure]) -> str:
     """One label for the figures of runs shown in one column: ``hand, 45 q``; where the runs
     differ, each source once and the range of counts (``hand, 40-45 q``); ``""`` for none."""
-    figures = list(figures)
-    if not figures:
+    shown = list(shown)
+    if not shown:
         return ""
-    names = "/".join(dict.fromkeys(f.source for f in figures))
-    counts = sorted({f.n for f in figures if f.n is not None})
+    names = "/".join(dict.fromkeys(f.source for f in shown))
+    counts = sorted({f.n for f in shown if f.n is not None})
     if not counts:
         return names
     span = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
