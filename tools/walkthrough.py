@@ -30,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 from ragexp.cli.tables import ablation_runs
+from ragexp.decide import compare
 from tools.background import background_server
 from tools.readme import has_block, replace_block
 
@@ -176,7 +177,11 @@ def walk(experiment: str, overrides: tuple[str, ...]) -> list[str]:
                            *map(q, overrides), "progress=false"]), omit_log=True)]
     df = ablation_runs(experiment, overrides)
     ids = {n: r[:8] for n, r in zip(df["tags.ragexp.ablation"], df["run_id"])}  # prefixes
-    best = df.sort_values("metrics.rr_at_10", ascending=False)["tags.ragexp.ablation"].iloc[0]
+    # the best on the questions that decide (objective_source), as compare shows them: the
+    # mean over every source's picked a run the generated questions favour
+    own = f"metrics.rr_at_10.source.{compare.deciding_source(df)}"
+    best = df.sort_values(own if own in df else "metrics.rr_at_10",
+                          ascending=False)["tags.ragexp.ablation"].iloc[0]
     picks = [n for n in dict.fromkeys(["default", "hybrid", "bm25", best]) if n in ids]
     return [
         *sweep,

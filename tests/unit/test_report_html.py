@@ -377,7 +377,9 @@ def test_report_command_writes_html_and_chart_and_markdown_still_works(sweeps, t
     capsys.readouterr()
     assert cli.main(["report", "--overrides", *HASH]) == 0  # the markdown tables, as before
     md = capsys.readouterr().out
-    assert "**Overall** (answerable questions)" in md and "| bm25 | BM25 alone." in md
+    # the figures' source and count (one source: its own name)
+    assert re.search(r"\*\*Overall\*\* \(answerable questions: hand, 45 q\)", md)
+    assert "| bm25 | BM25 alone." in md
 
 
 @pytest.mark.slow

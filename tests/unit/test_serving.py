@@ -206,7 +206,7 @@ def test_cli_compare_promote_search_ask(store, capsys):
     from ragexp.cli import main as cli
 
     _, ids = store
-    assert cli.main(["compare", "--baseline", ids["bm25"]]) == 0
+    assert cli.main(["compare", "--baseline", ids["bm25"], "--wide"]) == 0
     out = capsys.readouterr().out
     assert "ΔnDCG@10 [95% CI]" in out and "p_adj(RR@10)" in out and "baseline" in out
     assert "randomisation" in out and "Holm-adjusted over the" in out

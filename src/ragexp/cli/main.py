@@ -86,17 +86,30 @@ def cmd_compare(args) -> int:
     if args.baseline and args.baseline not in set(df["run_id"]):
         df = compare.stacked([compare.runs_frame(args.experiment, run_ids=[args.baseline]),
                               df])
-    tab = compare.table(df, per_kind=tuple(args.per_kind))
+    wide = args.wide or args.format == "csv"  # machine-readable output: every column
     measures = tuple(args.measure or significance.DEFAULT_MEASURES)
     results = None
-    if args.baseline:
-        tab, results = compare.with_baseline(df, tab, args.baseline, measures, args.correction)
-    print(compare.render(tab, args.format))
+    if wide:
+        tab = compare.table(df, per_kind=tuple(args.per_kind))
+        if args.baseline:
+            tab, results = compare.with_baseline(df, tab, args.baseline, measures,
+                                                 args.correction, args.source)
+    else:
+        if args.baseline:
+            results = compare.baseline_tests(df, args.baseline, measures, args.correction,
+                                             args.source)
+        sweep = _sweep_of(df, args.parent)
+        tab = compare.compact(df, args.source, sweep.data.tags if sweep else None,
+                              (results, args.baseline, measures[0]) if results else None)
+    print(compare.render(tab, args.format, None if wide else compare.WIDTH))
+    if wide and args.format == "markdown" and (note := compare.wide_note(df)):
+        print(f"\n{note}")
     if args.parent and args.format == "markdown":
         for line in _sources_lines(df):
             print(f"\n{line}" if line.startswith("by source") else line)
     if results and args.format == "markdown":
-        print("\nPaired tests per measure and question kind:\n")
+        print(f"\nPaired tests per measure and question kind, on the questions of source "
+              f"{args.source or compare.deciding_source(df)}:\n")
         print(compare.render(significance.long_table(results, compare.run_labels(df))))
         print(f"\n{significance.note(args.correction, results, measures)}")
     if args.parent and args.format == "markdown":
@@ -112,6 +125,18 @@ def cmd_compare(args) -> int:
         if note:
             print(f"note: {note}", file=sys.stderr)
     return 0
+
+
+def _sweep_of(df, parent: str | None):
+    """The MLflow run of the sweep the runs of ``df`` belong to (``--parent``, else the one
+    parent every run shares), for its best and tied runs; None when there is none."""
+    # defer heavy import
+    from ragexp.tracking import store as tracking
+
+    parents = set(df.get("tags.mlflow.parentRunId", [None] * len(df)))
+    shared = parents.pop() if len(parents) == 1 else None
+    sweep = parent or (shared if isinstance(shared, str) and shared else None)
+    return tracking.client().get_run(sweep) if sweep else None
 
 
 def _sources_lines(df) -> list[str]:
@@ -428,7 +453,16 @@ def _add_compare(sub) -> None:
                    "everywhere, a unique prefix of it will do)")
     c.add_argument("--runs", nargs="+", help="exactly these run ids (or unique prefixes)")
     c.add_argument("--baseline", help="run id (or unique prefix) to test every run against")
-    c.add_argument("--format", choices=("markdown", "csv"), default="markdown")
+    c.add_argument("--format", choices=("markdown", "csv"), default="markdown",
+                   help="csv: every column, as --wide (default markdown)")
+    c.add_argument("--wide", action="store_true",
+                   help="every column: the differing config keys, the main measures over every "
+                        "question, per source and per kind, refusal rates, every paired-test "
+                        "column (default: a table that fits 100 columns)")
+    c.add_argument("--source", metavar="SOURCE",
+                   help="the question source whose figures the default table shows and the "
+                        "paired tests use: a source name, or all for every question (default: "
+                        "the runs' objective_source, the one that decides)")
     c.add_argument("--per-kind", nargs="*", default=["rr_at_10"], metavar="METRIC",
                    help="metrics to break down per question kind (default: rr_at_10)")
     c.add_argument("--measure", action="append", metavar="M",

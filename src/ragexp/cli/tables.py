@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 from ragexp.cli import decisions as decision_tables
 from ragexp.config.compose import project_dir
 from ragexp.data import shipped
-from ragexp.decide import compare
+from ragexp.decide import compare, figures, sources
 from ragexp.errors import NotFound, listed
 from ragexp.evaluation import significance
 
@@ -215,9 +215,13 @@ def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...]
                          "Success@1": m(of("success_at_1")),
                          "Success@10": m(of("success_at_10")),
                          "R@10": m(of("r_at_10")), "R@100": m(of("r_at_100"))})
-    overall = ("answerable questions" if of("x") == "x" else
-               f"answerable questions of source `{source}`, which decides: "
-               f"`objective_source={source}`; each source's choice below")
+    # whose questions, and how many (``decide.figures``): the only source's, or the deciding one's
+    tag = figures.together(figures.figure(compare.per_question(r), sources.ALL_SOURCES
+                                          if of("x") == "x" else source, "rr_at_10")
+                           for r in df["run_id"])
+    overall = f"answerable questions: {tag}" + ("" if of("x") == "x" else
+                                                  f", which decide: `objective_source={source}`;"
+                                                  f" each source's choice below")
     per_kind = pd.DataFrame({"ablation": df["tags.ragexp.ablation"],
                              **{f"RR@10 {k}": m(f"rr_at_10.{k}") for k in kinds},
                              **{f"nDCG@10 {k}": m(f"ndcg_at_10.{k}") for k in kinds}})

@@ -14,13 +14,16 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from ragexp.data import readers
-from ragexp.decide import labels, replay, sources
+from ragexp.decide import figures, labels, replay, sources
 from ragexp.errors import NotFound, listed
 from ragexp.evaluation import significance, stats
+from ragexp.evaluation.measures import measure_key
 from ragexp.records import HAND
 from ragexp.tracking import store as tracking
 
 MAIN = ("rr_at_10", "ndcg_at_10", "success_at_1", "success_at_10", "r_at_10")
+WIDTH = 100  # compare's default table fits a terminal this wide (render)
+NAME_MIN = 12  # a run's label is never cut shorter than this to fit WIDTH
 REFUSAL = ("abstain.refused_unanswerable", "abstain.refused_answerable",
            "abstain.cv.refused_unanswerable", "abstain.cv.refused_answerable")
 HIDDEN_PARAMS = labels.BOOKKEEPING
@@ -137,6 +140,14 @@ def kinds_in(df: pd.DataFrame, metric: str) -> list[str]:
                    if c.startswith(prefix) and not c.startswith(f"{prefix}source.")})
 
 
+def sources_in(df: pd.DataFrame, metric: str) -> list[str]:
+    """Question sources the runs logged ``metric`` for one by one (``<metric>.source.<source>``
+    columns; a run with questions of one source logs none), ``hand`` first."""
+    prefix = f"metrics.{metric}.source."
+    return sorted({c[len(prefix):] for c in df.columns if c.startswith(prefix)},
+                  key=lambda s: (s != HAND, s))
+
+
 def deciding_source(df: pd.DataFrame) -> str:
     """The question source whose questions decide for these runs (``objective_source``, as
     recorded; ``hand`` for runs recorded before sources existed)."""
@@ -145,7 +156,10 @@ def deciding_source(df: pd.DataFrame) -> str:
 
 
 def table(df: pd.DataFrame, per_kind: tuple[str, ...] = ("rr_at_10",)) -> pd.DataFrame:
-    """One row per run: name, differing config keys, main metrics, per-kind, refusal rates."""
+    """``compare --wide`` (and ``--format csv``): one row per run: name, differing config keys,
+    the main metrics over every question, then per question source (``<key>.source.<source>``,
+    when the runs' questions have several), per kind, and the refusal rates; columns named as
+    the metrics are logged."""
     names = run_labels(df)
     out = pd.DataFrame({"run": df["run_id"].str[:8], "name": df["run_id"].map(names)})
     kept = [labels.measured_keys(p) for p in _params(df).values()]
@@ -153,11 +167,93 @@ def table(df: pd.DataFrame, per_kind: tuple[str, ...] = ("rr_at_10",)) -> pd.Dat
         key = col[len("params."):]
         out[key] = [labels.shown(str(v)) if key in k else "" for v, k in zip(df[col], kept)]
     kinds = kinds_in(df, MAIN[0])
-    metric_cols = [*MAIN, *(f"{m}.{k}" for m in per_kind for k in kinds), *REFUSAL]
+    by_source = [f"{m}.source.{s}" for m in MAIN for s in sources_in(df, m)]
+    metric_cols = [*MAIN, *by_source, *(f"{m}.{k}" for m in per_kind for k in kinds), *REFUSAL]
     for m in metric_cols:
         if f"metrics.{m}" in df:
             out[m] = df[f"metrics.{m}"].round(3)
     return out
+
+
+def objective_of(df: pd.DataFrame) -> str:
+    """The objective the runs were chosen by (config key ``objective``, as recorded; ``nDCG@10``
+    for runs that recorded none)."""
+    col = df.get("params.objective")
+    return str(col.dropna().iloc[0]) if col is not None and col.notna().any() else "nDCG@10"
+
+
+def compact(df: pd.DataFrame, source: str | None = None,
+            sweep_tags: Mapping[str, str] | None = None,
+            tests: tuple[Mapping[str, list[stats.Paired]], str, str] | None = None
+            ) -> pd.DataFrame:
+    """``compare``'s default table, for a terminal: one row per run: id, label, the objective
+    and one more main measure (RR@10, or nDCG@10 when RR@10 is the objective) of the questions
+    of ``source`` (default: the one that decides, ``deciding_source``; ``all``: every source's),
+    their headers labelled with that source and the questions counted (``figures``: ``nDCG@10
+    (hand, 45 q)``), to three decimals, and, with the tags of the runs' sweep (``sweep_tags``),
+    whether each run is the sweep's best or tied with it (``tied``: chosen on the sweep's
+    deciding source). ``tests``: ``(baseline_tests``'s
+    results, the baseline's run id, the measure tested``)``, shown beside the objective's
+    figures, in place of the second measure, as the difference with the baseline and its
+    interval (``Δ vs baseline [95% CI]``; ``ΔRR@10 [95% CI]`` for a measure other than the
+    objective) and adjusted p. Every other number is a
+    logged metric; ``table`` has every column. Raises ``InvalidValue`` for a ``source`` none
+    of the runs' several sources is."""
+    option = "--source" if source else "objective_source"
+    source = source or deciding_source(df)
+    objective = objective_of(df)
+    names = [objective, "nDCG@10" if measure_key(objective) == "rr_at_10" else "RR@10"]
+    rows, key = list(df.to_dict("records")), measure_key(objective)
+    shown = [figures.figure(_readable_table(row["run_id"]), source, key,
+                            [c[len("metrics."):] for c, v in row.items()
+                             if c.startswith(f"metrics.{key}.source.") and pd.notna(v)],
+                            option) for row in rows]
+
+    def values(name: str) -> list[str]:
+        keys = [f"metrics.{fig.key(measure_key(name))}" for fig in shown]
+        return [f"{float(row[k]):.3f}" if pd.notna(row.get(k)) else ""
+                for row, k in zip(rows, keys)]
+
+    out = pd.DataFrame({"run": df["run_id"].str[:8], "name": df["run_id"].map(run_labels(df))})
+    out[f"{names[0]} ({figures.together(shown)})"] = values(names[0])
+    if tests is not None:  # beside the figures it is the difference of
+        results, baseline, measure = tests
+        paired = significance.wide_columns(results, list(df["run_id"]), baseline, [measure])
+        same = measure_key(measure) == key  # else the header names the measure tested
+        out["Δ vs baseline [95% CI]" if same else f"Δ{measure} [95% CI]"] = paired[
+            f"Δ{measure} [95% CI]"]
+        out["p_adj"] = ["" if r == baseline else p
+                        for r, p in zip(df["run_id"], paired[f"p_adj({measure})"])]
+    if sweep_tags and sweep_tags.get("ragexp.best_run"):
+        best = sweep_tags["ragexp.best_run"]
+        tied = {e["run_id"] for e in json.loads(sweep_tags.get("ragexp.tied_with_best", "[]"))}
+        out["tied"] = ["best" if r == best else "tied" if r in tied else "" for r in df["run_id"]]
+    if tests is None:
+        plain = figures.together(f._replace(n=None) for f in shown)
+        out[f"{names[1]} ({plain})"] = values(names[1])
+    return out
+
+
+def wide_note(df: pd.DataFrame) -> str:
+    """The line under ``table`` (``compare --wide``) when the runs' questions have several
+    sources: which columns average which questions, and which source decides; ``""`` with
+    one source."""
+    have = sources_in(df, MAIN[0])
+    if not have:
+        return ""
+    return (f"{', '.join(MAIN)} and the per-kind columns average every source's questions "
+            f"({', '.join(have)}); <measure>.source.<source>: that source's alone; "
+            f"objective_source={deciding_source(df)} decides (the default table shows its "
+            f"figures)")
+
+
+def _readable_table(run_id: str) -> pd.DataFrame | None:
+    """A run's per-question table (``per_question``), or None where it has none or it cannot be
+    read: its figures' sources are then read off its per-source metrics."""
+    try:
+        return per_question(run_id)
+    except (tracking.RunNotFound, readers.InputError):
+        return None
 
 
 def per_question(run_id: str) -> pd.DataFrame:
@@ -175,18 +271,20 @@ def per_question(run_id: str) -> pd.DataFrame:
 
 def baseline_tests(df: pd.DataFrame, baseline_id: str,
                    measures: tuple[str, ...] = significance.DEFAULT_MEASURES,
-                   method: str = "holm") -> dict[str, list[stats.Paired]]:
+                   method: str = "holm", source: str | None = None
+                   ) -> dict[str, list[stats.Paired]]:
     """Every run of ``df`` tested against the baseline, overall and per kind, for each measure;
     p adjusted over all of these tests as one family (``significance.family``). With questions
-    from several sources, on those of the deciding source (``deciding_source``), as the sweep's
-    own ``vs_baseline`` tests are."""
+    from several sources, on those of ``source`` (default: the deciding source,
+    ``deciding_source``, as the sweep's own ``vs_baseline`` tests are; ``all``: every
+    question)."""
     differ = other_data(df, baseline_id)
     if differ:  # as the gate and confirm refuse them (paired tests on other data said nothing)
         raise significance.NotPaired(
             f"{len(differ)} run(s) were evaluated on other data than baseline "
             f"{baseline_id[:8]} ({'; '.join(differ[:3])}): pair runs of the same corpus, "
             f"questions and dataset.unit")
-    source = deciding_source(df)
+    source = source or deciding_source(df)
     tables = {r: sources.deciding(per_question(r), source)
               for r in dict.fromkeys([baseline_id, *df["run_id"]])}
     return significance.family(tables, baseline_id, measures, method)
@@ -214,10 +312,11 @@ def other_data(df: pd.DataFrame, baseline_id: str) -> list[str]:
 
 def with_baseline(df: pd.DataFrame, tab: pd.DataFrame, baseline_id: str,
                   measures: tuple[str, ...] = significance.DEFAULT_MEASURES,
-                  method: str = "holm") -> tuple[pd.DataFrame, dict[str, list[stats.Paired]]]:
+                  method: str = "holm", source: str | None = None
+                  ) -> tuple[pd.DataFrame, dict[str, list[stats.Paired]]]:
     """``tab`` with the paired-test columns added (``significance.wide_columns``), and the
-    tests themselves."""
-    results = baseline_tests(df, baseline_id, measures, method)
+    tests themselves (on ``source``'s questions: ``baseline_tests``)."""
+    results = baseline_tests(df, baseline_id, measures, method, source)
     tab = tab.copy()
     for k, v in significance.wide_columns(results, list(df["run_id"]), baseline_id,
                                           measures).items():
@@ -225,14 +324,29 @@ def with_baseline(df: pd.DataFrame, tab: pd.DataFrame, baseline_id: str,
     return tab, results
 
 
-def render(tab: pd.DataFrame, fmt: str = "markdown") -> str:
+def render(tab: pd.DataFrame, fmt: str = "markdown", width: int | None = None) -> str:
+    """``tab`` as a markdown table (``csv``: as CSV). ``width``: columns padded to line up, and
+    the ``name`` column's labels cut short (ending ``…``) so that no line is longer than
+    ``width`` characters, as far as labels of ``NAME_MIN`` characters allow (``compare``'s
+    default table, for an 80-100 column terminal)."""
     if fmt == "csv":
         return tab.to_csv(index=False)
-    header = "| " + " | ".join(map(str, tab.columns)) + " |"
-    sep = "|" + "|".join("---" for _ in tab.columns) + "|"
-    rows = ["| " + " | ".join("" if pd.isna(v) else str(v) for v in row) + " |"
-            for row in tab.itertuples(index=False)]
-    return "\n".join([header, sep, *rows])
+    cells = [list(map(str, tab.columns))] + [["" if pd.isna(v) else str(v) for v in row]
+                                             for row in tab.itertuples(index=False)]
+    if width is None:
+        header, *rows = ["| " + " | ".join(row) + " |" for row in cells]
+        return "\n".join([header, "|" + "|".join("---" for _ in tab.columns) + "|", *rows])
+    sizes = [max(len(row[i]) for row in cells) for i in range(len(tab.columns))]
+    if "name" in tab.columns:
+        i = list(tab.columns).index("name")
+        room = width - (sum(sizes) - sizes[i] + 3 * len(sizes) + 1)
+        sizes[i] = max(min(sizes[i], room), NAME_MIN, len("name"))
+        for row in cells[1:]:
+            if len(row[i]) > sizes[i]:
+                row[i] = row[i][:sizes[i] - 1] + "…"
+    lines = ["| " + " | ".join(c.ljust(n) for c, n in zip(row, sizes)) + " |" for row in cells]
+    sep = "|" + "|".join("-" * (n + 2) for n in sizes) + "|"
+    return "\n".join([lines[0], sep, *lines[1:]])
 
 
 def cost_lines(tags: dict[str, str], names: dict[str, str]) -> list[str]:

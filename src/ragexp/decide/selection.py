@@ -47,7 +47,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from ragexp.decide import compare, cost, labels, replay, sources
+from ragexp.decide import compare, cost, figures, labels, replay, sources
 from ragexp.errors import InvalidValue
 from ragexp.evaluation import significance, stats
 from ragexp.evaluation.measures import measure_key
@@ -196,7 +196,9 @@ def _log_best(parent_id: str, tables: dict[str, pd.DataFrame], own: list[str],
     ``selection.tied_with_best`` (1 or 0) to what ``per_run`` logs on this sweep's ``own``
     runs, and the cheapest tied
     run and the Pareto fronts from the runs' ``metrics`` and ``params`` (``_log_cheapest``;
-    ``timed``: questions timed per run and latency); return console lines."""
+    ``timed``: questions timed per run and latency); return console lines, the best's figure
+    labelled with the source and count of the questions it averages (``figures``: ``best by
+    nDCG@10 (hand, 45 q)``; ``tables`` hold the deciding rows only)."""
     scores, left_out = aligned_scores(tables, objective_name)
     tied = stats.tied_with_best(scores, objective_name, method, intervals=False)
     key = measure_key(objective_name)
@@ -213,7 +215,8 @@ def _log_best(parent_id: str, tables: dict[str, pd.DataFrame], own: list[str],
     for r in own:
         if r in scores:
             per_run[r]["selection.tied_with_best"] = float(r in tied.tied)
-    lines = [f"best by {objective_name}: {label[tied.best]}"
+    shown = figures.figure(tables[tied.best], "all", significance.column(objective_name))
+    lines = [f"best by {shown.label(objective_name)}: {label[tied.best]}"
              + (f" ({tied.best[:8]})" if label[tied.best] != tied.best[:8] else "") + " "
              + f"{best_value:.3f}; tied with it ({stats.CORRECTION_NAMES[method]}, alpha "
              f"{stats.ALPHA}): {', '.join(label[r] for r in tied.tied)}"]

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from ragexp.data import files
-from ragexp.decide import compare, sources
+from ragexp.decide import compare, figures, sources
 from ragexp.errors import InvalidValue, counted
 from ragexp.evaluation import measures as measures_mod
 from ragexp.evaluation import question_failures, significance, stats
@@ -110,11 +110,27 @@ def deciding_key(data: SweepData, key: str) -> str:
     return key
 
 
+def source_tag(data: SweepData, key: str, shown_key: str) -> str:
+    """Whose questions the page's figures of measure ``key`` average, and how many: ``hand, 45
+    q`` (``figures.together`` of each run's ``figures.figure``): the deciding source's when the
+    page shows its metric (``shown_key``, ``deciding_key``), else every question's (``all``, or
+    the only source); ``""`` for a key that is no per-question measure (refusal and answer
+    figures)."""
+    every = data.every_table or data.tables
+    if key not in next(iter(every.values())):
+        return ""
+    source = compare.deciding_source(data.runs) if shown_key != key else sources.ALL_SOURCES
+    return figures.together(figures.figure(every[r], source, key) for r in data.runs["run_id"])
+
+
 def headline_section(data: SweepData, heads, order: list[str]) -> list[str]:
     runs = data.runs.set_index("run_id")
     prev = data.previous.set_index("run_id") if data.previous is not None else None
     champ = data.champion.iloc[0] if data.champion is not None and len(data.champion) else None
     shown_keys = {key: deciding_key(data, key) for key, _, _ in heads}
+    tags = {key: source_tag(data, key, shown_keys[key]) for key, _, _ in heads}
+    heads = [(key, f"{label} ({tags[key]})" if tags[key] else label, higher)
+             for key, label, higher in heads]
     out = ["<h2>Headline measures</h2>",
            '<p class="note">Each value with its difference against the same configuration in '
            "the previous sweep (prev) and against the champion (champ): green is better, red "
@@ -153,7 +169,9 @@ def headline_section(data: SweepData, heads, order: list[str]) -> list[str]:
                 cards.append(f'<div class="card"><div>{esc(label)}</div><div class="v">'
                              f"{esc(fmt(v))}</div>{spans}</div>")
         rows.append(f'<tr{" class=best" if run_id == best else ""}>{"".join(cells)}</tr>')
-    out += [f"<h3>Best by {esc(data.objective)}: {esc(runs.loc[best, 'label'])}</h3>",
+    objective = measures_mod.parse(data.objective).key
+    by = (f"{data.objective} ({tags[objective]})" if tags.get(objective) else data.objective)
+    out += [f"<h3>Best by {esc(by)}: {esc(runs.loc[best, 'label'])}</h3>",
             f'<div class="cards">{"".join(cards)}</div>', "<h3>Every run</h3>",
             "<table><tr><th class=l>run</th>"
             + "".join(f"<th>{esc(label)}</th>" for _, label, _ in heads) + "</tr>",
@@ -192,6 +210,11 @@ def kind_section(data: SweepData, tests, reference: str, ref_label: str,
            f"paired randomisation test) and p_adj; bold: p_adj &lt; {stats.ALPHA}. "
            f"{esc(stats.correction_note(method, family))}</p>"]
     groups = [ALL, *kinds]
+    # with several sources, the tables are of the deciding one's questions (sweep_data)
+    decided = compare.deciding_source(data.runs)
+    several = len(sources.sources_of(next(iter((data.every_table or data.tables).values())))) > 1
+    whose = (f"All questions of source {decided}" if several and decided != sources.ALL_SOURCES
+             else "All questions")
     means = {(run, m): report_facts.group_means(data.tables[run], significance.column(m), groups)
              for run in order for m in test_measures}
     for g in groups:
@@ -217,7 +240,7 @@ def kind_section(data: SweepData, tests, reference: str, ref_label: str,
                                  significance.format_p(t.p_adj) + ("*" if sig else "")))
             rows.append("<tr>" + "".join(cells) + "</tr>")
         n = next((t.n for (r, m, k), t in tests.items() if k == g), "")
-        out += [f"<h3>{'All questions' if g == ALL else esc(g)} (n={n})</h3>",
+        out += [f"<h3>{esc(whose) if g == ALL else esc(g)} (n={n})</h3>",
                 f"<table><tr><th class=l>run</th>{head}</tr>", *rows, "</table>"]
     return out
 
