@@ -35,6 +35,7 @@ from ragexp.data.split import AUTO, SPLITS
 from ragexp.data.units import UNITS
 from ragexp.evaluation.measures import DEFAULT_NAMES
 from ragexp.generate.known_item import KnownItemGenerator
+from ragexp.generate.structure import StructureGenerator
 from ragexp.index import ann
 from ragexp.index.bm25 import BM25Params
 from ragexp.index.embedders import FastEmbedEmbedder, HashEmbedder
@@ -264,6 +265,7 @@ class Config:
 
 
 KnownItemGeneratorConf = settings.schema(KnownItemGenerator, "KnownItemGeneratorConf")
+StructureGeneratorConf = settings.schema(StructureGenerator, "StructureGeneratorConf")
 
 
 @dataclass
@@ -291,7 +293,8 @@ class QuestionsConfig:
     progress: bool = True
 
 
-GENERATORS = {"known_item": KnownItemGeneratorConf, "llm": LLMGeneratorConf}
+GENERATORS = {"known_item": KnownItemGeneratorConf, "structure": StructureGeneratorConf,
+              "llm": LLMGeneratorConf}
 
 
 SCHEMAS = {
