@@ -78,6 +78,7 @@ TEMPLATES = {  # the question written per structure ("template" of a Candidate)
 GENERIC = frozenset({"steps", "procedure", "instructions", "example", "examples", "notes",
                      "see also", "details", "summary", "overview", "introduction",
                      "what you will see"})
+ADMONITIONS = frozenset("note warning tip important caution info example".split())  # **Note:**
 # First words that make a heading an instruction ("Install the broker").
 IMPERATIVES = frozenset(
     """add back build change check choose configure connect create debug define delete deploy
@@ -96,6 +97,7 @@ WH = frozenset("what when where which who whom whose why how".split())
 PHRASE_WORDS = frozenset(
     """a an the and or of for with without between in on to from by when while after before
     versus vs if not into over under via you we your our will that which who""".split())
+ARTICLES = frozenset({"the", "a", "an"})
 # Last words that make "Rolling upgrade procedure" a noun phrase, not an instruction.
 NOUN_ENDS = frozenset("procedure process guide checklist policy strategy mode window".split())
 NOT_GERUNDS = frozenset("""bring ceiling during evening everything king morning nothing pricing
@@ -114,7 +116,7 @@ _EDGE_SYMBOLS = re.compile(r"^[^\w`(\[-]+|[\s.:;,!…]+$")
 _ORDERED = re.compile(r"^\s{0,3}\d{1,9}[.)](\s|$)")
 _MARKER = re.compile(r"^\s*(?:[-+*]|\d{1,9}[.)])\s+")
 # ``**Term**: text``, ``**Term:** text``, ``**Term** — text``; group 1 the term as written
-_BOLD_LEAD = re.compile(r"^(\*\*|__)(?P<term>(?:(?!\1).)+?)\1\s*(?P<sep>[:—–]|-(?=\s))?\s*(?=\S)")
+_BOLD_LEAD = re.compile(r"^(\*\*|__)(?P<term>(?:(?!\1).)+?)\1\s*(?P<sep>[:—–]|-(?=\s))?\s*")
 # ``Term`` / `` `cmd` `` / ``BD-3002`` then a separator and the description
 _CODE_LEAD = re.compile(r"^(?P<term>`[^`\n]+`|[A-Z][A-Z0-9]{0,5}-\d{2,6})\s*(?:[:—–]|-(?=\s))\s*"
                         r"(?=\S)")
@@ -127,7 +129,7 @@ def prompt_sha256() -> str:
     """sha256 of the question templates and the word lists that choose them: the file's record
     of which template set wrote its questions (the ``prompt_sha256`` of an LLM generator)."""
     text = json.dumps([TEMPLATES, sorted(GENERIC), sorted(IMPERATIVES), sorted(AUXILIARIES),
-                       sorted(PHRASE_WORDS), sorted(NOT_GERUNDS), sorted(NOUN_ENDS), CODE.pattern,
+                       sorted(PHRASE_WORDS), sorted(NOT_GERUNDS), sorted(NOUN_ENDS), sorted(ADMONITIONS), CODE.pattern,
                        DOCS])
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -222,9 +224,9 @@ def heading_question(title: str, kept: frozenset[str] = frozenset()
         return "faq", kind, question
     if first == "how" and second == "to" and len(tokens) > 2:
         return "how_do_i", PROCEDURAL, f"How do I {' '.join(tokens[2:])}?"
-    if len(tokens) == 1 and (CODE.fullmatch(text) or text.startswith("`")):
+    if CODE.fullmatch(text) or re.fullmatch(r"`[^`]+`", text):
         return identifier_question(text)
-    if first in PHRASE_WORDS:  # "With curl", "Before you start": part of a page, not a topic
+    if first in PHRASE_WORDS - ARTICLES:  # "With curl", "Before you start": part of a page
         return None
     if len(tokens) > 1 and not tokens[0].endswith(",") and second not in ("and", "or") and \
             tokens[-1].lower() not in NOUN_ENDS and (
@@ -233,7 +235,7 @@ def heading_question(title: str, kept: frozenset[str] = frozenset()
         head = verb(first) if first.endswith("ing") and first not in IMPERATIVES else first
         rest = " ".join("my" if t.lower() == "your" else t for t in tokens[1:])
         return "how_do_i", PROCEDURAL, f"How do I {head} {rest}?"
-    if first in ("the", "a", "an") and len(tokens) > 1:
+    if first in ARTICLES and len(tokens) > 1:
         tokens, first = tokens[1:], second
     phrase = _lower_first(" ".join(tokens), kept)
     lowered = {t.lower().strip(",;:") for t in tokens}
@@ -328,6 +330,14 @@ def _lists(blocks: Sequence[markdown.Block], text: str) -> Iterator[tuple[int, i
         yield run[0], run[1], ordered
 
 
+def _leads(text: str) -> bool:
+    """Whether a paragraph starts by naming what it defines or asks (a bold lead, a definition
+    list's term line): it answers its own question, not its heading's."""
+    lines, bold = text.split("\n"), _BOLD_LEAD.match(text)
+    return bool(bold and (bold.group("sep") or bold.group("term").endswith(("?", ":")))) or \
+        (len(lines) > 1 and lines[1].startswith(": "))
+
+
 def _folded(text: str) -> str:
     return normalize_ws(text)[0]
 
@@ -393,7 +403,7 @@ class _Reader:
         template, kind, question = asked
         if kind == PROCEDURAL and steps:
             self.add(*steps, question, kind, template)
-        elif paragraph is not None:
+        elif paragraph is not None and not _leads(paragraph.text):
             quote = text[paragraph.start:paragraph.end]
             self.add(paragraph.start, paragraph.end, question,
                      paraphrased(kind, question, quote), template)
@@ -427,7 +437,8 @@ class _Reader:
                 question = _normalised_question(inline(term))
                 self.add(rest, end, question, paraphrased(
                     FACTUAL, question, self.doc.text[rest:end]), "faq")
-            elif bold.group("sep") or term.endswith(":"):
+            elif (bold.group("sep") or term.endswith(":")) and \
+                    term.rstrip(":").casefold() not in ADMONITIONS:
                 self.add(rest, block.end, *_swap(term_question(term.rstrip(":"), self.names)))
         elif code:
             self.add(block.start + at + code.end(), block.end,
