@@ -26,7 +26,7 @@ SECTIONS = ("Set-up", "The main job", "Your own documents", "Picking a winner",
 BLOCKS = {"tools.write_tables": ("golden", "results"), "tools.walkthrough": ("walkthrough",),
           "tools.owndocs": ("own-docs",), "tools.bench": ("bench",),
           "tools.bench_phases": ("phases",),
-          "tools.bench_scale": ("bench-scale",)}
+          "tools.bench_scale": ("bench-scale",), "tools.structure_examples": ("structure",)}
 # Blocks the README holds (written by ``make tables --readme README.md``): the one result a
 # newcomer reads before any docs page, the hand-written and generated questions side by side.
 README_BLOCKS = ("sources",)
