@@ -1,6 +1,6 @@
 """The generation loop: sample passages, ask a generator, filter, append, summarise.
 
-A generator (``known_item``, ``llm_questions``) turns a batch of :class:`~passages.Job` into,
+A generator (``known_item``, ``structure``, ``llm_questions``) turns a batch of :class:`~passages.Job` into,
 per job, a question record or the reason none came; this loop checks every record
 (``filters``), gives it an id and its provenance, and appends it to the output file
 (``outfile``) until ``n`` questions are in the file or every job has been asked.
