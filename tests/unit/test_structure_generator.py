@@ -167,7 +167,8 @@ def test_definitions_glossaries_identifiers_and_table_cells():
                                                  "doubling each time.")
     assert quote_of(doc, "What does error BD-3002 mean?") == (
         "the lease expired before the worker acknowledged the job.")
-    assert quote_of(doc, "What is quorum?") == "A majority of brokers, two of three or three of five."
+    assert quote_of(doc, "What is quorum?") == \
+        "A majority of brokers, two of three or three of five."
     row = "| BD-2004 | ledger disk full | The ledger filesystem passed 95% usage. |"
     assert quote_of(doc, "What does error BD-2004 mean?") == row
     assert quote_of(doc, "What is the cause of BD-2004?") == row
@@ -186,6 +187,23 @@ def test_every_question_is_natural_and_its_evidence_verbatim_and_not_a_heading(d
         assert len(spans) == 1
         assert not any(h.start <= spans[0].start < h.end for h in headings)
     assert not any("Empty section" in c.question or "empty section" in c.question for c in found)
+
+
+def test_text_before_any_heading_and_a_table_keyed_by_its_distinct_column():
+    """A page without headings still defines its terms; a table whose first column repeats
+    (``GET`` twice) is keyed by the first column whose cells all differ."""
+    doc = Document("api.md", "API", "**Token**: the credential every call of the API sends.\n\n"
+                   "| Method | Path | Role |\n|---|---|---|\n| GET | `/v1/queues` | reader |\n"
+                   "| GET | `/v1/jobs` | reader |\n| POST | `/v1/schedules` | producer |\n")
+    assert [q for _, _, q in asked(doc)][:4] == [
+        "What is token?", "What is `/v1/queues` for?", "What is the method of `/v1/queues`?",
+        "What is the role of `/v1/queues`?"]
+    assert len(candidates(doc)) == 1 + 3 * 3
+    assert candidates(doc)[-1].answer == "producer"
+    assert candidates(doc)[-1].quote == "| POST | `/v1/schedules` | producer |"
+    doc = Document("dup.md", "Dup", "| Method | Role |\n|---|---|\n| GET | reader |\n"
+                   "| GET | admin |\n")
+    assert candidates(doc) == []  # no column names one row
 
 
 def test_heading_forms():

@@ -60,17 +60,17 @@ FACTUAL, PROCEDURAL, IDENTIFIER, SEMANTIC = "factual", "procedural", "identifier
 KINDS = (FACTUAL, PROCEDURAL, IDENTIFIER, SEMANTIC)
 DOCS = "the documentation"
 TEMPLATES = {  # the question written per structure ("template" of a Candidate)
-    "faq": "{question}",
-    "how_do_i": "How do I {verb_phrase}?",
+    "faq": "{x}",
+    "how_do_i": "How do I {x}?",
     "what_is": "What is {x}?",
     "what_is_the": "What is the {x}?",
     "what_are": "What are {x}?",
     "say_about": "What does " + DOCS + " say about {x}?",
-    "term_means": "What does {term} mean?",
-    "error_means": "What does error {code} mean?",
-    "code_does": "What does {code} do?",
-    "code_for": "What is {code} for?",
-    "cell": "What is the {column} of {key}?",
+    "term_means": "What does {x} mean?",
+    "error_means": "What does error {x} mean?",
+    "code_does": "What does {x} do?",
+    "code_for": "What is {x} for?",
+    "cell": "What {are} the {column} of {x}?",
     "steps_for": "What are the steps for {x}?",
 }
 # Headings that name a part of a page, not a topic: their numbered list is asked for by the
@@ -118,8 +118,8 @@ _MARKER = re.compile(r"^\s*(?:[-+*]|\d{1,9}[.)])\s+")
 # ``**Term**: text``, ``**Term:** text``, ``**Term** — text``; group 1 the term as written
 _BOLD_LEAD = re.compile(r"^(\*\*|__)(?P<term>(?:(?!\1).)+?)\1\s*(?P<sep>[:—–]|-(?=\s))?\s*")
 # ``Term`` / `` `cmd` `` / ``BD-3002`` then a separator and the description
-_CODE_LEAD = re.compile(r"^(?P<term>`[^`\n]+`|[A-Z][A-Z0-9]{0,5}-\d{2,6})\s*(?:[:—–]|-(?=\s))\s*"
-                        r"(?=\S)")
+_CODE_LEAD = re.compile(r"^(?P<term>`[^`\n]+`|[A-Z][A-Z0-9]{0,5}-\d{2,6})\s*"
+                        r"(?:[:—–]|-(?=\s))\s*(?=\S)")
 _EMPTY_CELLS = frozenset({"-", "—", "none", "n/a", "see below"})
 _DEFINITION_HEADERS = (frozenset({"term", "name", "word", "concept"}),
                        frozenset({"definition", "meaning", "description"}))
@@ -129,8 +129,8 @@ def prompt_sha256() -> str:
     """sha256 of the question templates and the word lists that choose them: the file's record
     of which template set wrote its questions (the ``prompt_sha256`` of an LLM generator)."""
     text = json.dumps([TEMPLATES, sorted(GENERIC), sorted(IMPERATIVES), sorted(AUXILIARIES),
-                       sorted(PHRASE_WORDS), sorted(NOT_GERUNDS), sorted(NOUN_ENDS), sorted(ADMONITIONS), CODE.pattern,
-                       DOCS])
+                       sorted(PHRASE_WORDS), sorted(NOT_GERUNDS), sorted(NOUN_ENDS),
+                       sorted(ADMONITIONS), CODE.pattern])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -200,6 +200,11 @@ def _plural(word: str) -> bool:
     return len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is", "'s"))
 
 
+def _ask(template: str, kind: str, x: str, **parts: str) -> tuple[str, str, str]:
+    """``(template, kind, question)``: ``TEMPLATES[template]`` filled with ``x`` and ``parts``."""
+    return template, kind, TEMPLATES[template].format(x=x, **parts)
+
+
 def _normalised_question(text: str) -> str:
     """A question as the author wrote it: one ``?`` at the end, first letter upper case."""
     text = text.rstrip(" ?.") + "?"
@@ -221,9 +226,9 @@ def heading_question(title: str, kept: frozenset[str] = frozenset()
         question = _normalised_question(text)
         kind = PROCEDURAL if re.match(r"how (do|can|should) (i|we|you)\b", question, re.I) \
             else FACTUAL
-        return "faq", kind, question
+        return _ask("faq", kind, question)
     if first == "how" and second == "to" and len(tokens) > 2:
-        return "how_do_i", PROCEDURAL, f"How do I {' '.join(tokens[2:])}?"
+        return _ask("how_do_i", PROCEDURAL, " ".join(tokens[2:]))
     if CODE.fullmatch(text) or re.fullmatch(r"`[^`]+`", text):
         return identifier_question(text)
     if first in PHRASE_WORDS - ARTICLES:  # "With curl", "Before you start": part of a page
@@ -234,19 +239,17 @@ def heading_question(title: str, kept: frozenset[str] = frozenset()
                 or first in IMPERATIVES):
         head = verb(first) if first.endswith("ing") and first not in IMPERATIVES else first
         rest = " ".join("my" if t.lower() == "your" else t for t in tokens[1:])
-        return "how_do_i", PROCEDURAL, f"How do I {head} {rest}?"
+        return _ask("how_do_i", PROCEDURAL, f"{head} {rest}")
     if first in ARTICLES and len(tokens) > 1:
         tokens, first = tokens[1:], second
     phrase = _lower_first(" ".join(tokens), kept)
     lowered = {t.lower().strip(",;:") for t in tokens}
     if len(tokens) > 4 or lowered & PHRASE_WORDS or first in WH or re.search(r"[(\[:,]", text) \
             or (len(tokens) == 1 and first.endswith("ing") and first not in NOT_GERUNDS):
-        return "say_about", FACTUAL, f"What does {DOCS} say about {_lower_first(text, kept)}?"
+        return _ask("say_about", FACTUAL, _lower_first(text, kept))
     if _plural(tokens[-1]):
-        return "what_are", FACTUAL, f"What are {phrase}?"
-    if len(tokens) == 1:
-        return "what_is", FACTUAL, f"What is {phrase}?"
-    return "what_is_the", FACTUAL, f"What is the {phrase}?"
+        return _ask("what_are", FACTUAL, phrase)
+    return _ask("what_is" if len(tokens) == 1 else "what_is_the", FACTUAL, phrase)
 
 
 def identifier_question(term: str) -> tuple[str, str, str]:
@@ -255,10 +258,9 @@ def identifier_question(term: str) -> tuple[str, str, str]:
     `` `--yes` ``), or any other code span (a key: `` `lease_timeout` ``)."""
     bare = term.strip("`")
     if CODE.fullmatch(bare):
-        return "error_means", IDENTIFIER, f"What does error {bare} mean?"
-    if " " in bare or bare.startswith("-"):
-        return "code_does", IDENTIFIER, f"What does {term} do?"
-    return "code_for", IDENTIFIER, f"What is {term} for?"
+        return _ask("error_means", IDENTIFIER, bare)
+    return _ask("code_does" if " " in bare or bare.startswith("-") else "code_for", IDENTIFIER,
+                term)
 
 
 def term_question(term: str, kept: frozenset[str] = frozenset()
@@ -271,10 +273,9 @@ def term_question(term: str, kept: frozenset[str] = frozenset()
     if CODE.fullmatch(text) or (text.startswith("`") and " " in text.strip("`")):
         return identifier_question(text)
     phrase = _lower_first(text, kept)
-    if len(text.split()) == 1:
-        return ("what_are", FACTUAL, f"What are {phrase}?") if _plural(text) else \
-            ("what_is", FACTUAL, f"What is {phrase}?")
-    return "term_means", FACTUAL, f"What does {phrase} mean?"
+    if len(text.split()) > 1:
+        return _ask("term_means", FACTUAL, phrase)
+    return _ask("what_are" if _plural(text) else "what_is", FACTUAL, phrase)
 
 
 def command(title: str, blocks: Sequence[markdown.Block]) -> str | None:
@@ -304,9 +305,12 @@ class _Section:
 
 
 def _sections(doc: Document) -> Iterator[_Section]:
+    """Each heading's own blocks, and first the blocks before the first heading (no title)."""
     found = markdown.blocks(doc.text)
     heads = [i for i, b in enumerate(found) if b.kind == "heading"]
     paths = [s.path for s in outline(doc)]
+    if not heads or heads[0] > 0:
+        yield _Section((), "", tuple(found[:heads[0] if heads else len(found)]))
     for n, i in enumerate(heads):
         stop = heads[n + 1] if n + 1 < len(heads) else len(found)
         yield _Section(paths[n], found[i].title, tuple(found[i + 1:stop]))
@@ -362,11 +366,14 @@ class _Reader:
         self.doc, self.skip, self.out = doc, skip, []
         self.names = names(doc.text)
 
-    def add(self, start: int, end: int, question: str, kind: str, template: str,
+    def add(self, start: int, end: int, asked: tuple[str, str, str],
             answer: str | None = None) -> None:
+        """A candidate asking ``asked`` (``(template, kind, question)``) with the text at
+        ``[start, end)``, stripped, as its quote, and ``answer`` (default: the quote, plain)."""
+        template, kind, question = asked
         quote = self.doc.text[start:end].strip()
         start += len(self.doc.text[start:end]) - len(self.doc.text[start:end].lstrip())
-        if not quote or not question:
+        if not quote:
             return
         answer = answer if answer is not None else markdown.plain(quote)
         self.out.append(Candidate(self.doc.doc_id, start, quote, question, answer, kind,
@@ -395,18 +402,18 @@ class _Reader:
             if steps and inline(sec.title).casefold() in GENERIC and len(sec.path) > 1:
                 parent = heading_question(sec.path[-2], self.names)
                 if parent and parent[0] == "how_do_i":
-                    self.add(*steps, parent[2], PROCEDURAL, "how_do_i")
+                    self.add(*steps, parent)
                 else:
                     x = _lower_first(heading_text(sec.path[-2]), self.names)
-                    self.add(*steps, f"What are the steps for {x}?", PROCEDURAL, "steps_for")
+                    self.add(*steps, _ask("steps_for", PROCEDURAL, x))
             return
         template, kind, question = asked
         if kind == PROCEDURAL and steps:
-            self.add(*steps, question, kind, template)
+            self.add(*steps, asked)
         elif paragraph is not None and not _leads(paragraph.text):
             quote = text[paragraph.start:paragraph.end]
-            self.add(paragraph.start, paragraph.end, question,
-                     paraphrased(kind, question, quote), template)
+            self.add(paragraph.start, paragraph.end,
+                     (template, paraphrased(kind, question, quote), question))
 
     def _lead(self, block: markdown.Block, blocks: list[markdown.Block]) -> None:
         """A paragraph or list item that starts by naming what it defines: ``**Term**: ...``,
@@ -420,7 +427,7 @@ class _Reader:
         if block.kind == "paragraph" and len(lines) > 1 and lines[1].startswith(": ") \
                 and lines[0].strip():
             start = block.start + len(lines[0]) + 3
-            self.add(start, block.end, *_swap(term_question(lines[0], self.names)))
+            self.add(start, block.end, term_question(lines[0], self.names))
             return
         bold, code = _BOLD_LEAD.match(body), _CODE_LEAD.match(body)
         if bold:
@@ -435,14 +442,14 @@ class _Reader:
                         return
                     rest, end = after[0].start, after[0].end
                 question = _normalised_question(inline(term))
-                self.add(rest, end, question, paraphrased(
-                    FACTUAL, question, self.doc.text[rest:end]), "faq")
+                kind = paraphrased(FACTUAL, question, self.doc.text[rest:end])
+                self.add(rest, end, ("faq", kind, question))
             elif (bold.group("sep") or term.endswith(":")) and \
                     term.rstrip(":").casefold() not in ADMONITIONS:
-                self.add(rest, block.end, *_swap(term_question(term.rstrip(":"), self.names)))
+                self.add(rest, block.end, term_question(term.rstrip(":"), self.names))
         elif code:
             self.add(block.start + at + code.end(), block.end,
-                     *_swap(identifier_question(code.group("term"))))
+                     identifier_question(code.group("term")))
 
     def _table(self, block: markdown.Block) -> None:
         """A glossary table (``Term`` and ``Definition`` columns): ``What is <term>?`` with the
@@ -464,7 +471,7 @@ class _Reader:
                 if col < len(cells) and cells[col] and inline(cells[0]):
                     cell_at = at + row.index(cells[col], row.index(cells[0]) + len(cells[0]))
                     self.add(cell_at, cell_at + len(cells[col]),
-                             *_swap(term_question(cells[0], self.names)),
+                             term_question(cells[0], self.names),
                              answer=markdown.plain(cells[col]))
             return
         keys = [[inline(c) for c in cells] for _, _, cells in rows]
@@ -477,7 +484,7 @@ class _Reader:
             if not re.search(r"[^\W\d_]", key):
                 continue  # a bare number names nothing without its column
             if CODE.fullmatch(key) or (key.startswith("`") and key.endswith("`")):
-                self.add(at, at + len(row), *_swap(identifier_question(key)),
+                self.add(at, at + len(row), identifier_question(key),
                          answer=markdown.row_text(row))
             for j, (column, cell) in enumerate(zip(header, cells)):
                 column = re.sub(r"\s*\([^)]*\)", "", column).strip()
@@ -487,14 +494,8 @@ class _Reader:
                         not 0 < len(words) <= 3 or set(words) & (WH | PHRASE_WORDS - {"or"}):
                     continue
                 are = "are" if _plural(words[-1]) else "is"
-                self.add(at, at + len(row), f"What {are} the {column} of {key}?", FACTUAL,
-                         "cell", answer=value)
-
-
-def _swap(asked: tuple[str, str, str]) -> tuple[str, str, str]:
-    """``(template, kind, question)`` -> ``(question, kind, template)``, as ``add`` takes them."""
-    template, kind, question = asked
-    return question, kind, template
+                self.add(at, at + len(row), _ask("cell", FACTUAL, key, are=are, column=column),
+                         answer=value)
 
 
 def candidates(doc: Document, skip: frozenset[str] = frozenset()) -> list[Candidate]:
