@@ -202,7 +202,7 @@ def test_text_before_any_heading_and_a_table_keyed_by_its_distinct_column():
     assert candidates(doc)[-1].answer == "producer"
     assert candidates(doc)[-1].quote == "| POST | `/v1/schedules` | producer |"
     doc = Document("dup.md", "Dup", "| Method | Role |\n|---|---|\n| GET | reader |\n"
-                   "| GET | admin |\n")
+                   "| POST | reader |\n| GET | admin |\n")
     assert candidates(doc) == []  # no column names one row
 
 
