@@ -351,11 +351,12 @@ _TEMPLATE_WORDS = frozenset(content_words(" ".join(TEMPLATES.values())))
 
 def paraphrased(kind: str, question: str, quote: str) -> str:
     """``semantic`` for a ``factual`` question of two or more words of its own (not the
-    template's) that shares at most ``MAX_SEMANTIC_OVERLAP`` content words with its quote: the
-    author answered it in other words. Any other question keeps ``kind``."""
-    own = content_words(question) - _TEMPLATE_WORDS
-    return SEMANTIC if kind == FACTUAL and len(own) >= 2 and \
-        len(own & content_words(quote)) <= MAX_SEMANTIC_OVERLAP else kind
+    template's) that shares at most ``MAX_SEMANTIC_OVERLAP`` content words with its quote (the
+    rule ``questions check`` holds a semantic question to): the author answered it in other
+    words. Any other question keeps ``kind``."""
+    words = content_words(question)
+    return SEMANTIC if kind == FACTUAL and len(words - _TEMPLATE_WORDS) >= 2 and \
+        len(words & content_words(quote)) <= MAX_SEMANTIC_OVERLAP else kind
 
 
 class _Reader:
