@@ -229,11 +229,24 @@ def test_heading_forms():
     assert q("Steps") is None and q("With curl") is None and q("  ") is None
 
 
+def test_term_forms():
+    q = structure.term_question
+    assert q("**Quorum**") == ("what_is", "factual", "What is quorum?")
+    assert q("Identity checks") == ("what_are", "factual", "What are identity checks?")
+    assert q("Full jitter") == ("term_means", "factual", "What does full jitter mean?")
+    assert q("Imports and lookups at start")[2] == \
+        "What does the documentation say about imports and lookups at start?"
+    assert q("Which configuration wins") == ("faq", "factual", "Which configuration wins?")
+    assert q("`brindled`") == ("what_is", "factual", "What is `brindled`?")
+    assert q("Raft", frozenset({"Raft"}))[2] == "What is Raft?"
+
+
 def test_gerunds_to_verbs():
     pairs = {"Rotating": "rotate", "running": "run", "telling": "tell", "enqueueing": "enqueue",
              "creating": "create", "writing": "write", "producing": "produce", "using": "use",
              "extending": "extend", "configuring": "configure", "handling": "handle",
-             "upgrading": "upgrade", "editing": "edit", "debugging": "debug", "adding": "add"}
+             "upgrading": "upgrade", "editing": "edit", "debugging": "debug", "adding": "add",
+             "embedding": "embed"}
     assert {g: verb(g) for g in pairs} == pairs
 
 

@@ -96,7 +96,8 @@ WH = frozenset("what when where which who whom whose why how".split())
 # Words that make a noun heading a phrase read better as "say about" than as "What is".
 PHRASE_WORDS = frozenset(
     """a an the and or of for with without between in on to from by when while after before
-    versus vs if not into over under via you we your our will that which who""".split())
+    versus vs if not into over under via you we your our will that which who against beside
+    about across at through within per as than""".split())
 ARTICLES = frozenset({"the", "a", "an"})
 # Last words that make "Rolling upgrade procedure" a noun phrase, not an instruction.
 NOUN_ENDS = frozenset("procedure process guide checklist policy strategy mode window".split())
@@ -111,7 +112,8 @@ _E_DROPPED = re.compile(r"(?:[^aeiou][aeiou][cvzgskb]|[aeiou]{2}s|[^aeiou][aiu]l
                         r"[^aeiou](?:at|et|ur|id|ud|in|ad|un)|uir|rc|rv|lv|rs|rg|dg|ang|yp)$")
 _IRREGULAR = {"us": "use", "creat": "create", "writ": "write", "rewrit": "rewrite",
               "overwrit": "overwrite", "invit": "invite", "restor": "restore", "stor": "store",
-              "ignor": "ignore", "explor": "explore", "focus": "focus", "signal": "signal"}
+              "ignor": "ignore", "explor": "explore", "focus": "focus", "signal": "signal",
+              "add": "add"}
 _EDGE_SYMBOLS = re.compile(r"^[^\w`(\[-]+|[\s.:;,!…]+$")
 _ORDERED = re.compile(r"^\s{0,3}\d{1,9}[.)](\s|$)")
 _MARKER = re.compile(r"^\s*(?:[-+*]|\d{1,9}[.)])\s+")
@@ -120,6 +122,7 @@ _BOLD_LEAD = re.compile(r"^(\*\*|__)(?P<term>(?:(?!\1).)+?)\1\s*(?P<sep>[:—–
 # ``Term`` / `` `cmd` `` / ``BD-3002`` then a separator and the description
 _CODE_LEAD = re.compile(r"^(?P<term>`[^`\n]+`|[A-Z][A-Z0-9]{0,5}-\d{2,6})\s*"
                         r"(?:[:—–]|-(?=\s))\s*(?=\S)")
+_NOUNS = re.compile(r"[^\W\d_]+(?:[ -][^\W\d_]+)*")  # a column header that is words alone
 _EMPTY_CELLS = frozenset({"-", "—", "none", "n/a", "see below"})
 _DEFINITION_HEADERS = (frozenset({"term", "name", "word", "concept"}),
                        frozenset({"definition", "meaning", "description"}))
@@ -169,12 +172,12 @@ def heading_text(title: str) -> str:
 def verb(gerund: str) -> str:
     """The base form of an English ``-ing`` word, lower case: ``Rotating`` -> ``rotate``,
     ``running`` -> ``run``, ``telling`` -> ``tell``, ``enqueueing`` -> ``enqueue``. A heuristic:
-    a doubled final consonant undone (not l, s, f, z, d), an ``e`` restored after the endings
+    a doubled final consonant undone (not l, s, f, z), an ``e`` restored after the endings
     that drop it (``_E_DROPPED``), ``_IRREGULAR`` for the rest."""
     stem = gerund.lower()[:-3]
     if stem in _IRREGULAR:
         return _IRREGULAR[stem]
-    if len(stem) >= 3 and stem[-1] == stem[-2] and stem[-1] not in "aeiouylsfzd":
+    if len(stem) >= 3 and stem[-1] == stem[-2] and stem[-1] not in "aeiouylsfz":
         return stem[:-1]
     return stem + "e" if _E_DROPPED.search(stem) else stem
 
@@ -266,16 +269,23 @@ def identifier_question(term: str) -> tuple[str, str, str]:
 def term_question(term: str, kept: frozenset[str] = frozenset()
                   ) -> tuple[str, str, str]:
     """``(template, kind, question)`` for a defined term as written inline (a glossary row's
-    first cell, a bold term): identifiers as :func:`identifier_question`; one word or code
-    ``What is <term>?`` (``What are`` for a plural); several words ``What does <term> mean?``.
-    ``kept``: names, as for :func:`heading_question`."""
+    first cell, a bold term): identifiers as :func:`identifier_question`; a wh-phrase as the
+    question it is; one word or code ``What is <term>?``, a plural ``What are <terms>?``,
+    several words ``What does <term> mean?``, a phrase (a preposition, a conjunction, five or
+    more words) ``What does the documentation say about <term>?``. ``kept``: names, as for
+    :func:`heading_question`."""
     text = inline(term)
     if CODE.fullmatch(text) or (text.startswith("`") and " " in text.strip("`")):
         return identifier_question(text)
+    tokens = text.split()
+    if tokens[0].lower() in WH:  # "**Which configuration wins**:" asks its own question
+        return _ask("faq", FACTUAL, _normalised_question(text))
     phrase = _lower_first(text, kept)
-    if len(text.split()) > 1:
-        return _ask("term_means", FACTUAL, phrase)
-    return _ask("what_are" if _plural(text) else "what_is", FACTUAL, phrase)
+    if len(tokens) > 4 or {t.lower() for t in tokens} & PHRASE_WORDS:
+        return _ask("say_about", FACTUAL, phrase)
+    if _plural(tokens[-1]):
+        return _ask("what_are", FACTUAL, phrase)
+    return _ask("what_is" if len(tokens) == 1 else "term_means", FACTUAL, phrase)
 
 
 def command(title: str, blocks: Sequence[markdown.Block]) -> str | None:
@@ -455,9 +465,10 @@ class _Reader:
     def _table(self, block: markdown.Block) -> None:
         """A glossary table (``Term`` and ``Definition`` columns): ``What is <term>?`` with the
         definition cell as evidence. Any other table: its key column is the first whose cells
-        differ row to row; per row, a key that is an identifier (an error code, a code span) is
-        asked for with the row as evidence, and each other column whose header is a short noun
-        phrase as ``What is the <column> of <key>?``, the row as evidence."""
+        differ row to row; per row whose key is a name (it starts with a letter or a code span,
+        at most six words), a key that is an identifier (an error code, a code span) is asked
+        for with the row as evidence, and each other column whose header is a noun phrase of at
+        most three words as ``What is the <column> of <key>?``, the row as evidence."""
         lines = block.text.split("\n")
         if len(lines) < 3:
             return
@@ -482,8 +493,8 @@ class _Reader:
             return
         for (at, row, cells), texts in zip(rows, keys):
             key = texts[key_col]
-            if not re.search(r"[^\W\d_]", key):
-                continue  # a bare number names nothing without its column
+            if not re.match(r"[^\W\d_]|`", key) or len(key.split()) > 6:
+                continue  # a number names nothing without its column; a sentence is no key
             if CODE.fullmatch(key) or (key.startswith("`") and key.endswith("`")):
                 self.add(at, at + len(row), identifier_question(key),
                          answer=markdown.row_text(row))
@@ -492,7 +503,8 @@ class _Reader:
                 value = markdown.plain(cell)
                 words = column.split()
                 if j == key_col or not value or value.casefold() in _EMPTY_CELLS or \
-                        not 0 < len(words) <= 3 or set(words) & (WH | PHRASE_WORDS - {"or"}):
+                        not 0 < len(words) <= 3 or set(words) & (WH | PHRASE_WORDS - {"or"}) \
+                        or not _NOUNS.fullmatch(column):
                     continue
                 are = "are" if _plural(words[-1]) else "is"
                 self.add(at, at + len(row), _ask("cell", FACTUAL, key, are=are, column=column),
