@@ -13,7 +13,7 @@ export TOKENIZERS_PARALLELISM := false
 SOURCES := 'dataset.questions=[$${ragexp.example:handbook/golden},$${ragexp.example:handbook/golden/generated}]'
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast check-golden run sweep tables report hero walkthrough own-docs bench bench-scale architecture ui screenshot gate questions clean
+.PHONY: help install test test-fast check-golden run sweep tables report hero walkthrough own-docs bench bench-scale architecture ui screenshot gate questions structure-questions clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ check-golden: ## validate the golden set against the corpus and print counts per
 
 questions: ## regenerate the handbook's generated questions golden/generated/known_item.jsonl (400 known_item, seed 0), its run line and the noise term's cost in docs/questions.md
 	$(BIN)/python -m tools.generated_questions --readme docs/questions.md
+
+structure-questions: ## regenerate golden/structure/structure.jsonl (150 structure questions of the handbook, seed 0) and its examples in docs/questions.md
+	$(BIN)/python -m tools.structure_examples --readme docs/questions.md
 
 run: ## one experiment on the defaults
 	$(BIN)/python -m ragexp

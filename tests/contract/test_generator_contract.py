@@ -1,5 +1,5 @@
 """Every question generator meets the ``Generator`` contract (``contracts``): ``known_item``,
-and ``llm`` against the fake endpoint of ``fake_llm`` (``GenerationFake``)."""
+``structure``, and ``llm`` against the fake endpoint of ``fake_llm`` (``GenerationFake``)."""
 
 import pytest
 from contract.contracts import GeneratorContract
@@ -8,6 +8,7 @@ from fake_llm import KEY, GenerationFake
 from ragexp.answer.llm import Endpoint
 from ragexp.generate.known_item import KnownItemGenerator
 from ragexp.generate.llm_questions import LLMGenerator
+from ragexp.generate.structure import StructureGenerator
 from ragexp.records import Document
 
 
@@ -19,6 +20,16 @@ class TestKnownItem(GeneratorContract):
 class TestKnownItemDiscriminative(GeneratorContract):
     def get_generator(self):
         return KnownItemGenerator(strategy="discriminative", lam=0.3)
+
+
+class TestStructure(GeneratorContract):
+    def get_generator(self):
+        return StructureGenerator()
+
+
+class TestStructureOnePerSection(GeneratorContract):
+    def get_generator(self):
+        return StructureGenerator(per_section=1)
 
 
 class TestLLM(GeneratorContract):

@@ -27,7 +27,8 @@ BLOCKS = {"tools.write_tables": ("golden", "results"), "tools.walkthrough": ("wa
           "tools.owndocs": ("own-docs",), "tools.bench": ("bench",),
           "tools.bench_phases": ("phases",),
           "tools.bench_scale": ("bench-scale",),
-          "tools.generated_questions": ("generated", "noise")}
+          "tools.generated_questions": ("generated", "noise"),
+          "tools.structure_examples": ("structure",)}
 # Blocks the README holds (written by ``make tables --readme README.md``): the one result a
 # newcomer reads before any docs page, the hand-written and generated questions side by side.
 README_BLOCKS = ("sources",)

@@ -12,7 +12,7 @@ from pathlib import Path
 from ragexp.cli import helptext
 from ragexp.errors import RagexpError, counted, path_problem
 
-GENERATORS = ("known_item", "llm")
+GENERATORS = ("known_item", "structure", "llm")
 
 
 def documents(dataset_cfg) -> list:
@@ -201,8 +201,10 @@ def add_parser(sub) -> None:
                         "(a rerun continues the file)",
                         formatter_class=helptext.Defaults)
     g.add_argument("--generator", choices=GENERATORS, default="known_item",
-                   help="known_item: simulated known-item queries, offline; llm: an "
-                        "OpenAI-compatible model (llm.* settings)")
+                   help="known_item: simulated known-item queries, offline; structure: "
+                        "questions from a markdown corpus's headings, definitions, tables, "
+                        "steps and FAQ, offline; llm: an OpenAI-compatible model (llm.* "
+                        "settings)")
     g.add_argument("--n", type=int, default=100, help="questions the file should hold")
     g.add_argument("--seed", type=int, default=0, help="seed of the passage sample and draws")
     g.add_argument("--kinds", nargs="+", metavar="KIND",

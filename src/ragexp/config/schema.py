@@ -36,6 +36,7 @@ from ragexp.data.units import UNITS
 from ragexp.evaluation.measures import DEFAULT_NAMES
 from ragexp.generate.known_item import KnownItemGenerator
 from ragexp.generate.llm_questions import LLMGenerator
+from ragexp.generate.structure import StructureGenerator
 from ragexp.index import ann
 from ragexp.index.bm25 import BM25Params
 from ragexp.index.embedders import FastEmbedEmbedder, HashEmbedder
@@ -265,6 +266,7 @@ class Config:
 
 
 KnownItemGeneratorConf = settings.schema(KnownItemGenerator, "KnownItemGeneratorConf")
+StructureGeneratorConf = settings.schema(StructureGenerator, "StructureGeneratorConf")
 
 
 # ``generator=llm``: the fields of ``generate.llm_questions.LLMGenerator``, its ``llm`` keys
@@ -288,7 +290,8 @@ class QuestionsConfig:
     progress: bool = True
 
 
-GENERATORS = {"known_item": KnownItemGeneratorConf, "llm": LLMGeneratorConf}
+GENERATORS = {"known_item": KnownItemGeneratorConf, "structure": StructureGeneratorConf,
+              "llm": LLMGeneratorConf}
 
 
 SCHEMAS = {

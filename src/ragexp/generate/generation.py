@@ -1,10 +1,10 @@
 """The generation loop: sample passages, ask a generator, filter, append, summarise.
 
-A generator (``known_item``, ``llm_questions``) turns a batch of :class:`~passages.Job` into,
-per job, a question record or the reason none came; this loop labels every identical copy of
-its evidence in other documents and checks every record (``filters``), gives it an id and its
-provenance, and appends it to the output file (``outfile``) until ``n`` questions are in the
-file or every job has been asked.
+A generator (``known_item``, ``structure``, ``llm_questions``) turns a batch of
+:class:`~passages.Job` into, per job, a question record or the reason none came; this loop
+labels every identical copy of its evidence in other documents and checks every record
+(``filters``), gives it an id and its provenance, and appends it to the output file
+(``outfile``) until ``n`` questions are in the file or every job has been asked.
 """
 
 from __future__ import annotations

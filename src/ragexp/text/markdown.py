@@ -196,14 +196,18 @@ def _blocks(text: str) -> tuple[Block, ...]:
     return tuple(out)
 
 
-def plain(inline: str) -> str:
+def plain(inline: str, code: bool = False) -> str:
     """The text a person reads in a line of inline markdown: emphasis, code spans, links and
     images rendered to their text (``**14 days**`` -> ``14 days``, ```` `brindle` ```` ->
     ``brindle``, ``[docs](http://x)`` -> ``docs``, an image to its alt text), inline HTML tags
-    dropped, backslash escapes and entities resolved, whitespace collapsed."""
+    dropped, backslash escapes and entities resolved, whitespace collapsed. ``code=True`` keeps
+    a code span's backticks (```` `brindle` ````), as a question written from it quotes it."""
     parts: list[str] = []
     for tok in _parser().parseInline(inline)[0].children or []:
-        if tok.type in ("text", "code_inline"):
+        if tok.type == "code_inline" and code:
+            tick = "``" if "`" in tok.content else "`"
+            parts.append(f"{tick}{tok.content}{tick}")
+        elif tok.type in ("text", "code_inline"):
             parts.append(tok.content)
         elif tok.type == "image":
             parts.append("".join(c.content for c in tok.children or []))
@@ -271,9 +275,16 @@ def row_text(row: str) -> str:
     (``| `segment_size` | size |`` -> ``segment_size | size``); a delimiter row gives ``""``."""
     if _DELIMITER_ROW.match(row):
         return ""
-    cells = re.split(r"(?<!\\)\|", row.strip())
-    if cells and not cells[0].strip():
-        cells = cells[1:]
-    if cells and not cells[-1].strip():
-        cells = cells[:-1]
-    return " | ".join(plain(c.replace("\\|", "|")) for c in cells)
+    return " | ".join(plain(c.replace("\\|", "|")) for c in cells(row))
+
+
+def cells(row: str) -> list[str]:
+    """A table row's cells as written, each stripped (``| `a` | b |`` -> ``["`a`", "b"]``):
+    split at the pipes that are not escaped (``\\|`` stays in its cell), the empty cell before
+    a leading pipe and after a trailing one dropped."""
+    found = re.split(r"(?<!\\)\|", row.strip())
+    if found and not found[0].strip():
+        found = found[1:]
+    if found and not found[-1].strip():
+        found = found[:-1]
+    return [c.strip() for c in found]
