@@ -93,8 +93,9 @@ def cmd_compare(args) -> int:
         tab, results = compare.with_baseline(df, tab, args.baseline, measures, args.correction)
     print(compare.render(tab, args.format))
     if args.parent and args.format == "markdown":
-        for line in _sources_lines(df):
-            print(f"\n{line}" if line.startswith("by source") else line)
+        certificate = _certificate_lines(args.parent, df)
+        if certificate:
+            print("\n" + "\n".join(certificate))
     if results and args.format == "markdown":
         print("\nPaired tests per measure and question kind:\n")
         print(compare.render(significance.long_table(results, compare.run_labels(df))))
@@ -114,19 +115,16 @@ def cmd_compare(args) -> int:
     return 0
 
 
-def _sources_lines(df) -> list[str]:
-    """How the sources of a sweep's questions agree (``decide.sources``): nothing when its
-    questions have one source."""
+def _certificate_lines(parent_id: str, df) -> list[str]:
+    """The certificate of sweep ``parent_id``'s question sets (``decide.sources.sweep_lines``):
+    the one it recorded, else computed from its runs ``df``."""
     # defer heavy import
     from ragexp.decide import compare, sources
 
     tables = {r: compare.per_question(r) for r in df["run_id"]}
     objective = str(df["params.objective"].iloc[0]) if "params.objective" in df else "nDCG@10"
-    deciding = compare.deciding_source(df)
-    chosen = sources.choices(tables, objective)
-    return sources.lines(chosen, sources.agreement(chosen), compare.run_labels(df), objective,
-                         deciding)
-
+    return sources.sweep_lines(parent_id, tables, objective, compare.deciding_source(df),
+                               compare.run_labels(df))
 
 
 def _rule(args, promoting: bool, non_inferior: bool = False):
