@@ -305,7 +305,9 @@ def lines(cert: Certificate, label: Mapping[str, str]) -> list[str]:
             cover = (f"; covers {', '.join(shown)}" if shown else "") + (
                 f" ({s.coverage.note})" if s.coverage.note else "")
         pairs, told = len(r.ordered), sum(1 for v in r.ordered.values() if v)
-        out.append(f"{s.source}: {counted(s.n, 'question')} ({kinds}){cover}; split-half tau "
+        size = counted(r.scored, "question") + (
+            f" scored on {obj} of {s.n}" if r.scored != s.n else "")
+        out.append(f"{s.source}: {size} ({kinds}){cover}; split-half tau "
                    f"{_interval(r.split_half)}; {told} of {counted(pairs, 'pair')} told apart; "
                    f"best {name(r.best)}, {len(r.tied)} of {len(s.runs)} tied with it: "
                    f"{s.verdict} ({s.why})")
@@ -336,15 +338,15 @@ def flag_lines(cert: Certificate) -> list[str]:
     and why; a warning instead when ``objective_source`` names it (or ``all``)."""
     obj, out = cert.objective, []
     for p in cert.flagged():
-        b = cert.sources[p.b]
+        size = counted(cert.sources[p.b].rankings[obj].scored, "question")
         why = (f"tau {_interval(p.measures[obj].tau)} with your questions, below their own "
                f"split-half agreement {cert.sources[p.a].rankings[obj].split_half.median:.2f}")
         if cert.deciding in (p.b, ALL_SOURCES):
-            out.append(f"warning: {p.b} ({counted(b.n, 'question')}) disagrees with your "
+            out.append(f"warning: {p.b} ({size}) disagrees with your "
                        f"questions ({why}), and objective_source={cert.deciding} decides on "
                        f"them: set objective_source={HAND} to decide on yours")
         else:
-            out.append(f"{p.b} ({counted(b.n, 'question')}) not used: {why}")
+            out.append(f"{p.b} ({size}) not used: {why}")
     return out
 
 
@@ -368,7 +370,8 @@ def metrics(cert: Certificate) -> dict[str, float]:
             out.update({f"{key}.split_half_median": r.split_half.median,
                         f"{key}.split_half_p05": r.split_half.low,
                         f"{key}.split_half_p95": r.split_half.high,
-                        f"{key}.power": r.power, f"{key}.tied_with_best": float(len(r.tied))})
+                        f"{key}.power": r.power, f"{key}.tied_with_best": float(len(r.tied)),
+                        f"{key}.scored": float(r.scored)})
             if r.ordered is not None:
                 out[f"{key}.pairs_told_apart"] = float(sum(1 for v in r.ordered.values() if v))
     for p in cert.pairs:
@@ -465,7 +468,7 @@ def summary(cert: Certificate) -> list[str]:
     """The certificate in a few short lines (the README's): each source's size and verdict,
     each pair's tau with its interval, and each source not used to decide."""
     obj = cert.objective
-    out = ["; ".join(f"{s.source}: {counted(s.n, 'question')}, {s.verdict}"
+    out = ["; ".join(f"{s.source}: {counted(s.rankings[obj].scored, 'question')}, {s.verdict}"
                      for s in cert.sources.values())]
     out += [f"{p.a} vs {p.b}: tau {_interval(p.measures[obj].tau)} ({obj})"
             for p in cert.pairs if obj in p.measures]

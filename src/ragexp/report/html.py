@@ -321,8 +321,10 @@ def certificate_section(data: SweepData, labels, method: str) -> list[str]:
                            for k, what in (("docs", "documents"), ("sections", "sections"))
                            if cover.get(k) is not None and cover.get(k + "_total"))
         half = r["split_half"]
-        cells = [f'<td class="l">{esc(name)}</td>', num(f"cert|{name}|questions", s["questions"],
-                                                        text=str(s["questions"])),
+        size = str(r["scored"]) + (f' of {s["questions"]}' if r["scored"] != s["questions"]
+                                   else "")
+        cells = [f'<td class="l">{esc(name)}</td>',
+                 num(f"cert|{name}|questions", r["scored"], text=size),
                  f'<td class="l">{esc(", ".join(f"{k} {v}" for k, v in s["kinds"].items()))}'
                  f"</td>",
                  f'<td class="l">{esc(shares or cover.get("note") or "–")}</td>',
@@ -338,7 +340,8 @@ def certificate_section(data: SweepData, labels, method: str) -> list[str]:
         rows.append("<tr>" + "".join(cells) + "</tr>")
     rest = doc["lines"][1 + len(doc["sources"]):]
     return ["<h2>Question sets: the certificate</h2>",
-            f'<p class="note">{esc(doc["lines"][0])} Verdicts: decides (the split halves '
+            f'<p class="note">{esc(doc["lines"][0].rstrip(":"))}; questions: those scored '
+            f"on {esc(obj)} (of all the source's). Verdicts: decides (the split halves "
             f"agree, and the best is told apart from at least half the others), ties (they "
             f"agree, but the best cannot be told from most), not enough signal (fewer than "
             f'{doc["settings"]["min_questions"]} questions, split-half tau below '
