@@ -140,6 +140,13 @@ def test_a_sweep_over_both_sources_logs_their_certificate(tmp_path):
             with contextlib.redirect_stdout(out):
                 main(argv)
             assert want in out.getvalue(), out.getvalue()
+        # make tables' certificate (docs/results.md) and its short form (the README)
+        from ragexp.cli import decisions
+
+        shown = decisions.certificate_lines(children, "nDCG@10")
+        assert "- " + doc["lines"][1].split("; best ")[0] in "\n".join(shown)
+        cert = decisions.certificate(children, "nDCG@10")
+        assert sources.summary(cert)[0].startswith(f"hand: {n_hand} questions, ")
         # confirm on test uses the hand-written questions too, as the choice did
         best = parent["tags.ragexp.best_run"]
         with contextlib.redirect_stdout(io.StringIO()):

@@ -136,8 +136,14 @@ def summarise_sweep(parent_id: str, statuses: list[dict], baseline: str, objecti
     for r, logged in per_run.items():
         if logged:
             tracking.log_batch(r, metrics=logged)
-    return lines + _log_certificate(parent_id, every, label, objective_name, method,
-                                    objective_source)
+    try:
+        return lines + _log_certificate(parent_id, every, label, objective_name, method,
+                                        objective_source)
+    except Exception as exc:  # the choice above is logged: a failed certificate hides none of it
+        log.exception("the question sets' certificate failed")
+        why = tracking.error_summary(exc)
+        tracking.log_batch(parent_id, tags={"ragexp.certificate_error": why[:5000]})
+        return lines + [f"no certificate of the question sets: {why}"]
 
 
 def _log_certificate(parent_id: str, tables: dict[str, pd.DataFrame], label: dict[str, str],
