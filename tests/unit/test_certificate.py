@@ -209,3 +209,18 @@ def test_coverage_counts_documents_and_sections_holding_evidence():
     flat = figures.coverage([two], [Query("q", "?", evidence=(Span("b.md", 0, 5),))])
     assert flat.sections is None and "no markdown headings" in flat.note
     assert figures.coverage([one], [Query("q", "?")]).docs is None
+
+
+def test_a_failed_certificate_is_tagged_and_said_in_one_line(monkeypatch):
+    """The sweep's choice is logged before the certificate: a certificate that fails must not
+    take the sweep's printed lines with it."""
+    from ragexp.decide import selection
+
+    logged = {}
+    monkeypatch.setattr(selection.tracking, "log_batch",
+                        lambda run, tags=None, **_: logged.update(tags or {}))
+    monkeypatch.setattr(sources, "corpus_of", lambda run: None)
+    monkeypatch.setattr(sources, "certify", lambda *a, **k: 1 / 0)
+    lines = selection._log_certificate("p", tables(matrix(1)), {}, "nDCG@10", "holm", "hand")
+    assert lines == ["no certificate of the question sets: ZeroDivisionError: division by zero"]
+    assert logged["ragexp.certificate_error"] == "ZeroDivisionError: division by zero"

@@ -136,14 +136,8 @@ def summarise_sweep(parent_id: str, statuses: list[dict], baseline: str, objecti
     for r, logged in per_run.items():
         if logged:
             tracking.log_batch(r, metrics=logged)
-    try:
-        return lines + _log_certificate(parent_id, every, label, objective_name, method,
-                                        objective_source)
-    except Exception as exc:  # the choice above is logged: a failed certificate hides none of it
-        log.exception("the question sets' certificate failed")
-        why = tracking.error_summary(exc)
-        tracking.log_batch(parent_id, tags={"ragexp.certificate_error": why[:5000]})
-        return lines + [f"no certificate of the question sets: {why}"]
+    return lines + _log_certificate(parent_id, every, label, objective_name, method,
+                                    objective_source)
 
 
 def _log_certificate(parent_id: str, tables: dict[str, pd.DataFrame], label: dict[str, str],
@@ -151,14 +145,21 @@ def _log_certificate(parent_id: str, tables: dict[str, pd.DataFrame], label: dic
     """The certificate of the sweep's question sets (``sources.certify``, coverage from the
     first run's recorded dataset), logged on the parent (``certificate.*`` metrics and
     ``certificate.json``); return its console lines (none when no source is ranked by two
-    runs)."""
-    cert = sources.certify(tables, objective_name, objective_source, method,
-                           corpus=sources.corpus_of(next(iter(tables))))
-    if cert is None:
-        return []
-    doc = sources.to_json(cert, label)
-    tracking.log_batch(parent_id, metrics=sources.metrics(cert))
-    tracking.client().log_dict(parent_id, doc, sources.ARTIFACT)
+    runs). A failure is logged, tagged ``ragexp.certificate_error`` on the parent and said in
+    one line: the sweep's choice, logged before, and its lines stand."""
+    try:
+        cert = sources.certify(tables, objective_name, objective_source, method,
+                               corpus=sources.corpus_of(next(iter(tables))))
+        if cert is None:
+            return []
+        doc = sources.to_json(cert, label)
+        tracking.log_batch(parent_id, metrics=sources.metrics(cert))
+        tracking.client().log_dict(parent_id, doc, sources.ARTIFACT)
+    except Exception as exc:  # noqa: BLE001 - the certificate never hides the choice
+        log.exception("the question sets' certificate failed")
+        why = tracking.error_summary(exc)
+        tracking.log_batch(parent_id, tags={"ragexp.certificate_error": why[:5000]})
+        return [f"no certificate of the question sets: {why}"]
     return doc["lines"]
 
 

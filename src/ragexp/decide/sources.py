@@ -221,7 +221,7 @@ def certify(tables: Mapping[str, pd.DataFrame], objective: str, deciding: str = 
                 rankings[m] = _ranking(runs, scores, m, method, alpha, m == objective)
         rows = first if "source" not in first else \
             first[first["source"].fillna(HAND).astype(str) == source]
-        kinds = rows["kind"].astype(str).value_counts() if "kind" in rows else pd.Series()
+        kinds = rows["kind"].astype(str).value_counts() if "kind" in rows else pd.Series(dtype=int)
         main = rankings[objective]
         verdict, why = figures.verdict(main.scored, main.split_half, main.power, len(main.tied),
                                        len(runs))
@@ -233,12 +233,12 @@ def certify(tables: Mapping[str, pd.DataFrame], objective: str, deciding: str = 
     if not out:
         return None
     return Certificate(objective, measures, deciding, method, alpha, out,
-                       [_pair(out[a], out[b], tables, objective, method, alpha)
+                       [_pair(out[a], out[b], tables, objective)
                         for a, b in combinations(out, 2)])
 
 
 def _pair(a: SourceCertificate, b: SourceCertificate, tables: Mapping[str, pd.DataFrame],
-          objective: str, method: str, alpha: float) -> PairCertificate:
+          objective: str) -> PairCertificate:
     """Sources ``a`` and ``b`` compared over the runs both rank (``Agreement`` per measure)."""
     runs = [r for r in a.runs if r in b.runs]
     out = {}
