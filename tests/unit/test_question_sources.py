@@ -144,7 +144,8 @@ def test_a_sweep_over_both_sources_logs_their_certificate(tmp_path):
         from ragexp.cli import decisions
 
         shown = decisions.certificate_lines(children, "nDCG@10")
-        assert "- " + doc["lines"][1].split("; best ")[0] in "\n".join(shown)
+        assert shown[3] == "Q" + doc["lines"][0][1:]
+        assert shown[5].startswith("- " + doc["lines"][1].split("; best ")[0])
         cert = decisions.certificate(children, "nDCG@10")
         assert sources.summary(cert)[0].startswith(f"hand: {n_hand} questions, ")
         # confirm on test uses the hand-written questions too, as the choice did

@@ -81,9 +81,9 @@ def certificate_lines(df: pd.DataFrame, objective: str,
     if cert is None:
         return []
     names = dict(zip(df["run_id"], df["tags.ragexp.ablation"]))
-    return ["", f"**Question sets** (the certificate of the dev questions of each source, "
-                f"{len(df)} ablations; `objective_source={cert.deciding}` decides)", "",
-            *(f"- {line}" for line in sources.lines(cert, names))]
+    head, *rest = sources.lines(cert, names)
+    return ["", f"**Question sets** (the certificate of each source's dev questions, {len(df)} "
+                f"ablations)", "", head[0].upper() + head[1:], "", *(f"- {line}" for line in rest)]
 
 
 def winner_table(df: pd.DataFrame, winner: str, measures: tuple[str, ...],

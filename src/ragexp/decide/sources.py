@@ -468,8 +468,8 @@ def summary(cert: Certificate) -> list[str]:
     """The certificate in a few short lines (the README's): each source's size and verdict,
     each pair's tau with its interval, and each source not used to decide."""
     obj = cert.objective
-    out = ["; ".join(f"{s.source}: {counted(s.rankings[obj].scored, 'question')}, {s.verdict}"
-                     for s in cert.sources.values())]
+    out = [f"{s.source}: {counted(s.rankings[obj].scored, 'question')}, {s.verdict} ({s.why})"
+           for s in cert.sources.values()]
     out += [f"{p.a} vs {p.b}: tau {_interval(p.measures[obj].tau)} ({obj})"
             for p in cert.pairs if obj in p.measures]
     return out + flag_lines(cert)
