@@ -4,8 +4,9 @@ the corpus and the MLflow store into a docs page's ``golden`` and ``results`` bl
     python -m tools.write_tables PAGE [--confirm] [--experiment NAME] [--overrides K=V ...]
         [--readme README.md]
 
-``--readme`` also writes the README's ``sources`` block: the hand-written and generated
-questions' choices side by side (each source's winner and tied set, Kendall's tau).
+``--readme`` also writes the README's ``sources`` block: the certificate of the question sets in
+short (each source's verdict, the tau between sources with its interval, a source not used and
+why; the whole certificate is in the results block).
 
 Each block is checked before anything is measured, so a page without the markers fails at once.
 """
@@ -15,10 +16,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ragexp.cli.decisions import source_lines
+from ragexp.cli.decisions import certificate
 from ragexp.cli.tables import ablation_runs, build
 from ragexp.data import shipped
 from ragexp.data.golden import check_golden, counts_table, load_corpus
+from ragexp.decide import sources
 from tools.readme import check_block, replace_block
 
 
@@ -50,9 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.readme:
         df = ablation_runs(args.experiment, tuple(args.overrides))
         objective = str(df["params.objective"].iloc[0]) if "params.objective" in df else "nDCG@10"
-        lines = source_lines(df, objective) or ["The sweep scored one question source."]
-        replace_block(args.readme, "sources", f"Printed by `make tables` ({len(df)} ablations):"
-                      "\n" + "\n".join(lines).rstrip())
+        cert = certificate(df, objective)
+        lines = ["- " + line for line in sources.summary(cert)] if cert else [
+            "No question set is ranked by two ablations."]
+        replace_block(args.readme, "sources", f"Printed by `make tables` (the certificate of "
+                      f"the dev questions, {len(df)} ablations; the whole of it: "
+                      f"[docs/results.md](docs/results.md)):\n\n" + "\n".join(lines))
         print(f"wrote the sources block of {args.readme}", file=sys.stderr)
     return 0
 

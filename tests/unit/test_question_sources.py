@@ -1,6 +1,7 @@
 """Hand-written and generated questions side by side: the ``source`` field, several question
-files per dataset, measures per source, Kendall's tau against ``scipy.stats.kendalltau``, and
-the sources' choices and agreement (``decide.sources``) on hand-made per-question tables."""
+files per dataset, measures per source, Kendall's tau against ``scipy.stats.kendalltau``, which
+questions decide, and a sweep over both sources whose certificate compare, gate and the page
+show (the certificate's figures: ``test_certificate``)."""
 
 from __future__ import annotations
 
@@ -77,40 +78,10 @@ def test_measures_are_aggregated_per_source_only_with_several():
     assert not any(".source." in k for k in hand_only)
 
 
-def table(scores: dict[str, list[float]], generated: dict[str, list[float]]) -> dict:
-    """Per-question tables of runs over 3 hand-written and len(generated) generated questions."""
-    out = {}
-    for run in scores:
-        rows = [{"id": f"h{i}", "source": "hand", "ndcg_at_10": v}
-                for i, v in enumerate(scores[run])]
-        rows += [{"id": f"g{i}", "source": "generated", "ndcg_at_10": v}
-                 for i, v in enumerate(generated[run])]
-        out[run] = pd.DataFrame(rows)
-    return out
-
-
-def test_choices_and_agreement_between_sources():
-    rng = np.random.default_rng(0)
-    base = rng.uniform(0, 1, 40)
-    hand = {"a": [.9, .8, .9], "b": [.5, .4, .6], "c": [.1, .2, .1], "d": [.3, .2, .4]}
-    # generated: d > c > b > a, each far apart on 40 questions: order reversed on the top
-    gen = {r: list(np.clip(base * 0.1 + off, 0, 1))
-           for r, off in {"a": .1, "b": .3, "c": .5, "d": .8}.items()}
-    chosen = sources.choices(table(hand, gen), "nDCG@10")
-    assert chosen["hand"].best == "a" and chosen["generated"].best == "d"
-    assert chosen["generated"].tied == ("d",) and chosen["hand"].n == 3
-    [pair] = sources.agreement(chosen)
-    means_h = [np.mean(hand[r]) for r in "abcd"]
-    means_g = [np.mean(gen[r]) for r in "abcd"]
-    assert (pair.a, pair.b) == ("hand", "generated")
-    assert pair.tau == pytest.approx(sps.kendalltau(means_h, means_g).statistic)
-    assert not pair.winner_agrees and not pair.tied_agree and pair.warn
-    shown = sources.lines(chosen, [pair], {}, "nDCG@10", "hand")
-    assert any("rank configurations unlike yours" in s for s in shown)
-
-
 def test_the_objective_source_selects_the_rows_that_decide():
-    t = table({"a": [1, 0, 1]}, {"a": [0, 0]})["a"]
+    t = pd.DataFrame([{"id": f"h{i}", "source": "hand", "ndcg_at_10": v}
+                      for i, v in enumerate([1, 0, 1])]
+                     + [{"id": f"g{i}", "source": "generated", "ndcg_at_10": 0} for i in range(2)])
     assert len(sources.deciding(t, "hand")) == 3 and len(sources.deciding(t, "all")) == 5
     assert len(sources.deciding(t.drop(columns="source"), "generated")) == 5  # one source
     with pytest.raises(InvalidValue, match="sources are generated, hand"):
@@ -125,36 +96,58 @@ def test_the_objective_source_selects_the_rows_that_decide():
 
 
 @pytest.mark.slow
-def test_a_sweep_over_both_sources_reports_their_agreement(tmp_path):
-    """Three retrievers on the handbook's hand-written and generated questions: the parent's
-    tau is scipy's over the children's per-source means, and compare and gate show it."""
+def test_a_sweep_over_both_sources_logs_their_certificate(tmp_path):
+    """Three retrievers on the handbook's hand-written and generated questions: the parent run
+    holds the certificate (metrics and certificate.json), its tau scipy's over the children's
+    per-source means; the sweep prints it, and compare, gate and the page show it."""
     proc = run_ragexp(tmp_path, "-m", "retriever=bm25,dense,hybrid", "embedder=hash",
                       "reranker=none", f"dataset.questions=[{GOLDEN},{GENERATED}]",
                       "sweep_report=false", f"hydra.sweep.dir={tmp_path / 'multirun'}")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "hand vs generated: Kendall's tau" in proc.stdout
+    assert "question sets (nDCG@10; split halves" in proc.stdout
+    assert "hand vs generated: tau " in proc.stdout
     df = search_runs(store_uri(tmp_path), experiment_names=["ragexp-handbook"])
     parent = df[df["tags.ragexp.role"] == "sweep"].iloc[0]
     children = df[df["tags.mlflow.parentRunId"] == parent["run_id"]]
     hand, gen = (children[f"metrics.ndcg_at_10.source.{s}"] for s in ("hand", "generated"))
-    assert parent["metrics.sources.hand_vs_generated.kendall_tau"] == pytest.approx(
-        sps.kendalltau(hand, gen).statistic)
-    assert parent["metrics.sources.hand_vs_generated.winner_agrees"] == float(
-        hand.idxmax() == gen.idxmax())
-    note = json.loads(parent["tags.ragexp.sources"])
-    assert parent["metrics.sources.hand.tied_with_best.count"] == len(
-        note["sources"]["hand"]["tied"])
+    pre = "metrics.certificate.hand_vs_generated.ndcg_at_10"
+    assert parent[f"{pre}.kendall_tau"] == pytest.approx(sps.kendalltau(hand, gen).statistic)
+    assert parent[f"{pre}.tau_low"] <= parent[f"{pre}.kendall_tau"] <= parent[f"{pre}.tau_high"]
+    assert parent[f"{pre}.winner_agrees"] == float(hand.idxmax() == gen.idxmax())
+    with tracking_store(tmp_path):
+        doc = sources.recorded(parent["run_id"])
+    assert doc["lines"][0] in proc.stdout and doc["objective_source"] == "hand"
+    n_hand = doc["sources"]["hand"]["measures"]["nDCG@10"]["scored"]
+    assert parent["metrics.certificate.hand.ndcg_at_10.scored"] == n_hand
+    assert parent["metrics.certificate.hand.questions"] == doc["sources"]["hand"]["questions"]
+    assert parent["metrics.certificate.hand.ndcg_at_10.tied_with_best"] == len(
+        doc["sources"]["hand"]["measures"]["nDCG@10"]["tied"])
+    cover = doc["sources"]["generated"]["coverage"]
+    assert 0 < cover["docs"] <= cover["docs_total"] and 0 < cover["sections"] <= cover[
+        "sections_total"]
+    assert parent["metrics.certificate.generated.coverage_docs"] == pytest.approx(
+        cover["docs"] / cover["docs_total"])
     # the objective (hand) decides: the parent's best is the best on the hand-written questions
     assert parent["tags.ragexp.best_run"] == children.loc[hand.idxmax(), "run_id"]
     env = cli_env(tmp_path)
     with tracking_store(tmp_path):  # the sweep's store, for the commands run here
-        for argv, want in ((["compare", "--parent", parent["run_id"]], "hand vs generated"),
+        for argv, want in ((["compare", "--parent", parent["run_id"]], doc["lines"][1]),
                            (["gate", children["run_id"].iloc[0], "--against",
-                             children["run_id"].iloc[1]], "questions: source hand")):
+                             children["run_id"].iloc[1]], "questions: source hand"),
+                           (["gate", children["run_id"].iloc[0], "--against",
+                             children["run_id"].iloc[1]], "the run's sweep: question sets")):
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
                 main(argv)
             assert want in out.getvalue(), out.getvalue()
+        # make tables' certificate (docs/results.md) and its short form (the README)
+        from ragexp.cli import decisions
+
+        shown = decisions.certificate_lines(children, "nDCG@10")
+        assert shown[3] == "Q" + doc["lines"][0][1:]
+        assert shown[5].startswith("- " + doc["lines"][1].split("; best ")[0])
+        cert = decisions.certificate(children, "nDCG@10")
+        assert sources.summary(cert)[0].startswith(f"hand: {n_hand} questions, ")
         # confirm on test uses the hand-written questions too, as the choice did
         best = parent["tags.ragexp.best_run"]
         with contextlib.redirect_stdout(io.StringIO()):
@@ -176,28 +169,8 @@ def test_a_sweep_over_both_sources_reports_their_agreement(tmp_path):
             assert (f'data-k="head|{child["run_id"]}|{key}" '
                     f'data-v="{child[f"metrics.{key}"]!r}"') in page
         assert "of source hand (objective_source: the questions the best is chosen on" in page
-
-
-def test_a_source_on_which_every_configuration_ties_has_no_tau_and_no_warning():
-    hand = {"a": [.9, .8, .9], "b": [.5, .4, .6], "c": [.1, .2, .1]}
-    gen = {r: [1.0, 1.0, 1.0, 1.0] for r in "abc"}  # every run scores the same
-    chosen = sources.choices(table(hand, gen), "nDCG@10")
-    [pair] = sources.agreement(chosen)
-    assert np.isnan(sps.kendalltau([.9, .5, .1], [1.0, 1.0, 1.0]).statistic)  # scipy agrees
-    assert np.isnan(pair.tau) and not pair.warn
-    shown = sources.lines(chosen, [pair], {}, "nDCG@10", "hand")
-    assert any("Kendall's tau undefined (every configuration ties on one source)" in s
-               for s in shown)
-    assert not any(s.startswith("warning") for s in shown)
-
-
-def test_the_warning_says_it_once():
-    hand = {"a": [.9, .8, .9], "b": [.5, .4, .6], "c": [.1, .2, .1]}
-    gen = {"a": [.1, .1, .1, .2], "b": [.5, .5, .4, .5], "c": [.9, .8, .9, .9]}
-    chosen = sources.choices(table(hand, gen), "nDCG@10")
-    shown = sources.lines(chosen, sources.agreement(chosen), {}, "nDCG@10", "hand")
-    [warning] = [s for s in shown if s.startswith("warning")]
-    assert warning.count("unlike") == 1 and "unlike yours (Kendall's tau -1.00 < 0.6)" in warning
+        assert "<h2>Question sets: the certificate</h2>" in page
+        assert f'data-k="cert|hand|questions" data-v="{float(n_hand)!r}"' in page
 
 
 def test_tables_read_kinds_apart_from_sources_and_the_deciding_source():

@@ -2,8 +2,9 @@
 
 - **Tied with the best**: the ablation with the best mean objective on dev, and every ablation
   tested against it (paired, Holm over those tests); tied = not significantly worse. With
-  questions from several sources, on the ``objective_source`` questions, followed by each
-  source's choice and their agreement (``decide.sources``: Kendall's tau, winners, tied sets).
+  questions from several sources, on the ``objective_source`` questions; followed by the
+  certificate of every source's questions (``decide.sources``: reliability, discriminative
+  power, verdicts, and between sources tau with its interval, inversions, winners, tied sets).
 - **Winner on dev and test**: the winner's and ``default``'s numbers on the dev questions they
   were chosen on, next to the held-out test questions (``ragexp confirm``). The dev number of a
   winner is optimistic: it is the maximum of many noisy estimates on the same questions, so part
@@ -51,7 +52,7 @@ def tied_table(df: pd.DataFrame, objective: str) -> tuple[list[str], list[str]]:
                "apart."]
     if left_out:
         lines.append(f"Left out (scored on other questions): {', '.join(names[r] for r in left_out)}.")
-    return lines + source_lines(df, objective, every), [r for r, _ in ranked]
+    return lines + certificate_lines(df, objective, every), [r for r, _ in ranked]
 
 
 def no_winner(df: pd.DataFrame) -> str:
@@ -62,21 +63,27 @@ def no_winner(df: pd.DataFrame) -> str:
             f"runs scored on the same questions, and the runs here are {names}.")
 
 
-def source_lines(df: pd.DataFrame, objective: str,
-                 every: dict[str, pd.DataFrame] | None = None) -> list[str]:
-    """Markdown lines comparing the question sources' choices (``decide.sources``: each
-    source's winner and tied set, Kendall's tau between them); none with one source.
-    ``every``: each run's per-question table, read from the store when not given."""
-    names = dict(zip(df["run_id"], df["tags.ragexp.ablation"]))
+def certificate(df: pd.DataFrame, objective: str,
+                every: dict[str, pd.DataFrame] | None = None) -> sources.Certificate | None:
+    """The certificate of the runs' question sets (``decide.sources.certify``, coverage from
+    the first run's dataset); ``None`` when no source is ranked by two runs. ``every``: each
+    run's per-question table, read from the store when not given."""
     every = every or {r: compare.per_question(r) for r in df["run_id"]}
-    source = compare.deciding_source(df)
-    chosen = sources.choices(every, objective)
-    if len(chosen) < 2:
+    return sources.certify(every, objective, compare.deciding_source(df),
+                           corpus=sources.corpus_of(str(df["run_id"].iloc[0])))
+
+
+def certificate_lines(df: pd.DataFrame, objective: str,
+                      every: dict[str, pd.DataFrame] | None = None) -> list[str]:
+    """Markdown lines of the certificate of the runs' question sets (``certificate``): each
+    source's figures and verdict, each pair's agreement, each source not used and why."""
+    cert = certificate(df, objective, every)
+    if cert is None:
         return []
-    return ["", f"**Question sources** (each source's own choice on the dev questions; "
-                f"`objective_source={source}` decides)", "",
-            *(f"- {line}" for line in sources.lines(chosen, sources.agreement(chosen), names,
-                                                    objective, source))]
+    names = dict(zip(df["run_id"], df["tags.ragexp.ablation"]))
+    head, *rest = sources.lines(cert, names)
+    return ["", f"**Question sets** (the certificate of each source's dev questions, {len(df)} "
+                f"ablations)", "", head[0].upper() + head[1:], "", *(f"- {line}" for line in rest)]
 
 
 def winner_table(df: pd.DataFrame, winner: str, measures: tuple[str, ...],

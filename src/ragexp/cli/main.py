@@ -105,8 +105,9 @@ def cmd_compare(args) -> int:
     if wide and args.format == "markdown" and (note := compare.wide_note(df)):
         print(f"\n{note}")
     if args.parent and args.format == "markdown":
-        for line in _sources_lines(df):
-            print(f"\n{line}" if line.startswith("by source") else line)
+        certificate = _certificate_lines(args.parent, df)
+        if certificate:
+            print("\n" + "\n".join(certificate))
     if results and args.format == "markdown":
         print(f"\nPaired tests per measure and question kind, on the questions of source "
               f"{args.source or compare.deciding_source(df)}:\n")
@@ -139,19 +140,16 @@ def _sweep_of(df, parent: str | None):
     return tracking.client().get_run(sweep) if sweep else None
 
 
-def _sources_lines(df) -> list[str]:
-    """How the sources of a sweep's questions agree (``decide.sources``): nothing when its
-    questions have one source."""
+def _certificate_lines(parent_id: str, df) -> list[str]:
+    """The certificate of sweep ``parent_id``'s question sets (``decide.sources.sweep_lines``):
+    the one it recorded, else computed from its runs ``df``."""
     # defer heavy import
     from ragexp.decide import compare, sources
 
     tables = {r: compare.per_question(r) for r in df["run_id"]}
     objective = str(df["params.objective"].iloc[0]) if "params.objective" in df else "nDCG@10"
-    deciding = compare.deciding_source(df)
-    chosen = sources.choices(tables, objective)
-    return sources.lines(chosen, sources.agreement(chosen), compare.run_labels(df), objective,
-                         deciding)
-
+    return sources.sweep_lines(parent_id, tables, objective, compare.deciding_source(df),
+                               compare.run_labels(df))
 
 
 def _rule(args, promoting: bool, non_inferior: bool = False):

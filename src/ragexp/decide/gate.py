@@ -18,13 +18,13 @@ every test paired per question and p adjusted over that whole family (Holm by de
 
 ``ragexp gate`` and ``ragexp promote --gate`` both apply this rule. ``evaluate`` is the edge
 that loads the two runs from MLflow. With questions from several sources (hand-written and
-generated), the tests use the run's ``objective_source`` questions (``sources.deciding``), and
-the verdict shows how the sources agreed in the run's sweep (its parent's ``ragexp.sources``).
+generated), the tests use the run's ``objective_source`` questions (``sources.deciding``); the
+verdict shows the certificate of the run's sweep's question sets (its parent's
+``certificate.json``, ``sources.recorded_lines``).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 
@@ -247,11 +247,10 @@ def evaluate(run_id: str, reference_id: str, rule: Rule, label: str = "") -> Ver
     if len(sources.sources_of(run_table)) > 1:
         header += f"\nquestions: source {source} (objective_source) of " + ", ".join(
             sources.sources_of(run_table))
-        parent = c.get_run(run.data.tags["mlflow.parentRunId"]) \
-            if "mlflow.parentRunId" in run.data.tags else None
-        note = parent and parent.data.tags.get("ragexp.sources")
-        if note:
-            header += "\nthe run's sweep: " + "\n  ".join(json.loads(note)["lines"])
+    if "mlflow.parentRunId" in run.data.tags:
+        shown = sources.recorded_lines(c.get_run(run.data.tags["mlflow.parentRunId"]))
+        if shown:
+            header += "\nthe run's sweep: " + "\n  ".join(shown)
     try:
         tests = family_tests(sources.deciding(run_table, source),
                              sources.deciding(ref_table, source), rule,

@@ -28,11 +28,10 @@ comparison with the sweep's baseline, and the runs tied with the best.
 
 - **Sources**: when the questions come from several sources (hand-written and generated), the
   objective, the baseline tests and the choice above use the questions of ``objective_source``
-  (default ``hand``; ``sources.py``), and the parent run gets, per source, the best run and the
-  runs tied with it, and per pair of sources Kendall's tau of the runs' order, whether winners
-  and tied sets agree (metrics ``sources.<a>_vs_<b>.{kendall_tau,winner_agrees,tied_agree}``,
-  ``sources.<source>.tied_with_best.count``, tag ``ragexp.sources``), with a warning below
-  ``sources.TAU_FLOOR``.
+  (default ``hand``; ``sources.py``).
+- **Certificate**: for every source of the questions, and every pair of sources, how far it
+  can be trusted to rank the sweep's runs (``sources.certify``): metrics ``certificate.*`` and
+  the artifact ``certificate.json`` on the parent, and its lines printed.
 
 ``summarise_sweep`` is called from ``ragexp.run.sweep.SweepCallback.on_multirun_end``, when every
 job has finished whatever order they ran in.
@@ -137,30 +136,31 @@ def summarise_sweep(parent_id: str, statuses: list[dict], baseline: str, objecti
     for r, logged in per_run.items():
         if logged:
             tracking.log_batch(r, metrics=logged)
-    return lines + _log_sources(parent_id, every, label, objective_name, method,
-                                objective_source)
+    return lines + _log_certificate(parent_id, every, label, objective_name, method,
+                                    objective_source)
 
 
-def _log_sources(parent_id: str, tables: dict[str, pd.DataFrame], label: dict[str, str],
-                 objective_name: str, method: str, objective_source: str) -> list[str]:
-    """Each source's choice and each pair's agreement (``sources``), logged on the parent;
-    return the console lines (none when the questions have one source)."""
-    chosen = sources.choices(tables, objective_name, method)
-    if len(chosen) < 2:
-        return []
-    pairs = sources.agreement(chosen)
-    shown = sources.lines(chosen, pairs, label, objective_name, objective_source)
-    metrics = {f"sources.{c.source}.tied_with_best.count": float(len(c.tied))
-               for c in chosen.values()}
-    for p in pairs:
-        prefix = f"sources.{p.a}_vs_{p.b}"
-        metrics.update({f"{prefix}.winner_agrees": float(p.winner_agrees),
-                        f"{prefix}.tied_agree": float(p.tied_agree)})
-        if not math.isnan(p.tau):
-            metrics[f"{prefix}.kendall_tau"] = p.tau
-    tracking.log_batch(parent_id, metrics=metrics, tags={"ragexp.sources": json.dumps(
-        sources.to_json(chosen, pairs, label, shown))})
-    return shown
+def _log_certificate(parent_id: str, tables: dict[str, pd.DataFrame], label: dict[str, str],
+                     objective_name: str, method: str, objective_source: str) -> list[str]:
+    """The certificate of the sweep's question sets (``sources.certify``, coverage from the
+    first run's recorded dataset), logged on the parent (``certificate.*`` metrics and
+    ``certificate.json``); return its console lines (none when no source is ranked by two
+    runs). A failure is logged, tagged ``ragexp.certificate_error`` on the parent and said in
+    one line: the sweep's choice, logged before, and its lines stand."""
+    try:
+        cert = sources.certify(tables, objective_name, objective_source, method,
+                               corpus=sources.corpus_of(next(iter(tables))))
+        if cert is None:
+            return []
+        doc = sources.to_json(cert, label)
+        tracking.log_batch(parent_id, metrics=sources.metrics(cert))
+        tracking.client().log_dict(parent_id, doc, sources.ARTIFACT)
+    except Exception as exc:  # noqa: BLE001 - the certificate never hides the choice
+        log.exception("the question sets' certificate failed")
+        why = tracking.error_summary(exc)
+        tracking.log_batch(parent_id, tags={"ragexp.certificate_error": why[:5000]})
+        return [f"no certificate of the question sets: {why}"]
+    return doc["lines"]
 
 
 def _log_vs_baseline(tables: dict[str, pd.DataFrame], own: list[str], name: dict[str, str],

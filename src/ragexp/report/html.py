@@ -323,17 +323,57 @@ def failures_section(data: SweepData, labels, order: list[str]) -> list[str]:
             + "<th>total</th></tr>", *summary, "</table>", *details]
 
 
-def sources_section(data: SweepData, labels, method: str) -> list[str]:
-    """Hand-written and generated questions side by side (``decide.sources``): each source's
-    winner and tied set, Kendall's tau between them, the warning; nothing with one source."""
-    chosen = sources.choices(data.every_table or data.tables, data.objective, method)
-    if len(chosen) < 2:
-        return []
-    deciding = compare.deciding_source(data.runs)
-    shown = sources.lines(chosen, sources.agreement(chosen), labels, data.objective, deciding)
-    return ["<h2>Question sources</h2>",
-            *[f'<p class="{"note" if s.startswith("warning") else "meta"}">{esc(s)}</p>'
-              for s in shown]]
+def certificate_section(data: SweepData, labels, method: str) -> list[str]:
+    """The certificate of the sweep's question sets (``decide.sources``): one row per source
+    (size, kinds, coverage, split-half tau, pairs told apart, tied with the best, verdict),
+    then each pair's and each flag's line; the one the sweep recorded, else computed from its
+    runs (no coverage); nothing when no source is ranked by two runs."""
+    doc = sources.recorded(data.parent_id)
+    if doc is None:
+        cert = sources.certify(data.every_table or data.tables, data.objective,
+                               compare.deciding_source(data.runs), method)
+        if cert is None:
+            return []
+        doc = sources.to_json(cert, labels)
+    obj = doc["objective"]
+    rows = []
+    for name, s in doc["sources"].items():
+        r = s["measures"][obj]
+        cover = s["coverage"] or {}
+        shares = ", ".join(f"{cover[k]} of {cover[k + '_total']} {what}"
+                           for k, what in (("docs", "documents"), ("sections", "sections"))
+                           if cover.get(k) is not None and cover.get(k + "_total"))
+        half = r["split_half"]
+        size = str(r["scored"]) + (f' of {s["questions"]}' if r["scored"] != s["questions"]
+                                   else "")
+        cells = [f'<td class="l">{esc(name)}</td>',
+                 num(f"cert|{name}|questions", r["scored"], text=size),
+                 f'<td class="l">{esc(", ".join(f"{k} {v}" for k, v in s["kinds"].items()))}'
+                 f"</td>",
+                 f'<td class="l">{esc(shares or cover.get("note") or "–")}</td>',
+                 (num(f"cert|{name}|split_half", half["median"],
+                      text=f'{half["median"]:.2f} [{half["p05"]:.2f}, {half["p95"]:.2f}]')
+                  if half["p05"] is not None else '<td class="na">–</td>'),
+                 (num(f"cert|{name}|power", r["power"],
+                      text=f'{r["told_apart"]} of {r["pairs"]}')
+                  if r["power"] is not None else '<td class="na">–</td>'),
+                 f'<td>{len(r["tied"])} of {len(s["runs"])}</td>',
+                 f'<td class="l" data-k="cert|{esc(name)}|verdict">{esc(s["verdict"])} '
+                 f'({esc(s["why"])})</td>']
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    rest = doc["lines"][1 + len(doc["sources"]):]
+    return ["<h2>Question sets: the certificate</h2>",
+            f'<p class="note">{esc(doc["lines"][0].rstrip(":"))}; questions: those scored '
+            f"on {esc(obj)} (of all the source's). Verdicts: decides (the split halves "
+            f"agree, and the best is told apart from at least half the others), ties (they "
+            f"agree, but the best cannot be told from most), not enough signal (fewer than "
+            f'{doc["settings"]["min_questions"]} questions, split-half tau below '
+            f'{doc["settings"]["split_half_floor"]}, or no pair told apart).</p>',
+            "<table><tr><th class=l>source</th><th>questions</th><th class=l>kinds</th>"
+            "<th class=l>coverage</th><th>split-half tau</th><th>pairs told apart</th>"
+            "<th>tied with the best</th><th class=l>verdict</th></tr>", *rows, "</table>",
+            *[f'<p class="{"note" if line.startswith("warning") else "meta"}">{esc(line)}</p>'
+              for line in rest]]
 
 
 def cost_section(data: SweepData, labels) -> list[str]:
@@ -413,7 +453,7 @@ def build(data: SweepData, method: str = "holm") -> tuple[str, str]:
             *[f'<p class="note">{esc(n)}</p>' for n in notes],
             *failed_jobs_section(data),
             *headline_section(data, heads, order),
-            *sources_section(data, labels, method),
+            *certificate_section(data, labels, method),
             *cost_section(data, labels),
             *wins_section(wins, labels, wins_svg, recorded)]
     if tests:

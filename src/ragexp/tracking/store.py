@@ -193,7 +193,9 @@ def ensure_experiment(name: str) -> str:
             return exp.experiment_id
 
 
-SWEEP_REPORT = "report.html"  # the one artifact a sweep's parent run logs (report.html's page)
+SWEEP_REPORT = "report.html"  # the sweep's page, an artifact of its parent run (report.html)
+SWEEP_CERTIFICATE = "certificate.json"  # its question sets' certificate (decide.sources)
+SWEEP_ARTIFACTS = (SWEEP_REPORT, SWEEP_CERTIFICATE)  # the artifacts a sweep's parent run logs
 TABLE_FILE = "per_question.json"
 # The tag MLflow's ``log_table`` sets, which ``mlflow.load_table`` searches runs by.
 TABLE_TAGS = {"mlflow.loggedArtifacts": json.dumps([{"path": TABLE_FILE, "type": "table"}])}
@@ -499,10 +501,11 @@ def remember_artifact_root(run) -> None:
 def artifact_path(run_id: str, name: str) -> str:
     """Local path of artifact ``name`` of a run, or ``RunNotFound`` saying why the run has
     none: its status and, for a failed run, its ``ragexp.error`` tag; ``SweepParentRun``
-    (``refuse_sweep_parent``) for a sweep's parent run, whose one artifact is its page. A run
-    whose artifacts are local files (``file:`` or plain-path artifact root) gives its own file,
-    to be read, not written (``download_artifacts`` copied it to a temporary folder first: 80 ms
-    a file, 36 files at the end of a 12-job sweep); any other store downloads it. A run's
+    (``refuse_sweep_parent``) for a sweep's parent run, whose artifacts are its page and its
+    certificate (``SWEEP_ARTIFACTS``). A run whose artifacts are local files (``file:`` or
+    plain-path artifact root) gives its own file, to be read, not written
+    (``download_artifacts`` copied it to a temporary folder first: 80 ms a file, 36 files at the
+    end of a 12-job sweep); any other store downloads it. A run's
     artifact root, fixed when the run is created, is read once per session (``get_run`` reads
     every param, metric and tag of the run)."""
     # defer heavy import
@@ -523,7 +526,7 @@ def artifact_path(run_id: str, name: str) -> str:
             run = c.get_run(run_id)
         except Exception:
             raise RunNotFound(f"no run {run_id} in {tracking_uri()}") from None
-        if name != SWEEP_REPORT:  # the one artifact a sweep's parent run has
+        if name not in SWEEP_ARTIFACTS:  # the artifacts a sweep's parent run has
             refuse_sweep_parent(run)
         error = run.data.tags.get("ragexp.error")
         if run.info.status != "FINISHED":
