@@ -340,3 +340,30 @@ def test_the_noise_term_is_off_by_default_and_draws_no_number_when_on():
     noisy.prepare(docs, passages_of(docs))
     assert noisy._noise == pytest.approx({"alpha": 3 / 8, "beta": 2 / 8, "gamma": 1 / 8,
                                           "lorem": 1 / 8, "ipsum": 1 / 8})
+
+
+def test_each_set_names_its_source_and_is_continued_only_under_it(tmp_path, capsys):
+    """``source=NAME`` labels every question (one source per generator lets a sweep certify
+    each set on its own); ``hand``, ``all`` and names that cannot be part of a metric name are
+    refused before anything is written, and a file is continued only under its own source."""
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for w in ("kettle", "ladder", "lantern"):
+        (corpus / f"{w}.md").write_text(f"# {w}\n\nThe {w} in the east wing is inspected every "
+                                        f"Thursday by the {w} team.\n")
+    out = tmp_path / "q.jsonl"
+    args = ("--n", "3", "dataset=markdown", f"dataset.corpus_dir={corpus}")
+    assert generate(out, *args, "source=structure_v1") == 0
+    assert {r["source"] for r in lines(out)} == {"structure_v1"}
+    assert golden.load_golden(out, golden.load_corpus(corpus))[0].source == "structure_v1"
+    before = out.read_bytes()
+    capsys.readouterr()
+    for bad in ("hand", "ALL", "two words", "x" * 41):
+        assert generate(tmp_path / "r.jsonl", *args, f"source='{bad}'") == 2
+        assert f"source={bad!r}: name the generated questions' source" in capsys.readouterr().err
+        assert not (tmp_path / "r.jsonl").exists()
+    assert generate(out, "--n", "4", *args[2:]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: --out {out} holds questions of source 'structure_v1', not 'generated': rerun "
+        f"with source=structure_v1 to continue it, or give another --out")
+    assert out.read_bytes() == before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -103,3 +104,26 @@ def test_copies_of_a_question_go_to_one_side_in_any_order():
     assert split.assign(list(reversed(copies)), seed=0) == side
     other_kind = split.assign([*qs, Query("x", "question number 1?", "procedural")], seed=0)
     assert other_kind["x"] == "test"  # a kind of one question: stratified as before
+
+
+def _kind_rule(queries, seed, share=0.5):
+    """The rule written out here, within one source: per kind, ids ordered by their digest."""
+    out = {}
+    for kind in {q.kind for q in queries}:
+        ids = sorted((q.qid for q in queries if q.kind == kind),
+                     key=lambda i: hashlib.sha256(f"{seed}:{kind}:{i}".encode()).hexdigest())
+        n_test = math.floor(share * len(ids) + 0.5)
+        out.update({i: "test" if r < n_test else "dev" for r, i in enumerate(ids)})
+    return out
+
+
+def test_a_generated_set_of_the_hand_kinds_moves_no_hand_question(golden):
+    """Each source is split on its own: a structure-like set asking the hand-written questions'
+    kinds leaves every hand-written question where the kind-stratified rule puts it."""
+    hand = [q for q in golden if len({x.text for x in golden if x.text == q.text}) == 1]
+    assert split.assign(hand, seed=0) == _kind_rule(hand, 0)
+    generated = [Query(f"g-{i}", f"what is generated thing {i}?", q.kind, source="generated")
+                 for i, q in enumerate(hand * 3)]
+    both = split.assign([*hand, *generated], seed=0)
+    assert {q.qid: both[q.qid] for q in hand} == _kind_rule(hand, 0)
+    assert {q.qid: both[q.qid] for q in generated} == _kind_rule(generated, 0)

@@ -122,7 +122,7 @@ def cmd_generate(args) -> int:
         raise
     settings = Settings(n=args.n, seed=args.seed, kinds=tuple(kinds),
                         min_words=cfg.min_words, max_words=cfg.max_words, draws=cfg.draws,
-                        batch=cfg.batch)
+                        batch=cfg.batch, source=cfg.source)
     check_settings(settings, generator)
     QuestionFile(args.out)  # a folder that cannot be written fails before the corpus is read
     docs = documents(cfg.dataset)

@@ -287,6 +287,7 @@ class QuestionsConfig:
     max_words: int = field(default=40, metadata={"ge": 1})  # longer ones too
     draws: int = field(default=3, metadata={"ge": 1})  # passes over the passages at most
     batch: int = field(default=16, metadata={"ge": 1})  # jobs per batch (llm: calls in parallel)
+    source: str = "generated"  # each question's source: a name per generator certifies each set
     progress: bool = True
 
 

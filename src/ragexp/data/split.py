@@ -5,12 +5,14 @@ part of its lead is luck that will not repeat (the winner's curse). So a sweep s
 ``dev`` and the choice is confirmed on ``test`` questions no selection has seen
 (``ragexp confirm``).
 
-Split rule, stratified by question kind and the same in every process and on every machine:
-within each kind, questions are ordered by ``sha256(f"{seed}:{kind}:{id}")`` and the first
-``floor(test_share * n_kind + 0.5)`` go to ``test``, the rest to ``dev``; questions of a kind
-with the same text (``same_text_key``) count as one, the one whose id sorts first, and go where
-it goes. Adding a question moves no other question between splits unless it lands at the cut of
-its own kind.
+Split rule, stratified by question source and kind and the same in every process and on every
+machine: within each (source, kind), questions are ordered by ``sha256(f"{seed}:{kind}:{id}")``
+and the first ``floor(test_share * n + 0.5)`` go to ``test``, the rest to ``dev``; questions of
+a source and kind with the same text (``same_text_key``) count as one, the one whose id sorts
+first, and go where it goes. Adding a question moves no other question between splits unless it
+lands at the cut of its own source and kind; adding a generated set whose kinds are the
+hand-written ones (``structure``) moves no hand-written question (within one source the rule is
+the kind-stratified split it always was, so no earlier split changes).
 
 Which questions a run scores (config key ``split``, default ``auto``; ``effective``): a dataset
 with a split of its own (its config names one, as BEIR's ``dataset.split`` does) is scored
@@ -72,21 +74,22 @@ def same_text_key(text: str) -> str:
 
 
 def assign(queries: Iterable[Query], seed: int, test_share: float = 0.5) -> dict[str, str]:
-    """``{question id: "dev" | "test"}`` by the module's rule. Questions of one kind and the same
-    text (``same_text_key``) go to one side as one question, the one of them whose id sorts
+    """``{question id: "dev" | "test"}`` by the module's rule. Questions of one source and kind and
+    the same text (``same_text_key``) go to one side as one question, the one of them whose id sorts
     first, so a copy never confirms on test what was chosen on its twin in dev; a set without
     such copies is split exactly as the rule says, and no set depends on its order. Raises
     ``ValueError`` for a share outside [0, 1]."""
     if not 0 <= test_share <= 1:
         raise InvalidValue(f"split_test_share must be in [0, 1], got {test_share}")
-    copies: dict[tuple[str, str], list[str]] = {}  # (kind, text) -> its questions' ids
+    copies: dict[tuple[str, str, str], list[str]] = {}  # (source, kind, text) -> question ids
     for q in queries:  # a question without text (none reaches a run) is a copy of none
-        copies.setdefault((q.kind, same_text_key(q.text) or f"\0{q.qid}"), []).append(q.qid)
-    by_kind: dict[str, list[list[str]]] = {}
-    for (kind, _), qids in copies.items():
-        by_kind.setdefault(kind, []).append(sorted(qids))
+        key = (q.source, q.kind, same_text_key(q.text) or f"\0{q.qid}")
+        copies.setdefault(key, []).append(q.qid)
+    strata: dict[tuple[str, str], list[list[str]]] = {}
+    for (source, kind, _), qids in copies.items():
+        strata.setdefault((source, kind), []).append(sorted(qids))
     out: dict[str, str] = {}
-    for kind, groups in by_kind.items():
+    for (_, kind), groups in strata.items():
         ranked = sorted(groups, key=lambda g: _digest(seed, kind, g[0]))
         n_test = math.floor(test_share * len(ranked) + 0.5)
         out.update({qid: "test" if i < n_test else "dev"

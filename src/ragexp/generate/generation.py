@@ -22,9 +22,10 @@ from ragexp.errors import InvalidValue, MissingInput, counted, listed
 from ragexp.generate.filters import Filters
 from ragexp.generate.outfile import QuestionFile
 from ragexp.generate.passages import MIN_WORDS, Job, Passage, jobs, passages_of, repeated
-from ragexp.records import Document
+from ragexp.data.golden import KIND_NAME
+from ragexp.records import HAND, OVERALL, Document
 
-SOURCE = "generated"
+SOURCE = "generated"  # the default source of a generated question (``Settings.source``)
 
 
 class Generator(Protocol):
@@ -67,7 +68,9 @@ class Summary:
 class Settings:
     """How many questions (``n``, counted in the file), the seed of the sample order and of
     the generator's draws, the kinds asked for (cycled over the order), question length in
-    words, passes over the passages (``draws``) and jobs per batch."""
+    words, passes over the passages (``draws``), jobs per batch, and the ``source`` each
+    question names (``generated`` by default; a name per generator lets one sweep certify each
+    set against the hand-written questions on its own)."""
 
     n: int
     seed: int = 0
@@ -76,13 +79,21 @@ class Settings:
     max_words: int = 40
     draws: int = 3
     batch: int = 16
+    source: str = SOURCE
 
 
 def check_settings(settings: Settings, generator: Generator) -> tuple[str, ...]:
     """The kinds to ask for (``settings.kinds``, or all the generator writes). Raises
-    ``InvalidValue`` for ``n < 1`` or a kind the generator cannot write."""
+    ``InvalidValue`` for ``n < 1``, a kind the generator cannot write, or a ``source`` that is
+    not a source name (1-40 letters, digits, '_' or '-'; not ``hand``, which names the
+    hand-written questions, nor ``all``, every source together)."""
     if settings.n < 1:
         raise InvalidValue(f"--n {settings.n}: ask for at least one question")
+    if (not KIND_NAME.fullmatch(settings.source)
+            or settings.source.casefold() in (HAND, OVERALL)):
+        raise InvalidValue(f"source={settings.source!r}: name the generated questions' source "
+                           f"with 1-40 letters, digits, '_' or '-', other than {HAND!r} (the "
+                           f"hand-written questions) and {OVERALL!r} (every source together)")
     kinds = tuple(settings.kinds) or generator.kinds
     unknown = [k for k in kinds if k not in generator.kinds]
     if unknown:
@@ -119,7 +130,7 @@ def generate(docs: Sequence[Document], generator: Generator, settings: Settings,
     file = QuestionFile(out)
     by_id, here = {d.doc_id: d for d in docs}, corpus_of(docs)
     _check_same_corpus(file, by_id, here, corpus)
-    _check_same_run(file, generator, settings.seed)
+    _check_same_run(file, generator, settings.seed, settings.source)
     filters = Filters(by_id, kinds, settings.min_words, settings.max_words,
                       check_leak=generator.name != "known_item")
     for rec in file.records:
@@ -149,7 +160,7 @@ def generate(docs: Sequence[Document], generator: Generator, settings: Settings,
                     summary.dropped[reason] += 1
                     continue
                 file.append(_record(outcome, f"{stem}-{summary.total + 1:05d}", generator,
-                                    settings.seed, job, here))
+                                    settings.seed, job, here, settings.source))
                 summary.kept += 1
                 summary.total += 1
                 bar.update(1)
@@ -190,11 +201,18 @@ def _check_same_corpus(file: QuestionFile, docs: dict[str, Document], here: dict
                        f"written from, its documents unchanged, or give another --out")
 
 
-def _check_same_run(file: QuestionFile, generator: Generator, seed: int) -> None:
-    """A file is continued only with the generator settings and seed it was written with."""
+def _check_same_run(file: QuestionFile, generator: Generator, seed: int,
+                    source: str = SOURCE) -> None:
+    """A file is continued only with the generator settings, seed and source it was written
+    with."""
     if not file.records:
         return
     first = file.records[0]
+    if first.get("source", SOURCE) != source:
+        raise InvalidValue(f"--out {file.path} holds questions of source "
+                           f"{first.get('source', SOURCE)!r}, not {source!r}: rerun with "
+                           f"source={first.get('source', SOURCE)} to continue it, or give "
+                           f"another --out")
     if first.get("generator") != generator.settings() or first.get("seed") != seed:
         raise InvalidValue(f"--out {file.path} holds questions written with other settings "
                            f"(generator {first.get('generator')}, seed {first.get('seed')}); "
@@ -202,11 +220,11 @@ def _check_same_run(file: QuestionFile, generator: Generator, seed: int) -> None
 
 
 def _record(rec: dict, qid: str, generator: Generator, seed: int, job: Job,
-            corpus: dict) -> dict:
+            corpus: dict, source: str = SOURCE) -> dict:
     """The line written: the golden fields, then provenance, in a fixed key order."""
     p = job.passage
     return {"id": qid, "kind": rec["kind"], "question": rec["question"],
-            "answer": rec["answer"], "evidence": rec["evidence"], "source": SOURCE,
+            "answer": rec["answer"], "evidence": rec["evidence"], "source": source,
             "generator": generator.settings(), "model": generator.model,
             "prompt_sha256": generator.prompt_sha256, "seed": seed, "corpus": corpus,
             "passage": {"doc": p.doc_id, "section": p.section, "start": p.start, "end": p.end,
