@@ -20,11 +20,13 @@ verdict is on their ratio (both throughputs are printed so a slow machine is vis
 8. wall times against a plain bm25s script over the handbook: one run, ``ragexp search`` and a
    warm 12-ablation sweep (also against its library-path compute) (``bench_wall.py``, #21);
 9. BM25 against bm25s at 100,000 synthetic passages (``--bm25-passages``): tokenizing the
-   corpus, fitting, index bytes and the peak RSS of fitting (``bench_bm25_scale.py``, #21).
+   corpus, fitting, index bytes and the peak RSS of fitting (``bench_bm25_scale.py``, #21);
+10. the start-up of ``ragexp search``/``ask``: importing the serving engine against the same
+    with the runner and pandas it imported before (``bench_imports.py``, #41).
 
 ``python -m tools.bench [--readme docs/benchmarks.md]`` (``make bench``); exits 1 if a target
 fails, 2 if that page lacks its ``<!-- bench:start -->`` / ``<!-- bench:end -->`` markers (then
-nothing is written).
+nothing is written). ``--only imports`` runs row 10 alone and writes nothing.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from ragexp.stages.chunking import MarkdownChunker  # noqa: E402
 from ragexp.text.analysis import normalize_ws, split_sentences, tokenize  # noqa: E402
 from tools.bench_bm25_scale import bench_rows as bm25_scale_rows  # noqa: E402
 from tools.bench_cache import cache_rows  # noqa: E402
+from tools.bench_imports import import_rows  # noqa: E402
 from tools.bench_traces import trace_rows  # noqa: E402
 from tools.bench_wall import wall_rows  # noqa: E402
 from tools.readme import has_block, replace_block  # noqa: E402
@@ -299,7 +302,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="vectors in the packed-cache read/disk rows")
     parser.add_argument("--bm25-passages", type=int, default=100_000,
                         help="synthetic passages of the BM25-against-bm25s rows")
+    parser.add_argument("--only", choices=("imports",),
+                        help="run only this row (imports: row 10) and write nothing")
     args = parser.parse_args(argv)
+    if args.only == "imports":
+        rows = import_rows(Row)
+        print(render(rows))
+        return 1 if any(r.ok is False for r in rows) else 0
     if not has_block(args.readme, "bench"):
         return 2
     docs = load_corpus(args.corpus)
@@ -320,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     traced, trace_notes = trace_rows(questions, Row)
     rows += traced
     rows += wall_rows(Row)
+    rows += import_rows(Row)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     notes = [note, gpu, *trace_notes, f"peak memory (RSS, whole bench): {peak:.0f} MiB"]
     table = render(rows)

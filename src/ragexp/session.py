@@ -1,9 +1,10 @@
 """What one ragexp process holds while it works, in one object: the store clients, the stage
-memory, the loaded models, the runs it must end and the sweep it runs.
+memory, the loaded models, the runs it must end and the jobs of the sweep it runs.
 
 Before, each of these was a module global of the package that used it (19 of them), so a test
 had to know every one to start clean (``forget_memory()``, ``beir._LAST_CORPUS.clear()``, ...),
-and a sweep told its jobs its parent run through ``os.environ``. Now the entry points (``python
+and a sweep told its jobs its parent run through ``os.environ`` (now each job's config holds it,
+``sweep.parent``: ``run.sweep.jobs_under``). Now the entry points (``python
 -m ragexp``, the ``ragexp`` script, ``python -m ragexp.cli.main``) ``start`` a session, each
 test gets a fresh one (``tests/conftest.py``), and the code reaches it through
 ``Session.current()``: the chains from an entry point to a stage memory or a model are Hydra's
@@ -50,9 +51,7 @@ class Session:
     said: set[tuple] = field(default_factory=set)
     # run.run_folder: (a single run's folder, the topmost folder of its path it creates)
     run_folder: tuple[Path, Path] | None = None
-    # run.sweep: the sweep in progress (its ``SweepCallback``: parent run id, sweep folder),
-    # and the overrides of the jobs it composed and validated
-    sweep: Any = None
+    # run.sweep: the overrides of the jobs the sweep in progress composed and validated
     validated: set[tuple[str, ...]] = field(default_factory=set)
 
     _current: ClassVar[Session | None] = None

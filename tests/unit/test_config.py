@@ -206,6 +206,23 @@ def test_sweep_level_switches_do_not_change_what_a_run_measures():
     assert config_hash({**base, "k": 10}, data, code="x") != same[0]
 
 
+def test_a_sweep_job_s_parent_run_is_no_part_of_its_identity_or_params():
+    """A job's ``sweep.parent`` (``run.sweep.jobs_under``) says where it belongs, not what it
+    measures: the same job in another sweep, or run alone, has the same ``config_hash`` (so
+    ``--skip`` finds it), and no run logs it as a param."""
+    from ragexp.tracking.store import config_hash, params
+
+    base = {"retriever": {"name": "dense"}, "k": 100}
+    data = {"corpus_hash": "c", "golden_hash": "g"}
+    alone = config_hash(base, data, code="x")
+    assert config_hash({**base, "sweep": {"parent": "a" * 32}}, data, code="x") == alone
+    assert config_hash({**base, "sweep": {"parent": "b" * 32}}, data, code="x") == alone
+    assert config_hash({**base, "k": 10, "sweep": {"parent": "a" * 32}}, data,
+                       code="x") != alone
+    assert params({**base, "sweep": {"parent": "a" * 32}}) == params(base) == {
+        "retriever.name": "dense", "k": 100}
+
+
 def test_the_token_budget_of_batches_does_not_change_what_a_run_measures():
     """``embedder.batch_tokens`` (and the semantic chunker's) changes how texts are batched,
     never their vectors (tests/unit/test_embedders.py): a run with another budget, or recorded

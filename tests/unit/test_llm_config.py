@@ -181,3 +181,25 @@ def test_a_stage_s_endpoint_key_given_as_its_own_says_where_it_is_now():
     with pytest.raises(validation.ConfigRangeError,
                        match=r"judge\.model moved to judge\.llm\.model: drop judge\.model"):
         validation.validate(cfg_with("judge=llm", "+judge.model=gpt-4o"))
+
+
+@pytest.mark.parametrize("stage,key,value,message", [
+    ("generator", "model", "' '", "generator.llm.model is empty: give a model name"),
+    ("answer", "timeout", "0", "answer.llm.timeout=0.0 is out of range: must be > 0"),
+    ("judge", "base_url", "''", "judge.llm.base_url is empty: give a URL such as"),
+])
+def test_a_stage_s_endpoint_refuses_naming_the_key_the_user_types(stage, key, value, message):
+    """Hydra builds a stage's ``llm`` node before the stage: the endpoint is checked where the
+    stage places it (``Endpoint.at``), so its refusal names ``generator.llm.model``, not the
+    ``llm.model`` that every stage's endpoint once called itself."""
+    from ragexp.cli import questions
+
+    overrides = [f"{stage}.llm.{key}={value}", f"{stage}.llm.api_key_env=null"]
+    cfg = (questions.compose("llm", overrides, None) if stage == "generator"
+           else cfg_with(f"{stage}=llm", *overrides))
+    with pytest.raises(Exception) as info:  # noqa: B017 - under Hydra's wrapper
+        instantiate(cfg[stage])
+    root = info.value
+    while root.__cause__ is not None:
+        root = root.__cause__
+    assert isinstance(root, LLMError) and str(root).startswith(message)

@@ -141,28 +141,39 @@ def test_the_check_finds_each_kind_of_state():
 
 def test_each_test_starts_with_a_fresh_session():
     session = Session.current()
-    assert session.stages == {} and session.open_runs == {} and session.sweep is None
+    assert session.stages == {} and session.open_runs == {} and session.validated == set()
     session.stages["chunks"] = ("key", ["a chunk"])
     assert Session.current() is session
     assert Session.start() is Session.current() is not session
     assert Session.current().stages == {}
 
 
-def test_a_sweep_job_in_another_process_finds_its_parent_run_in_the_callback_it_was_given():
-    """joblib and submitit pickle the sweep's callbacks to the processes that run its jobs: the
-    parent run travels in the callback, not in ``os.environ``."""
+def test_a_sweep_job_reads_its_parent_run_from_its_own_config():
+    """Once the sweep's parent run exists, every job config the launcher's loader composes
+    holds ``sweep.parent`` (``jobs_under``), and the job reads it there (``parent_run``): in a
+    joblib or submitit worker too, which composes each job from the loader it was given
+    pickled (cloudpickle), not from state a callback carried or ``os.environ``."""
     import pickle
 
-    from ragexp.run.sweep import SweepCallback, parent_run
+    import cloudpickle  # what joblib's loky and submitit pickle a launcher's context with
+    from omegaconf import OmegaConf
 
-    assert parent_run() is None
-    SweepCallback().on_job_start(config=None)  # a single run's: no parent, no sweep
-    assert parent_run() is None and Session.current().sweep is None
-    sweep = SweepCallback()
-    sweep.parent_id, sweep.sweep_dir = "p" * 32, "multirun/x"
-    Session.start()  # the worker's own session
-    pickle.loads(pickle.dumps(sweep)).on_job_start(config=None)
-    assert parent_run() == "p" * 32
+    from ragexp.run.sweep import jobs_under, parent_run
+
+    class Loader:
+        def load_sweep_config(self, master_config, sweep_overrides):
+            cfg = OmegaConf.create({"k": 10, "overrides": list(sweep_overrides)})
+            OmegaConf.set_struct(cfg, True)  # as Hydra composes it
+            return cfg
+
+    loader = Loader()
+    assert parent_run(loader.load_sweep_config(None, ["k=5"])) is None  # a single run's
+    jobs_under(loader, "p" * 32)
+    cfg = loader.load_sweep_config(None, ["k=5"])
+    assert parent_run(cfg) == "p" * 32 and cfg.overrides == ["k=5"] and cfg.k == 10
+    Session.start()  # the worker's own session: nothing in it
+    worker = pickle.loads(cloudpickle.dumps(loader))
+    assert parent_run(worker.load_sweep_config(None, ["k=7"])) == "p" * 32
 
 
 def test_job_outcomes_come_from_the_store_and_status_files_fill_in(tmp_path, monkeypatch):

@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 
 from ragexp import settings
 from ragexp.answer.llm import Endpoint
+from ragexp.stages.retrievers import Part
 from ragexp.config import schema
 from ragexp.tracking.store import ENDPOINT_STAGES, as_recorded, config_hash
 from tools import composed_configs
@@ -150,13 +151,12 @@ def test_a_generated_schema_holds_the_stage_s_own_defaults(conf):
             assert plain[f.name] == settings.REQUIRED
             continue
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            node = conf.__dataclass_fields__[f.name]
-            if node.default_factory is not dataclasses.MISSING:  # a node given by the schema
-                # (``fields=``: the generator's ``llm``, an LLMCallConf)
-                assert plain[f.name] == settings_only(OmegaConf.to_container(
-                    OmegaConf.structured(node.default_factory())))
+            given = conf.__dataclass_fields__[f.name]
+            if given.default_factory is not dataclasses.MISSING:  # the node the config holds
+                node = OmegaConf.to_container(OmegaConf.structured(given.default_factory()))
+                assert plain[f.name] == settings_only(node), f.name  # (a stage's ``llm``)
                 continue
-            assert plain[f.name] in (settings.REQUIRED, node.default)
+            assert plain[f.name] in (settings.REQUIRED, given.default)
             continue
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
         if dataclasses.is_dataclass(default):
@@ -218,6 +218,16 @@ ONE_MESSAGE = [
      {"method": "bm25l", "k1": 0.0, "delta": 0.0}),
     (["answer.min_overlap=1.5"], "ragexp.answer.extractive.ExtractiveAnswerer",
      {"min_overlap": 1.5}),
+    (["retriever=hybrid", "fusion=weighted_rrf", "fusion.weights.bm25=-1"],
+     "fusion.rank.WeightedRRF", {"weights": {"bm25": -1.0}}),
+    (["retriever=hybrid", "fusion=weighted_rrf", "fusion.weights.bm25=0",
+      "fusion.weights.dense=0"], "fusion.rank.rrf",
+     {"rankings": {"dense": {}, "bm25": {}}, "weights": {"dense": 0.0, "bm25": 0.0}}),
+    (["retriever=hybrid", "retriever.parts.dense=null", "retriever.parts.bm25=null"],
+     "retrievers.HybridRetriever", {"resources": None, "fusion": None,
+                                    "parts": {"dense": None, "bm25": None}}),
+    (["retriever=hybrid", "retriever.parts.bm25.depth=0"], "retrievers.HybridRetriever",
+     {"resources": None, "fusion": None, "parts": {"bm25": Part(None, depth=0)}}),
 ]
 # stages below ``stages``, by import path
 ONE_MESSAGE_INDEX = [
@@ -239,6 +249,28 @@ ONE_MESSAGE_INDEX = [
     (["judge=llm", "judge.llm.api_key_env=null", "judge.max_tokens=0"],
      "ragexp.answer.judge.LLMJudge",
      {"llm": Endpoint("http://x", "m", api_key_env=None), "max_tokens": 0}),
+    (["judge=llm", "judge.llm.api_key_env=null", "judge.kappa_floor=2"],
+     "ragexp.answer.judge.LLMJudge",
+     {"llm": Endpoint("http://x", "m", api_key_env=None), "kappa_floor": 2.0}),
+    (["answer=llm", "answer.llm.api_key_env=null", "answer.n_chunks=0"],
+     "ragexp.answer.llm_answer.LLMAnswerer",
+     {"llm": Endpoint("http://x", "m", api_key_env=None), "n_chunks": 0}),
+    (["answer=llm", "answer.llm.api_key_env=null", "answer.min_support=1.5"],
+     "ragexp.answer.llm_answer.LLMAnswerer",
+     {"llm": Endpoint("http://x", "m", api_key_env=None), "min_support": 1.5}),
+    # an endpoint built by Hydra under a stage is checked where the stage places it
+    (["answer=llm", "answer.llm.api_key_env=null", "answer.llm.model=' '"],
+     "ragexp.answer.llm_answer.LLMAnswerer",
+     {"llm": Endpoint("http://x", " ", api_key_env=None)}),
+    (["judge=llm", "judge.llm.api_key_env=null", "judge.llm.base_url=''"],
+     "ragexp.answer.judge.LLMJudge", {"llm": Endpoint("", "m", api_key_env=None)}),
+    (["index=ivf", "index.nlist=8", "index.nprobe=9"], "ragexp.index.ann.IVFSpec",
+     {"nlist": 8, "nprobe": 9}),
+    (["index=ivf", "index.nlist=4", "index.nprobe=1", "index.train_size=3"],
+     "ragexp.index.ann.IVFSpec", {"nlist": 4, "nprobe": 1, "train_size": 3}),
+    (["index=ivfpq", "index.nlist=1", "index.nprobe=1", "index.nbits=4", "index.train_size=8"],
+     "ragexp.index.ann.IVFPQSpec", {"nlist": 1, "nprobe": 1, "nbits": 4, "train_size": 8}),
+    (["index=hnsw", "index.M=1"], "ragexp.index.ann.HNSWSpec", {"M": 1}),
 ]
 
 
@@ -277,11 +309,38 @@ def test_a_stage_module_registers_its_own_rules():
     from ragexp.stages import chunking, rerankers
     from ragexp.stages.fusion import score
 
+    from ragexp.answer import llm
+    from ragexp.index.ann import hnsw, ivf, ivfpq
+    from ragexp.stages import retrievers
+    from ragexp.stages.fusion import rank
+
     for rule in (chunking.overlap_below_window, chunking.windows_is_a_choice,
                  score.convex_fuses_two_parts, rerankers.cross_encoder_folder,
-                 embedders.device_runs_here):
+                 embedders.device_runs_here, ivf.nprobe_within_nlist,
+                 ivf.train_size_covers_nlist, ivfpq.train_size_covers_codebooks,
+                 hnsw.ef_search_covers_depth, *llm.ENDPOINT_RULES,
+                 retrievers.hybrid_has_a_part, rank.weights_name_enabled_parts):
         assert rule in settings.RULES
         assert rule.__module__ != "ragexp.config.validation"
+
+
+@pytest.mark.parametrize("overrides,chunker,key", [
+    (["chunking.max_tokens=128"], "MarkdownChunker", {"max_tokens": 128}),
+    (["chunking=none", "chunking.windows=maxp"], "WholeDocumentChunker", {"windows": "maxp"}),
+])
+def test_a_chunker_sized_in_tokens_refuses_an_embedder_without_them_in_composition_s_words(
+        overrides, chunker, key):
+    from workspaces import compose_config
+
+    from ragexp.config import validation
+    from ragexp.errors import InvalidValue
+    from ragexp.stages import chunking
+
+    with pytest.raises(validation.ConfigRangeError) as composed:
+        validation.validate(compose_config("embedder=hash", *overrides))
+    with pytest.raises(InvalidValue) as built:
+        getattr(chunking, chunker)(**key).with_tokenizer(None)
+    assert str(built.value) in [line.strip() for line in str(composed.value).splitlines()]
 
 
 def test_a_rule_for_a_group_reads_only_a_node_that_holds_its_keys():

@@ -139,31 +139,38 @@ def grade_item(query: Query, answer: Answer, chunks: dict[str, Chunk]) -> GradeI
     return GradeItem(query.text, answer.text, passages, query.answer if query.answerable else "")
 
 
+@dataclass(eq=False)
 class LLMJudge:
     """``judge=llm``: ``llm`` is the endpoint it calls (``judge.llm``, by default the config's
     ``llm``), asked for at most ``max_tokens`` tokens a grading; ``labels`` is the
-    hand-labelled file for agreement (None: the shipped handbook labels), ``kappa_floor`` the
-    agreement below which the run is marked; more than ``llm.max_error_rate`` of the gradings
-    failed or unreadable fails the run.
+    hand-labelled file for agreement (empty or None: the shipped handbook labels),
+    ``kappa_floor`` the agreement below which the run is marked; more than
+    ``llm.max_error_rate`` of the gradings failed or unreadable fails the run. Its fields
+    declare what they accept (``settings``): ``config.schema.LLMJudgeConf`` is generated from
+    them.
 
-    Raises LLMError when built if the key's environment variable is missing or empty, and
-    ValueError (file:line) on a bad labels file.
+    Raises LLMError when built on a value out of range, or if the key's environment variable
+    is missing or empty, and ValueError (file:line) on a bad labels file.
     """
 
-    name = "llm"
+    llm: Endpoint
+    max_tokens: int = field(default=200, metadata=MAX_TOKENS)
+    # hand-labelled answers for the judge's agreement (kappa); the config's default is the
+    # shipped handbook labels
+    labels: str = field(default="", metadata={
+        "path": "file", "interpolate": f"${{ragexp.example:{LABELS}}}"})
+    # agreement below this marks the run
+    kappa_floor: float = field(default=0.6, metadata={"ge": -1, "le": 1})
+    name: str = "llm"
 
-    def __init__(self, llm: Endpoint, max_tokens: int = 200, labels: str | None = None,
-                 kappa_floor: float = 0.6, name: str = "llm"):
-        labels = labels or shipped.path(LABELS)
-        if not -1 <= kappa_floor <= 1:
-            raise LLMError(f"judge.kappa_floor must be in [-1, 1], got {kappa_floor}")
-        settings.refuse(settings.field_problems("judge.max_tokens", max_tokens, MAX_TOKENS),
-                        LLMError)
-        self.endpoint = llm.at("judge.llm")
-        self.client = ChatClient(self.endpoint, max_tokens)
-        self.labels = load_labels(labels)
+    def __post_init__(self) -> None:
+        settings.check(self, "judge", error=LLMError)
+        labels = self.labels or shipped.path(LABELS)
+        self.endpoint = self.llm.at("judge.llm")
+        self.client = ChatClient(self.endpoint, self.max_tokens)
+        self.hand_labels = load_labels(labels)  # ``labels`` stays the path it was given
         self.labels_sha256 = hashlib.sha256(Path(labels).read_bytes()).hexdigest()[:16]
-        self.kappa_floor, self.max_error_rate = kappa_floor, self.endpoint.max_error_rate
+        self.max_error_rate = self.endpoint.max_error_rate
 
     def grade(self, items: Sequence[GradeItem], progress: bool = False,
               desc: str = "judging") -> tuple[list[Verdict], list[Completion]]:
@@ -182,10 +189,10 @@ class LLMJudge:
         by_q: list[Verdict | None] = [None] * len(queries)
         for i, v in zip(todo, verdicts):
             by_q[i] = v
-        label_verdicts, label_replies = self.grade([lab.item for lab in self.labels], progress,
-                                                   "judging the hand labels")
+        label_verdicts, label_replies = self.grade([lab.item for lab in self.hand_labels],
+                                                   progress, "judging the hand labels")
         metrics = {**judge_metrics(queries, answers, by_q),
                    **usage_metrics(replies + label_replies, self.endpoint)}
-        agreement, tags = agreement_metrics(self.labels, label_verdicts, self.kappa_floor)
+        agreement, tags = agreement_metrics(self.hand_labels, label_verdicts, self.kappa_floor)
         tags["ragexp.judge_labels_sha256"] = self.labels_sha256
         return JudgeResult({**metrics, **agreement}, judge_columns(by_q), tags)

@@ -40,6 +40,25 @@ class LLMError(RagexpError, RuntimeError):
 MAX_TOKENS = {"ge": 1}
 
 
+def endpoint_problems(e, at: str) -> list[str]:
+    """An endpoint (or its config node ``e`` at key ``at``) names a ``base_url`` and a
+    ``model``, and its ``timeout`` and prices are finite numbers."""
+    out = [f"{at}.{key} is empty: give {what}" for key, what in (
+        ("base_url", "a URL such as https://api.openai.com/v1 or http://localhost:11434/v1"),
+        ("model", "a model name")) if not str(getattr(e, key) or "").strip()]
+    for key in ("timeout", "price_in_per_mtok", "price_out_per_mtok"):
+        value = getattr(e, key)
+        if isinstance(value, (int, float)) and not math.isfinite(value):
+            out.append(f"{at}.{key}={value!r} is invalid: must be a finite number")
+    return out
+
+
+# the shared ``llm`` node and each stage's own, which composition checks as a stage would
+ENDPOINT_NODES = ("llm", "answer.llm", "judge.llm", "generator.llm")
+ENDPOINT_RULES = tuple(settings.rule_for(key, ("base_url", "model"), endpoint_problems)
+                       for key in ENDPOINT_NODES)
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """An OpenAI-compatible chat endpoint and how to call it: the config's ``llm`` node, and
@@ -49,8 +68,10 @@ class Endpoint:
 
     ``timeout`` is seconds per attempt; prices are USD per 1,000,000 tokens; ``max_error_rate``
     is the share of calls failing (or unreadable) that fails a run (the answerer's and the
-    judge's). ``where`` is the config key of this endpoint (``answer.llm``) in error messages,
-    set by the stage that calls it. Raises LLMError on a value out of range.
+    judge's). ``where`` is the config key of this endpoint (``answer.llm``), set by the stage
+    that calls it (``at``): its values are checked then, so that an error names the key the
+    user types (Hydra builds a stage's ``llm`` node before the stage, which cannot say where
+    it is). Raises LLMError, once placed, on a value out of range (``endpoint_problems``).
     """
 
     base_url: str = "https://api.openai.com/v1"
@@ -66,24 +87,16 @@ class Endpoint:
     price_in_per_mtok: Optional[float] = field(default=None, metadata={"ge": 0})
     price_out_per_mtok: Optional[float] = field(default=None, metadata={"ge": 0})
     max_error_rate: float = field(default=0.1, metadata={"ge": 0, "le": 1})
-    where: str = field(default="llm", metadata=settings.BUILT)
+    where: Optional[str] = field(default=None, metadata=settings.BUILT)  # None: not placed yet
 
     def __post_init__(self) -> None:
-        settings.check(self, self.where, error=LLMError)
-        checks = [("base_url", bool(self.base_url.strip()), "a URL such as "
-                   "https://api.openai.com/v1 or http://localhost:11434/v1"),
-                  ("model", bool(self.model.strip()), "a model name")]
-        for key in ("timeout", "price_in_per_mtok", "price_out_per_mtok"):
-            value = getattr(self, key)
-            checks.append((key, value is None or math.isfinite(value), "a finite number"))
-        for key, ok, valid in checks:
-            if not ok:
-                raise LLMError(f"{self.where}.{key}={getattr(self, key)!r} is invalid: must be "
-                               f"{valid}")
+        if self.where is not None:
+            settings.check(self, self.where, endpoint_problems(self, self.where),
+                           error=LLMError)
 
     def at(self, where: str) -> Endpoint:
-        """This endpoint, its error messages naming the config key ``where``
-        (``answer.llm``)."""
+        """This endpoint placed at the config key ``where`` (``answer.llm``): checked, its error
+        messages naming that key. Raises LLMError on a value out of range."""
         return replace(self, where=where)
 
     def api_key(self) -> str:
@@ -128,6 +141,8 @@ class ChatClient:
         # defer heavy import
         import openai
 
+        # an endpoint no stage placed is checked as the shared ``llm`` node
+        endpoint = endpoint if endpoint.where is not None else endpoint.at("llm")
         self.endpoint, self.max_tokens = endpoint, max_tokens
         self._openai = openai
         key = endpoint.api_key()

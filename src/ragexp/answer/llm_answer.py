@@ -11,6 +11,7 @@ not in the cited passage is dropped; an answer left with no sentence is a refusa
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from ragexp import settings
@@ -52,30 +53,31 @@ def reply_sentences(reply: str) -> list[str]:
     return out
 
 
+@dataclass(eq=False)
 class LLMAnswerer:
     """``answer=llm``. ``llm`` is the endpoint it calls (``answer.llm``, by default the
     config's ``llm``), asked for at most ``max_tokens`` tokens a reply; ``n_chunks`` passages
     are shown, ``max_sentences`` asked for, ``min_support`` is the citation checker's, and more
     than ``llm.max_error_rate`` of the calls failing at the endpoint raises LLMError (the run
-    would otherwise measure the endpoint's failures).
+    would otherwise measure the endpoint's failures). Its fields declare what they accept
+    (``settings``): ``config.schema.LLMAnswerConf`` is generated from them.
 
-    Raises LLMError when built if the key's environment variable is missing or empty.
+    Raises LLMError when built on a value out of range, or if the key's environment variable
+    is missing or empty.
     """
 
-    name = "llm"
+    llm: Endpoint
+    max_tokens: int = field(default=400, metadata=MAX_TOKENS)
+    n_chunks: int = field(default=3, metadata={"ge": 1})  # passages shown, best first
+    max_sentences: int = field(default=2, metadata={"ge": 1})  # asked of the model
+    min_support: float = field(default=0.6, metadata={"ge": 0, "le": 1})  # citation checker's
+    name: str = "llm"
 
-    def __init__(self, llm: Endpoint, max_tokens: int = 400, n_chunks: int = 3,
-                 max_sentences: int = 2, min_support: float = 0.6, name: str = "llm"):
-        for key, ok in (("n_chunks", n_chunks >= 1), ("max_sentences", max_sentences >= 1),
-                        ("min_support", 0 <= min_support <= 1)):
-            if not ok:
-                raise LLMError(f"answer.{key}={locals()[key]!r} is out of range")
-        settings.refuse(settings.field_problems("answer.max_tokens", max_tokens, MAX_TOKENS),
-                        LLMError)
-        self.endpoint = llm.at("answer.llm")
-        self.client = ChatClient(self.endpoint, max_tokens)
-        self.n_chunks, self.max_sentences = n_chunks, max_sentences
-        self.min_support, self.max_error_rate = min_support, self.endpoint.max_error_rate
+    def __post_init__(self) -> None:
+        settings.check(self, "answer", error=LLMError)
+        self.endpoint = self.llm.at("answer.llm")
+        self.client = ChatClient(self.endpoint, self.max_tokens)
+        self.max_error_rate = self.endpoint.max_error_rate
 
     def answer(self, inputs: Sequence[AnswerInput], coverage: Coverage,
                progress: bool = False) -> list[Answer]:

@@ -9,9 +9,9 @@ checked for every composed config by ``ragexp.config.validation``: a range (``me
 exist (``path``: ``dir``, ``file`` or ``any``), and for a value the user must give what to give
 (``hint``). ``_target_`` names the class Hydra instantiates for that option. The schemas
 written here are those with no stage class of their own (the top-level ``Config``, the abstain
-group), those holding a stage's ``llm`` endpoint node (``answer=llm``, ``judge=llm``,
-``generator=llm``; the node's schema is generated from ``Endpoint``) or whose stage takes the
-run's resources (the retrievers).
+group), the generator's with its ``llm`` endpoint node (``generator=llm``; the node's schema,
+``LLMCallConf``, is generated from ``Endpoint``, and given to ``answer=llm``'s and ``judge=llm``'s
+generated schemas too) and those whose stage takes the run's resources (the retrievers).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from omegaconf import MISSING, OmegaConf
 
 from ragexp import settings
 from ragexp.answer.extractive import ExtractiveAnswerer
-from ragexp.answer.judge import NoJudge
+from ragexp.answer.judge import LLMJudge, NoJudge
 from ragexp.answer.llm import MAX_TOKENS, Endpoint
+from ragexp.answer.llm_answer import LLMAnswerer
 from ragexp.data import shipped
 from ragexp.data.datasets import BeirDataset, MarkdownDataset
 from ragexp.data.split import AUTO, SPLITS
@@ -41,7 +42,7 @@ from ragexp.index import ann
 from ragexp.index.bm25 import BM25Params
 from ragexp.index.embedders import FastEmbedEmbedder, HashEmbedder
 from ragexp.index.precomputed import PrecomputedEmbedder
-from ragexp.stages import abstain
+from ragexp.stages import abstain, retrievers
 from ragexp.stages.abstain import DenseSignal, LexicalSignal
 from ragexp.stages.chunking import MarkdownChunker, WholeDocumentChunker
 from ragexp.stages.fusion.rank import RRF, WeightedRRF
@@ -105,7 +106,7 @@ class HybridPartConf:
     _target_: str = "ragexp.stages.retrievers.Part"
     retriever: Any = MISSING
     # items per query that go into fusion; at least the deepest measure cutoff (validation)
-    depth: int = field(default=100, metadata={"ge": 1})
+    depth: int = field(default=100, metadata=retrievers.DEPTH)
     # an embedder option (conf/embedder: hash, minilm, bge, ...) for this part's vectors; null:
     # the run's embedder. Left out of a part's config, it is not part of the run's identity.
     embedder: Optional[str] = None
@@ -180,37 +181,17 @@ LLMCallConf = settings.schema(Endpoint, "LLMCallConf", fields={
     for f in settings.settings(Endpoint)})
 
 
-@dataclass
-class LLMAnswerConf:
-    """``answer=llm``: the answerer's own settings and its ``llm`` endpoint node (each key
-    ``${llm.<key>}`` unless this stage overrides it: ``answer.llm.model=...``)."""
-
-    _target_: str = "ragexp.answer.llm_answer.LLMAnswerer"
-    name: str = "llm"
-    llm: LLMCallConf = field(default_factory=LLMCallConf)
-    max_tokens: int = field(default=400, metadata=MAX_TOKENS)
-    n_chunks: int = field(default=3, metadata={"ge": 1})
-    max_sentences: int = field(default=2, metadata={"ge": 1})
-    min_support: float = field(default=0.6, metadata={"ge": 0, "le": 1})
+# ``answer=llm`` and ``judge=llm``: the stage's own settings and its ``llm`` endpoint node (each
+# key ``${llm.<key>}`` unless this stage overrides it: ``answer.llm.model=...``).
+LLMAnswerConf = settings.schema(LLMAnswerer, "LLMAnswerConf", fields={
+    "llm": (LLMCallConf, field(default_factory=LLMCallConf))})
 
 
 NoJudgeConf = settings.schema(NoJudge, "NoJudgeConf")
 
 
-@dataclass
-class LLMJudgeConf:
-    """``judge=llm``: the judge's own settings, its hand labels and its ``llm`` endpoint node
-    (each key ``${llm.<key>}`` unless this stage overrides it: ``judge.llm.model=...``)."""
-
-    _target_: str = "ragexp.answer.judge.LLMJudge"
-    name: str = "llm"
-    llm: LLMCallConf = field(default_factory=LLMCallConf)
-    max_tokens: int = field(default=200, metadata=MAX_TOKENS)
-    # hand-labelled answers for the judge's agreement (kappa); the shipped handbook labels
-    labels: str = field(default="${ragexp.example:handbook/golden/judge/labels.jsonl}",
-                        metadata={"path": "file"})
-    # agreement below this marks the run
-    kappa_floor: float = field(default=0.6, metadata={"ge": -1, "le": 1})
+LLMJudgeConf = settings.schema(LLMJudge, "LLMJudgeConf", fields={
+    "llm": (LLMCallConf, field(default_factory=LLMCallConf))})
 
 
 @dataclass

@@ -36,6 +36,7 @@ from ragexp.errors import RagexpError
 from ragexp.evaluation import measures
 from ragexp.index import embedders, precomputed
 from ragexp.settings import BOUNDS, cross_field_rule, field_problems
+from ragexp.stages import chunking
 
 
 class ConfigRangeError(RagexpError, ValueError):
@@ -209,33 +210,6 @@ def names_refused(message: str, refused: set[str]) -> bool:
         re.search(rf"(?<![\w.]){re.escape(key)}(?![\w.]*\w)", message) for key in refused)
 
 
-@cross_field_rule
-def ef_search_covers_depth(cfg: DictConfig) -> list[str]:
-    """``index.ef_search`` (HNSW's candidates per query) at least the depth the first stage
-    retrieves, ``max(k, reranker.top_n)``: FAISS would silently search ``k`` candidates
-    instead, so the setting would not measure what it says."""
-    ef = OmegaConf.select(cfg, "index.ef_search")
-    if not isinstance(ef, int) or "k" not in cfg:
-        return []
-    top_n = OmegaConf.select(cfg, "reranker.top_n")
-    top_n = top_n if isinstance(top_n, int) else 0
-    depth, binding = (top_n, "reranker.top_n") if top_n > cfg.k else (cfg.k, "k")
-    if ef < depth:
-        return [f"index.ef_search={ef} is out of range: must be >= the depth retrieved, "
-                f"max(k, reranker.top_n) = {depth} (from {binding}); raise index.ef_search "
-                f"or lower {binding}"]
-    return []
-
-
-@cross_field_rule
-def nprobe_within_nlist(cfg: DictConfig) -> list[str]:
-    """``index.nprobe`` (IVF lists searched per query) at most ``index.nlist`` (lists built)."""
-    nprobe, nlist = (OmegaConf.select(cfg, f"index.{key}") for key in ("nprobe", "nlist"))
-    if isinstance(nprobe, int) and isinstance(nlist, int):
-        return settings.ordered("index.nprobe", nprobe, "index.nlist", nlist, strict=False)
-    return []
-
-
 def known_passages(cfg: DictConfig) -> tuple[int, str] | None:
     """``(n, where)``: at most ``n`` passages will be indexed, as composition can know before
     reading the corpus, and what says so; None when it cannot know. Known only for
@@ -262,51 +236,6 @@ def known_passages(cfg: DictConfig) -> tuple[int, str] | None:
             return n, (f"dataset.corpus_dir={ds.corpus_dir}: {n:,} passages, one per markdown "
                        f"document with chunking=none")
     return None
-
-
-@cross_field_rule
-def lists_within_corpus(cfg: DictConfig) -> list[str]:
-    """``index.nlist`` (IVF lists) and ``ivfpq``'s ``2**index.nbits`` codebook centroids at most
-    the passages, where composition knows their number (``known_passages``): k-means needs a
-    training vector per centroid (``index.ann.IVFSpec`` refuses the same at build)."""
-    nlist, nbits = (OmegaConf.select(cfg, f"index.{key}") for key in ("nlist", "nbits"))
-    if not isinstance(nlist, int):
-        return []
-    nbits = nbits if isinstance(nbits, int) and 0 < nbits <= 64 else None  # else out of range
-    known = known_passages(cfg)
-    if known is None:
-        return []
-    n, where = known
-    problems = []
-    if nlist > n:
-        problems.append(f"index.nlist={nlist} is larger than the corpus ({where}): each list "
-                        f"needs a training vector; lower index.nlist")
-    if nbits is not None and 2 ** nbits > n:
-        problems.append(f"index.nbits={nbits} needs at least {2 ** nbits} passages to train its "
-                        f"codebooks ({where}): lower index.nbits")
-    return problems
-
-
-@cross_field_rule
-def training_covers_lists(cfg: DictConfig) -> list[str]:
-    """``index.train_size``, when set, at least ``index.nlist`` and, for ``ivfpq``,
-    ``2**index.nbits``: FAISS's k-means refuses fewer points than centroids (it only warns
-    below 39 per centroid, ``Clustering.min_points_per_centroid``)."""
-    size, nlist, nbits = (OmegaConf.select(cfg, f"index.{key}")
-                          for key in ("train_size", "nlist", "nbits"))
-    if not isinstance(size, int) or not isinstance(nlist, int):
-        return []
-    nbits = nbits if isinstance(nbits, int) and 0 < nbits <= 64 else None  # else out of range
-    problems = []
-    if size < nlist:
-        problems.append(f"index.train_size={size} is out of range: must be >= index.nlist "
-                        f"({nlist}): k-means needs a training vector per list (FAISS warns "
-                        f"below 39 x nlist = {39 * nlist:,})")
-    if nbits is not None and size < 2 ** nbits:
-        problems.append(f"index.train_size={size} is out of range: must be >= 2**index.nbits "
-                        f"({2 ** nbits}): each codebook's k-means needs a training vector per "
-                        f"centroid")
-    return problems
 
 
 def embedding_dimension(cfg: DictConfig) -> tuple[int, str] | None:
@@ -339,19 +268,25 @@ def node_dimension(e: DictConfig) -> tuple[int, str] | None:
 
 
 @cross_field_rule
-def subvectors_divide_dimension(cfg: DictConfig) -> list[str]:
-    """``ivfpq``'s ``index.m`` sub-vectors divide the embedder's dimension, where composition
-    knows it (``embedding_dimension``; ``index.ann.IVFPQSpec`` refuses the same at build)."""
-    m = OmegaConf.select(cfg, "index.m")
-    if OmegaConf.select(cfg, "index.name") != "ivfpq" or not isinstance(m, int) or m < 1:
-        return []  # check_fields reports m < 1
-    known = embedding_dimension(cfg)
-    if known is None or known[0] % m == 0:
+def index_fits_the_data(cfg: DictConfig) -> list[str]:
+    """The ``index`` option's own ``fits`` (``index.ann.DenseOption``: ``nlist`` lists and
+    ``ivfpq``'s ``2**nbits`` codebook centroids at most the passages, ``m`` dividing the
+    dimension) with what composition knows of the passages (``known_passages``) and of their
+    dimension (``embedding_dimension``); the option refuses the same at build. An ``index``
+    node the option refuses is left to its fields' ranges and its rules."""
+    # defer heavy import
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    node = cfg.get("index")
+    if not isinstance(node, DictConfig) or "_target_" not in node:
         return []
-    dim, where = known
-    divisors = [d for d in range(1, dim + 1) if dim % d == 0]
-    return [f"index.m={m} does not divide the embedder's dimension ({dim}, {where}): choose a "
-            f"divisor of {dim} ({', '.join(map(str, divisors))})"]
+    try:
+        spec = instantiate(node)
+    except (InstantiationException, RagexpError):
+        return []
+    fits = getattr(spec, "fits", None)
+    return fits(known_passages(cfg), embedding_dimension(cfg)) if fits is not None else []
 
 
 def _deepest(cfg: DictConfig) -> measures.Measure | None:
@@ -622,34 +557,6 @@ def parts_build(cfg: DictConfig) -> list[str]:
 
 
 @cross_field_rule
-def weights_name_enabled_parts(cfg: DictConfig) -> list[str]:
-    """``fusion.weights`` of a hybrid: each weight ``>= 0`` and naming a part of
-    ``retriever.parts``; one on a part switched off only at the weight of no effect, 1; and
-    not 0 for every enabled part (a part not named weighs 1), where every fused score would be
-    0 (``stages.fusion.rank.rrf`` refuses the same)."""
-    fusion, parts = cfg.get("fusion"), OmegaConf.select(cfg, "retriever.parts")
-    weights = fusion.get("weights") if isinstance(fusion, DictConfig) else None
-    if not isinstance(parts, DictConfig) or not isinstance(weights, DictConfig):
-        return []
-    on = [name for name in parts if parts[name] is not None]
-    enabled = f"the enabled parts are {', '.join(on) or 'none'}"
-    problems = []
-    for name, w in weights.items():
-        key = f"fusion.weights.{name}"
-        if w < 0:
-            problems.append(f"{key}={w} is out of range: must be >= 0")
-        elif name not in parts:
-            problems.append(f"{key}={w} names no part of retriever.parts: {enabled}")
-        elif name not in on and w != 1:
-            problems.append(f"{key}={w} weighs a part switched off (retriever.parts.{name}="
-                            f"null): {enabled}")
-    if on and all(weights.get(name, 1.0) == 0 for name in on):
-        problems.append(f"fusion.weights are 0 for every enabled part ({', '.join(on)}): every "
-                        f"fused score would be 0; give at least one a weight > 0")
-    return problems
-
-
-@cross_field_rule
 def part_depths_cover_measures(cfg: DictConfig) -> list[str]:
     """Every enabled hybrid part feeds fusion at least as deep as the deepest measure cutoff:
     a part cut shallower drops items a measure counts (at depth 1 a relevant item at rank 2
@@ -699,16 +606,6 @@ def objective_is_measured(cfg: DictConfig) -> list[str]:
     except ValueError as exc:
         return [f"objective={cfg.objective!r}: {exc}"]
     return []
-
-
-@cross_field_rule
-def hybrid_has_a_part(cfg: DictConfig) -> list[str]:
-    """``retriever=hybrid`` keeps at least one part on (``stages.retrievers.HybridRetriever``)."""
-    parts = OmegaConf.select(cfg, "retriever.parts")
-    if not isinstance(parts, DictConfig) or any(parts[name] is not None for name in parts):
-        return []
-    return ["retriever.parts has every part switched off (each set to null): the hybrid would "
-            "fuse nothing; enable at least one"]
 
 
 @cross_field_rule
@@ -776,31 +673,14 @@ def embedder_model_known(cfg: DictConfig) -> list[str]:
 @cross_field_rule
 def token_sizes_have_a_tokenizer(cfg: DictConfig) -> list[str]:
     """``chunking.max_tokens`` and ``chunking.windows=maxp`` size in the embedder's tokens, so
-    the embedder has a tokenizer: the hash embedder has none (``config.build`` would refuse it)."""
+    the embedder has a tokenizer: the hash embedder has none (the chunker's ``with_tokenizer``
+    refuses it in the same words, ``chunking.without_tokenizer``)."""
     ch, e = cfg.get("chunking"), cfg.get("embedder")
     if ch is None or e is None or OmegaConf.get_type(e) is not schema.HashEmbedderConf:
         return []
     asked = [key for key, on in (("chunking.max_tokens", ch.get("max_tokens") is not None),
                                  ("chunking.windows=maxp", ch.get("windows") == "maxp")) if on]
-    return [f"{key} sizes in the embedder's tokens, but embedder=hash has no tokenizer (it reads "
-            f"every term): use chunking.max_words / chunking.windows=truncate, or an embedder "
-            f"with a tokenizer (embedder=minilm)" for key in asked]
-
-
-@cross_field_rule
-def endpoints_named(cfg: DictConfig) -> list[str]:
-    """Each LLM endpoint (``llm``, and ``answer.llm``/``judge.llm`` when they call one) names a
-    ``base_url`` and a ``model`` (``answer.llm.Endpoint``)."""
-    problems = []
-    for key in ("llm", "answer.llm", "judge.llm"):
-        node = OmegaConf.select(cfg, key)
-        if not isinstance(node, DictConfig) or "base_url" not in node or "model" not in node:
-            continue
-        for name, what in (("base_url", "a URL such as http://localhost:11434/v1"),
-                           ("model", "a model name")):
-            if not str(node[name] or "").strip():
-                problems.append(f"{key}.{name} is empty: give {what}")
-    return problems
+    return [chunking.without_tokenizer(key) for key in asked]
 
 
 def composition_error(exc: BaseException) -> str:

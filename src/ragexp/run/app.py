@@ -130,7 +130,7 @@ def resolve(cfg: DictConfig) -> Job:
         multirun = hc.mode == RunMode.MULTIRUN
     except ValueError:  # called outside Hydra (tests, notebooks): no job folder, no status
         output_dir, overrides, multirun = None, "", False
-    parent = parent_run()
+    parent = parent_run(cfg)
     if multirun and not parent:
         raise RagexpError("a multirun job without a sweep parent run: ragexp.run.sweep."
                            "SweepCallback must be among hydra.callbacks")
@@ -271,7 +271,7 @@ def main(cfg: DictConfig) -> float | None:
     in a sweep returns None (Optuna records a failed trial) and the sweep goes on."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     lifecycle.install_signal_handlers()
-    in_sweep = parent_run() is not None
+    in_sweep = parent_run(cfg) is not None
     try:
         out = run_logged(cfg)
     except validation.ConfigRangeError as exc:

@@ -23,7 +23,7 @@ several sources, the numbers and tests are the run's ``objective_source`` questi
 from __future__ import annotations
 
 import pandas as pd
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
 from ragexp import legacy
 from ragexp.decide import compare, labels, sources
@@ -33,7 +33,6 @@ from ragexp.evaluation import significance, stats
 from ragexp.evaluation.measures import measure_key
 from ragexp.records import HAND
 from ragexp.run.app import run_logged
-from ragexp.session import Session
 from ragexp.tracking import failures
 from ragexp.tracking import store as tracking
 
@@ -89,8 +88,8 @@ def on_test(run_id: str, label: str | None = None) -> str:
         return run_id
     cfg = legacy.upgrade(OmegaConf.load(c.download_artifacts(run_id, "config.yaml")))
     cfg.split, cfg.force, cfg.progress = "test", False, False
-    session = Session.current()
-    sweep, session.sweep = session.sweep, None  # not a job of any sweep
+    with open_dict(cfg):
+        cfg.pop("sweep", None)  # a sweep job's parent (``sweep.parent``): this run is no job of it
     try:
         out = run_logged(cfg, label)
     except RagexpError:
@@ -98,8 +97,6 @@ def on_test(run_id: str, label: str | None = None) -> str:
     except Exception as exc:  # e.g. a relative path of the run's config that is not here
         raise ConfirmError(f"cannot evaluate run {run_id[:8]}'s configuration on test: "
                            f"{failures.describe(exc)}") from exc
-    finally:
-        session.sweep = sweep
     return out["run_id"]
 
 

@@ -17,12 +17,13 @@ stop signal ends it ``KILLED`` through ``lifecycle``'s exit hook, and a sweeper'
 (``SystemExit``): Hydra only warns about an ``Exception`` raised in a callback and would run
 the jobs without a parent.
 
-The sweep in progress is the session's (``Session.sweep``, from its parent run's creation to its
-end), and so are the overrides of the jobs ``check_jobs`` validated (``Session.validated``). A
-job finds its parent run there (``parent_run``): in this process the callback put itself there;
-a launcher that runs jobs in other processes (joblib, submitit) carries the callback to them,
-pickled with its parent run id, and its ``on_job_start`` puts it there. How each job ended is
-read from the store, the jobs' status files standing in where it cannot say (``job_outcomes``).
+The overrides of the jobs ``check_jobs`` validated are the session's (``Session.validated``).
+A job finds its parent run in its own composed config, ``sweep.parent`` (``parent_run``): once
+the parent exists, every job config the launcher composes holds its id (``jobs_under``), in this
+process or in another (joblib, submitit compose each job where it runs, from the same loader),
+and the job's ``.hydra/config.yaml`` records it; it is no setting, so no part of a run's
+identity or params (``tracking.store.as_recorded``). How each job ended is read from the store,
+the jobs' status files standing in where it cannot say (``job_outcomes``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from typing import Any, Callable, NoReturn
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.types import ValueType
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from ragexp.config import validation
@@ -313,11 +314,29 @@ def validated(overrides: list[str]) -> bool:
     return tuple(overrides) in Session.current().validated
 
 
-def parent_run() -> str | None:
-    """The parent run of the sweep this job belongs to (``Session.sweep``); None outside a
-    sweep."""
-    sweep = Session.current().sweep
-    return None if sweep is None else sweep.parent_id
+PARENT_KEY = "sweep.parent"  # where a sweep job's config holds its parent run's id
+
+
+def parent_run(cfg: DictConfig) -> str | None:
+    """The parent run of the sweep the job of config ``cfg`` belongs to (``sweep.parent``, which
+    ``jobs_under`` gives it); None outside a sweep."""
+    return OmegaConf.select(cfg, PARENT_KEY, default=None)
+
+
+def jobs_under(loader, parent_id: str) -> None:
+    """Give every job config ``loader`` composes from now on (``load_sweep_config``: the basic
+    launcher's here, a joblib or submitit worker's where it runs) its sweep's parent run,
+    ``sweep.parent=<parent_id>`` (``parent_run``): the job reads it from its own config, which
+    records it, instead of from state the callback carried."""
+    compose = loader.load_sweep_config
+
+    def load_sweep_config(master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
+        cfg = compose(master_config, sweep_overrides)
+        with open_dict(cfg):
+            OmegaConf.update(cfg, PARENT_KEY, parent_id, force_add=True)
+        return cfg
+
+    loader.load_sweep_config = load_sweep_config
 
 
 def parent_experiment(jobs: list[str], own: str) -> tuple[str, str | None]:
@@ -469,16 +488,9 @@ class SweepCallback(Callback):
             self.parent_id, sweep_dir, status, reason))
         os.environ["MLFLOW_TRACKING_URI"] = tracking.tracking_uri()
         self.sweep_dir = sweep_dir
-        Session.current().sweep = self
+        jobs_under(GlobalHydra.instance().config_loader(), self.parent_id)
         log.info("MLflow parent run %s in experiment %r (%s)", self.parent_id, name,
                  tracking.tracking_uri())
-
-    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A job of this sweep starts: in a process of its own (a joblib or submitit worker,
-        given this callback pickled), the sweep becomes that process's session's, so the job
-        finds its parent run (``parent_run``); in the sweep's process it already is."""
-        if self.parent_id is not None:
-            Session.current().sweep = self
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Compare the jobs (``_select``), write the sweep's page (``_report``), end the parent
@@ -517,9 +529,7 @@ class SweepCallback(Callback):
             raise SystemExit(f"error: could not end sweep run {self.parent_id}: "
                              f"{tracking.error_summary(exc)}") from None
         finally:
-            session = Session.current()
-            session.validated.clear()
-            session.sweep = None
+            Session.current().validated.clear()
         done = job_outcomes(self.parent_id, sweep_dir)
         summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no job ran"
         say(f"\nsweep {'done' if status is None else status}: {summary} "

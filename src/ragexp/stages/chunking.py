@@ -301,6 +301,19 @@ def window_overlaps(ch, at: str) -> list[str]:
                                ch.max_tokens))
 
 
+# what asks a chunker to size in the embedder's tokens, and what sizes it without them
+IN_TOKENS = {"chunking.max_tokens": "chunking.max_words",
+             "chunking.windows=maxp": "chunking.windows=truncate"}
+
+
+def without_tokenizer(key: str) -> str:
+    """The refusal of ``key`` (one of ``IN_TOKENS``) beside an embedder without a tokenizer:
+    ``with_tokenizer``'s, and composition's for ``embedder=hash``."""
+    return (f"{key} sizes in the embedder's tokens, but the embedder has no tokenizer "
+            f"(embedder=hash reads every term): use {IN_TOKENS[key]}, or an embedder with a "
+            f"tokenizer (embedder=minilm)")
+
+
 WINDOW_KEYS = ("overlap_words", "max_words", "overlap_tokens", "max_tokens")
 overlap_below_window = settings.rule_for("chunking", WINDOW_KEYS, window_overlaps)
 
@@ -335,9 +348,7 @@ class MarkdownChunker:
         """This chunker sizing in ``tokens``; raises ``InvalidValue`` for None (an embedder
         without a token window, such as embedder=hash)."""
         if tokens is None:
-            raise InvalidValue("chunking.max_tokens sizes chunks in the embedder's tokens, but "
-                               "this embedder has no tokenizer (embedder=hash reads every "
-                               "term): use chunking.max_words, or embedder=minilm")
+            raise InvalidValue(without_tokenizer("chunking.max_tokens"))
         if self.max_tokens > tokens.window:
             log.warning("chunking.max_tokens=%d is above the embedder's window of %d tokens: "
                         "the model reads only the first %d of a longer chunk",
@@ -435,9 +446,7 @@ class WholeDocumentChunker:
         """This chunker splitting at ``tokens.window``; raises ``InvalidValue`` for None (an
         embedder without a window, such as embedder=hash: nothing is cut)."""
         if tokens is None:
-            raise InvalidValue("chunking.windows=maxp splits passages at the embedder's token "
-                               "window, but this embedder has none (embedder=hash reads every "
-                               "term, nothing is cut): use chunking.windows=truncate")
+            raise InvalidValue(without_tokenizer("chunking.windows=maxp"))
         return replace(self, tokenizer=tokens)
 
     def _head(self, d: Document) -> str:

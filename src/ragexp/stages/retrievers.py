@@ -9,11 +9,12 @@ not a default: the ablation set runs each part alone and fused.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
 
+from ragexp import settings
 from ragexp.data.docrank import rank_documents
 from ragexp.errors import InvalidValue, listed
 from ragexp.index.bm25 import BM25Params
@@ -131,7 +132,8 @@ class BM25Retriever:
     (``bm25_stage``), for a hybrid part such as ``{method: bm25l, k1: 1.2}`` beside the run's
     BM25. It keeps the built index from the registry (``Resources.index``), the chunk order and
     the sweep's replay. Raises ``InvalidValue`` for a value outside the ``bm25`` group's ranges
-    (``k1 >= 0``, ``0 <= b <= 1``, ``delta >= 0``, a ``METHODS`` name)."""
+    (``BM25Params`` checks its own: ``k1 >= 0``, ``0 <= b <= 1``, ``delta >= 0``, a ``METHODS``
+    name, bm25l's ``k1 + delta > 0``)."""
 
     name = "bm25"
     block = 64
@@ -141,7 +143,7 @@ class BM25Retriever:
                  delta: float | None = None):
         own = {key: value for key, value in
                {"k1": k1, "b": b, "method": method, "delta": delta}.items() if value is not None}
-        self.params = _own_params(resources.bm25_params, own)
+        self.params = replace(resources.bm25_params, **own)  # BM25Params checks the ranges
         self.key = resources.key(self.params)
         # the run's parameters keep the stage names and keys every BM25 run has used
         stage = bm25_stage(self.params, resources.bm25_params, self.key)
@@ -204,14 +206,25 @@ def bm25_stage(params: BM25Params, run: BM25Params, key: str) -> str:
     return "bm25" if params == run else f"bm25_{key[:8]}"
 
 
-def _own_params(run: BM25Params, own: dict) -> BM25Params:
-    """``run`` with the fields a part sets itself (``own``), ranges as ``config.schema.BM25Conf``
-    holds them (a part's config is not typed, so composition cannot check them)."""
-    k1, b, delta = own.get("k1", run.k1), own.get("b", run.b), own.get("delta", run.delta)
-    if k1 < 0 or not 0 <= b <= 1 or delta < 0:
-        raise InvalidValue(f"a BM25 part needs k1 >= 0, 0 <= b <= 1 and delta >= 0; got "
-                           f"k1={k1}, b={b}, delta={delta}")
-    return replace(run, **own)
+def parts_switched_on(on) -> list[str]:
+    """A hybrid keeps at least one part on (``on``: the names, or parts, of those not null)."""
+    if on:
+        return []
+    return ["retriever.parts has every part switched off (each set to null): the hybrid would "
+            "fuse nothing; enable at least one"]
+
+
+@settings.cross_field_rule
+def hybrid_has_a_part(cfg) -> list[str]:
+    """``parts_switched_on`` of ``retriever=hybrid``'s ``retriever.parts``."""
+    retriever = cfg.get("retriever")
+    parts = retriever.get("parts") if hasattr(retriever, "keys") else None
+    if not hasattr(parts, "keys"):
+        return []
+    return parts_switched_on([name for name in parts if parts[name] is not None])
+
+
+DEPTH = {"ge": 1}  # what a part's depth accepts (``config.schema.HybridPartConf`` too)
 
 
 @dataclass(frozen=True)
@@ -226,7 +239,7 @@ class Part:
     embedder."""
 
     retriever: Callable[[Resources], Retriever]
-    depth: int = 100
+    depth: int = field(default=100, metadata=DEPTH)
     embedder: Callable[[], Embedder] | None = None
 
 
@@ -244,12 +257,10 @@ class HybridRetriever:
     def __init__(self, resources: Resources, parts: Mapping[str, Part | None], fusion: Fusion,
                  name: str = "hybrid"):
         on = {part: p for part, p in parts.items() if p is not None}
-        if not on:
-            raise InvalidValue("retriever.parts has every part switched off (each set to null): "
-                               "nothing would be retrieved; enable at least one")
-        for part, p in on.items():
-            if p.depth < 1:
-                raise InvalidValue(f"retriever.parts.{part}.depth must be >= 1, got {p.depth}")
+        settings.refuse(parts_switched_on(on) or [
+            problem for part, p in on.items()
+            for problem in settings.field_problems(f"retriever.parts.{part}.depth", p.depth,
+                                                   DEPTH)])
         # a part with an embedder of its own searches a view of the resources with it
         self.views = {part: resources.with_embedder(p.embedder) for part, p in on.items()
                       if p.embedder}

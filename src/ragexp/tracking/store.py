@@ -228,15 +228,19 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
 
 
 ENDPOINT_STAGES = ("answer", "judge", "generator")  # the stages that may call an ``llm``
+SWEEP_NODE = "sweep"  # a sweep job's ``sweep.parent`` (``run.sweep.jobs_under``)
 
 
 def as_recorded(resolved: dict) -> dict:
     """``resolved`` in the shape runs have always been identified and logged by: each stage's
     endpoint keys (``answer.llm.model``) as the stage's own (``answer.model``), as configs held
     them before the endpoint was one ``llm`` node, so a run keeps its ``config_hash`` and its
-    params' names (``measured`` and ``params`` read it). Copied where it changes; a config
-    without a stage's ``llm`` node is returned as is."""
-    out = resolved
+    params' names (``measured`` and ``params`` read it), and without ``SWEEP_NODE`` (a sweep
+    job's parent run, ``sweep.parent``: where the job belongs, no setting; the same job in
+    another sweep is the same run). Copied where it changes; a config without a stage's ``llm``
+    node or a sweep's is returned as is."""
+    out = {k: v for k, v in resolved.items() if k != SWEEP_NODE} if SWEEP_NODE in resolved \
+        else resolved
     for stage in ENDPOINT_STAGES:
         node = out.get(stage)
         if isinstance(node, dict) and isinstance(node.get("llm"), dict):

@@ -34,6 +34,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from ragexp import settings
 from ragexp.index.base import Index
 from ragexp.index.flat import FlatIPIndex, faiss_module
 from ragexp.index.stagestore import stage_key
@@ -73,9 +74,32 @@ class DenseOption:
     """What every option of the ``index`` group shares (mixed into each spec dataclass): it
     is built from the passage vectors, keyed by them, its ``name`` and its ``build_params()``,
     and kept under the stage ``dense_index`` when exact (in memory only, as it always was),
-    ``<name>_index`` otherwise (on disk too: its build can take minutes)."""
+    ``<name>_index`` otherwise (on disk too: its build can take minutes).
+
+    Its fields' ranges and its ``RULES`` (cross-field checks ``rule(spec or config node,
+    "index") -> [message, ...]``, each registered in the option's module with
+    ``settings.rule_for``, so composition says the same) are checked when it is built
+    (``InvalidValue``); ``fits`` is what it needs of the data, which composition checks where
+    it knows the passages and their dimension (``config.validation``) and ``build`` checks on
+    the vectors."""
 
     source = "vectors"
+    RULES: tuple[Callable[[Any, str], list[str]], ...] = ()
+
+    def __post_init__(self) -> None:
+        settings.check(self, "index", *(rule(self, "index") for rule in self.RULES))
+
+    def fits(self, passages: tuple[int, str] | None, dimension: tuple[int, str] | None
+             ) -> list[str]:
+        """What is wrong with building this index over ``passages`` vectors of ``dimension``
+        components, each ``(number, where it comes from)`` or None when unknown: nothing
+        here; an option that trains on the vectors says what they cannot hold."""
+        return []
+
+    def refuse_unfit(self, vectors: np.ndarray) -> None:
+        """Raise ``InvalidValue`` with ``fits`` of the (n, d) ``vectors`` to be built on."""
+        n, dim = vectors.shape
+        settings.refuse(self.fits((n, f"{n} passages"), (dim, "")))
 
     def key(self, source_key: str) -> str:
         """Stage key of the built index over the vectors keyed ``source_key``: never its
