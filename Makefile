@@ -8,9 +8,10 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-# make sweep scores the hand-written and the generated questions side by side (docs/questions.md);
+# make sweep scores the hand-written questions and both generated sets (sources generated and
+# structure) side by side, and certifies each (docs/questions.md);
 # make tables composes each ablation with the same overrides to find its runs.
-SOURCES := 'dataset.questions=[$${ragexp.example:handbook/golden},$${ragexp.example:handbook/golden/generated}]'
+SOURCES := 'dataset.questions=[$${ragexp.example:handbook/golden},$${ragexp.example:handbook/golden/generated},$${ragexp.example:handbook/golden/structure}]'
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-fast check-golden run sweep tables report hero walkthrough own-docs bench bench-scale architecture ui screenshot gate questions structure-questions clean

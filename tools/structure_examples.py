@@ -20,7 +20,7 @@ from tools.readme import has_block, replace_block
 
 OUT = "golden/structure/structure.jsonl"
 COMMAND = ("questions", "generate", "--generator", "structure", "--n", "150", "--seed", "0",
-           "--out", OUT, "progress=false")
+           "--out", OUT, "source=structure", "progress=false")
 PER_KIND = 4
 QUOTE_CHARS = 70
 

@@ -204,7 +204,7 @@ def test_the_sample_order_is_stratified_over_documents(docs):
     (["--n", "5", "+min_word=3"], "error: invalid config: min_word is not a setting of "
      "questions generate (did you mean min_words?): nothing would read it"),
     (["--n", "5", "+my_note=x"], "my_note is not a setting of questions generate (it takes "
-     "dataset, generator, llm, min_words, max_words, draws, batch, progress)"),
+     "dataset, generator, llm, min_words, max_words, draws, batch, source, progress)"),
     (["--n", "5", "+generator.lamb=0.2"], "generator.lamb is not a setting of "
      "ragexp.generate.known_item.KnownItemGenerator (did you mean generator.lam? it takes "
      "strategy, lam, mean_length, min_length, max_length)"),

@@ -68,14 +68,20 @@ def as_before(record: dict) -> dict:
     endpoint keys' ranges, new to its schema (they were checked only when it was built), are
     left out. ``generator.lam`` of ``known_item`` is 0.0 since #42 (the noise term off by
     default: docs/questions.md), 0.1 at the record: read as it was (a questions config is no
-    run's identity; a file records the ``lam`` it was written with)."""
+    run's identity; a file records the ``lam`` it was written with). The questions config's
+    ``source`` (``generated``, what every file was written with before) is new since #42 too."""
     resolved = as_recorded(record["resolved"])
+    if "generator" in resolved and "source" in resolved:
+        assert resolved["source"] == "generated"
+        resolved = {k: v for k, v in resolved.items() if k != "source"}
     generator = resolved.get("generator")
     if isinstance(generator, dict) and generator.get("_target_", "").endswith("KnownItemGenerator"):
         assert generator["lam"] == 0.0
         resolved = {**resolved, "generator": {**generator, "lam": 0.1}}
     nodes = {}
     for key, node in record["nodes"].items():
+        if key == "source" and "generator" in resolved:
+            continue
         stage, llm, rest = key.partition(".llm")
         if stage in ENDPOINT_STAGES and llm:
             if rest not in ("", "._target_"):
