@@ -1,4 +1,4 @@
-"""Dev/test split: stratified by kind, seeded, the same in every process."""
+"""Dev/test split: stratified by source and kind, seeded, the same in every process."""
 
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ def rule(requested: str, chosen: str, own_split: str | None, scored: int, total:
                f"with published results" if own_split else "every question")
     else:
         why = (f"ragexp's seeded dev/test split (seed {seed}, test share {test_share}, "
-               f"stratified by kind): choose on dev, confirm on test")
+               f"stratified by source and kind): choose on dev, confirm on test")
     return f"scoring {scored} of {counted(total, 'question')}: rule {how}, {why}"
 
 
