@@ -64,7 +64,7 @@ def run_sweep(folder: Path, name: str, configs: list[str], unit: str) -> float:
                     f"dataset.corpus_dir={folder / 'corpus'}",
                     f"dataset.questions=[{folder / 'questions.jsonl'},{folder / 'pilot'}]",
                     "split=all", f"dataset.unit={unit}", "progress=false",
-                    f"hydra.sweep.dir={folder / 'multirun'}"], check=True)
+                    f"hydra.sweep.dir={folder / 'multirun'}"], check=True, stdout=sys.stderr)
     return time.perf_counter() - started
 
 
