@@ -28,6 +28,7 @@ def load_grid(path: str | None):
     # defer heavy import
     import yaml
 
+    # defer heavy import
     from ragexp.data import shipped
     from ragexp.decide import calibrate
 
@@ -58,6 +59,7 @@ def cmd_sets(args) -> int:
     # defer heavy import
     from hydra.utils import instantiate
 
+    # defer heavy import
     from ragexp.generate.generation import Settings, generate
 
     out = Path(args.out)
@@ -87,6 +89,7 @@ def cmd_choose(args) -> int:
     # defer heavy import
     import yaml
 
+    # defer heavy import
     from ragexp.decide import calibrate, compare, sources
     from ragexp.report.sweep_data import latest_sweep
     from ragexp.tracking import store as tracking
