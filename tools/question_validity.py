@@ -12,8 +12,13 @@ rule). The human set's own split-half agreement is the bar: a generated set whos
 it disagrees beyond the human set's noise (``decide.calibrate``; the question-set certificate
 of #42 will state this verdict for every sweep).
 
+With ``--calibration SWEEP`` (a sweep that scored ``ragexp questions calibrate sets``' files
+beside the human questions) it also reports what ``calibrate choose`` picks there: the tau of
+the chosen settings on the half of the human questions that took no part in the choice.
+
 ``python -m tools.question_validity data/corpora/conditionalqa --name conditionalqa
-[--generators known_item ...] [--unit document] [--parent SWEEP] [--readme docs/questions.md]``
+[--generators known_item ...] [--unit document] [--parent SWEEP] [--calibration SWEEP]
+[--readme docs/questions.md]``
 """
 
 from __future__ import annotations
@@ -103,6 +108,30 @@ def table(parent: str, name: str, resamples: int) -> str:
     return "\n".join([head, *rows])
 
 
+def calibration(parent: str, seed: int, resamples: int) -> str:
+    """What ``ragexp questions calibrate choose`` finds in the sweep ``parent`` (one that scored
+    the shipped grid's sets beside the human questions), as markdown: each point's tau on the
+    tuning half, and the chosen point's tau on the check half with its interval."""
+    # defer heavy import
+    from ragexp.cli.calibrate import load_grid, source_name
+    from ragexp.decide import calibrate, compare
+    from ragexp.tracking import store as tracking
+
+    df = compare.runs_frame(tracking.experiment_name_of(parent), parent=parent)
+    tables = {r: compare.per_question(r) for r in df["run_id"]}
+    names = [source_name(p) for p in load_grid(None)]
+    rows = []
+    for measure in MEASURES:
+        got = calibrate.calibrate(tables, names, measure, seed=seed, resamples=resamples)
+        rows.append(f"| {measure} | {got.chosen} | {got.n_tune} | {got.tuning[got.chosen]:+.2f} "
+                    f"| {got.n_check} | {got.check} |")
+    return (f"Calibration sweep `{parent[:8]}`: {len(tables)} configurations, the human "
+            f"questions and the {len(names)} sets of `conf/calibrate.yaml` (200 questions "
+            f"each); the human questions split (seed {seed}) into a tuning and a check half.\n\n"
+            "| measure | chosen | tuning n | tau, tuning | check n | tau, check (95% CI) |\n"
+            "|---|---|---|---|---|---|\n" + "\n".join(rows))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.question_validity",
                                      description=__doc__,
@@ -118,9 +147,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--readme", help="markdown page whose question-validity-NAME block "
                         "gets the table")
+    parser.add_argument("--calibration", metavar="SWEEP", help="also the calibration found in "
+                        "this sweep (the grid's sets beside the human questions), into the "
+                        "question-validity-NAME-calibrated block")
     args = parser.parse_args(argv)
     block = f"question-validity-{args.name}"
-    if not readme.has_block(args.readme, block):
+    if not readme.has_block(args.readme, block) or (
+            args.calibration and not readme.has_block(args.readme, f"{block}-calibrated")):
         return 2
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     parent = args.parent
@@ -139,6 +172,14 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.readme:
         readme.replace_block(args.readme, block, text)
+    if args.calibration:
+        # defer heavy import
+        from ragexp.tracking import store as tracking
+
+        found = calibration(tracking.resolve_run_id(args.calibration), 0, args.resamples)
+        print(found)
+        if args.readme:
+            readme.replace_block(args.readme, f"{block}-calibrated", found)
     return 0
 
 
