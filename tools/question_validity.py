@@ -73,16 +73,23 @@ def run_sweep(folder: Path, name: str, configs: list[str], unit: str) -> float:
     return time.perf_counter() - started
 
 
+def sweep_tables(parent: str) -> tuple[dict, dict[str, str]]:
+    """The per-question table of each run of the sweep ``parent``, and the runs' labels."""
+    # defer heavy import
+    from ragexp.decide import compare
+    from ragexp.tracking import store as tracking
+
+    df = compare.runs_frame(tracking.experiment_name_of(parent), parent=parent)
+    return {r: compare.per_question(r) for r in df["run_id"]}, compare.run_labels(df)
+
+
 def table(parent: str, name: str, resamples: int) -> str:
     """The markdown table of the sweep ``parent``: one row for the human questions, one per
     generated source."""
     # defer heavy import
-    from ragexp.decide import calibrate, compare, sources
-    from ragexp.tracking import store as tracking
+    from ragexp.decide import calibrate, sources
 
-    df = compare.runs_frame(tracking.experiment_name_of(parent), parent=parent)
-    label = compare.run_labels(df)
-    tables = {r: compare.per_question(r) for r in df["run_id"]}
+    tables, label = sweep_tables(parent)
     chosen = sources.choices(tables, MEASURES[0])
     hand = {m: calibrate.score_matrix(tables, "hand", m)[2] for m in MEASURES}
     bar = calibrate.split_half(hand[MEASURES[0]])
@@ -114,11 +121,9 @@ def calibration(parent: str, seed: int, resamples: int) -> str:
     tuning half, and the chosen point's tau on the check half with its interval."""
     # defer heavy import
     from ragexp.cli.calibrate import load_grid, source_name
-    from ragexp.decide import calibrate, compare
-    from ragexp.tracking import store as tracking
+    from ragexp.decide import calibrate
 
-    df = compare.runs_frame(tracking.experiment_name_of(parent), parent=parent)
-    tables = {r: compare.per_question(r) for r in df["run_id"]}
+    tables, _ = sweep_tables(parent)
     names = [source_name(p) for p in load_grid(None)]
     rows = []
     for measure in MEASURES:
@@ -133,6 +138,7 @@ def calibration(parent: str, seed: int, resamples: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line (the module's docstring); exit 2 when ``--readme`` lacks the block."""
     parser = argparse.ArgumentParser(prog="python -m tools.question_validity",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

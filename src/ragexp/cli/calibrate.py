@@ -56,6 +56,8 @@ def source_name(point) -> str:
 
 
 def cmd_sets(args) -> int:
+    """``calibrate sets``: each grid point's questions into ``--out/<source name>.jsonl``
+    (written through ``--out/.raw/``, which a question folder's reader does not enter)."""
     # defer heavy import
     from hydra.utils import instantiate
 
@@ -86,6 +88,8 @@ def cmd_sets(args) -> int:
 
 
 def cmd_choose(args) -> int:
+    """``calibrate choose``: the grid point chosen on the sweep's tables, printed and written
+    to ``--write``; ``InvalidValue`` when the sweep scored none of the grid's sets."""
     # defer heavy import
     import yaml
 
