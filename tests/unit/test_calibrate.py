@@ -1,7 +1,8 @@
 """``decide.calibrate`` and ``ragexp questions calibrate``: tau between two sources' rankings and
 its bootstrap interval checked against scipy's kendalltau and a bootstrap written here, split-half
 agreement, the grid, the choice on fake per-question tables (exact expected point), and the
-written settings read back by ``questions generate --settings``."""
+written settings read back by ``questions generate --settings``; ``tools.question_validity``'s
+table and verdict on the same fake tables."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ragexp.cli import calibrate as cli
 from ragexp.cli.main import main
 from ragexp.decide import calibrate
 from ragexp.errors import InvalidValue
+from tools import question_validity as validity
 
 RUNS = ("r1", "r2", "r3", "r4")
 
@@ -211,3 +213,20 @@ def test_settings_that_are_not_a_calibrated_file_are_refused(tmp_path, capsys):
     assert main(["questions", "generate", "--settings", str(bad), "--out",
                  str(tmp_path / "q.jsonl")]) == 2
     assert "expected generator: NAME and overrides" in capsys.readouterr().err
+
+
+def test_a_reversed_set_is_flagged_and_an_agreeing_one_is_not(monkeypatch):
+    fake = tables(frame("hand", HAND, "h"), frame("same", SAME, "s"),
+                  frame("reversed", REVERSED, "v"))
+    monkeypatch.setattr(validity, "sweep_tables",
+                        lambda parent: (fake, {r: f"cfg_{r}" for r in RUNS}))
+    text = validity.table("p" * 32, "toy", resamples=100)
+    rows = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| toy")}
+    assert rows.keys() == {"hand", "same", "reversed"}
+    assert "| cfg_r1 | cfg_r1 |" in rows["hand"] and "split-half tau" in rows["hand"]
+    means = {s: [pd.Series(v).mean() for v in scores.values()]
+             for s, scores in (("hand", HAND), ("reversed", REVERSED))}
+    tau = scipy_stats.kendalltau(means["hand"], means["reversed"])[0]
+    assert rows["reversed"].split(" | ")[3].startswith(f"{tau:+.2f} [")
+    assert rows["reversed"].endswith("below the human split-half agreement: do not decide on it |")
+    assert rows["same"].endswith("within the human set's own agreement |")
