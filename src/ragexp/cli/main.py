@@ -437,9 +437,10 @@ def parser() -> argparse.ArgumentParser:
 
     add_traces(sub)
     # defer heavy import
+    from ragexp.cli.calibrate import add_parser as add_calibrate
     from ragexp.cli.questions import add_parser as add_questions
 
-    add_questions(sub)
+    add_calibrate(add_questions(sub))
     return p
 
 

@@ -1,6 +1,6 @@
 """``ragexp questions generate``: golden-format questions written from a dataset's documents
 (``ragexp.generate``); ``ragexp questions plan``: how many a pilot sweep says are needed
-(``decide.plan``). ``docs/questions.md``."""
+(``decide.plan``); ``ragexp questions calibrate`` (``cli.calibrate``). ``docs/questions.md``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ragexp.cli import helptext
-from ragexp.errors import RagexpError, counted, path_problem
+from ragexp.errors import InvalidValue, RagexpError, counted, path_problem
 
 GENERATORS = ("known_item", "structure", "llm")
 
@@ -111,7 +111,9 @@ def cmd_generate(args) -> int:
 
     # --kinds takes every word after it; an override (KEY=VALUE) there is one, never a kind
     kinds = [k for k in args.kinds or () if "=" not in k]
-    cfg = compose(args.generator, [*args.overrides, *(k for k in args.kinds or () if "=" in k)],
+    name, chosen = (settings_overrides(args.settings) if args.settings
+                    else (args.generator, []))
+    cfg = compose(name, [*chosen, *args.overrides, *(k for k in args.kinds or () if "=" in k)],
                   args.config_dir)
     try:
         generator = instantiate(cfg.generator)  # an LLM generator checks its key here
@@ -176,6 +178,23 @@ def cmd_plan(args) -> int:
     return 0
 
 
+def settings_overrides(path: str) -> tuple[str, list[str]]:
+    """``(generator, overrides)`` of a file ``calibrate choose`` wrote; raises ``InvalidValue``
+    naming the file when it is not one."""
+    # defer heavy import
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise InvalidValue(f"--settings {path}: cannot read it ({exc})") from None
+    if not (isinstance(data, dict) and isinstance(data.get("generator"), str)
+            and isinstance(data.get("overrides"), list)):
+        raise InvalidValue(f"--settings {path}: expected generator: NAME and overrides: [...], "
+                           f"as ragexp questions calibrate choose writes them")
+    return data["generator"], [str(o) for o in data["overrides"]]
+
+
 def cmd_check(args) -> int:
     """``ragexp questions check``: ``python -m ragexp.data.golden check`` under the command the
     docs name (exit 0, 1 naming each problem's file and line, 2 for an unreadable input)."""
@@ -187,8 +206,9 @@ def cmd_check(args) -> int:
     return golden.main(argv)
 
 
-def add_parser(sub) -> None:
-    """The ``questions`` command group, added to ``ragexp``'s subcommands."""
+def add_parser(sub):
+    """The ``questions`` command group, added to ``ragexp``'s subcommands; returns its own
+    subcommands (``cli.calibrate`` adds ``calibrate`` there)."""
     q = sub.add_parser("questions", help="check, generate and plan golden-format questions")
     qsub = q.add_subparsers(dest="questions_cmd", required=True)
     c = qsub.add_parser("check", help="validate question files against their corpus and print "
@@ -210,6 +230,8 @@ def add_parser(sub) -> None:
     g.add_argument("--kinds", nargs="+", metavar="KIND",
                    help="kinds to ask for, in turn (default: every kind the generator writes)")
     g.add_argument("--out", required=True, help="the .jsonl file written (continued if there)")
+    g.add_argument("--settings", metavar="FILE", help="the generator and settings ragexp "
+                   "questions calibrate choose wrote (instead of --generator)")
     g.add_argument("--config-dir", metavar="DIR", help="a project's own config folder (its "
                    "dataset/*.yaml, say), after the shipped one (one named as a shipped option "
                    "is not read), as python -m ragexp --config-dir DIR puts it")
@@ -226,3 +248,4 @@ def add_parser(sub) -> None:
                    "--parent (default: the experiment holding this store's latest run)")
     p.add_argument("--top", type=int, default=5, help="configurations compared, best first")
     p.set_defaults(fn=cmd_plan)
+    return qsub
