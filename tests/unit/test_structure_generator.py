@@ -301,7 +301,7 @@ def test_a_markdown_folder_generates_a_file_that_passes_check(tmp_path):
     written = [json.loads(line) for line in out.read_text().splitlines()]
     assert {r["kind"] for r in written} == {"factual", "procedural", "identifier", "semantic"}
     assert all(NATURAL.match(r["question"]) for r in written)
-    assert written[0]["generator"] == {"name": "structure", "per_section": 2}
+    assert written[0]["generator"] == {"name": "structure", "per_section": 2, "context": 0}
     assert written[0]["prompt_sha256"] == structure.prompt_sha256()
 
 
@@ -316,3 +316,95 @@ def test_the_handbook_file_passes_check_and_the_same_seed_writes_the_same_bytes(
     c = tmp_path / "c.jsonl"
     assert generate(c, "--n", "150", "--seed", "1") == 0
     assert c.read_bytes() != a.read_bytes()
+
+
+@pytest.mark.parametrize("page, asker", [
+    ("Contact ACAS if you're unsure if you're an agency worker.",
+     "Contact ACAS if I'm unsure if I'm an agency worker."),
+    ("You must tell your employer and they can send you a form.",
+     "I must tell my employer and they can send me a form."),
+    ("The council writes to you once you've applied yourself.",
+     "The council writes to me once I've applied myself."),
+    ("You are eligible if you were employed and you’ll keep yours.",
+     "I am eligible if I was employed and I'll keep mine."),
+    ("Nothing here addresses the reader.", "Nothing here addresses the reader."),
+])
+def test_first_person_puts_the_page_in_the_askers_voice(page, asker):
+    assert structure.first_person(page) == asker
+
+
+SITUATED = """# Carer's Allowance
+
+You could get Carer's Allowance if you care for someone at least 35 hours a week.
+
+## What you'll get
+
+You get £81.90 a week if you're eligible. It is paid every four weeks into your account.
+
+## Eligibility
+
+You must be 16 or over and spend at least 35 hours a week caring for someone.
+
+## How to claim
+
+Apply online or by post with your National Insurance number ready.
+"""
+
+
+def situated(context: int, seed: int = 0) -> list[dict]:
+    doc = Document("carers.md", "Carer's Allowance", SITUATED)
+    passages = passages_of([doc])
+    gen = StructureGenerator(context=context)
+    gen.prepare([doc], passages)
+    return [o for o in gen.write([Job(p, 0, "factual", f"{p.pid}:0") for p in passages], seed)
+            if isinstance(o, dict)]
+
+
+def test_context_puts_sentences_of_the_page_outside_the_answers_section_before_it():
+    """context=c: c sentences of the same page in the asker's voice, none from the evidence's
+    own section and none of its quote, before the question the page's structure asks; the
+    evidence is unchanged; the same seed writes the same, another seed may draw others."""
+    bare = {o["evidence"][0]["quote"]: o for o in situated(0)}
+    sentences = {s.text: s for s in structure.situations(
+        Document("carers.md", "Carer's Allowance", SITUATED))}
+    mine = {structure.first_person(t): s for t, s in sentences.items()}
+    for context in (1, 2):
+        written = situated(context)
+        assert [o["evidence"] for o in written] == [b["evidence"] for b in bare.values()]
+        for o in written:
+            plain = bare[o["evidence"][0]["quote"]]["question"]
+            assert o["question"].endswith(" " + plain)
+            lead = o["question"][:-len(plain) - 1]
+            drawn = [s for s in mine if s in lead]
+            assert len(drawn) == context and " ".join(
+                sorted(drawn, key=lambda s: mine[s].start)) == lead
+            quote = o["evidence"][0]["quote"]
+            own = next(s.path for s in sentences.values() if s.text in quote)
+            assert all(mine[s].path != own for s in drawn)
+        assert situated(context) == written
+    assert {o["question"] for o in situated(1, seed=1)} != {o["question"] for o in situated(1)}
+
+
+def test_a_semantic_question_whose_situation_shares_the_answers_words_is_factual():
+    """The situation may repeat the answer's words; the kind then follows the rule questions
+    check holds semantic questions to (at most MAX_SEMANTIC_OVERLAP shared content words)."""
+    for o in situated(2):
+        shared = golden.semantic_shared(o["question"], [o["evidence"][0]["quote"]])
+        assert o["kind"] != "semantic" or len(shared) <= golden.MAX_SEMANTIC_OVERLAP
+
+
+def test_context_out_of_range_is_refused_and_a_situated_file_passes_check(tmp_path):
+    with pytest.raises(InvalidValue, match="context"):
+        StructureGenerator(context=4)
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for doc in (*DOCS, Document("carers.md", "Carer's Allowance", SITUATED)):
+        (corpus / doc.doc_id).write_text(doc.text)
+    out = tmp_path / "q.jsonl"
+    assert generate(out, "--n", "40", "dataset=markdown", f"dataset.corpus_dir={corpus}",
+                    "generator.context=2", "max_words=80") == 0
+    assert golden.main(["check", "--corpus", str(corpus), "--golden", str(out)]) == 0
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert written[0]["generator"] == {"name": "structure", "per_section": 2, "context": 2}
+    assert all(r["question"].count(". ") >= 1 or r["question"].count("? ") >= 1
+               for r in written if r["evidence"][0]["doc"] == "carers.md")

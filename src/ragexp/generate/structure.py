@@ -30,6 +30,17 @@ numbered list (the steps); of a definition, the definition; of an identifier, it
 description or its table row; of a table cell, its row. A question's words are the heading's or
 the term's and the template's: no word of the answer is copied into it.
 
+**The asker's situation** (``context``, default 0): people rarely ask a page's heading as it
+stands; they say who they are and what happened first ("My brother and his wife are in prison
+... How long will it be before I hear back from the court?"). With ``context = c`` each question
+is preceded by ``c`` sentences of the same document (``CONTEXT_WORDS`` words each), drawn
+(seeded) from prose outside the evidence's own section and put in the asker's voice
+(:func:`first_person`): words about the page's topic that do not answer it, which is what a
+lexical reranker stumbles on and a dense retriever reads past. How much context your people
+give is for calibration to say (``ragexp questions calibrate``): on ConditionalQA's crowd-written
+questions, two sentences made the generated set rank configurations as the people's do
+(docs/questions.md, "Evidence on public corpora").
+
 The pipeline (``generation``) asks passage by passage: a job's passage gives the candidates whose
 evidence starts in it; at most ``per_section`` of each kind per section are ever kept (which
 ones: seeded), and draw ``d`` of a passage writes its ``d``-th kept candidate, those of the
@@ -53,7 +64,7 @@ from ragexp.data.golden import MAX_SEMANTIC_OVERLAP
 from ragexp.generate.passages import Job, Passage
 from ragexp.records import Document
 from ragexp.text import markdown
-from ragexp.text.analysis import content_words, normalize_ws
+from ragexp.text.analysis import content_words, normalize_ws, split_sentences
 from ragexp.text.sections import outline
 
 FACTUAL, PROCEDURAL, IDENTIFIER, SEMANTIC = "factual", "procedural", "identifier", "semantic"
@@ -103,6 +114,21 @@ ARTICLES = frozenset({"the", "a", "an"})
 NOUN_ENDS = frozenset("procedure process guide checklist policy strategy mode window".split())
 NOT_GERUNDS = frozenset("""bring ceiling during evening everything king morning nothing pricing
     ring routing spring something string thing thinking wing logging""".split())
+CONTEXT_WORDS = (6, 20)  # a context sentence's length in words, both ends included
+# The asker's voice: the page's second person as the first (``first_person``). "you" is "me"
+# after a preposition or a verb that takes it as object ("to you", "we send you"), "I" elsewhere.
+_OBJECT_AFTER = """to for with from about on at by of into than against without towards give
+    gives given send sends sent tell tells told ask asks asked help helps let lets allow allows
+    contact contacts pay pays paid charge charges invite invites offer offers show shows call
+    calls email emails write writes protect protects refund refunds fine fines""".split()
+_VOICE = ((re.compile(r"\b[Yy]ou(?:'|’)re\b"), "I'm"), (re.compile(r"\b[Yy]ou(?:'|’)ve\b"), "I've"),
+          (re.compile(r"\b[Yy]ou(?:'|’)ll\b"), "I'll"), (re.compile(r"\b[Yy]ou(?:'|’)d\b"), "I'd"),
+          (re.compile(r"\byourself\b"), "myself"), (re.compile(r"\bYourself\b"), "Myself"),
+          (re.compile(r"\byours\b"), "mine"), (re.compile(r"\byour\b"), "my"),
+          (re.compile(r"\bYour\b"), "My"), (re.compile(r"\b[Yy]ou are\b"), "I am"),
+          (re.compile(r"\b[Yy]ou were\b"), "I was"),
+          (re.compile(r"\b(" + "|".join(_OBJECT_AFTER) + r") you\b", re.I), r"\1 me"),
+          (re.compile(r"\b[Yy]ou\b"), "I"))
 CODE = re.compile(r"[A-Z][A-Z0-9]{0,5}-\d{2,6}")  # an error code: BD-3002, E-43, HTTP-404
 _NUMBERING = re.compile(r"^(?:(?:step|part|chapter|section)\s+\d+[.:)]?\s*|\d+[.)]\s+|"
                         r"\d+(?:\.\d+)+[.)]?\s+)", re.I)
@@ -535,13 +561,53 @@ def _stable(*parts: object) -> int:
     return int(hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()[:12], 16)
 
 
+def first_person(sentence: str) -> str:
+    """A page's sentence in the asker's voice: ``you're`` -> ``I'm``, ``your`` -> ``my``,
+    ``you`` -> ``me`` after a preposition or a verb that takes it as object (``to you``, ``send
+    you``), ``I`` elsewhere (``_VOICE``; a heuristic, no parser: "Contact ACAS if you're
+    unsure" -> "Contact ACAS if I'm unsure")."""
+    for pattern, repl in _VOICE:
+        sentence = pattern.sub(repl, sentence)
+    return sentence
+
+
+@dataclass(frozen=True)
+class _Situation:
+    """A sentence of prose a question may be preceded by: its section's path and where it
+    starts in the document."""
+
+    path: tuple[str, ...]
+    start: int
+    text: str
+
+
+def situations(doc: Document) -> list[_Situation]:
+    """The sentences of ``doc``'s paragraphs and list items (not headings, tables or code) of
+    ``CONTEXT_WORDS`` words that read as a sentence (a capital first, ``.``, ``!`` or ``?``
+    last: no list fragment, no lead-in ending in ``:``), whitespace collapsed, list markers
+    dropped, in document order: what ``context`` draws from."""
+    out = []
+    for sec in _sections(doc):
+        for b in sec.blocks:
+            if b.kind not in ("paragraph", "item"):
+                continue
+            for sentence in split_sentences(_MARKER.sub("", markdown.plain(b.text))):
+                text = " ".join(sentence.split())
+                if CONTEXT_WORDS[0] <= len(text.split()) <= CONTEXT_WORDS[1] and \
+                        text[:1].isupper() and text[-1:] in ".!?":
+                    out.append(_Situation(sec.path, b.start, text))
+    return out
+
+
 @dataclass
 class StructureGenerator:
     """Questions from a markdown corpus's own structure (the module's templates).
     ``per_section``: at most that many questions of one kind from one section (which ones, by
-    the seed). Raises ``InvalidValue`` on a value out of range."""
+    the seed); ``context``: sentences of the asker's situation before each question (the
+    module's "asker's situation"). Raises ``InvalidValue`` on a value out of range."""
 
     per_section: int = field(default=2, metadata={"ge": 1, "le": 100})  # of each kind
+    context: int = field(default=0, metadata={"ge": 0, "le": 3})  # situation sentences
     name: ClassVar[str] = "structure"
     kinds: ClassVar[tuple[str, ...]] = KINDS
     model: ClassVar[str | None] = None
@@ -549,13 +615,17 @@ class StructureGenerator:
     _by_passage: dict[str, list[tuple[Candidate, str]]] = field(default_factory=dict, init=False,
                                                                repr=False)
     _kept: dict[int, frozenset[Candidate]] = field(default_factory=dict, init=False, repr=False)
+    _situations: dict[str, list[_Situation]] = field(default_factory=dict, init=False,
+                                                     repr=False)
+    _paths: dict[str, tuple[list[int], list[tuple[str, ...]]]] = field(
+        default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         settings.check(self, "generator")
 
     def settings(self) -> dict:
         """What the generator was run with, for each question's provenance."""
-        return {"name": self.name, "per_section": self.per_section}
+        return {"name": self.name, "per_section": self.per_section, "context": self.context}
 
     def prepare(self, docs: Sequence[Document], passages: Sequence[Passage]) -> None:
         """Every document's candidates, each under the passage its evidence starts in (one
@@ -565,8 +635,12 @@ class StructureGenerator:
         by_doc: dict[str, list[Passage]] = {}
         for p in sorted(passages, key=lambda p: (p.doc_id, p.start)):
             by_doc.setdefault(p.doc_id, []).append(p)
-        self._by_passage, self._kept = {}, {}
+        self._by_passage, self._kept, self._situations, self._paths = {}, {}, {}, {}
         for doc in docs:
+            if self.context:
+                self._situations[doc.doc_id] = situations(doc)
+                heads = [(sec.span.start, sec.path) for sec in outline(doc)]
+                self._paths[doc.doc_id] = ([h[0] for h in heads], [h[1] for h in heads])
             held = by_doc.get(doc.doc_id, [])
             starts = [p.start for p in held]
             for c in candidates(doc, skip):
@@ -607,6 +681,28 @@ class StructureGenerator:
                 out.append("no_structure")
                 continue
             c = ranked[job.draw]
-            out.append({"question": c.question, "kind": c.kind, "answer": c.answer,
+            question, kind = self._situated(c, seed, job), c.kind
+            if kind == SEMANTIC and len(content_words(question) & content_words(c.quote)) > \
+                    MAX_SEMANTIC_OVERLAP:  # the situation shares the answer's words
+                kind = FACTUAL
+            out.append({"question": question, "kind": kind, "answer": c.answer,
                         "evidence": [{"doc": c.doc_id, "quote": c.quote}]})
         return out
+
+    def _situated(self, c: Candidate, seed: int, job: Job) -> str:
+        """``c``'s question after ``context`` sentences of its document, outside its
+        evidence's section and not in its quote, drawn by ``seed`` and the job alone, in
+        document order and the asker's voice; the bare question when ``context`` is 0 or the
+        document has no such sentence."""
+        if not self.context:
+            return c.question
+        starts, paths = self._paths[c.doc_id]
+        at = bisect.bisect_right(starts, c.start) - 1
+        own = paths[at] if at >= 0 else ()
+        quote = " ".join(c.quote.split())
+        pool = [s for s in self._situations[c.doc_id]
+                if s.path != own and s.text not in quote and quote not in s.text]
+        rng = np.random.default_rng([seed, _stable(job.passage.pid, job.draw, "context")])
+        chosen = sorted(rng.choice(len(pool), size=min(self.context, len(pool)),
+                                   replace=False)) if pool else []
+        return " ".join([*(first_person(pool[i].text) for i in chosen), c.question])
