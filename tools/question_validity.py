@@ -157,8 +157,8 @@ def table(parent: str, name: str) -> str:
     origin = ("recorded on its parent run" if recorded else
               "computed from its runs, as the sweep recorded none")
     head = (f"Sweep `{parent[:8]}`: {runs} configurations, every question scored "
-            f"(`split=all`); the question-set certificate {origin}: tau against the human questions with its 95% bootstrap interval "
-            f"({settings['resamples']} resamples of the questions), each set's split-half tau "
+            f"(`split=all`); the question-set certificate {origin}: tau against the human "
+            f"questions with its 95% bootstrap interval ({settings['resamples']} resamples of the questions), each set's split-half tau "
             f"(median [5th-95th percentile] of {settings['splits']} seeded splits), the runs "
             f"the sweep's rule ({doc['correction']}, alpha {doc['alpha']}) cannot tell from "
             f"the best on {obj}, the verdict, and the flag: a set whose tau is below the human "

@@ -107,10 +107,10 @@ def calibrate(tables: Mapping[str, pd.DataFrame], points: Sequence[str], measure
 
     The hand questions (sorted ids) are split by ``figures.halves(n, default_rng(seed))``: the
     first half (``n // 2``) tunes, the rest checks (each in id order); the check tau's
-    interval resamples with the same ``seed``. The chosen point has the highest tau on the tuning half; of equal taus, the
-    first in ``points``; an undefined tau (every run tied on one side) never wins. Raises
-    ``InvalidValue`` when fewer than 4 hand questions or 2 runs are there, or no point has a
-    defined tau."""
+    interval resamples with the same ``seed``. The chosen point has the highest tau on the
+    tuning half; of equal taus, the first in ``points``; an undefined tau (every run tied on
+    one side) never wins. Raises ``InvalidValue`` when fewer than 4 hand questions or 2 runs
+    are there, or no point has a defined tau."""
     runs, ids, hand_scores = score_matrix(tables, hand, measure)
     if len(ids) < 4 or len(runs) < 2:
         raise InvalidValue(f"calibration needs at least 4 {hand} questions and 2 runs, got "
