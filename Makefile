@@ -13,8 +13,13 @@ export TOKENIZERS_PARALLELISM := false
 # make tables composes each ablation with the same overrides to find its runs.
 SOURCES := 'dataset.questions=[$${ragexp.example:handbook/golden},$${ragexp.example:handbook/golden/generated},$${ragexp.example:handbook/golden/structure}]'
 
+# make evidence: Cranfield's sweep keeps two chunkings (embedding its 2,737 chunks takes minutes)
+# and takes its other configurations from fusions and the hash embedder (docs/questions.md).
+CRANFIELD_CONFIGS := default bm25 no_reranker hybrid hybrid_no_reranker hybrid_combsum hybrid_convex \
+    hybrid_weighted_rrf hybrid_combmnz hybrid_dbsf chunks_large hash_dense hash_hybrid hnsw_dense
+
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast check-golden run sweep tables report hero walkthrough own-docs bench bench-scale architecture ui screenshot gate questions structure-questions clean
+.PHONY: help install test test-fast check-golden run sweep tables report hero walkthrough own-docs bench bench-scale architecture ui screenshot gate questions structure-questions evidence clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -41,6 +46,13 @@ questions: ## regenerate the handbook's generated questions golden/generated/kno
 
 structure-questions: ## regenerate golden/structure/structure.jsonl (150 structure questions of the handbook, seed 0) and its examples in docs/questions.md
 	$(BIN)/python -m tools.structure_examples --readme docs/questions.md
+
+evidence: ## regenerates the tau tables of docs/questions.md on the public corpora (a pilot sweep each, minutes); needs data/corpora/ converted first (docs/questions.md#evidence-on-public-corpora)
+	$(BIN)/python -m tools.question_validity --readme docs/questions.md data/corpora/conditionalqa \
+	    --name conditionalqa --generators known_item structure
+	$(BIN)/python -m tools.question_validity --readme docs/questions.md data/corpora/cranfield \
+	    --name cranfield --unit document --generators known_item structure \
+	    --configs $(CRANFIELD_CONFIGS)
 
 run: ## one experiment on the defaults
 	$(BIN)/python -m ragexp

@@ -1,8 +1,10 @@
-"""``decide.calibrate`` and ``ragexp questions calibrate``: tau between two sources' rankings and
-its bootstrap interval checked against scipy's kendalltau and a bootstrap written here, split-half
-agreement, the grid, the choice on fake per-question tables (exact expected point), and the
-written settings read back by ``questions generate --settings``; ``tools.question_validity``'s
-table and verdict on the same fake tables."""
+"""``decide.calibrate`` and ``ragexp questions calibrate``: the certificate's tau between two
+sources' rankings and its bootstrap interval (``evaluation.certificate``, which calibration uses)
+checked on calibration's score matrices against scipy's kendalltau and a bootstrap written here,
+tiny and all-tied sets, the grid, the choice on fake per-question tables (exact expected point),
+and the written settings read back by ``questions generate --settings``;
+``tools.question_validity``'s table on the same fake tables: the certificate's verdicts and flag,
+computed or as recorded, and its sets of one generator with other settings."""
 
 from __future__ import annotations
 
@@ -17,8 +19,9 @@ from scipy import stats as scipy_stats
 
 from ragexp.cli import calibrate as cli
 from ragexp.cli.main import main
-from ragexp.decide import calibrate
+from ragexp.decide import calibrate, sources
 from ragexp.errors import InvalidValue
+from ragexp.evaluation import certificate as figures
 from tools import question_validity as validity
 
 RUNS = ("r1", "r2", "r3", "r4")
@@ -64,49 +67,37 @@ def test_score_matrix_takes_one_source_in_id_order():
 def test_tau_and_its_bootstrap_interval_against_scipy_and_a_bootstrap_written_here():
     _, _, a = calibrate.score_matrix(fake(), "hand", "nDCG@10")
     _, _, b = calibrate.score_matrix(fake(), "swapped", "nDCG@10")
-    got = calibrate.tau_interval(a, b, resamples=300, seed=5)
-    assert got.value == pytest.approx(scipy_stats.kendalltau(a.mean(1), b.mean(1))[0])
+    got = figures.bootstrap_tau(a, b, resamples=300, seed=5)
+    assert got.median == pytest.approx(scipy_stats.kendalltau(a.mean(1), b.mean(1))[0])
+    assert figures.tau(a, b) == got.median
     rng = np.random.default_rng(5)
     taus = []
     for _ in range(300):
         ia, ib = rng.integers(0, a.shape[1], a.shape[1]), rng.integers(0, b.shape[1], b.shape[1])
         taus.append(scipy_stats.kendalltau(a[:, ia].mean(1), b[:, ib].mean(1))[0])
     taus = [t for t in taus if not math.isnan(t)]
-    assert got.n == len(taus)
+    assert got.defined == len(taus)
     assert (got.low, got.high) == pytest.approx(tuple(np.percentile(taus, [2.5, 97.5])))
-    assert got.low <= got.value <= got.high
+    assert got.low <= got.median <= got.high
 
 
 def test_identical_sources_agree_fully_and_all_tied_runs_have_no_tau():
     _, _, a = calibrate.score_matrix(fake(), "hand", "nDCG@10")
-    assert calibrate.tau_interval(a, a, resamples=50).value == 1.0
+    assert figures.bootstrap_tau(a, a, resamples=50).median == 1.0
     flat = np.ones((4, 3))
-    got = calibrate.tau_interval(a, flat, resamples=50)
-    assert math.isnan(got.value) and got.n == 0 and str(got) == "n/a"
+    got = figures.bootstrap_tau(a, flat, resamples=50)
+    assert math.isnan(got.median) and got.defined == 0 and sources.interval(got) == "undefined"
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_tiny_sets_give_a_tau_or_say_why_not(n):
     a = np.arange(4 * n, dtype=float).reshape(4, n)
-    got = calibrate.tau_interval(a, a, resamples=20)
-    assert got.value == 1.0 and got.low == got.high == 1.0  # every resample keeps the order
+    got = figures.bootstrap_tau(a, a, resamples=20)
+    assert got.median == 1.0 and got.low == got.high == 1.0  # every resample keeps the order
     if n < 2:
-        with pytest.raises(InvalidValue, match="at least 2 questions"):
-            calibrate.split_half(a)
+        assert math.isnan(figures.split_half(a).median)  # no two halves to rank on
     else:
-        assert calibrate.split_half(a, splits=10).value == 1.0
-
-
-def test_split_half_is_the_median_tau_of_seeded_halves():
-    _, _, a = calibrate.score_matrix(fake(), "hand", "nDCG@10")
-    got = calibrate.split_half(a, splits=40, seed=3)
-    taus = []
-    for i in range(40):
-        order = np.random.default_rng(3 + i).permutation(a.shape[1])
-        first, second = order[: a.shape[1] // 2], order[a.shape[1] // 2:]
-        taus.append(scipy_stats.kendalltau(a[:, first].mean(1), a[:, second].mean(1))[0])
-    assert got.value == pytest.approx(np.median(taus))
-    assert (got.low, got.high) == pytest.approx(tuple(np.percentile(taus, [2.5, 97.5])))
+        assert figures.split_half(a, splits=10).median == 1.0
 
 
 def test_the_grid_is_every_combination_in_the_declared_order():
@@ -127,7 +118,7 @@ def test_the_point_ranking_the_runs_as_the_tuning_half_does_is_chosen():
     got = calibrate.calibrate(fake(), points, "nDCG@10", seed=0, resamples=200)
     assert got.chosen == "same" and (got.n_tune, got.n_check) == (20, 20)
     _, ids, hand = calibrate.score_matrix(fake(), "hand", "nDCG@10")
-    tune, check = calibrate.halves(len(ids), 0)
+    tune, check = figures.halves(len(ids), np.random.default_rng(0))
     assert sorted([*tune, *check]) == list(range(40)) and not set(tune) & set(check)
     for p in points:
         _, _, m = calibrate.score_matrix(fake(), p, "nDCG@10")
@@ -135,7 +126,7 @@ def test_the_point_ranking_the_runs_as_the_tuning_half_does_is_chosen():
             scipy_stats.kendalltau(hand[:, tune].mean(1), m.mean(1))[0])
     assert got.tuning["reversed"] == -1.0 and got.tuning["same"] == 1.0
     _, _, same = calibrate.score_matrix(fake(), "same", "nDCG@10")
-    assert got.check.value == pytest.approx(
+    assert got.check.median == pytest.approx(
         scipy_stats.kendalltau(hand[:, check].mean(1), same.mean(1))[0])
 
 
@@ -215,18 +206,75 @@ def test_settings_that_are_not_a_calibrated_file_are_refused(tmp_path, capsys):
     assert "expected generator: NAME and overrides" in capsys.readouterr().err
 
 
+def validity_sweep(monkeypatch, t: dict[str, pd.DataFrame], recorded: dict | None = None):
+    """``tools.question_validity`` reading a sweep of the runs ``RUNS`` whose per-question
+    tables are ``t``, its parent run holding the certificate ``recorded`` (none: computed)."""
+    monkeypatch.setattr("ragexp.tracking.store.experiment_name_of", lambda run: "x")
+    monkeypatch.setattr("ragexp.decide.compare.runs_frame",
+                        lambda experiment, parent=None: pd.DataFrame({"run_id": list(RUNS)}))
+    monkeypatch.setattr("ragexp.decide.compare.per_question", lambda run: t[run])
+    monkeypatch.setattr("ragexp.decide.compare.run_labels",
+                        lambda df: {r: f"cfg_{r}" for r in df["run_id"]})
+    monkeypatch.setattr("ragexp.decide.sources.recorded", lambda parent: recorded)
+
+
+def rows_of(text: str) -> dict[str, list[str]]:
+    """The table's rows by source: corpus, source, n, tau nDCG@10, tau RR@10, split-half tau,
+    best, tied, verdict, flag."""
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")]
+             for line in text.splitlines() if line.startswith("| toy")]
+    return {c[1]: c for c in cells}
+
+
 def test_a_reversed_set_is_flagged_and_an_agreeing_one_is_not(monkeypatch):
-    fake = tables(frame("hand", HAND, "h"), frame("same", SAME, "s"),
-                  frame("reversed", REVERSED, "v"))
-    monkeypatch.setattr(validity, "sweep_tables",
-                        lambda parent: (fake, {r: f"cfg_{r}" for r in RUNS}))
-    text = validity.table("p" * 32, "toy", resamples=100)
-    rows = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| toy")}
+    t = tables(frame("hand", HAND, "h"), frame("same", SAME, "s"),
+               frame("reversed", REVERSED, "v"))
+    validity_sweep(monkeypatch, t)
+    text = validity.table("p" * 32, "toy")
+    assert "computed from its runs, as the sweep recorded none" in text
+    rows = rows_of(text)
     assert rows.keys() == {"hand", "same", "reversed"}
-    assert "| cfg_r1 | cfg_r1 |" in rows["hand"] and "split-half tau" in rows["hand"]
+    assert rows["hand"][6:8] == ["cfg_r1", "cfg_r1"]  # best, and the only run tied with it
     means = {s: [pd.Series(v).mean() for v in scores.values()]
              for s, scores in (("hand", HAND), ("reversed", REVERSED))}
     tau = scipy_stats.kendalltau(means["hand"], means["reversed"])[0]
-    assert rows["reversed"].split(" | ")[3].startswith(f"{tau:+.2f} [")
-    assert rows["reversed"].endswith("below the human split-half agreement: do not decide on it |")
-    assert rows["same"].endswith("within the human set's own agreement |")
+    assert rows["reversed"][3].startswith(f"{tau:.2f} [")
+    cert = sources.certify(t, "nDCG@10")
+    for source, row in rows.items():  # the certificate's verdict, as it says it
+        mine = cert.sources[source]
+        assert row[8] == f"{mine.verdict} ({mine.why})"
+    assert "disagrees with the human questions beyond their noise" in rows["reversed"][9]
+    assert rows["same"][9] == "within the human questions' noise"
+    assert rows["hand"][9] == ""
+
+
+def test_the_table_reads_the_certificate_the_sweep_recorded(monkeypatch):
+    t = tables(frame("hand", HAND, "h"), frame("same", SAME, "s"))
+    doc = sources.to_json(sources.certify(t, "nDCG@10"), {r: f"cfg_{r}" for r in RUNS})
+    doc["sources"]["same"]["verdict"], doc["sources"]["same"]["why"] = "ties", "as recorded"
+    doc["pairs"][0]["disagrees"] = True
+    validity_sweep(monkeypatch, t, recorded=doc)
+    text = validity.table("p" * 32, "toy")
+    assert "recorded on its parent run" in text
+    same = rows_of(text)["same"]
+    assert same[8] == "ties (as recorded)" and "disagrees" in same[9]
+
+
+def test_a_set_of_one_generator_with_other_settings_is_written_under_its_own_source(
+        tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(validity.subprocess, "run", lambda cmd, check: calls.append(cmd))
+    name, spec = validity.parse_set("structure_ctx2=structure:generator.context=2,"
+                                    "generator.min_words=3")
+    assert (name, spec) == ("structure_ctx2",
+                            ("structure", ["generator.context=2", "generator.min_words=3"]))
+    (tmp_path / "pilot").mkdir()
+    (tmp_path / "pilot" / "known_item.jsonl").write_text("{}\n")  # kept as it is
+    validity.pilot_sets(tmp_path, {"known_item": ("known_item", []), name: spec}, 5)
+    [cmd] = calls
+    assert cmd[cmd.index("--generator") + 1] == "structure"
+    assert cmd[cmd.index("--out") + 1] == str(tmp_path / "pilot" / "structure_ctx2.jsonl")
+    assert {"source=structure_ctx2", "generator.context=2", "generator.min_words=3"} <= set(cmd)
+    for bad in ("structure", "x=structure:context=2", "=structure"):
+        with pytest.raises(ValueError, match="expected NAME=GENERATOR"):
+            validity.parse_set(bad)

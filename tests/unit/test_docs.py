@@ -28,7 +28,10 @@ BLOCKS = {"tools.write_tables": ("golden", "results"), "tools.walkthrough": ("wa
           "tools.bench_phases": ("phases",),
           "tools.bench_scale": ("bench-scale",),
           "tools.generated_questions": ("generated", "noise"),
-          "tools.structure_examples": ("structure",)}
+          "tools.structure_examples": ("structure",),
+          "tools.question_validity": ("question-validity-conditionalqa",
+                                      "question-validity-cranfield",
+                                      "question-validity-conditionalqa-calibrated")}
 # Blocks the README holds (written by ``make tables --readme README.md``): the one result a
 # newcomer reads before any docs page, the hand-written and generated questions side by side.
 README_BLOCKS = ("sources",)

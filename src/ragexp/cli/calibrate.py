@@ -117,12 +117,13 @@ def cmd_choose(args) -> int:
         mark = " (chosen)" if name == result.chosen else ""
         tau = result.tuning[name]
         print(f"| {name}{mark} | {'n/a' if math.isnan(tau) else f'{tau:+.2f}'} |")
-    print(f"\nchosen: {result.chosen}; on the check half, Kendall's tau {result.check} (95% "
-          f"bootstrap over questions, {result.check.n} resamples defined)")
+    check = sources.interval(result.check)
+    print(f"\nchosen: {result.chosen}; on the check half, Kendall's tau {check} (95% "
+          f"bootstrap over questions, {result.check.defined} resamples defined)")
     point = points[result.chosen]
     Path(args.write).write_text(
         f"# ragexp questions calibrate choose: sweep {parent}, {args.measure}, tau on the "
-        f"check half {result.check}\n"
+        f"check half {check}\n"
         + yaml.safe_dump({"generator": point.generator, "overrides": point.overrides},
                          sort_keys=False), encoding="utf-8")
     print(f"wrote {args.write}: ragexp questions generate --settings {args.write} ... writes "

@@ -141,15 +141,13 @@ def _sweep_of(df, parent: str | None):
 
 
 def _certificate_lines(parent_id: str, df) -> list[str]:
-    """The certificate of sweep ``parent_id``'s question sets (``decide.sources.sweep_lines``):
+    """The certificate of sweep ``parent_id``'s question sets (``decide.compare.certificate_of``):
     the one it recorded, else computed from its runs ``df``."""
     # defer heavy import
-    from ragexp.decide import compare, sources
+    from ragexp.decide import compare
 
-    tables = {r: compare.per_question(r) for r in df["run_id"]}
-    objective = str(df["params.objective"].iloc[0]) if "params.objective" in df else "nDCG@10"
-    return sources.sweep_lines(parent_id, tables, objective, compare.deciding_source(df),
-                               compare.run_labels(df))
+    doc = compare.certificate_of(parent_id, df)
+    return [] if doc is None else list(doc["lines"])
 
 
 def _rule(args, promoting: bool, non_inferior: bool = False):

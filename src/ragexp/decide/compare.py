@@ -269,6 +269,17 @@ def per_question(run_id: str) -> pd.DataFrame:
                                  exc.message) from None
 
 
+def certificate_of(parent_id: str, df: pd.DataFrame) -> dict | None:
+    """The certificate of sweep ``parent_id``'s question sets as ``certificate.json`` holds it
+    (``sources.sweep_certificate``): the one it recorded, else computed from its runs ``df``
+    (``runs_frame``: their per-question tables, recorded objective and ``objective_source``);
+    ``None`` when no source is ranked by two runs."""
+    tables = {r: per_question(r) for r in df["run_id"]}
+    objective = str(df["params.objective"].iloc[0]) if "params.objective" in df else "nDCG@10"
+    return sources.sweep_certificate(parent_id, tables, objective, deciding_source(df),
+                                     run_labels(df))
+
+
 def baseline_tests(df: pd.DataFrame, baseline_id: str,
                    measures: tuple[str, ...] = significance.DEFAULT_MEASURES,
                    method: str = "holm", source: str | None = None

@@ -273,7 +273,9 @@ def _on(runs: list[str], own: tuple[str, ...], ordered: dict[tuple[int, int], in
             for i, j in combinations(range(len(runs)), 2)}
 
 
-def _interval(s: figures.Spread) -> str:
+def interval(s: figures.Spread) -> str:
+    """A tau and its interval as the certificate prints them: ``0.78 [0.65, 0.89]``, the tau
+    alone when no resample defined an interval, ``undefined`` when the tau is not."""
     if math.isnan(s.median):
         return "undefined"
     return f"{s.median:.2f}" + ("" if math.isnan(s.low) else f" [{s.low:.2f}, {s.high:.2f}]")
@@ -308,7 +310,7 @@ def lines(cert: Certificate, label: Mapping[str, str]) -> list[str]:
         size = counted(r.scored, "question") + (
             f" scored on {obj} of {s.n}" if r.scored != s.n else "")
         out.append(f"{s.source}: {size} ({kinds}){cover}; split-half tau "
-                   f"{_interval(r.split_half)}; {told} of {counted(pairs, 'pair')} told apart; "
+                   f"{interval(r.split_half)}; {told} of {counted(pairs, 'pair')} told apart; "
                    f"best {name(r.best)}, {len(r.tied)} of {len(s.runs)} tied with it: "
                    f"{s.verdict} ({s.why})")
     for p in cert.pairs:
@@ -316,7 +318,7 @@ def lines(cert: Certificate, label: Mapping[str, str]) -> list[str]:
         if main is None:
             continue
         ra, rb = cert.sources[p.a].rankings[obj], cert.sources[p.b].rankings[obj]
-        others = "".join(f" ({m} {_interval(g.tau)})" for m, g in p.measures.items()
+        others = "".join(f" ({m} {interval(g.tau)})" for m, g in p.measures.items()
                          if m != obj)
         inv = (f"{counted(len(main.inversions), 'inversion')}"
                + (": " + listed((f"{name(x)} above {name(y)} on {p.a}, below on {p.b}"
@@ -325,7 +327,7 @@ def lines(cert: Certificate, label: Mapping[str, str]) -> list[str]:
         only = [f"{s} only: " + ", ".join(name(r) for r in mine if r not in theirs)
                 for s, mine, theirs in ((p.a, ra.tied, rb.tied), (p.b, rb.tied, ra.tied))
                 if set(mine) - set(theirs)]
-        out.append(f"{p.a} vs {p.b}: tau {_interval(main.tau)}{others}; {inv}; winner "
+        out.append(f"{p.a} vs {p.b}: tau {interval(main.tau)}{others}; {inv}; winner "
                    + ("agrees" if main.winner_agrees else
                       f"differs ({p.a} {name(ra.best)}, {p.b} {name(rb.best)})")
                    + "; tied-with-best sets "
@@ -339,7 +341,7 @@ def flag_lines(cert: Certificate) -> list[str]:
     obj, out = cert.objective, []
     for p in cert.flagged():
         size = counted(cert.sources[p.b].rankings[obj].scored, "question")
-        why = (f"tau {_interval(p.measures[obj].tau)} with your questions, below their own "
+        why = (f"tau {interval(p.measures[obj].tau)} with your questions, below their own "
                f"split-half agreement {cert.sources[p.a].rankings[obj].split_half.median:.2f}")
         if cert.deciding in (p.b, ALL_SOURCES):
             out.append(f"warning: {p.b} ({size}) disagrees with your "
@@ -470,21 +472,22 @@ def summary(cert: Certificate) -> list[str]:
     obj = cert.objective
     out = [f"{s.source}: {counted(s.rankings[obj].scored, 'question')}, {s.verdict} ({s.why})"
            for s in cert.sources.values()]
-    out += [f"{p.a} vs {p.b}: tau {_interval(p.measures[obj].tau)} ({obj})"
+    out += [f"{p.a} vs {p.b}: tau {interval(p.measures[obj].tau)} ({obj})"
             for p in cert.pairs if obj in p.measures]
     return out + flag_lines(cert)
 
 
-def sweep_lines(parent_id: str, tables: Mapping[str, pd.DataFrame], objective: str,
-                deciding: str, label: Mapping[str, str]) -> list[str]:
-    """The certificate's lines of sweep ``parent_id``: those it recorded (``certificate.json``),
-    else computed now from its runs' ``tables`` (``certify``, without coverage: a sweep from
-    before the certificate); none when no source is ranked by two runs."""
+def sweep_certificate(parent_id: str, tables: Mapping[str, pd.DataFrame], objective: str,
+                      deciding: str, label: Mapping[str, str]) -> dict | None:
+    """The certificate of sweep ``parent_id`` as ``certificate.json`` holds it (``to_json``):
+    the one it recorded, else computed now from its runs' ``tables`` (``certify``, without
+    coverage: a sweep from before the certificate); ``None`` when no source is ranked by two
+    runs."""
     doc = recorded(parent_id)
     if doc is not None:
-        return list(doc["lines"])
+        return doc
     cert = certify(tables, objective, deciding)
-    return [] if cert is None else lines(cert, label)
+    return None if cert is None else to_json(cert, label)
 
 
 def recorded_lines(parent) -> list[str]:

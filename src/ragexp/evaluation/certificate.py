@@ -91,6 +91,22 @@ def _spread(taus: np.ndarray, point: float, lo: float, hi: float) -> Spread:
     return Spread(point, float(low), float(high), len(defined), len(taus))
 
 
+def tau(a: np.ndarray, b: np.ndarray) -> float:
+    """Kendall's tau-b (``stats.kendall_tau``) between the configurations' means on ``a``
+    (``(k, n_a)``) and on ``b`` (``(k, n_b)``, the same configurations in the same order): how
+    alike two question sets rank them. NaN when either ranking is all tied."""
+    return stats.kendall_tau(a.mean(axis=1), b.mean(axis=1))
+
+
+def halves(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A random split of ``range(n)`` into a first half of ``n // 2`` positions and the rest
+    (``n - n // 2``): the first ``n // 2`` of ``rng.permutation(n)``, then the others, in that
+    permutation's order. ``split_half`` draws one per split (dropping the rest's odd question);
+    calibration splits the hand questions into a tuning and a check half with one."""
+    perm = rng.permutation(n)
+    return perm[: n // 2], perm[n // 2:]
+
+
 def split_half(scores, splits: int = SPLITS, seed: int = SEED) -> Spread:
     """Split-half agreement of the configurations' ranking (module docstring): median tau-b
     with its 5th and 95th percentiles over ``splits`` seeded splits. ``scores``: ``(k, n)``.
@@ -104,9 +120,8 @@ def split_half(scores, splits: int = SPLITS, seed: int = SEED) -> Spread:
     rng = np.random.default_rng(seed)
     taus = np.empty(splits)
     for i in range(splits):
-        perm = rng.permutation(n)
-        taus[i] = stats.kendall_tau(s[:, perm[:half]].mean(axis=1),
-                                    s[:, perm[half:2 * half]].mean(axis=1))
+        first, rest = halves(n, rng)
+        taus[i] = tau(s[:, first], s[:, rest[:half]])
     defined = taus[~np.isnan(taus)]
     median = float(np.median(defined)) if len(defined) else math.nan
     return _spread(taus, median, 5, 95)
@@ -154,13 +169,13 @@ def bootstrap_tau(a, b, resamples: int = RESAMPLES, seed: int = SEED) -> Spread:
     (k, na), nb = sa.shape, sb.shape[1]
     if k < 2 or not na or not nb:
         return Spread(math.nan, math.nan, math.nan, 0, resamples)
-    point = stats.kendall_tau(sa.mean(axis=1), sb.mean(axis=1))
+    point = tau(sa, sb)
     rng = np.random.default_rng(seed)
     taus = np.empty(resamples)
     for r in range(resamples):
         ia = rng.integers(0, na, na)
         ib = rng.integers(0, nb, nb)
-        taus[r] = stats.kendall_tau(sa[:, ia].mean(axis=1), sb[:, ib].mean(axis=1))
+        taus[r] = tau(sa[:, ia], sb[:, ib])
     return _spread(taus, point, 2.5, 97.5)
 
 
