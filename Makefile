@@ -49,10 +49,12 @@ structure-questions: ## regenerate golden/structure/structure.jsonl (150 structu
 
 evidence: ## regenerates the tau tables of docs/questions.md on the public corpora (a pilot sweep each, minutes); needs data/corpora/ converted first (docs/questions.md#evidence-on-public-corpora)
 	$(BIN)/python -m tools.question_validity --readme docs/questions.md data/corpora/conditionalqa \
-	    --name conditionalqa --generators known_item structure
+	    --name conditionalqa --generators known_item structure \
+	    --set structure_ctx1=structure:generator.context=1 --set structure_ctx2=structure:generator.context=2 \
+	    --calibrate
 	$(BIN)/python -m tools.question_validity --readme docs/questions.md data/corpora/cranfield \
 	    --name cranfield --unit document --generators known_item structure \
-	    --configs $(CRANFIELD_CONFIGS)
+	    --set structure_ctx1=structure:generator.context=1 --configs $(CRANFIELD_CONFIGS)
 
 run: ## one experiment on the defaults
 	$(BIN)/python -m ragexp

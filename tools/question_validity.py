@@ -64,8 +64,8 @@ def parse_set(text: str) -> tuple[str, tuple[str, list[str]]]:
 
 def pilot_sets(folder: Path, sets: dict[str, tuple[str, list[str]]], n: int) -> Path:
     """``folder/pilot/<name>.jsonl`` for each set ``{name: (generator, overrides)}``, written by
-    ``ragexp questions generate`` (seed 0, ``source=<name>``, the ``generator.*`` overrides)
-    when missing; a file already there is kept."""
+    ``ragexp questions generate`` (seed 0, ``source=<name>``, ``max_words=80`` for situated
+    questions, the ``generator.*`` overrides) when missing; a file already there is kept."""
     pilot = folder / "pilot"
     pilot.mkdir(exist_ok=True)
     for name, (gen, overrides) in sets.items():
@@ -75,20 +75,36 @@ def pilot_sets(folder: Path, sets: dict[str, tuple[str, list[str]]], n: int) -> 
         subprocess.run([sys.executable, "-m", "ragexp", "questions", "generate", "--generator",
                         gen, "--n", str(n), "--seed", "0", "--out", str(target), "dataset=markdown",
                         f"dataset.corpus_dir={folder / 'corpus'}", f"source={name}",
-                        "progress=false", *overrides], check=True)
+                        "max_words=80", "progress=false", *overrides], check=True)
     return pilot
 
 
-def run_sweep(folder: Path, name: str, configs: list[str], unit: str) -> float:
-    """The pilot sweep, as one multirun; returns its wall time in seconds."""
+def run_sweep(folder: Path, name: str, configs: list[str], unit: str,
+              sets: str = "pilot") -> float:
+    """The pilot sweep over the human questions and the sets in ``folder/sets``, as one
+    multirun (its folders under ``folder/multirun-<sets>``); returns its wall time in
+    seconds."""
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "ragexp", "-m", f"+ablation={','.join(configs)}",
                     "dataset=markdown", f"dataset.name={name}",
                     f"dataset.corpus_dir={folder / 'corpus'}",
-                    f"dataset.questions=[{folder / 'questions.jsonl'},{folder / 'pilot'}]",
+                    f"dataset.questions=[{folder / 'questions.jsonl'},{folder / sets}]",
                     "split=all", f"dataset.unit={unit}", "progress=false",
-                    f"hydra.sweep.dir={folder / 'multirun'}"], check=True, stdout=sys.stderr)
+                    f"hydra.sweep.dir={folder / f'multirun-{sets}'}"], check=True,
+                   stdout=sys.stderr)
     return time.perf_counter() - started
+
+
+def calibration_sets(folder: Path, n: int) -> None:
+    """``ragexp questions calibrate sets`` into ``folder/calib`` (the shipped grid, ``n``
+    questions a set, seed 0), unless the folder is there; ``max_words=80`` lets a situated
+    ``structure`` question (``generator.context``) through."""
+    if (folder / "calib").is_dir():
+        return
+    subprocess.run([sys.executable, "-m", "ragexp", "questions", "calibrate", "sets", "--out",
+                    str(folder / "calib"), "--n", str(n), "dataset=markdown",
+                    f"dataset.corpus_dir={folder / 'corpus'}", "max_words=80",
+                    "progress=false"], check=True)
 
 
 def sweep_tables(parent: str) -> tuple[dict, dict[str, str]]:
@@ -179,16 +195,21 @@ def calibration(parent: str, seed: int, resamples: int) -> str:
 
     tables, _ = sweep_tables(parent)
     names = [source_name(p) for p in load_grid(None)]
-    rows = []
+    rows, found = [], {}
     for measure in MEASURES:
-        got = calibrate.calibrate(tables, names, measure, seed=seed, resamples=resamples)
+        found[measure] = got = calibrate.calibrate(tables, names, measure, seed=seed,
+                                                   resamples=resamples)
         rows.append(f"| {measure} | {got.chosen} | {got.n_tune} | {got.tuning[got.chosen]:+.2f} "
                     f"| {got.n_check} | {sources.interval(got.check)} |")
+    points = "\n".join(f"| {p} | " + " | ".join(f"{found[m].tuning[p]:+.2f}" for m in MEASURES)
+                       + " |" for p in names)
     return (f"Calibration sweep `{parent[:8]}`: {len(tables)} configurations, the human "
             f"questions and the {len(names)} sets of `conf/calibrate.yaml` (200 questions "
             f"each); the human questions split (seed {seed}) into a tuning and a check half.\n\n"
             "| measure | chosen | tuning n | tau, tuning | check n | tau, check (95% CI) |\n"
-            "|---|---|---|---|---|---|\n" + "\n".join(rows))
+            "|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
+            f"| set | {' | '.join(f'tau {m}, tuning' for m in MEASURES)} |\n"
+            f"|---|{'---|' * len(MEASURES)}\n" + points)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calibration", metavar="SWEEP", help="also the calibration found in "
                         "this sweep (the grid's sets beside the human questions), into the "
                         "question-validity-NAME-calibrated block")
+    parser.add_argument("--calibrate", action="store_true", help="also write the grid's sets "
+                        "(calibrate sets, 200 a set, into FOLDER/calib), sweep them beside the "
+                        "human questions and report that sweep as --calibration does")
     args = parser.parse_args(argv)
     sets = {g: (g, []) for g in args.generators}
     try:
@@ -224,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     block = f"question-validity-{args.name}"
     if not readme.has_block(args.readme, block) or (
-            args.calibration and not readme.has_block(args.readme, f"{block}-calibrated")):
+            (args.calibration or args.calibrate)
+            and not readme.has_block(args.readme, f"{block}-calibrated")):
         return 2
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     parent = args.parent
@@ -243,6 +268,13 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.readme:
         readme.replace_block(args.readme, block, text)
+    if args.calibrate:
+        calibration_sets(args.folder, 200)
+        seconds = run_sweep(args.folder, args.name, args.configs, args.unit, sets="calib")
+        print(f"calibration sweep: {seconds:.0f} s", file=sys.stderr)
+        # defer heavy import
+        from ragexp.report.sweep_data import latest_sweep
+        args.calibration = latest_sweep(f"ragexp-{args.name}")
     if args.calibration:
         # defer heavy import
         from ragexp.tracking import store as tracking
