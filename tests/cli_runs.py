@@ -27,15 +27,40 @@ def cli_env(tmp: Path, uri: str | None = None) -> dict[str, str]:
     return env
 
 
+# Hydra's output folders: a run's (``outputs/<date>/<time>`` by default) and a sweep's
+# (``multirun/<date>/<time>``), relative to the launch folder.
+OUTPUT_DIRS = {"hydra.run.dir": "outputs", "hydra.sweep.dir": "multirun"}
+
+
+def own_dirs(tmp: Path, args: tuple[str, ...] | list[str]) -> list[str]:
+    """``hydra.run.dir=`` and ``hydra.sweep.dir=`` folders of one launch in ``tmp``, each one
+    not there yet (``tmp/outputs/N``, ``tmp/multirun/N``), as Hydra's dated default is new to
+    each launch; for the keys ``args`` does not set itself. Hydra's default, relative to the
+    repository root, gave two tests started in the same second (pytest-xdist) one folder,
+    which a refused run then removed under the other (conftest's ``_shared_outputs`` refuses
+    a launch of the app whose folders are not the test's own)."""
+    given = {arg.split("=", 1)[0].lstrip("+") for arg in args if "=" in arg}
+    dirs = []
+    for key, name in OUTPUT_DIRS.items():
+        if key not in given:
+            n = 0
+            while (tmp / name / str(n)).exists():
+                n += 1
+            dirs.append(f"{key}={tmp / name / str(n)}")
+    return dirs
+
+
 def run_ragexp(tmp: Path, *args: str, timeout: int = 900,
                migrated: bool = True) -> subprocess.CompletedProcess:
     """``python -m ragexp ARGS cache_dir=TMP/cache progress=false`` from the repository root,
     on the ``migrated_store`` in ``tmp`` (``migrated=False``: on a store not created yet, for a
-    test that the command creates none)."""
+    test that the command creates none), its Hydra folders in ``tmp`` (``own_dirs``) unless
+    ``ARGS`` set them."""
     uri = migrated_store(tmp) if migrated else store_uri(tmp)
-    return subprocess.run([sys.executable, "-m", "ragexp", *args, f"cache_dir={tmp / 'cache'}",
-                           "progress=false"], cwd=ROOT, env=cli_env(tmp, uri),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "ragexp", *args, *own_dirs(tmp, args),
+                           f"cache_dir={tmp / 'cache'}", "progress=false"], cwd=ROOT,
+                          env=cli_env(tmp, uri), capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def run_here(main: Callable[[list[str]], int | None], argv: list[str],

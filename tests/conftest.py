@@ -77,6 +77,71 @@ def _refuse_unless_slow(what: str) -> None:
                     f"process: cli_runs, workspaces.record_run)", pytrace=False)
 
 
+def _refuse(problem: str) -> None:
+    """Fails the test under way for ``problem`` (a sentence naming what it started)."""
+    if _CURRENT:
+        pytest.fail(f"{_CURRENT[-1].nodeid} {problem}", pytrace=False)
+
+
+# What a ``python -c`` child runs when it runs the Hydra app (tests/unit/test_perf.py,
+# tests/e2e/test_tracking_calls.py).
+APP_CODE = ("app.entry()", 'run_module("ragexp"', "ragexp.run.embed")
+
+
+# Options that print and run no job, so Hydra creates no folder: ragexp's ``--version``,
+# Hydra's help, config and information.
+NO_JOB = {"--version", "--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i",
+          "--shell-completion", "-sc"}
+
+
+def _hydra_app(args) -> list[str] | None:
+    """The arguments of the Hydra app (``python -m ragexp [overrides]``, ``python -m
+    ragexp.run.embed``, or ``python -c CODE`` with CODE running either, ``APP_CODE``) that a
+    child's ``args`` start to run a job, else None (a ``ragexp`` command, ``NO_JOB``, any
+    other program)."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        return None
+    words = [os.fsdecode(a) for a in args[1:]]
+    while words and words[0].startswith("-") and words[0] not in ("-m", "-c"):
+        del words[:2 if words[0] in ("-X", "-W") else 1]  # the interpreter's own options
+    if len(words) < 2:
+        return None
+    flag, what, *rest = words
+    if flag == "-c":
+        return rest if any(code in what for code in APP_CODE) else None
+    if flag != "-m" or what not in ("ragexp", "ragexp.run.embed"):
+        return None
+    from ragexp.cli.main import is_command
+
+    if what == "ragexp" and rest and is_command(rest[0]) or NO_JOB & set(rest):
+        return None
+    return rest
+
+
+def _shared_outputs(args, cwd) -> str | None:
+    """What is wrong with the folders Hydra would write a child's run or sweep into
+    (``hydra.run.dir``, with ``-m`` ``hydra.sweep.dir``), unless they are the test's own: set
+    to a folder under pytest's temporary folder, or left to Hydra's dated default in a launch
+    folder ``cwd`` under it. Hydra's default under the repository root gave two tests started
+    in the same second on two workers one folder, which a refused run removed under the other
+    (``cli_runs.own_dirs`` gives a launch its own). A setting that does not resolve
+    (``${nosuch}``, not ``${now:...}``) creates no folder."""
+    app = _hydra_app(args)
+    if app is None or not _CURRENT:
+        return None
+    key = "hydra.sweep.dir" if {"-m", "--multirun"} & set(app) else "hydra.run.dir"
+    value = next((a.split("=", 1)[1] for a in reversed(app) if a.startswith(f"{key}=")), None)
+    if value is not None and "${" in value and "${now:" not in value:
+        return None
+    base = _CURRENT[-1].config._tmp_path_factory.getbasetemp().resolve()
+    where = Path(cwd or os.getcwd()) / (value if value is not None else ".")
+    if Path(os.path.abspath(where)).resolve().is_relative_to(base):
+        return None
+    return (f"runs ragexp's Hydra app with {key} in {where}, not a folder of its own: two "
+            f"tests started in the same second share Hydra's dated folder there; pass "
+            f"{key}= under tmp_path (cli_runs.own_dirs) or start it in a folder of tmp_path")
+
+
 def _costly_child(args, shell: bool) -> str | None:
     """The name of the program a ``Popen`` starts (a shell line: its shell) if it is a Python
     interpreter, a script of this venv, or one of ``COSTLY_CHILDREN``; else None."""
@@ -106,6 +171,8 @@ def pytest_configure(config) -> None:
     def guarded_popen(self, args, *rest, **kwargs):
         if name := _costly_child(args, kwargs.get("shell", False)):
             _refuse_unless_slow(f"a child process ({name})")
+            if problem := _shared_outputs(args, kwargs.get("cwd")):
+                _refuse(problem)
         popen_init(self, args, *rest, **kwargs)
 
     def guarded_start(self):
