@@ -1,20 +1,24 @@
 """Run the ``ragexp`` CLI in a child process on a throwaway store: the tracking URI, cache and
-environment every subprocess test needs, in one place; or a module's command line in this
-process (``run_here``) where a child would show nothing more."""
+environment every subprocess test needs, in one place; or a module's command line
+(``run_here``) or ragexp's Hydra app (``run_app``) in this process, where a child would show
+nothing more."""
 
 from __future__ import annotations
 
 import io
+import logging
 import os
+import signal
 import subprocess
 import sys
-from contextlib import redirect_stderr, redirect_stdout
+import traceback
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 
-from workspaces import migrated_store, store_uri
+from workspaces import migrated_store, store_uri, tracking_store
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,3 +85,71 @@ def run_here(main: Callable[[list[str]], int | None], argv: list[str],
                 print(code, file=sys.stderr)
                 code = 1
     return subprocess.CompletedProcess(argv, code or 0, out.getvalue(), err.getvalue())
+
+
+
+@contextmanager
+def process_kept() -> Iterator[None]:
+    """What a child's process keeps to itself, put back after ragexp's Hydra app ran in this
+    one: the root logger's handlers and level (Hydra's job logging replaces them, a file
+    handler on the job's log among them), the SIGINT/SIGTERM handlers
+    (``lifecycle.install_signal_handlers``), Hydra's global state (``GlobalHydra``,
+    ``HydraConfig``, which ``run.app.run_logged`` reads), ``sys.argv``, the environment (a
+    sweep sets ``MLFLOW_TRACKING_URI``) and the current folder."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    signals = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    argv, environ, cwd = sys.argv[:], dict(os.environ), os.getcwd()
+    try:
+        yield
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+                handler.close()
+        for handler in handlers:
+            if handler not in root.handlers:
+                root.addHandler(handler)
+        root.setLevel(level)
+        for sig, handler in signals.items():
+            signal.signal(sig, handler)
+        GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = None
+        sys.argv[:] = argv
+        os.environ.clear()
+        os.environ.update(environ)
+        os.chdir(cwd)
+
+
+def run_app(tmp: Path, *args: str, cwd: Path = ROOT, migrated: bool = True,
+            uri: str | None = None) -> subprocess.CompletedProcess:
+    """``run_ragexp`` in this process: ragexp's Hydra app (``run.app.entry``, what ``python -m
+    ragexp ARGS`` runs) from ``cwd`` on the store in ``tmp`` (``migrated_store``; with
+    ``migrated=False`` one not created yet; or the store at ``uri``), its Hydra folders in
+    ``tmp`` (``own_dirs``), reported as ``subprocess.run(..., capture_output=True,
+    text=True)`` reports the child: the exit code (a ``SystemExit``'s), stdout and stderr.
+    The process is left as it was (``process_kept``; the test's ``ragexp.session`` is a fresh
+    one, conftest's ``ragexp_session``). For a run or sweep whose process shows nothing more:
+    no signal, no start-up, no console script, no variable read at import."""
+    from ragexp.run import app
+
+    argv = [*args, *own_dirs(tmp, args), f"cache_dir={tmp / 'cache'}", "progress=false"]
+    folder = Path(uri.removeprefix("sqlite:///")).parent if uri else tmp
+    with tracking_store(folder, migrated=migrated) as store, process_kept():
+        assert uri is None or store.uri == uri, (uri, store.uri)
+        os.environ.update({"MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"})
+        sys.argv[:] = ["ragexp", *argv]
+        return run_here(lambda _: _as_python_exits(app.entry), argv, cwd=cwd)
+
+
+def _as_python_exits(main: Callable[[], None]) -> None:
+    """``main()``; an exception it raises (not ``SystemExit``) printed as Python prints one
+    that ends a process, which then exits 1."""
+    try:
+        main()
+    except Exception:
+        traceback.print_exc()
+        sys.exit(1)
