@@ -183,9 +183,10 @@ def test_describe_reads_as_an_interval():
     assert settings.describe({"lt": 5}) == "< 5"
 
 
+@pytest.mark.slow
 def test_bad_value_in_one_sweep_option_stops_the_sweep_before_any_run(tmp_path):
     proc = run_app(tmp_path, "-m", "embedder=hash", "abstain.budget=0.1,2",
-                      f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
+                   f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
     assert proc.returncode == 2
     assert "job #1: embedder=hash abstain.budget=2" in proc.stderr
     assert "abstain.budget=2.0 is out of range: must be [0, 1)" in proc.stderr
@@ -193,18 +194,20 @@ def test_bad_value_in_one_sweep_option_stops_the_sweep_before_any_run(tmp_path):
     assert not list((tmp_path / "multirun").glob("*/ragexp_status.json"))
 
 
+@pytest.mark.slow
 def test_bad_value_in_a_single_run_creates_nothing(tmp_path):
     proc = run_app(tmp_path, "embedder=hash", "chunking.max_words=0",
-                      f"hydra.run.dir={tmp_path / 'out'}", migrated=False)
+                   f"hydra.run.dir={tmp_path / 'out'}", migrated=False)
     assert proc.returncode == 2
     assert "chunking.max_words=0 is out of range: must be >= 10" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "mlflow.db").exists()
 
 
+@pytest.mark.slow
 def test_typo_in_a_sweep_override_leaves_no_parent(tmp_path):
     proc = run_app(tmp_path, "-m", "embedder=hash", "retriever=dense,hybrd",
-                      f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
+                   f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
     assert proc.returncode == 2
     assert "job #1 (embedder=hash retriever=hybrd " in proc.stderr
     assert "does not compose" in proc.stderr and "Could not find 'retriever/hybrd'" in proc.stderr
