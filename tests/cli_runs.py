@@ -131,17 +131,22 @@ def run_app(tmp: Path, *args: str, cwd: Path = ROOT, migrated: bool = True,
     ``migrated=False`` one not created yet; or the store at ``uri``), its Hydra folders in
     ``tmp`` (``own_dirs``), reported as ``subprocess.run(..., capture_output=True,
     text=True)`` reports the child: the exit code (a ``SystemExit``'s), stdout and stderr.
-    The process is left as it was (``process_kept``; the test's ``ragexp.session`` is a fresh
-    one, conftest's ``ragexp_session``). For a run or sweep whose process shows nothing more:
-    no signal, no start-up, no console script, no variable read at import."""
+    It runs in a ``ragexp.session`` of its own, as a child would (its stage memory, models and
+    sweep are not the test's, nor the next ``run_app``'s), and the process is left as it was
+    (``process_kept``). For a run or sweep whose process shows nothing more: no signal, no
+    start-up, no console script, no variable read at import."""
     from ragexp.run import app
+    from ragexp.session import Session
 
     argv = [*args, *own_dirs(tmp, args), f"cache_dir={tmp / 'cache'}", "progress=false"]
     folder = Path(uri.removeprefix("sqlite:///")).parent if uri else tmp
-    with tracking_store(folder, migrated=migrated) as store, process_kept():
+    with tracking_store(folder, migrated=migrated) as store, process_kept(), \
+            pytest.MonkeyPatch.context() as mp:
         assert uri is None or store.uri == uri, (uri, store.uri)
         os.environ.update({"MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"})
         sys.argv[:] = ["ragexp", *argv]
+        mp.setattr(Session, "_current", None)  # the child's own session, the test's after
+        Session.start()
         return run_here(lambda _: _as_python_exits(app.entry), argv, cwd=cwd)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_runs import run_ragexp
+from cli_runs import run_app
 from conftest import jsonl, write_tree
 from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
@@ -262,9 +262,9 @@ def test_minilm_as_a_second_embedder_on_the_handbook_from_the_command_line(tmp_p
     ``embedder=minilm`` run on the same cache embeds nothing. An unknown part embedder is one
     line, exit 2, nothing run."""
     part = "+retriever.parts.minilm={retriever: dense, depth: 100, embedder: minilm}"
-    first = run_ragexp(tmp_path, "retriever=hybrid", "embedder=hash", part)
+    first = run_app(tmp_path, "retriever=hybrid", "embedder=hash", part)
     assert first.returncode == 0, first.stderr[-2000:]
-    later = run_ragexp(tmp_path, "retriever=dense", "embedder=minilm", "reranker=none")
+    later = run_app(tmp_path, "retriever=dense", "embedder=minilm", "reranker=none")
     assert later.returncode == 0, later.stderr[-2000:]
     client = MlflowClient(store_uri(tmp_path))
     exp = client.get_experiment_by_name("ragexp-handbook")
@@ -276,7 +276,7 @@ def test_minilm_as_a_second_embedder_on_the_handbook_from_the_command_line(tmp_p
     assert dense.data.metrics["cache.misses"] == 0 and dense.data.metrics["cache.hits"] > 0
     assert hybrid.data.metrics["ndcg_at_10"] != dense.data.metrics["ndcg_at_10"]
 
-    bad = run_ragexp(tmp_path, "retriever=hybrid", "embedder=hash", part.replace(
+    bad = run_app(tmp_path, "retriever=hybrid", "embedder=hash", part.replace(
         "embedder: minilm", "embedder: minilmx"))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "retriever.parts.minilm.embedder=minilmx: no embedder option" in bad.stderr

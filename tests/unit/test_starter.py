@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import yaml
-from cli_runs import cli_env, run_ragexp
+from cli_runs import cli_env, run_app
 from test_p_format import P_CELL
 from workspaces import migrated_store, search_runs, store_uri
 
@@ -82,8 +82,8 @@ def test_a_glob_matching_no_ablation_names_it_lists_the_ablations_and_creates_no
 
 @pytest.mark.slow
 def test_an_empty_glob_on_any_group_stops_the_sweep(tmp_path):
-    proc = run_ragexp(tmp_path, "-m", "retriever=glob(nothing*)", "embedder=hash",
-                      f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
+    proc = run_app(tmp_path, "-m", "retriever=glob(nothing*)", "embedder=hash",
+                   f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
     assert proc.returncode == 2
     assert ("retriever=glob(nothing*) matches nothing (the retriever options are: bm25, dense, "
             "hybrid, trec_run)") in proc.stderr
