@@ -129,7 +129,8 @@ def run_app(tmp: Path, *args: str, cwd: Path = ROOT, migrated: bool = True,
     """``run_ragexp`` in this process: ragexp's Hydra app (``run.app.entry``, what ``python -m
     ragexp ARGS`` runs) from ``cwd`` on the store in ``tmp`` (``migrated_store``; with
     ``migrated=False`` one not created yet; or the store at ``uri``), its Hydra folders in
-    ``tmp`` (``own_dirs``), reported as ``subprocess.run(..., capture_output=True,
+    ``tmp`` (``own_dirs``), ``cache_dir=TMP/cache progress=false`` unless ``ARGS`` set them,
+    reported as ``subprocess.run(..., capture_output=True,
     text=True)`` reports the child: the exit code (a ``SystemExit``'s), stdout and stderr.
     It runs in a ``ragexp.session`` of its own, as a child would (its stage memory, models and
     sweep are not the test's, nor the next ``run_app``'s), and the process is left as it was
@@ -138,7 +139,9 @@ def run_app(tmp: Path, *args: str, cwd: Path = ROOT, migrated: bool = True,
     from ragexp.run import app
     from ragexp.session import Session
 
-    argv = [*args, *own_dirs(tmp, args), f"cache_dir={tmp / 'cache'}", "progress=false"]
+    argv = [*args, *own_dirs(tmp, args), *(f"{key}={value}" for key, value in (
+        ("cache_dir", tmp / "cache"), ("progress", "false")) if not any(
+        arg.startswith(f"{key}=") for arg in args))]
     folder = Path(uri.removeprefix("sqlite:///")).parent if uri else tmp
     with tracking_store(folder, migrated=migrated) as store, process_kept(), \
             pytest.MonkeyPatch.context() as mp:
