@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from cli_runs import run_app
 from conftest import jsonl, write_tree
-from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
+from workspaces import compose_config as _compose
 from workspaces import record_run, store_uri
 
 from ragexp.cli import main as cli
@@ -29,7 +29,7 @@ from ragexp.index.embedders import HashEmbedder
 from ragexp.index.resources import Resources
 from ragexp.index.stagestore import StageStore
 from ragexp.records import ordered
-from ragexp.run.app import CONF_DIR, choose_split
+from ragexp.run.app import choose_split
 from ragexp.run.pipeline import part_tags
 from ragexp.serving.engine import Engine
 from ragexp.stages.retrievers import DenseRetriever
@@ -42,11 +42,6 @@ DENSE = "{_target_: ragexp.stages.retrievers.DenseRetriever, _partial_: true}"
 WIDE = f"+retriever.parts.wide={{retriever: {DENSE}, depth: 100, embedder: hash}}"
 SHORT = "+retriever.parts.wide={retriever: dense, embedder: hash}"  # options by name
 RUN_HASH = ["embedder=hash", "embedder.dim=64"]
-
-
-def _compose(*overrides: str):
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose("config", overrides=list(overrides))
 
 
 def _resources(chunks, factory, cache=None, store=None) -> Resources:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from cli_runs import run_app
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
+from workspaces import compose_config as cfg_with
 
 from ragexp import settings
 from ragexp.config import schema, validation
@@ -20,13 +20,6 @@ from ragexp.index import embedders
 from ragexp.run.app import CONF_DIR
 
 schema.register()
-
-
-def cfg_with(*overrides: str, config: str = "config") -> DictConfig:
-    """``config`` (``conf/config.yaml``, or ``questions``: ``ragexp questions generate``'s)
-    composed with ``overrides``."""
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose(config, overrides=list(overrides))
 
 
 def schema_types() -> list[type]:
