@@ -87,7 +87,6 @@ def run_here(main: Callable[[list[str]], int | None], argv: list[str],
     return subprocess.CompletedProcess(argv, code or 0, out.getvalue(), err.getvalue())
 
 
-
 @contextmanager
 def process_kept() -> Iterator[None]:
     """What a child's process keeps to itself, put back after ragexp's Hydra app ran in this
@@ -124,31 +123,30 @@ def process_kept() -> Iterator[None]:
         os.chdir(cwd)
 
 
-def run_app(tmp: Path, *args: str, cwd: Path = ROOT, migrated: bool = True,
-            uri: str | None = None) -> subprocess.CompletedProcess:
+def run_app(tmp: Path, *args: str, cwd: Path = ROOT,
+            migrated: bool = True) -> subprocess.CompletedProcess:
     """``run_ragexp`` in this process: ragexp's Hydra app (``run.app.entry``, what ``python -m
     ragexp ARGS`` runs) from ``cwd`` on the store in ``tmp`` (``migrated_store``; with
-    ``migrated=False`` one not created yet; or the store at ``uri``), its Hydra folders in
-    ``tmp`` (``own_dirs``), ``cache_dir=TMP/cache progress=false`` unless ``ARGS`` set them,
-    reported as ``subprocess.run(..., capture_output=True,
-    text=True)`` reports the child: the exit code (a ``SystemExit``'s), stdout and stderr.
-    It runs in a ``ragexp.session`` of its own, as a child would (its stage memory, models and
-    sweep are not the test's, nor the next ``run_app``'s), and the process is left as it was
+    ``migrated=False`` one not created yet), its Hydra folders in ``tmp`` (``own_dirs``),
+    ``cache_dir=TMP/cache progress=false`` unless ``ARGS`` set them; reported as
+    ``subprocess.run(..., capture_output=True, text=True)`` reports the child: the exit code
+    (a ``SystemExit``'s; 1 after a traceback), stdout and stderr. It runs in a
+    ``ragexp.session`` of its own, as a child would (its stage memory, models and sweep are
+    neither the test's nor the next ``run_app``'s), and leaves the process as it was
     (``process_kept``). For a run or sweep whose process shows nothing more: no signal, no
     start-up, no console script, no variable read at import."""
     from ragexp.run import app
     from ragexp.session import Session
 
-    argv = [*args, *own_dirs(tmp, args), *(f"{key}={value}" for key, value in (
-        ("cache_dir", tmp / "cache"), ("progress", "false")) if not any(
-        arg.startswith(f"{key}=") for arg in args))]
-    folder = Path(uri.removeprefix("sqlite:///")).parent if uri else tmp
-    with tracking_store(folder, migrated=migrated) as store, process_kept(), \
+    defaults = [f"{key}={value}" for key, value in (("cache_dir", tmp / "cache"),
+                                                    ("progress", "false"))
+                if not any(arg.startswith(f"{key}=") for arg in args)]
+    argv = [*args, *own_dirs(tmp, args), *defaults]
+    with tracking_store(tmp, migrated=migrated), process_kept(), \
             pytest.MonkeyPatch.context() as mp:
-        assert uri is None or store.uri == uri, (uri, store.uri)
         os.environ.update({"MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"})
         sys.argv[:] = ["ragexp", *argv]
-        mp.setattr(Session, "_current", None)  # the child's own session, the test's after
+        mp.setattr(Session, "_current", None)  # the child's own session; the test's after
         Session.start()
         return run_here(lambda _: _as_python_exits(app.entry), argv, cwd=cwd)
 
