@@ -188,6 +188,20 @@ def pytest_configure(config) -> None:
     _STARTS.setattr(uvicorn.Server, "__init__", guarded_server)
 
 
+def pytest_collection_finish(session) -> None:
+    """The collector as ``ragexp.cli.process.own`` sets it for a command's process, once the
+    test modules and what they import (mlflow, pandas, Hydra) are loaded, and those objects
+    left out of every later collection (``gc.freeze``): with Python's default thresholds the
+    full collections rescanned that whole heap every few thousand allocations, in every test
+    (an in-process run, ``cli_runs.run_app``, runs as its child would)."""
+    import gc
+
+    from ragexp.cli.process import GC_THRESHOLD
+
+    gc.set_threshold(*GC_THRESHOLD)
+    gc.freeze()
+
+
 def pytest_unconfigure(config) -> None:
     """The starts as they were before ``pytest_configure``."""
     _STARTS.undo()
