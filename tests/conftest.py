@@ -22,6 +22,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import json  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Iterator  # noqa: E402
 
@@ -119,12 +120,13 @@ def _hydra_app(args) -> list[str] | None:
 
 
 def _shared_outputs(args, cwd) -> str | None:
-    """What is wrong with the folders Hydra would write a child's run or sweep into
-    (``hydra.run.dir``, with ``-m`` ``hydra.sweep.dir``), unless they are the test's own: set
-    to a folder under pytest's temporary folder, or left to Hydra's dated default in a launch
-    folder ``cwd`` under it. Hydra's default under the repository root gave two tests started
-    in the same second on two workers one folder, which a refused run removed under the other
-    (``cli_runs.own_dirs`` gives a launch its own). A setting that does not resolve
+    """What is wrong with the folder Hydra would write a child's run or sweep into
+    (``hydra.run.dir``, with ``-m`` ``hydra.sweep.dir``), unless it is the test's own: set to,
+    or left to Hydra's dated default in a launch folder ``cwd`` in, a folder below the
+    temporary folder (pytest's ``tmp_path``, ``tempfile``'s: made for one test or one tool's
+    run) and outside the repository. Hydra's default under the repository root gave two tests
+    started in the same second on two workers one folder, which a refused run removed under
+    the other (``cli_runs.own_dirs`` gives a launch its own). A setting that does not resolve
     (``${nosuch}``, not ``${now:...}``) creates no folder."""
     app = _hydra_app(args)
     if app is None or not _CURRENT:
@@ -133,10 +135,19 @@ def _shared_outputs(args, cwd) -> str | None:
     value = next((a.split("=", 1)[1] for a in reversed(app) if a.startswith(f"{key}=")), None)
     if value is not None and "${" in value and "${now:" not in value:
         return None
-    base = _CURRENT[-1].config._tmp_path_factory.getbasetemp().resolve()
-    where = Path(cwd or os.getcwd()) / (value if value is not None else ".")
-    if Path(os.path.abspath(where)).resolve().is_relative_to(base):
-        return None
+    where = Path(os.path.abspath(Path(cwd or os.getcwd()) / (value or ".")))
+    return None if _own_folder(where) else _not_own(key, where)
+
+
+def _own_folder(where: Path) -> bool:
+    """Whether ``where`` lies below the temporary folder (pytest's ``tmp_path``,
+    ``tempfile``'s: made for one test or one tool's run) and outside the repository."""
+    where, temp = where.resolve(), Path(tempfile.gettempdir()).resolve()
+    return where.is_relative_to(temp) and where != temp and not where.is_relative_to(ROOT)
+
+
+def _not_own(key: str, where: Path) -> str:
+    """The refusal of a run of ragexp's Hydra app whose ``key`` folder is ``where``."""
     return (f"runs ragexp's Hydra app with {key} in {where}, not a folder of its own: two "
             f"tests started in the same second share Hydra's dated folder there; pass "
             f"{key}= under tmp_path (cli_runs.own_dirs) or start it in a folder of tmp_path")
@@ -157,7 +168,8 @@ def _costly_child(args, shell: bool) -> str | None:
 
 def pytest_configure(config) -> None:
     """Child processes, multiprocessing workers and uvicorn servers go through
-    ``_refuse_unless_slow`` for the whole session (restored at ``pytest_unconfigure``). A bare
+    ``_refuse_unless_slow`` for the whole session (restored at ``pytest_unconfigure``), and a
+    child or in-process job of ragexp's Hydra app through ``_shared_outputs``. A bare
     ``os.fork`` does not: it starts no interpreter, and ``run.forked`` forks or not by whether
     an earlier test left a thread running."""
     import multiprocessing.process
@@ -186,6 +198,33 @@ def pytest_configure(config) -> None:
     _STARTS.setattr(subprocess.Popen, "__init__", guarded_popen)
     _STARTS.setattr(multiprocessing.process.BaseProcess, "start", guarded_start)
     _STARTS.setattr(uvicorn.Server, "__init__", guarded_server)
+    _guard_jobs_here()
+
+
+def _guard_jobs_here() -> None:
+    """A job of ragexp's Hydra app run in this process (``cli_runs.run_app``) goes through
+    ``_own_folder`` too, as Hydra's launchers start it (``run_job``), for the session."""
+    import inspect
+
+    import hydra._internal.core_plugins.basic_launcher as basic
+    import hydra._internal.hydra as single
+    from omegaconf import OmegaConf
+
+    run_job = single.run_job
+    signature = inspect.signature(run_job)
+
+    def guarded_job(*args, **kwargs):
+        given = signature.bind(*args, **kwargs).arguments
+        try:  # Hydra refuses a folder that does not resolve itself
+            folder = str(OmegaConf.select(given["config"], given["job_dir_key"]))
+        except Exception:
+            folder = None
+        if folder is not None and not _own_folder(Path(os.path.abspath(folder))):
+            _refuse(_not_own(given["job_dir_key"], Path(os.path.abspath(folder))))
+        return run_job(*args, **kwargs)
+
+    _STARTS.setattr(single, "run_job", guarded_job)
+    _STARTS.setattr(basic, "run_job", guarded_job)
 
 
 def pytest_collection_finish(session) -> None:

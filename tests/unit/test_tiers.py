@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 from cli_runs import ROOT, own_dirs
@@ -63,7 +65,8 @@ def test_a_hydra_app_child_needs_output_folders_of_its_own(tmp_path):
               ([py, "-m", "ragexp", "-m", "k=1,2", f"hydra.run.dir={tmp_path}"], ROOT),
               ([py, "-X", "importtime", "-m", "ragexp.run.embed", "embedder=hash"], None),
               ([py, "-c", "from ragexp.run import app; app.entry()", "k=1"], ROOT),
-              ([py, "-m", "ragexp", "hydra.run.dir=outputs/${now:%H}"], ROOT)]
+              ([py, "-m", "ragexp", "hydra.run.dir=outputs/${now:%H}"], ROOT),
+              ([py, "-m", "ragexp", "k=0"], Path(tempfile.gettempdir()))]
     for args, cwd in shared:
         problem = _shared_outputs(args, cwd)
         assert problem is not None and "not a folder of its own" in problem, args
@@ -71,6 +74,7 @@ def test_a_hydra_app_child_needs_output_folders_of_its_own(tmp_path):
     own = [([py, "-m", "ragexp", "k=0", *own_dirs(tmp_path, ["k=0"])], ROOT),
            ([py, "-m", "ragexp", "-m", "k=1,2", f"hydra.sweep.dir={tmp_path / 's'}"], ROOT),
            ([py, "-m", "ragexp", "k=0"], tmp_path),
+           ([py, "-m", "ragexp", "k=0"], Path(tempfile.mkdtemp(dir=tmp_path))),
            ([py, "-m", "ragexp", "hydra.run.dir=${nosuch}"], ROOT),
            ([py, "-m", "ragexp", "compare"], ROOT),
            ([py, "-m", "ragexp", "--cfg", "job"], ROOT),
@@ -88,3 +92,15 @@ def test_own_dirs_are_new_to_each_launch_and_leave_what_the_command_sets(tmp_pat
     (tmp_path / "outputs" / "0").mkdir(parents=True)
     assert own_dirs(tmp_path, ["-m", f"hydra.sweep.dir={tmp_path}"]) == [
         f"hydra.run.dir={tmp_path / 'outputs' / '1'}"]
+
+
+def test_a_hydra_job_in_this_process_needs_an_output_folder_of_its_own(tmp_path):
+    """The same rule for a job ``cli_runs.run_app`` runs here, as Hydra starts it."""
+    import hydra._internal.hydra as single
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create({"hydra": {"run": {"dir": str(ROOT / "outputs" / "x")}}})
+    with pytest.raises(pytest.fail.Exception, match=r"with hydra.run.dir in .*outputs/x, not a "
+                       r"folder of its own"):
+        single.run_job(task_function=None, config=config, job_dir_key="hydra.run.dir",
+                       job_subdir_key=None, hydra_context=None)
