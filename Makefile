@@ -2,7 +2,8 @@
 PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
-# pytest-xdist workers for make test and make test-fast; a module's tests stay on one (DIST)
+# pytest-xdist workers for make test and make test-fast; DIST=loadfile keeps a module's tests,
+# and its module-scoped fixtures (recorded sweeps, a built wheel), on one worker
 JOBS    ?= 2
 DIST    ?= loadfile
 export MLFLOW_DISABLE_TELEMETRY := true
