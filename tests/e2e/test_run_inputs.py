@@ -4,14 +4,10 @@ command again measures again instead of reusing the old run's numbers."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
-from cli_runs import cli_env
+from cli_runs import run_app
 from conftest import jsonl, write_tree
-from workspaces import migrated_store
 
 from ragexp.config import schema
 from ragexp.config.compose import compose
@@ -92,13 +88,12 @@ def test_an_edited_trec_run_is_measured_again_not_skipped(tmp_path):
     # RR@10 1.000 after q2's run was edited to rank x above y (0.750).
     work = write_tree(tmp_path / "w", {**{f"b/{k}": v for k, v in BEIR.items()},
                                       "run.trec": RUN})
-    args = [sys.executable, "-m", "ragexp", "dataset=beir", "dataset.path=b", "chunking=none",
-            "embedder=hash", "reranker=none", "retriever=trec_run", "retriever.path=run.trec",
-            "measures=[RR@10]", "objective=RR@10", "progress=false", "cache_dir=cache"]
+    args = ["dataset=beir", "dataset.path=b", "chunking=none", "embedder=hash", "reranker=none",
+            "retriever=trec_run", "retriever.path=run.trec", "measures=[RR@10]",
+            "objective=RR@10", "progress=false", "cache_dir=cache"]
 
-    def run() -> str:
-        done = subprocess.run(args, cwd=work, env=cli_env(tmp_path, migrated_store(tmp_path)),
-                              capture_output=True, text=True, timeout=600)
+    def run() -> str:  # each in a session of its own, as a new process
+        done = run_app(tmp_path, *args, cwd=work)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout + done.stderr
 

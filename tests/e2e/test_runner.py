@@ -1,4 +1,5 @@
-"""The runner end to end: a real Hydra multirun into a temporary MLflow store."""
+"""The runner end to end: a real Hydra multirun into a temporary MLflow store (in this process,
+``cli_runs.run_app``; with joblib's launcher in a child)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from cli_runs import run_ragexp
+from cli_runs import run_app, run_ragexp
 from mlflow.tracking import MlflowClient
 from workspaces import FAILING, search_runs, store_uri, tracking_store
 
@@ -28,9 +29,9 @@ def sweep(tmp_path_factory):
     (tmp / "bad.jsonl").write_text(
         '{"id": "x-1", "kind": "factual", "question": "Where is the ledger?", "answer": "disk", '
         '"evidence": [{"doc": "overview.md", "quote": "this sentence is not in the handbook"}]}\n')
-    proc = run_ragexp(tmp, "-m", "embedder=hash", "retriever=dense,bm25", "reranker=none",
-                      f"dataset.questions={shipped.path('handbook/golden')},{tmp / 'bad.jsonl'}",
-                      f"hydra.sweep.dir={tmp / 'multirun'}")
+    proc = run_app(tmp, "-m", "embedder=hash", "retriever=dense,bm25", "reranker=none",
+                   f"dataset.questions={shipped.path('handbook/golden')},{tmp / 'bad.jsonl'}",
+                   f"hydra.sweep.dir={tmp / 'multirun'}")
     return tmp, proc
 
 
@@ -119,8 +120,8 @@ def test_finished_runs_have_params_metrics_tags_artifacts(sweep):
 def test_rerun_skips_finished_configs_unless_forced(sweep, tmp_path):
     tmp, _ = sweep
     before = len(runs(tmp))
-    again = run_ragexp(tmp, "-m", "embedder=hash", "retriever=dense,bm25", "reranker=none",
-                       f"hydra.sweep.dir={tmp_path / 'again'}")
+    again = run_app(tmp, "-m", "embedder=hash", "retriever=dense,bm25", "reranker=none",
+                    f"hydra.sweep.dir={tmp_path / 'again'}")
     assert again.returncode == 0, again.stderr[-2000:]
     assert "2 skipped" in again.stdout
     df = runs(tmp)
@@ -132,13 +133,15 @@ def test_rerun_skips_finished_configs_unless_forced(sweep, tmp_path):
     with tracking_store(tmp):
         shown = compare.runs_frame("ragexp-handbook", parent=new_parent)
     assert sorted(shown["params.retriever.name"]) == ["bm25", "dense"]
-    forced = run_ragexp(tmp, "embedder=hash", "retriever=bm25", "reranker=none", "force=true",
-                        f"hydra.run.dir={tmp_path / 'forced'}")
+    forced = run_app(tmp, "embedder=hash", "retriever=bm25", "reranker=none", "force=true",
+                     f"hydra.run.dir={tmp_path / 'forced'}")
     assert forced.returncode == 0, forced.stderr[-2000:]
     assert len(runs(tmp)) == before + 2
 
 
 def test_joblib_launcher_with_two_workers_loses_no_run(tmp_path):
+    """In a child: joblib's worker processes start from it (``cli_runs.run_app`` runs the
+    others in this process)."""
     proc = run_ragexp(tmp_path, "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
                       "embedder=hash", "retriever=dense,bm25,hybrid", "reranker=none",
                       f"hydra.sweep.dir={tmp_path / 'multirun'}")
@@ -151,7 +154,7 @@ def test_joblib_launcher_with_two_workers_loses_no_run(tmp_path):
 
 
 def test_single_run_failure_exits_nonzero_and_marks_run_failed(tmp_path):
-    proc = run_ragexp(tmp_path, "embedder=hash", *FAILING, f"hydra.run.dir={tmp_path / 'out'}")
+    proc = run_app(tmp_path, "embedder=hash", *FAILING, f"hydra.run.dir={tmp_path / 'out'}")
     assert proc.returncode == 2  # a refused input: the model folder does not load
     assert "Traceback" not in proc.stderr + proc.stdout
     df = runs(tmp_path)
@@ -165,8 +168,8 @@ def test_golden_set_that_does_not_match_the_corpus_fails_the_run(tmp_path):
     (golden / "q.jsonl").write_text(
         '{"id": "x-1", "kind": "factual", "question": "Where is the ledger?", "answer": "disk", '
         '"evidence": [{"doc": "overview.md", "quote": "this sentence is not in the handbook"}]}\n')
-    proc = run_ragexp(tmp_path, "embedder=hash", f"dataset.questions={golden}",
-                      f"hydra.run.dir={tmp_path / 'out'}")
+    proc = run_app(tmp_path, "embedder=hash", f"dataset.questions={golden}",
+                   f"hydra.run.dir={tmp_path / 'out'}")
     assert proc.returncode != 0
     df = runs(tmp_path)
     assert list(df["status"]) == ["FAILED"]

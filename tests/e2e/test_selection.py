@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from cli_runs import run_ragexp
+from cli_runs import run_app
 from statsmodels.stats.multitest import multipletests
 from workspaces import search_runs, store_uri
 
@@ -41,8 +41,8 @@ def runs(tmp: Path):
 @pytest.fixture(scope="module")
 def sweep(module_mlflow_store):
     tmp = module_mlflow_store.folder
-    proc = run_ragexp(tmp, "-m", "+ablation=default,bm25,chunks_small", *HASH,
-                      f"hydra.sweep.dir={tmp / 'multirun'}")
+    proc = run_app(tmp, "-m", "+ablation=default,bm25,chunks_small", *HASH,
+                   f"hydra.sweep.dir={tmp / 'multirun'}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return tmp, proc
 
@@ -159,7 +159,7 @@ def test_report_shows_adjusted_p_tied_set_and_winner_on_dev_and_test(sweep):
 def test_optuna_sweeper_drives_ragexp_and_resumes(tmp_path):
     args = ["-m", "hydra/sweeper=ragexp_search", "hydra.sweeper.n_trials=4", *HASH,
             f"hydra.sweep.dir={tmp_path / 'multirun'}"]
-    first = run_ragexp(tmp_path, *args)
+    first = run_app(tmp_path, *args)
     assert first.returncode == 0, first.stderr[-3000:]
     df = runs(tmp_path)
     parent = df[df["tags.ragexp.role"] == "sweep"].iloc[0]
@@ -172,7 +172,7 @@ def test_optuna_sweeper_drives_ragexp_and_resumes(tmp_path):
     assert result["best_value"] == pytest.approx(best[f"metrics.{key}"])
     assert parent["tags.ragexp.best_run"] == best["run_id"]
     # same seed, same trials: every job is skipped and returns its recorded objective
-    again = run_ragexp(tmp_path, *args[:-1], f"hydra.sweep.dir={tmp_path / 'multirun2'}")
+    again = run_app(tmp_path, *args[:-1], f"hydra.sweep.dir={tmp_path / 'multirun2'}")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "4 skipped" in again.stdout
     result2 = yaml.safe_load((tmp_path / "multirun2" / "optimization_results.yaml").read_text())
@@ -192,8 +192,8 @@ def test_objective_must_be_a_configured_measure():
 def test_a_sweep_over_scoring_units_names_no_best_and_writes_no_page(tmp_path):
     # dataset.unit=chunk,section: the sweep named the section run best (nDCG@10 0.553 against
     # 0.480, p_adj 0.020), a gain of the unit read as one of retrieval, and its page ranked them
-    proc = run_ragexp(tmp_path, "-m", "dataset.unit=chunk,section", "retriever=bm25",
-                      "reranker=none", *HASH, f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    proc = run_app(tmp_path, "-m", "dataset.unit=chunk,section", "retriever=bm25",
+                   "reranker=none", *HASH, f"hydra.sweep.dir={tmp_path / 'multirun'}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     said = "the runs differ in dataset.unit (chunk, section), so their measures do not compare"
     assert f"no best run, baseline comparison or tie: {said}" in proc.stdout
@@ -215,10 +215,10 @@ def test_an_optuna_search_with_a_bad_fixed_override_is_refused_before_any_run(tm
     """``k=5`` under ``R@100`` refuses every trial: refused before the first, exit 2, naming
     the key, no store and so no parent or trial run (each trial failed in turn, then "No
     trials are completed yet")."""
-    proc = run_ragexp(tmp_path, "-m", "hydra/sweeper=optuna", "hydra.sweeper.direction=maximize",
-                      "hydra.sweeper.n_trials=2", "k=5", "bm25.k1=interval(0.5,2.0)",
-                      "retriever=bm25", "embedder=hash",
-                      f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
+    proc = run_app(tmp_path, "-m", "hydra/sweeper=optuna", "hydra.sweeper.direction=maximize",
+                   "hydra.sweeper.n_trials=2", "k=5", "bm25.k1=interval(0.5,2.0)",
+                   "retriever=bm25", "embedder=hash",
+                   f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr + proc.stdout
     assert proc.stderr.startswith("error: invalid config (search point #0: bm25.k1=0.5 k=5 ")
@@ -235,10 +235,10 @@ def test_an_optuna_search_whose_every_trial_fails_ends_failed_saying_why(tmp_pat
     (``SweepCallback.stopped``)."""
     questions = tmp_path / "questions.jsonl"
     questions.write_text("not json\n")
-    proc = run_ragexp(tmp_path, "-m", "hydra/sweeper=optuna", "hydra.sweeper.direction=maximize",
-                      "hydra.sweeper.n_trials=2", "bm25.k1=interval(0.5,2.0)",
-                      "retriever=bm25", "embedder=hash", f"dataset.questions={questions}",
-                      f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    proc = run_app(tmp_path, "-m", "hydra/sweeper=optuna", "hydra.sweeper.direction=maximize",
+                   "hydra.sweeper.n_trials=2", "bm25.k1=interval(0.5,2.0)",
+                   "retriever=bm25", "embedder=hash", f"dataset.questions={questions}",
+                   f"hydra.sweep.dir={tmp_path / 'multirun'}")
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "error: the sweeper stopped: ValueError: No trials are completed yet" in proc.stderr

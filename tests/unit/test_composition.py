@@ -12,7 +12,7 @@ import functools
 import inspect
 
 import pytest
-from cli_runs import run_ragexp
+from cli_runs import run_app
 from conftest import GOLDEN, jsonl, write_tree
 from hydra.utils import instantiate
 from omegaconf import DictConfig
@@ -262,8 +262,8 @@ CLI = [
 @pytest.mark.parametrize("args,first,detail", CLI, ids=[" ".join(c[0]) for c in CLI])
 def test_the_cli_refuses_in_one_error_with_exit_2_and_creates_nothing(args, first, detail,
                                                                       tmp_path):
-    proc = run_ragexp(tmp_path, *args, "embedder=hash", f"hydra.run.dir={tmp_path / 'out'}",
-                      f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
+    proc = run_app(tmp_path, *args, "embedder=hash", f"hydra.run.dir={tmp_path / 'out'}",
+                   f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert first in proc.stderr and detail in proc.stderr
     assert proc.stderr.count("error:") == 1 and proc.stderr.rstrip().endswith("nothing was run")
@@ -347,10 +347,10 @@ def test_lists_above_the_documents_but_within_the_chunks_are_composed_and_built(
 def test_a_multirun_over_nlist_stops_at_the_job_the_corpus_is_too_small_for(tmp_path):
     """``-m index.nlist=1,2`` over a one-document BEIR folder: job #1 is refused before the
     sweep's parent run, so no store exists."""
-    proc = run_ragexp(tmp_path, "-m", "embedder=hash", "dataset=beir",
-                      f"dataset.path={beir_folder(tmp_path)}", "chunking=none", "index=ivf",
-                      "index.nprobe=1", "index.nlist=1,2", f"hydra.sweep.dir={tmp_path / 'mr'}",
-                      migrated=False)
+    proc = run_app(tmp_path, "-m", "embedder=hash", "dataset=beir",
+                   f"dataset.path={beir_folder(tmp_path)}", "chunking=none", "index=ivf",
+                   "index.nprobe=1", "index.nlist=1,2", f"hydra.sweep.dir={tmp_path / 'mr'}",
+                   migrated=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "job #1: " in proc.stderr and "index.nlist=2" in proc.stderr
     assert "index.nlist=2 is larger than the corpus" in proc.stderr
@@ -740,9 +740,9 @@ def test_the_shipped_optuna_searches_pass_and_each_value_is_checked(capsys, monk
 
 @pytest.mark.slow
 def test_the_cli_refuses_a_sweep_with_a_bad_second_job_and_creates_no_run(tmp_path):
-    proc = run_ragexp(tmp_path, "-m", "retriever=hybrid", "fusion=combsum",
-                      "fusion.norm=minmax,bogus", "embedder=hash",
-                      f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
+    proc = run_app(tmp_path, "-m", "retriever=hybrid", "fusion=combsum",
+                   "fusion.norm=minmax,bogus", "embedder=hash",
+                   f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "job #1" in proc.stderr and "fusion.norm='bogus' is not one of" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
@@ -831,9 +831,9 @@ def test_a_misspelt_key_names_the_key_meant(override, message):
 
 @pytest.mark.slow
 def test_a_sweep_over_an_appended_misspelt_key_runs_nothing(tmp_path):
-    proc = run_ragexp(tmp_path, "-m", "embedder=hash", "retriever=bm25",
-                      "+abstain.budgt=0.05,0.5", f"hydra.sweep.dir={tmp_path / 'multirun'}",
-                      migrated=False)
+    proc = run_app(tmp_path, "-m", "embedder=hash", "retriever=bm25",
+                   "+abstain.budgt=0.05,0.5", f"hydra.sweep.dir={tmp_path / 'multirun'}",
+                   migrated=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "abstain.budgt is not a setting of abstain (did you mean abstain.budget?" in \
         proc.stderr
@@ -878,7 +878,7 @@ def test_a_sweep_over_a_hydra_setting_is_checked_and_launched(capsys):
 def test_a_hydra_setting_that_does_not_resolve_is_refused_naming_it(args, key, tmp_path):
     """Hydra resolves its own settings as it launches a job, outside the job's config: before,
     a traceback (``hydra.run.dir``) or exit 1 (``hydra.sweep.dir``)."""
-    proc = run_ragexp(tmp_path, *args, "embedder=hash", "retriever=bm25", migrated=False)
+    proc = run_app(tmp_path, *args, "embedder=hash", "retriever=bm25", migrated=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert f"  {key}: Interpolation key 'nosuch' not found" in proc.stderr
     assert proc.stderr.count("error:") == 1 and proc.stderr.rstrip().endswith("nothing was run")
@@ -899,8 +899,8 @@ def test_a_config_file_that_is_not_yaml_is_refused_naming_it(tmp_path):
     raised the YAML parser's error with a 38-frame traceback, exit 1."""
     (tmp_path / "cd" / "ablation").mkdir(parents=True)
     (tmp_path / "cd" / "ablation" / "broken.yaml").write_text("a: [1, 2\nb: {\n")
-    proc = run_ragexp(tmp_path, "--config-dir", str(tmp_path / "cd"), "embedder=hash",
-                      "+ablation=broken")
+    proc = run_app(tmp_path, "--config-dir", str(tmp_path / "cd"), "embedder=hash",
+                   "+ablation=broken")
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert f'"{tmp_path / "cd" / "ablation" / "broken.yaml"}", line 1, column 4' in proc.stderr
     assert proc.stderr.rstrip().endswith("nothing was run") and "Traceback" not in proc.stderr

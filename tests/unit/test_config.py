@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 from omegaconf.errors import ConfigKeyError, ValidationError
+from workspaces import compose_config as cfg_with
 
 from ragexp.config import schema
 from ragexp.index.embedders import EmbedderError
@@ -19,11 +19,6 @@ from ragexp.run.app import CONF_DIR
 schema.register()
 GROUPS = ("dataset", "chunking", "embedder", "retriever", "fusion", "reranker", "abstain",
           "answer", "judge")
-
-
-def cfg_with(*overrides: str):
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose("config", overrides=list(overrides))
 
 
 def options(group: str) -> list[str]:

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from cli_runs import cli_env
+from cli_runs import cli_env, run_app
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
@@ -218,11 +218,9 @@ def test_a_run_or_sweep_selecting_a_project_option_the_shipped_one_hides_runs_no
         (conf / "dataset" / "own.yaml").read_text().replace("name: own", "name: handbook"))
     hidden = f"dataset=handbook: {conf / 'dataset' / 'handbook.yaml'} is never read"
     for args in (["dataset=handbook"], ["-m", "dataset=handbook", "k=100,200"]):
-        proc = subprocess.run([sys.executable, "-m", "ragexp", "--config-dir", str(conf),
-                               *args, "embedder=hash", f"hydra.sweep.dir={tmp_path / 'm'}",
-                               f"hydra.run.dir={tmp_path / 'r'}"], cwd=tmp_path,
-                              env=cli_env(tmp_path), capture_output=True, text=True,
-                              timeout=300)
+        proc = run_app(tmp_path, "--config-dir", str(conf), *args, "embedder=hash",
+                       f"hydra.sweep.dir={tmp_path / 'm'}", f"hydra.run.dir={tmp_path / 'r'}",
+                       cwd=tmp_path, migrated=False)
         assert proc.returncode == 2, proc.stderr[-2000:]
         assert hidden in proc.stderr and "rename yours (e.g. dataset/my_handbook.yaml)" in \
             proc.stderr and proc.stderr.rstrip().endswith("nothing was run")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from cli_runs import run_ragexp
+from cli_runs import run_app
 
 from ragexp.report import facts
 
@@ -57,8 +57,8 @@ def test_a_sweep_over_top_n_shows_the_curve_with_the_logged_values(mlflow_store)
     from ragexp.tracking import store as tracking
 
     tmp = mlflow_store.folder
-    proc = run_ragexp(tmp, "-m", "embedder=hash", "embedder.dim=256", "reranker.top_n=10,30",
-                      f"hydra.sweep.dir={tmp / 's'}")
+    proc = run_app(tmp, "-m", "embedder=hash", "embedder.dim=256", "reranker.top_n=10,30",
+                   f"hydra.sweep.dir={tmp / 's'}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     parent = sweep_data.latest_sweep("ragexp-handbook")
     page = Path(tracking.artifact_path(parent, report_html.ARTIFACT)).read_text()

@@ -9,24 +9,18 @@ import math
 
 import pytest
 from conftest import FixedRetriever
-from hydra import compose, initialize_config_dir
+from workspaces import compose_config as cfg_with
 
 from ragexp.config import schema, validation
 from ragexp.evaluation import measures
 from ragexp.index.embedders import HashEmbedder
 from ragexp.index.resources import Resources
 from ragexp.records import Chunk, ordered
-from ragexp.run.app import CONF_DIR
 from ragexp.stages.fusion.rank import RRF
 from ragexp.stages.retrievers import HybridRetriever, Part
 
 schema.register()
 SMALL = "measures=[R@10,nDCG@10]"
-
-
-def cfg_with(*overrides: str):
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose("config", overrides=list(overrides))
 
 
 def problems(*overrides: str) -> str:

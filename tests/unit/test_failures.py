@@ -12,7 +12,7 @@ from pathlib import Path
 
 import mlflow
 import pytest
-from cli_runs import cli_env
+from cli_runs import cli_env, own_dirs
 from hydra.errors import InstantiationException
 from workspaces import migrated_store, search_runs, store_uri, tracking_store
 
@@ -89,9 +89,9 @@ def _sweep(tmp: Path, *extra: str, offline_env: dict) -> subprocess.CompletedPro
     env = {**cli_env(tmp, migrated_store(tmp)), **offline_env}
     if "HF_HUB_OFFLINE" not in offline_env:
         env.pop("HF_HUB_OFFLINE", None)
-    return subprocess.run([sys.executable, "-m", "ragexp", *extra, f"cache_dir={tmp / 'cache'}",
-                           "progress=false"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run([sys.executable, "-m", "ragexp", *extra, *own_dirs(tmp, extra),
+                           f"cache_dir={tmp / 'cache'}", "progress=false"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.slow

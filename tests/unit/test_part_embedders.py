@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_runs import run_ragexp
+from cli_runs import run_app
 from conftest import jsonl, write_tree
-from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
+from workspaces import compose_config as _compose
 from workspaces import record_run, store_uri
 
 from ragexp.cli import main as cli
@@ -29,7 +29,7 @@ from ragexp.index.embedders import HashEmbedder
 from ragexp.index.resources import Resources
 from ragexp.index.stagestore import StageStore
 from ragexp.records import ordered
-from ragexp.run.app import CONF_DIR, choose_split
+from ragexp.run.app import choose_split
 from ragexp.run.pipeline import part_tags
 from ragexp.serving.engine import Engine
 from ragexp.stages.retrievers import DenseRetriever
@@ -42,11 +42,6 @@ DENSE = "{_target_: ragexp.stages.retrievers.DenseRetriever, _partial_: true}"
 WIDE = f"+retriever.parts.wide={{retriever: {DENSE}, depth: 100, embedder: hash}}"
 SHORT = "+retriever.parts.wide={retriever: dense, embedder: hash}"  # options by name
 RUN_HASH = ["embedder=hash", "embedder.dim=64"]
-
-
-def _compose(*overrides: str):
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose("config", overrides=list(overrides))
 
 
 def _resources(chunks, factory, cache=None, store=None) -> Resources:
@@ -262,9 +257,9 @@ def test_minilm_as_a_second_embedder_on_the_handbook_from_the_command_line(tmp_p
     ``embedder=minilm`` run on the same cache embeds nothing. An unknown part embedder is one
     line, exit 2, nothing run."""
     part = "+retriever.parts.minilm={retriever: dense, depth: 100, embedder: minilm}"
-    first = run_ragexp(tmp_path, "retriever=hybrid", "embedder=hash", part)
+    first = run_app(tmp_path, "retriever=hybrid", "embedder=hash", part)
     assert first.returncode == 0, first.stderr[-2000:]
-    later = run_ragexp(tmp_path, "retriever=dense", "embedder=minilm", "reranker=none")
+    later = run_app(tmp_path, "retriever=dense", "embedder=minilm", "reranker=none")
     assert later.returncode == 0, later.stderr[-2000:]
     client = MlflowClient(store_uri(tmp_path))
     exp = client.get_experiment_by_name("ragexp-handbook")
@@ -276,7 +271,7 @@ def test_minilm_as_a_second_embedder_on_the_handbook_from_the_command_line(tmp_p
     assert dense.data.metrics["cache.misses"] == 0 and dense.data.metrics["cache.hits"] > 0
     assert hybrid.data.metrics["ndcg_at_10"] != dense.data.metrics["ndcg_at_10"]
 
-    bad = run_ragexp(tmp_path, "retriever=hybrid", "embedder=hash", part.replace(
+    bad = run_app(tmp_path, "retriever=hybrid", "embedder=hash", part.replace(
         "embedder: minilm", "embedder: minilmx"))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "retriever.parts.minilm.embedder=minilmx: no embedder option" in bad.stderr

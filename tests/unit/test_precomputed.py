@@ -464,12 +464,12 @@ def test_a_nan_row_is_refused_before_any_run_exists(tmp_path, mlflow_store):
 
 @pytest.mark.slow
 def test_the_cli_refuses_a_malformed_folder_with_exit_2_and_creates_nothing(tmp_path):
-    from cli_runs import run_ragexp
+    from cli_runs import run_app
 
     folder = _folder(tmp_path / "v")
     (folder / "passages.npy").write_text("not numpy\n")
-    proc = run_ragexp(tmp_path, "embedder=precomputed", f"embedder.path={folder}",
-                      f"hydra.run.dir={tmp_path / 'out'}", migrated=False)
+    proc = run_app(tmp_path, "embedder=precomputed", f"embedder.path={folder}",
+                   f"hydra.run.dir={tmp_path / 'out'}", migrated=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert f"embedder.path={folder}: {folder}/passages.npy is not a .npy matrix" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
@@ -573,7 +573,7 @@ def test_a_sweep_counts_and_names_jobs_refused_before_their_run_exists(tmp_path)
     job finished, the sweep compares nothing and writes no page, without a traceback."""
     import shutil
 
-    from cli_runs import run_ragexp
+    from cli_runs import run_app
     from mlflow.tracking import MlflowClient
     from workspaces import store_uri
 
@@ -588,8 +588,8 @@ def test_a_sweep_counts_and_names_jobs_refused_before_their_run_exists(tmp_path)
     base = ["-m", "embedder=precomputed", "reranker=none"]
     procs = {}
     for sweep, paths in (("mixed", [good, bad[0]]), ("all", bad)):
-        procs[sweep] = run_ragexp(tmp_path, *base, f"embedder.path={','.join(map(str, paths))}",
-                                  f"hydra.sweep.dir={tmp_path / sweep}")
+        procs[sweep] = run_app(tmp_path, *base, f"embedder.path={','.join(map(str, paths))}",
+                               f"hydra.sweep.dir={tmp_path / sweep}")
     c = MlflowClient(store_uri(tmp_path))
     parents = {r.data.tags["ragexp.sweep_dir"]: r for r in c.search_runs(
         [e.experiment_id for e in c.search_experiments()], "tags.`ragexp.role` = 'sweep'")}

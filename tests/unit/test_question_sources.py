@@ -13,7 +13,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
-from cli_runs import cli_env, run_ragexp
+from cli_runs import cli_env, run_app
 from scipy import stats as sps
 from workspaces import search_runs, store_uri, tracking_store
 
@@ -100,9 +100,9 @@ def test_a_sweep_over_both_sources_logs_their_certificate(tmp_path):
     """Three retrievers on the handbook's hand-written and generated questions: the parent run
     holds the certificate (metrics and certificate.json), its tau scipy's over the children's
     per-source means; the sweep prints it, and compare, gate and the page show it."""
-    proc = run_ragexp(tmp_path, "-m", "retriever=bm25,dense,hybrid", "embedder=hash",
-                      "reranker=none", f"dataset.questions=[{GOLDEN},{GENERATED}]",
-                      "sweep_report=false", f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    proc = run_app(tmp_path, "-m", "retriever=bm25,dense,hybrid", "embedder=hash",
+                   "reranker=none", f"dataset.questions=[{GOLDEN},{GENERATED}]",
+                   "sweep_report=false", f"hydra.sweep.dir={tmp_path / 'multirun'}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "question sets (nDCG@10; split halves" in proc.stdout
     assert "hand vs generated: tau " in proc.stdout
@@ -192,17 +192,17 @@ def test_an_unknown_objective_source_is_refused_before_any_work(tmp_path):
     # objective_source=llm ran the whole job, recorded it FINISHED, then failed with a traceback
     # (exit 1); in a sweep the first skipped job's objective stopped the sweep
     questions = f"dataset.questions=[{GOLDEN},{GENERATED}]"
-    one = run_ragexp(tmp_path, questions, "embedder=hash", "retriever=bm25", "reranker=none",
-                     "objective_source=llm")
+    one = run_app(tmp_path, questions, "embedder=hash", "retriever=bm25", "reranker=none",
+                  "objective_source=llm")
     said = ("InvalidValue: objective_source='llm': the scored questions' sources are generated, "
             "hand (or all); nothing was run")
     assert one.returncode == 2 and said in one.stdout + one.stderr
     assert "Traceback" not in one.stdout + one.stderr
     # no run was created
     assert search_runs(store_uri(tmp_path), search_all_experiments=True).empty
-    sweep = run_ragexp(tmp_path, "-m", questions, "embedder=hash", "reranker=none",
-                       "objective_source=llm", "retriever=bm25,dense",
-                       f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    sweep = run_app(tmp_path, "-m", questions, "embedder=hash", "reranker=none",
+                    "objective_source=llm", "retriever=bm25,dense",
+                    f"hydra.sweep.dir={tmp_path / 'multirun'}")
     assert sweep.returncode == 1 and "sweep done: 2 failed" in sweep.stdout
     assert "Traceback" not in sweep.stdout + sweep.stderr
 

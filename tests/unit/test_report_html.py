@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from cli_runs import run_ragexp
+from cli_runs import run_app
 from statsmodels.stats.multitest import multipletests
 
 from ragexp.data import readers
@@ -223,8 +223,8 @@ def sweeps(module_mlflow_store):
     from ragexp.tracking import store as tracking
 
     tmp = module_mlflow_store.folder
-    first = run_ragexp(tmp, "-m", "+ablation=default,bm25", *HASH, "sweep_report=false",
-                       f"hydra.sweep.dir={tmp / 's1'}")
+    first = run_app(tmp, "-m", "+ablation=default,bm25", *HASH, "sweep_report=false",
+                    f"hydra.sweep.dir={tmp / 's1'}")
     assert first.returncode == 0, first.stderr[-3000:]
     sweep1 = sweep_data.latest_sweep("ragexp-handbook")
     # sweep_report=false: no page, and the command that builds it later is printed
@@ -234,7 +234,7 @@ def sweeps(module_mlflow_store):
     runs1 = compare.runs_frame("ragexp-handbook", parent=sweep1).set_index("tags.ragexp.ablation")
     assert cli.main(["promote", runs1.loc["bm25", "run_id"]]) == 0  # the champion
     # the second sweep changes BM25 (so every matched run moves) and adds a configuration
-    second = run_ragexp(tmp, "-m", "+ablation=default,bm25,chunks_small", *HASH, "bm25.k1=0.9",
+    second = run_app(tmp, "-m", "+ablation=default,bm25,chunks_small", *HASH, "bm25.k1=0.9",
                     f"hydra.sweep.dir={tmp / 's2'}")
     assert second.returncode == 0, second.stderr[-3000:]
     sweep2 = sweep_data.latest_sweep("ragexp-handbook")

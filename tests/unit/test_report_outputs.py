@@ -212,11 +212,11 @@ def test_a_sweep_with_a_failed_job_names_it_on_its_page(mlflow_store, tmp_path, 
     """A real sweep whose ``embedder=bge`` job fails at once offline: its parent is FAILED
     (so it is no default choice), and its page says "1 run" and lists the failed job with the
     run's own ``ragexp.error``, with or without the sweep folder."""
-    from cli_runs import run_ragexp
+    from cli_runs import run_app
 
     tmp = mlflow_store.folder
-    proc = run_ragexp(tmp, "-m", "embedder=hash,bge", "embedder.dim=256",
-                      f"hydra.sweep.dir={tmp / 's'}")
+    proc = run_app(tmp, "-m", "embedder=hash,bge", "embedder.dim=256",
+                   f"hydra.sweep.dir={tmp / 's'}")
     assert proc.returncode == 1, proc.stderr[-3000:]
     c = tracking.client()
     parent = sweep_data.sweep_parents(EXPERIMENT).iloc[0]

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from cli_runs import cli_env, run_here
+from cli_runs import cli_env, run_app, run_here
 from conftest import jsonl, write_tree
 from test_p_format import P_CELL
-from workspaces import compose_config, migrated_store, record_run
+from workspaces import compose_config, record_run
 
 from ragexp.cli import main as cli
 from ragexp.cli import tables
@@ -32,8 +32,6 @@ from ragexp.evaluation.measures import parse_all
 from ragexp.records import Query
 from ragexp.run import app
 from ragexp.tracking import store as tracking
-
-ROOT = Path(__file__).resolve().parents[2]
 
 # Two documents; "Gamma" and "Delta" are words no question shares, so BM25 and the hash
 # embedder rank the evidence first for the answerable questions below.
@@ -233,16 +231,13 @@ def test_golden_check_warns_when_the_dev_split_holds_nothing_to_score(tmp_path, 
 @pytest.mark.parametrize("questions, total", SINGLETONS)
 def test_a_run_on_an_empty_dev_split_says_split_all_in_one_line(tmp_path, questions, total):
     work = workspace(tmp_path, questions)
-    env = cli_env(tmp_path, migrated_store(tmp_path))
-    proc = subprocess.run([sys.executable, "-m", "ragexp", *overrides(work)], cwd=work,
-                          env=env, capture_output=True, text=True, timeout=600)
+    proc = run_app(tmp_path, *overrides(work), cwd=work)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2 and "Traceback" not in out, out
     (line,) = [ln for ln in out.splitlines() if "job failed" in ln]
     assert f"EmptySplit: 'markdown': scoring 0 of {total}: split 'dev'" in line
     assert "split=all" in line
-    ok = subprocess.run([sys.executable, "-m", "ragexp", *overrides(work), "split=all"],
-                        cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    ok = run_app(tmp_path, *overrides(work), "split=all", cwd=work)
     assert ok.returncode == 0 and f"scoring {total.split()[0]} of {total}: rule split=all" in \
         ok.stdout + ok.stderr
 
@@ -542,11 +537,9 @@ def test_a_sweep_on_a_tiny_set_decides_without_traceback(tmp_path):
     """``python -m ragexp -m``: vs_baseline metrics, the runs tied with the best and the sweep's
     page on two all-tied jobs."""
     work = workspace(tmp_path, [*FACTUAL, LOOKUP, *UNANSWERABLE])
-    env = cli_env(tmp_path, migrated_store(tmp_path))
-    proc = subprocess.run([sys.executable, "-m", "ragexp", "-m", *overrides(work),
-                           "retriever=bm25,dense", "split=all", "baseline=custom",
-                           "experiment=small", f"hydra.sweep.dir={tmp_path / 'multirun'}"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = run_app(tmp_path, "-m", *overrides(work), "retriever=bm25,dense", "split=all",
+                   "baseline=custom", "experiment=small",
+                   f"hydra.sweep.dir={tmp_path / 'multirun'}")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "Traceback" not in out, out
     assert "sweep done: 2 finished" in out and "scoring 5 of 5 questions: rule split=all" in out
@@ -557,9 +550,7 @@ def test_a_sweep_on_a_tiny_set_decides_without_traceback(tmp_path):
 @pytest.mark.slow
 def test_only_unanswerable_questions_fail_in_one_line_without_traceback(tmp_path):
     work = workspace(tmp_path, UNANSWERABLE)
-    proc = subprocess.run([sys.executable, "-m", "ragexp", *overrides(work), "split=all"],
-                          cwd=work, env=cli_env(tmp_path), capture_output=True, text=True,
-                          timeout=600)
+    proc = run_app(tmp_path, *overrides(work), "split=all", cwd=work, migrated=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr + proc.stdout
     assert "all 2 question(s) are unanswerable" in proc.stderr + proc.stdout
 

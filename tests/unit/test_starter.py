@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-import sys
 
 import pytest
 import yaml
-from cli_runs import cli_env, run_ragexp
+from cli_runs import run_app, run_here
 from test_p_format import P_CELL
-from workspaces import migrated_store, search_runs, store_uri
+from workspaces import migrated_store, search_runs, store_uri, tracking_store
 
 from ragexp.cli import init as starter
 from ragexp.cli import main as cli
@@ -58,10 +57,9 @@ def test_the_starter_names_its_baseline_ablation(tmp_path):
 
 
 def ragexp_in(folder, *args: str) -> subprocess.CompletedProcess:
-    """``python -m ragexp --config-dir conf ARGS`` run from ``folder`` (a starter)."""
-    return subprocess.run([sys.executable, "-m", "ragexp", "--config-dir", "conf", *args,
-                           "progress=false", "cache_dir=cache"], cwd=folder,
-                          env=cli_env(folder), capture_output=True, text=True, timeout=900)
+    """``python -m ragexp --config-dir conf ARGS`` run from ``folder`` (a starter), on the store
+    there, in this process (``cli_runs.run_app``)."""
+    return run_app(folder, "--config-dir", "conf", *args, cwd=folder, migrated=False)
 
 
 @pytest.mark.slow
@@ -82,8 +80,8 @@ def test_a_glob_matching_no_ablation_names_it_lists_the_ablations_and_creates_no
 
 @pytest.mark.slow
 def test_an_empty_glob_on_any_group_stops_the_sweep(tmp_path):
-    proc = run_ragexp(tmp_path, "-m", "retriever=glob(nothing*)", "embedder=hash",
-                      f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
+    proc = run_app(tmp_path, "-m", "retriever=glob(nothing*)", "embedder=hash",
+                   f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
     assert proc.returncode == 2
     assert ("retriever=glob(nothing*) matches nothing (the retriever options are: bm25, dense, "
             "hybrid, trec_run)") in proc.stderr
@@ -112,9 +110,8 @@ def test_the_starter_s_first_sweep_logs_vs_baseline_metrics(tmp_path):
 
     # `ragexp report` in the project: its experiment and its own ablations, without flags
     def report(*args):
-        return subprocess.run([sys.executable, "-m", "ragexp.cli.main", "report", *args],
-                              cwd=tmp_path / "handbook_docs", capture_output=True, text=True,
-                              env=cli_env(tmp_path / "handbook_docs"), timeout=600)
+        with tracking_store(tmp_path / "handbook_docs"):
+            return run_here(cli.main, ["report", *args], cwd=tmp_path / "handbook_docs")
 
     shown = report("--overrides", "embedder=hash")
     assert shown.returncode == 0, shown.stderr[-2000:]

@@ -391,10 +391,10 @@ def test_runs_log_the_window_and_maxp_from_the_command_line(beir, mlflow_store, 
 
 @pytest.mark.slow
 def test_token_sizes_with_the_hash_embedder_fail_in_one_line(tmp_path):
-    from cli_runs import run_ragexp
+    from cli_runs import run_app
 
-    proc = run_ragexp(tmp_path, "embedder=hash", "chunking.max_tokens=128", "retriever=bm25",
-                      migrated=False)
+    proc = run_app(tmp_path, "embedder=hash", "chunking.max_tokens=128", "retriever=bm25",
+                   migrated=False)
     out = proc.stdout + proc.stderr
     # refused when the config is composed (validation.token_sizes_have_a_tokenizer), exit 2
     assert proc.returncode == 2, out[-2000:]

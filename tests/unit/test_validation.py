@@ -10,9 +10,9 @@ import inspect
 from pathlib import Path
 
 import pytest
-from cli_runs import run_ragexp
-from hydra import compose, initialize_config_dir
+from cli_runs import run_app
 from omegaconf import DictConfig, OmegaConf
+from workspaces import compose_config as cfg_with
 
 from ragexp import settings
 from ragexp.config import schema, validation
@@ -20,13 +20,6 @@ from ragexp.index import embedders
 from ragexp.run.app import CONF_DIR
 
 schema.register()
-
-
-def cfg_with(*overrides: str, config: str = "config") -> DictConfig:
-    """``config`` (``conf/config.yaml``, or ``questions``: ``ragexp questions generate``'s)
-    composed with ``overrides``."""
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose(config, overrides=list(overrides))
 
 
 def schema_types() -> list[type]:
@@ -185,8 +178,8 @@ def test_describe_reads_as_an_interval():
 
 @pytest.mark.slow
 def test_bad_value_in_one_sweep_option_stops_the_sweep_before_any_run(tmp_path):
-    proc = run_ragexp(tmp_path, "-m", "embedder=hash", "abstain.budget=0.1,2",
-                      f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
+    proc = run_app(tmp_path, "-m", "embedder=hash", "abstain.budget=0.1,2",
+                   f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
     assert proc.returncode == 2
     assert "job #1: embedder=hash abstain.budget=2" in proc.stderr
     assert "abstain.budget=2.0 is out of range: must be [0, 1)" in proc.stderr
@@ -196,8 +189,8 @@ def test_bad_value_in_one_sweep_option_stops_the_sweep_before_any_run(tmp_path):
 
 @pytest.mark.slow
 def test_bad_value_in_a_single_run_creates_nothing(tmp_path):
-    proc = run_ragexp(tmp_path, "embedder=hash", "chunking.max_words=0",
-                      f"hydra.run.dir={tmp_path / 'out'}", migrated=False)
+    proc = run_app(tmp_path, "embedder=hash", "chunking.max_words=0",
+                   f"hydra.run.dir={tmp_path / 'out'}", migrated=False)
     assert proc.returncode == 2
     assert "chunking.max_words=0 is out of range: must be >= 10" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -206,8 +199,8 @@ def test_bad_value_in_a_single_run_creates_nothing(tmp_path):
 
 @pytest.mark.slow
 def test_typo_in_a_sweep_override_leaves_no_parent(tmp_path):
-    proc = run_ragexp(tmp_path, "-m", "embedder=hash", "retriever=dense,hybrd",
-                      f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
+    proc = run_app(tmp_path, "-m", "embedder=hash", "retriever=dense,hybrd",
+                   f"hydra.sweep.dir={tmp_path / 'multirun'}", migrated=False)
     assert proc.returncode == 2
     assert "job #1 (embedder=hash retriever=hybrd " in proc.stderr
     assert "does not compose" in proc.stderr and "Could not find 'retriever/hybrd'" in proc.stderr
