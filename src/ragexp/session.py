@@ -53,6 +53,10 @@ class Session:
     run_folder: tuple[Path, Path] | None = None
     # run.sweep: the overrides of the jobs the sweep in progress composed and validated
     validated: set[tuple[str, ...]] = field(default_factory=set)
+    # run.sweep: the sweep in progress (its SweepCallback), from its parent run's creation to
+    # its end, for the entry point to end it when its sweeper stops (``run.app.entry``); its
+    # jobs read their parent run from their own config (``sweep.parent``), not from here
+    sweep: Any = None
 
     _current: ClassVar[Session | None] = None
 

@@ -198,12 +198,57 @@ def test_sets_writes_one_file_per_point_with_its_source(tmp_path, capsys):
     assert "known_item-0p0: asked" in capsys.readouterr().out
 
 
+def test_a_kinds_mix_is_a_grid_key_asked_in_turn_and_written_for_generate(
+        tmp_path, monkeypatch, capsys):
+    """``kinds`` in the grid is the kinds mix (``[]``: every kind): each point's set asks its
+    kinds alone, its source names them, ``choose`` writes the chosen mix and ``generate
+    --settings`` asks it; a mix that is not a list of kinds is refused."""
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(yaml.safe_dump({"structure": {"kinds": [[], ["procedural", "identifier"]],
+                                                  "context": [0]}}, sort_keys=False))
+    points = cli.load_grid(str(grid))
+    assert [cli.source_name(p) for p in points] == ["structure-all-0",
+                                                    "structure-procedural_identifier-0"]
+    assert [p.kinds for p in points] == [(), ("procedural", "identifier")]
+    assert points[1].overrides == ["generator.context=0"]
+    out = tmp_path / "sets"
+    assert main(["questions", "calibrate", "sets", "--out", str(out), "--n", "6", "--grid",
+                 str(grid), "progress=false"]) == 0
+    kinds = {n: {json.loads(line)["kind"] for line in (out / f"{n}.jsonl").read_text()
+                 .splitlines()} for n in ("structure-all-0", "structure-procedural_identifier-0")}
+    assert kinds["structure-procedural_identifier-0"] == {"procedural", "identifier"}
+    assert len(kinds["structure-all-0"]) > 2
+    names = ["structure-all-0", "structure-procedural_identifier-0"]
+    t = tables(frame("hand", HAND, "h"), frame(names[0], REVERSED, "a"),
+               frame(names[1], SAME, "m"))
+    monkeypatch.setattr("ragexp.tracking.store.resolve_run_id", lambda ref: "p" * 32)
+    monkeypatch.setattr("ragexp.tracking.store.experiment_name_of", lambda run: "x")
+    monkeypatch.setattr("ragexp.decide.compare.runs_frame",
+                        lambda experiment, parent=None: pd.DataFrame({"run_id": list(RUNS)}))
+    monkeypatch.setattr("ragexp.decide.compare.per_question", lambda run: t[run])
+    written = tmp_path / "calibrated.yaml"
+    assert main(["questions", "calibrate", "choose", "--parent", "ppp", "--grid", str(grid),
+                 "--write", str(written)]) == 0
+    assert yaml.safe_load(written.read_text()) == {
+        "generator": "structure", "overrides": ["generator.context=0"],
+        "kinds": ["procedural", "identifier"]}
+    target = tmp_path / "q.jsonl"
+    assert main(["questions", "generate", "--settings", str(written), "--n", "4", "--out",
+                 str(target), "progress=false"]) == 0
+    assert {json.loads(line)["kind"] for line in target.read_text().splitlines()} == {
+        "procedural", "identifier"}
+    capsys.readouterr()
+    with pytest.raises(InvalidValue, match="each value of kinds is a list of kinds"):
+        calibrate.grid({"structure": {"kinds": ["procedural"]}})
+
+
 def test_settings_that_are_not_a_calibrated_file_are_refused(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("lam: 0.1\n")
     assert main(["questions", "generate", "--settings", str(bad), "--out",
                  str(tmp_path / "q.jsonl")]) == 2
-    assert "expected generator: NAME and overrides" in capsys.readouterr().err
+    assert "expected generator: NAME, overrides: [...] and optionally kinds" in \
+        capsys.readouterr().err
 
 
 def validity_sweep(monkeypatch, t: dict[str, pd.DataFrame], recorded: dict | None = None):

@@ -140,8 +140,9 @@ def test_an_inverted_source_has_tau_minus_one_lists_its_inversions_and_is_not_us
     label = {f"run{i}": f"cfg{i}" for i in range(4)}
     shown = sources.lines(cert, label)
     assert "6 inversions: cfg1 above cfg0 on hand, below on generated; cfg2 above" in shown[3]
-    assert shown[-1] == ("generated (30 questions) not used: tau -1.00 [-1.00, -1.00] with your "
-                         "questions, below their own split-half agreement 1.00")
+    assert shown[-1] == ("generated (30 questions) disagrees with your questions: not used (tau "
+                         "-1.00 [-1.00, -1.00] with your questions, below their own split-half "
+                         "agreement 1.00)")
     forced = sources.lines(sources.certify(tables(s, s[::-1]), "nDCG@10", "generated"), label)
     assert forced[-1].startswith("warning: generated (30 questions) disagrees with your "
                                  "questions (tau -1.00") and "objective_source=generated" in \
@@ -224,3 +225,24 @@ def test_a_failed_certificate_is_tagged_and_said_in_one_line(monkeypatch):
     lines = selection._log_certificate("p", tables(matrix(1)), {}, "nDCG@10", "holm", "hand")
     assert lines == ["no certificate of the question sets: ZeroDivisionError: division by zero"]
     assert logged["ragexp.certificate_error"] == "ZeroDivisionError: division by zero"
+
+
+def test_tied_winners_agree_and_no_signal_checks_nothing():
+    """Two sources whose top means tie exactly agree on the winner whatever the tie-break; a
+    hand set without signal flags nothing and says so, and a deciding set without signal is
+    said to decide nothing."""
+    rng = np.random.default_rng(3)
+    hand = rng.random((4, 30))
+    gen = np.vstack([np.ones(30), np.ones(30), np.zeros(30), np.zeros(30)])
+    cert = sources.certify(tables(hand, gen), "nDCG@10")
+    pair = cert.pairs[0]
+    top_hand = max(range(4), key=lambda i: hand[i].mean())
+    assert pair.measures["nDCG@10"].winner_agrees == (top_hand in (0, 1))
+    noise = rng.random((4, 8))  # 8 questions: not enough signal
+    weak = sources.certify(tables(noise, gen[:, :8][::-1]), "nDCG@10")
+    assert weak.sources["hand"].verdict == figures.NO_SIGNAL
+    assert weak.pairs[0].disagrees is None and not weak.flagged()
+    shown = sources.lines(weak, {})
+    assert shown[-2].startswith("no set checked against your questions: they have not enough "
+                                "signal (8 question(s), fewer than 12)")
+    assert shown[-1].startswith("warning: the deciding questions (hand) have not enough signal")

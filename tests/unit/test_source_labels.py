@@ -98,7 +98,7 @@ def test_compare_shows_the_deciding_source_labelled_and_fits_a_terminal(sweep, c
     out = cli_out(capsys, "compare", "--parent", sweep["parent"])
     table = [line for line in out.splitlines() if line.startswith("|")]
     head, *body = rows("\n".join(table))
-    assert head == ["run", "name", "nDCG@10 (hand, 45 q)", "tied", "RR@10 (hand)"]
+    assert head == ["run", "name", "nDCG@10 (hand, 45 q)", "tied (hand)", "RR@10 (hand)"]
     assert max(map(len, table)) <= compare.WIDTH
     tags = tracking.client().get_run(sweep["parent"]).data.tags  # the sweep's choice
     best, tied = tags["ragexp.best_run"], {e["run_id"] for e in json.loads(
@@ -124,6 +124,21 @@ def test_compare_source_all_and_another_source_only_when_asked(sweep, capsys):
                                                "of sources generated, hand (or all)")
 
 
+def test_another_sources_figures_keep_the_decision_labelled_with_its_own(sweep, capsys):
+    """With --source generated the figures are generated's, the best and tied marks stay the
+    sweep's decision, and the column says on whose questions it was taken; a sweep that
+    decided on another source than its runs recorded (it re-decided runs it skipped to) is
+    shown on the source it decided on."""
+    out = cli_out(capsys, "compare", "--parent", sweep["parent"], "--source", "generated")
+    head, *body = rows("\n".join(line for line in out.splitlines() if line.startswith("|")))
+    assert head[2].startswith("nDCG@10 (generated, ") and head[3] == "tied (hand)"
+    tags = tracking.client().get_run(sweep["parent"]).data.tags
+    assert tags[compare.DECIDED_ON] == "hand"
+    runs = pd.DataFrame({"params.objective_source": ["hand"]})
+    assert compare.deciding_source(runs) == "hand"
+    assert compare.deciding_source(runs, {compare.DECIDED_ON: "generated"}) == "generated"
+
+
 def test_compare_with_a_baseline_shows_the_difference_on_the_deciding_source(sweep, capsys):
     ids = sweep["ids"]
     out = cli_out(capsys, "compare", "--runs", ids["bm25"], ids["dense"], "--baseline",
@@ -131,7 +146,7 @@ def test_compare_with_a_baseline_shows_the_difference_on_the_deciding_source(swe
     table = [line for line in out.splitlines() if line.startswith("|")][:4]
     head, *body = rows("\n".join(table))
     base, other = ({r[0]: r for r in body}[ids[n][:8]] for n in ("dense", "bm25"))
-    assert head[2:] == ["nDCG@10 (hand, 45 q)", "Δ vs baseline [95% CI]", "p_adj", "tied"]
+    assert head[2:] == ["nDCG@10 (hand, 45 q)", "Δ vs baseline [95% CI]", "p_adj", "tied (hand)"]
     assert base[3:5] == ["baseline", ""] and max(map(len, table)) <= compare.WIDTH
     diff = (mean(sweep["tables"]["bm25"], "ndcg_at_10", "hand")[0]
             - mean(sweep["tables"]["dense"], "ndcg_at_10", "hand")[0])

@@ -408,3 +408,47 @@ def test_context_out_of_range_is_refused_and_a_situated_file_passes_check(tmp_pa
     assert written[0]["generator"] == {"name": "structure", "per_section": 2, "context": 2}
     assert all(r["question"].count(". ") >= 1 or r["question"].count("? ") >= 1
                for r in written if r["evidence"][0]["doc"] == "carers.md")
+
+
+def test_a_situation_is_no_faq_answer_no_back_reference_and_not_the_answers_subsection():
+    """What context draws from: not an FAQ entry's text (it answers another question), not a
+    sentence that points back ("It ...", "Replace it ..."), not a subsection of the evidence's
+    section (its next step); a page with nothing else to give drops the question."""
+    text = """# Vault
+
+## Install the vault
+
+Download the package from the release page first.
+
+### After installing
+
+Run the setup wizard once to create the admin account.
+
+## Backups
+
+It keeps seven daily copies in the archive bucket.
+Replace it by setting a new bucket name in the config file.
+Backups run every night at two in the morning local time.
+
+## Is my data encrypted?
+
+Agents encrypt every chunk with a per-tenant key before upload.
+"""
+    doc = Document("vault.md", "Vault", text)
+    drawn = {s.text for s in structure.situations(doc)}
+    assert drawn == {"Download the package from the release page first.",
+                     "Run the setup wizard once to create the admin account.",
+                     "Backups run every night at two in the morning local time."}
+    passages = passages_of([doc])
+    gen = StructureGenerator(context=2)
+    gen.prepare([doc], passages)
+    out = [o for o in gen.write([Job(p, 0, "procedural", f"{p.pid}:0") for p in passages], 0)
+           if isinstance(o, dict)]
+    install = next(o for o in out if o["question"].endswith("How do I install the vault?"))
+    assert install["question"] == ("Backups run every night at two in the morning local time. "
+                                   "How do I install the vault?")
+    lone = Document("lone.md", "Lone", "# Lone\n\nThe lone page says one thing about lone "
+                    "widgets and their use.\n")
+    gen.prepare([lone], passages_of([lone]))
+    assert gen.write([Job(p, 0, "factual", f"{p.pid}:0") for p in passages_of([lone])], 0) == [
+        "no_situation"]

@@ -396,9 +396,10 @@ def test_token_sizes_with_the_hash_embedder_fail_in_one_line(tmp_path):
     proc = run_app(tmp_path, "embedder=hash", "chunking.max_tokens=128", "retriever=bm25",
                    migrated=False)
     out = proc.stdout + proc.stderr
-    # refused when the config is composed (validation.token_sizes_have_a_tokenizer), exit 2
+    # refused when the config is composed (chunking.without_tokenizer's rule), exit 2
     assert proc.returncode == 2, out[-2000:]
-    assert "chunking.max_tokens sizes in the embedder's tokens, but embedder=hash has no " \
-           "tokenizer" in proc.stderr and proc.stderr.rstrip().endswith("nothing was run")
+    assert "chunking.max_tokens sizes in the embedder's tokens, but the embedder has no " \
+           "tokenizer (embedder=hash reads every term)" in proc.stderr and \
+        proc.stderr.rstrip().endswith("nothing was run")
     assert "Traceback" not in out
     assert not (tmp_path / "mlflow.db").exists()  # no FAILED run

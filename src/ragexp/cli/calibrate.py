@@ -11,7 +11,6 @@ the other half with a 95 % bootstrap interval, and the settings written to a fil
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -45,10 +44,19 @@ def load_grid(path: str | None):
     return calibrate.grid(declared)
 
 
+def _shown(value) -> str:
+    """A grid value in a source name: ``.`` as ``p``; a kinds mix its kinds joined by ``_``
+    (``all`` for every kind)."""
+    if isinstance(value, tuple):
+        return "_".join(value) or "all"
+    return str(value).replace(".", "p")
+
+
 def source_name(point) -> str:
     """The point's name as a question source (1-40 of ``[A-Za-z0-9_-]``: ``.`` becomes ``p``,
-    ``known_item-popular-3-0p1``); raises ``InvalidValue`` when it cannot be one."""
-    name = "-".join([point.generator, *(str(v).replace(".", "p") for _, v in point.settings)])
+    ``known_item-popular-3-0p1``; a kinds mix ``factual_procedural``); raises ``InvalidValue``
+    when it cannot be one."""
+    name = "-".join([point.generator, *(_shown(v) for _, v in point.settings)])
     if not SOURCE_NAME.fullmatch(name):
         raise InvalidValue(f"calibration point {point.name}: {name!r} cannot name a question "
                            f"source (1-40 letters, digits, '_' or '-'); use shorter values")
@@ -56,8 +64,8 @@ def source_name(point) -> str:
 
 
 def cmd_sets(args) -> int:
-    """``calibrate sets``: each grid point's questions into ``--out/<source name>.jsonl``
-    (written through ``--out/.raw/``, which a question folder's reader does not enter)."""
+    """``calibrate sets``: each grid point's questions into ``--out/<source name>.jsonl``, each
+    question's ``source`` that name, its kinds mix asked for in turn."""
     # defer heavy import
     from hydra.utils import instantiate
 
@@ -65,21 +73,17 @@ def cmd_sets(args) -> int:
     from ragexp.generate.generation import Settings, generate
 
     out = Path(args.out)
-    (out / ".raw").mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     docs = None
     for point in load_grid(args.grid):
         name = source_name(point)
         cfg = compose(point.generator, [*args.overrides, *point.overrides], args.config_dir)
         docs = docs if docs is not None else documents(cfg.dataset)
-        raw = out / ".raw" / f"{name}.jsonl"
         summary = generate(docs, instantiate(cfg.generator),
-                           Settings(n=args.n, seed=args.seed, kinds=(), min_words=cfg.min_words,
-                                    max_words=cfg.max_words, draws=cfg.draws, batch=cfg.batch),
-                           raw, progress=False)
-        rows = [json.loads(line) for line in raw.read_text(encoding="utf-8").splitlines()]
-        (out / f"{name}.jsonl").write_text("".join(
-            json.dumps({**r, "source": name}, ensure_ascii=False) + "\n" for r in rows),
-            encoding="utf-8")
+                           Settings(n=args.n, seed=args.seed, kinds=point.kinds,
+                                    min_words=cfg.min_words, max_words=cfg.max_words,
+                                    draws=cfg.draws, batch=cfg.batch, source=name),
+                           out / f"{name}.jsonl", progress=False)
         print(f"{name}: {summary.line()}")
     print(f"next: a pilot sweep scoring them beside your questions, e.g. python -m ragexp -m "
           f"'+ablation=default,bm25,hybrid,no_reranker' 'dataset.questions=[HAND,{out}]' "
@@ -124,7 +128,8 @@ def cmd_choose(args) -> int:
     Path(args.write).write_text(
         f"# ragexp questions calibrate choose: sweep {parent}, {args.measure}, tau on the "
         f"check half {check}\n"
-        + yaml.safe_dump({"generator": point.generator, "overrides": point.overrides},
+        + yaml.safe_dump({"generator": point.generator, "overrides": point.overrides,
+                          **({"kinds": list(point.kinds)} if point.kinds else {})},
                          sort_keys=False), encoding="utf-8")
     print(f"wrote {args.write}: ragexp questions generate --settings {args.write} ... writes "
           f"with these settings")

@@ -111,8 +111,9 @@ def cmd_generate(args) -> int:
 
     # --kinds takes every word after it; an override (KEY=VALUE) there is one, never a kind
     kinds = [k for k in args.kinds or () if "=" not in k]
-    name, chosen = (settings_overrides(args.settings) if args.settings
-                    else (args.generator, []))
+    name, chosen, mix = (settings_overrides(args.settings) if args.settings
+                         else (args.generator, [], []))
+    kinds = kinds or mix  # --kinds on the command line wins over the file's mix
     cfg = compose(name, [*chosen, *args.overrides, *(k for k in args.kinds or () if "=" in k)],
                   args.config_dir)
     try:
@@ -178,9 +179,10 @@ def cmd_plan(args) -> int:
     return 0
 
 
-def settings_overrides(path: str) -> tuple[str, list[str]]:
-    """``(generator, overrides)`` of a file ``calibrate choose`` wrote; raises ``InvalidValue``
-    naming the file when it is not one."""
+def settings_overrides(path: str) -> tuple[str, list[str], list[str]]:
+    """``(generator, overrides, kinds)`` of a file ``calibrate choose`` wrote (``kinds`` its
+    kinds mix, ``[]`` for every kind); raises ``InvalidValue`` naming the file when it is not
+    one."""
     # defer heavy import
     import yaml
 
@@ -189,10 +191,13 @@ def settings_overrides(path: str) -> tuple[str, list[str]]:
     except (OSError, yaml.YAMLError) as exc:
         raise InvalidValue(f"--settings {path}: cannot read it ({exc})") from None
     if not (isinstance(data, dict) and isinstance(data.get("generator"), str)
-            and isinstance(data.get("overrides"), list)):
-        raise InvalidValue(f"--settings {path}: expected generator: NAME and overrides: [...], "
-                           f"as ragexp questions calibrate choose writes them")
-    return data["generator"], [str(o) for o in data["overrides"]]
+            and isinstance(data.get("overrides"), list)
+            and isinstance(data.get("kinds", []), list)):
+        raise InvalidValue(f"--settings {path}: expected generator: NAME, overrides: [...] and "
+                           f"optionally kinds: [...], as ragexp questions calibrate choose "
+                           f"writes them")
+    return (data["generator"], [str(o) for o in data["overrides"]],
+            [str(k) for k in data.get("kinds", [])])
 
 
 def cmd_check(args) -> int:

@@ -52,6 +52,9 @@ def score_matrix(tables: Mapping[str, pd.DataFrame], source: str, measure: str,
     return runs, wanted, np.vstack([series[r].loc[wanted].to_numpy(float) for r in runs])
 
 
+KINDS = "kinds"  # a grid key that is no generator setting: the kinds mix, a list of kinds
+
+
 @dataclass(frozen=True)
 class GridPoint:
     """One generator setting to try: the generator and its ``generator.*`` values; ``name`` is
@@ -67,21 +70,35 @@ class GridPoint:
 
     @property
     def overrides(self) -> list[str]:
-        """The ``questions generate`` overrides that write this point's questions."""
-        return [f"generator.{k}={v}" for k, v in self.settings]
+        """The ``questions generate`` overrides that write this point's questions (every
+        setting but the kinds mix, ``KINDS``)."""
+        return [f"generator.{k}={v}" for k, v in self.settings if k != KINDS]
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds mix asked for (``questions generate --kinds``, in turn): the ``kinds``
+        setting, a list of kinds; ``()`` (every kind the generator writes) without one."""
+        return tuple(next((v for k, v in self.settings if k == KINDS), None) or ())
 
 
 def grid(declared: Mapping[str, Mapping[str, Sequence]]) -> list[GridPoint]:
     """Every combination of each generator's declared values (``{generator: {key: [values]}}``,
-    as ``conf/calibrate.yaml`` declares them), generators and keys in the given order. Raises
-    ``InvalidValue`` for a key with no value."""
+    as ``conf/calibrate.yaml`` declares them), generators and keys in the given order; the key
+    ``kinds`` takes lists of kinds (``[[], [factual, procedural]]``: every kind, or those two in
+    turn). Raises ``InvalidValue`` for a key with no value, or a kinds mix that is not a list
+    of kind names."""
     points = []
     for generator, keys in declared.items():
         empty = [k for k, values in keys.items() if not list(values)]
         if empty:
             raise InvalidValue(f"calibration grid of {generator}: no value for {empty}")
+        if any(not isinstance(mix, list) or not all(isinstance(k, str) for k in mix)
+               for mix in keys.get(KINDS, ())):
+            raise InvalidValue(f"calibration grid of {generator}: each value of {KINDS} is a "
+                               f"list of kinds ([] for every kind), got {list(keys[KINDS])}")
         for combo in itertools.product(*(list(v) for v in keys.values())):
-            points.append(GridPoint(generator, tuple(zip(keys, combo))))
+            points.append(GridPoint(generator, tuple(
+                (k, tuple(v) if k == KINDS else v) for k, v in zip(keys, combo))))
     return points
 
 

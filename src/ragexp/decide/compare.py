@@ -148,9 +148,16 @@ def sources_in(df: pd.DataFrame, metric: str) -> list[str]:
                   key=lambda s: (s != HAND, s))
 
 
-def deciding_source(df: pd.DataFrame) -> str:
-    """The question source whose questions decide for these runs (``objective_source``, as
-    recorded; ``hand`` for runs recorded before sources existed)."""
+DECIDED_ON = "ragexp.objective_source"  # the sweep parent's tag: the source its choice used
+
+
+def deciding_source(df: pd.DataFrame, sweep_tags: Mapping[str, str] | None = None) -> str:
+    """The question source whose questions decide for these runs: the one the sweep's choice
+    used (``sweep_tags``' ``ragexp.objective_source``), else ``objective_source`` as the runs
+    recorded it (a sweep that re-decided runs it skipped to recorded another source than
+    theirs), ``hand`` for runs recorded before sources existed."""
+    if sweep_tags and sweep_tags.get(DECIDED_ON):
+        return sweep_tags[DECIDED_ON]
     col = df.get("params.objective_source")
     return str(col.dropna().iloc[0]) if col is not None and col.notna().any() else HAND
 
@@ -200,7 +207,8 @@ def compact(df: pd.DataFrame, source: str | None = None,
     logged metric; ``table`` has every column. Raises ``InvalidValue`` for a ``source`` none
     of the runs' several sources is."""
     option = "--source" if source else "objective_source"
-    source = source or deciding_source(df)
+    decided = deciding_source(df, sweep_tags)
+    source = source or decided
     objective = objective_of(df)
     names = [objective, "nDCG@10" if measure_key(objective) == "rr_at_10" else "RR@10"]
     rows, key = list(df.to_dict("records")), measure_key(objective)
@@ -227,7 +235,9 @@ def compact(df: pd.DataFrame, source: str | None = None,
     if sweep_tags and sweep_tags.get("ragexp.best_run"):
         best = sweep_tags["ragexp.best_run"]
         tied = {e["run_id"] for e in json.loads(sweep_tags.get("ragexp.tied_with_best", "[]"))}
-        out["tied"] = ["best" if r == best else "tied" if r in tied else "" for r in df["run_id"]]
+        several = len(sources_in(df, key)) > 1  # the tied marks name the questions they rest on
+        out[f"tied ({decided})" if several else "tied"] = [
+            "best" if r == best else "tied" if r in tied else "" for r in df["run_id"]]
     if tests is None:
         plain = figures.together(f._replace(n=None) for f in shown)
         out[f"{names[1]} ({plain})"] = values(names[1])

@@ -123,6 +123,7 @@ def summarise_sweep(parent_id: str, statuses: list[dict], baseline: str, objecti
         return [f"no best run, baseline comparison or tie: {apart}"]
     every = {r: compare.per_question(r) for r in runs}
     tables = {r: sources.deciding(t, objective_source) for r, t in every.items()}
+    tracking.log_batch(parent_id, tags={compare.DECIDED_ON: objective_source})
     name = {r: run.data.tags.get("ragexp.ablation", labels.CUSTOM) for r, run in runs.items()}
     label = labels.of_runs(runs)
     measures = tuple(dict.fromkeys([objective_name, *significance.DEFAULT_MEASURES]))

@@ -254,14 +254,23 @@ def _pair(a: SourceCertificate, b: SourceCertificate, tables: Mapping[str, pd.Da
         if m == objective:
             pa, pb = (_on(runs, s.runs, s.rankings[m].ordered) for s in (a, b))
             inv = tuple((runs[i], runs[j]) for i, j in figures.inversions(pa, pb))
-        out[m] = Agreement(tau, inv, a.rankings[m].best == b.rankings[m].best,
+        out[m] = Agreement(tau, inv, bool(_top(a.rankings[m]) & _top(b.rankings[m])),
                            set(a.rankings[m].tied) == set(b.rankings[m].tied))
     disagrees = None
     own = a.rankings[objective].split_half.median
-    if a.source == HAND and objective in out and not (
+    if a.source == HAND and objective in out and a.verdict != figures.NO_SIGNAL and not (
             math.isnan(own) or math.isnan(out[objective].tau.median)):
         disagrees = out[objective].tau.median < own
     return PairCertificate(a.source, b.source, out, disagrees)
+
+
+def _top(r: Ranking) -> set[str]:
+    """The runs of highest mean (exact ties all of them, to 1e-12): winners agree when the
+    two sources' sets meet, not on how a tie was broken."""
+    if not r.means:
+        return set()
+    high = max(r.means.values())
+    return {run for run, m in r.means.items() if m >= high - 1e-12}
 
 
 def _on(runs: list[str], own: tuple[str, ...], ordered: dict[tuple[int, int], int]
@@ -337,7 +346,10 @@ def lines(cert: Certificate, label: Mapping[str, str]) -> list[str]:
 
 def flag_lines(cert: Certificate) -> list[str]:
     """One line per source that disagrees with the hand-written questions: not used to decide,
-    and why; a warning instead when ``objective_source`` names it (or ``all``)."""
+    and why; a warning instead when ``objective_source`` names it (or ``all``). When the hand
+    questions themselves have not enough signal, one line saying that no set was checked
+    against them; when the deciding questions have not enough signal, a warning that the
+    sweep's best and its ties rest on none."""
     obj, out = cert.objective, []
     for p in cert.flagged():
         size = counted(cert.sources[p.b].rankings[obj].scored, "question")
@@ -348,7 +360,16 @@ def flag_lines(cert: Certificate) -> list[str]:
                        f"questions ({why}), and objective_source={cert.deciding} decides on "
                        f"them: set objective_source={HAND} to decide on yours")
         else:
-            out.append(f"{p.b} ({size}) not used: {why}")
+            out.append(f"{p.b} ({size}) disagrees with your questions: not used ({why})")
+    hand = cert.sources.get(HAND)
+    if hand is not None and hand.verdict == figures.NO_SIGNAL and len(cert.sources) > 1:
+        out.append(f"no set checked against your questions: they have not enough signal "
+                   f"({hand.why}), so a tau with them says nothing either way")
+    decided = cert.sources.get(cert.deciding)
+    if decided is not None and decided.verdict == figures.NO_SIGNAL:
+        out.append(f"warning: the deciding questions ({cert.deciding}) have not enough signal "
+                   f"({decided.why}): the best and the runs tied with it are no decision; add "
+                   f"questions (ragexp questions plan says how many)")
     return out
 
 

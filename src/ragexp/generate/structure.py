@@ -115,6 +115,8 @@ NOUN_ENDS = frozenset("procedure process guide checklist policy strategy mode wi
 NOT_GERUNDS = frozenset("""bring ceiling during evening everything king morning nothing pricing
     ring routing spring something string thing thinking wing logging""".split())
 CONTEXT_WORDS = (6, 20)  # a context sentence's length in words, both ends included
+# First words that point back to an earlier sentence: out of place, such a sentence means nothing
+BACK_REFERENCES = frozenset("it its this these they their them that those such he she".split())
 # The asker's voice: the page's second person as the first (``first_person``). "you" is "me"
 # after a preposition or a verb that takes it as object ("to you", "we send you"), "I" elsewhere.
 _OBJECT_AFTER = """to for with from about on at by of into than against without towards give
@@ -159,7 +161,8 @@ def prompt_sha256() -> str:
     of which template set wrote its questions (the ``prompt_sha256`` of an LLM generator)."""
     text = json.dumps([TEMPLATES, sorted(GENERIC), sorted(IMPERATIVES), sorted(AUXILIARIES),
                        sorted(PHRASE_WORDS), sorted(NOT_GERUNDS), sorted(NOUN_ENDS),
-                       sorted(ADMONITIONS), CODE.pattern])
+                       sorted(ADMONITIONS), CODE.pattern, sorted(BACK_REFERENCES),
+                       _OBJECT_AFTER, CONTEXT_WORDS])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -584,17 +587,24 @@ class _Situation:
 def situations(doc: Document) -> list[_Situation]:
     """The sentences of ``doc``'s paragraphs and list items (not headings, tables or code) of
     ``CONTEXT_WORDS`` words that read as a sentence (a capital first, ``.``, ``!`` or ``?``
-    last: no list fragment, no lead-in ending in ``:``), whitespace collapsed, list markers
-    dropped, in document order: what ``context`` draws from."""
+    last: no list fragment, no lead-in ending in ``:``; not opening on a word that points back,
+    ``BACK_REFERENCES``, nor with an "it" in its first 30 characters: "Replace it by ..." means
+    nothing out of place), whitespace collapsed,
+    list markers dropped, in document order: what ``context`` draws from. An FAQ entry's text
+    (a section whose heading asks a question) answers another question: none of it is drawn."""
     out = []
     for sec in _sections(doc):
+        if sec.title.rstrip().endswith("?"):
+            continue
         for b in sec.blocks:
             if b.kind not in ("paragraph", "item"):
                 continue
             for sentence in split_sentences(_MARKER.sub("", markdown.plain(b.text))):
                 text = " ".join(sentence.split())
+                first = re.sub(r"\W", "", text.split()[0].lower()) if text else ""
                 if CONTEXT_WORDS[0] <= len(text.split()) <= CONTEXT_WORDS[1] and \
-                        text[:1].isupper() and text[-1:] in ".!?":
+                        text[:1].isupper() and text[-1:] in ".!?" and \
+                        first not in BACK_REFERENCES and not re.search(r"\bit\b", text[:30]):
                     out.append(_Situation(sec.path, b.start, text))
     return out
 
@@ -667,7 +677,8 @@ class StructureGenerator:
     def write(self, batch: Sequence[Job], seed: int) -> list[dict | str]:
         """Per job a record (``question``, ``kind``, ``answer``, ``evidence``) or the drop
         reason ``no_structure`` (its passage asks nothing kept, or fewer than ``draw + 1``
-        questions). Job ``j`` is answered from ``seed``, ``j``'s passage, draw and kind alone,
+        questions) or ``no_situation`` (``context`` asked for, and the page has no sentence to
+        give). Job ``j`` is answered from ``seed``, ``j``'s passage, draw and kind alone,
         so a rerun or a resumed file writes the same."""
         kept = self._kept_for(seed)
         out: list[dict | str] = []
@@ -682,6 +693,9 @@ class StructureGenerator:
                 continue
             c = ranked[job.draw]
             question, kind = self._situated(c, seed, job), c.kind
+            if question is None:
+                out.append("no_situation")
+                continue
             if kind == SEMANTIC and len(content_words(question) & content_words(c.quote)) > \
                     MAX_SEMANTIC_OVERLAP:  # the situation shares the answer's words
                 kind = FACTUAL
@@ -689,20 +703,25 @@ class StructureGenerator:
                         "evidence": [{"doc": c.doc_id, "quote": c.quote}]})
         return out
 
-    def _situated(self, c: Candidate, seed: int, job: Job) -> str:
-        """``c``'s question after ``context`` sentences of its document, outside its
-        evidence's section and not in its quote, drawn by ``seed`` and the job alone, in
-        document order and the asker's voice; the bare question when ``context`` is 0 or the
-        document has no such sentence."""
+    def _situated(self, c: Candidate, seed: int, job: Job) -> str | None:
+        """``c``'s question after ``context`` sentences of its document (fewer where it has
+        fewer), outside its evidence's section and that section's subsections (below a page's
+        title: a subsection often holds the answer's next step), not in its quote, drawn by
+        ``seed`` and the job alone, in document order and the asker's voice; the bare question
+        when ``context`` is 0; None when the document has no such sentence (the question is
+        dropped as ``no_situation``: a set asked with a situation holds none without)."""
         if not self.context:
             return c.question
         starts, paths = self._paths[c.doc_id]
         at = bisect.bisect_right(starts, c.start) - 1
         own = paths[at] if at >= 0 else ()
+        inside = (lambda p: p[:len(own)] == own) if len(own) >= 2 else (lambda p: p == own)
         quote = " ".join(c.quote.split())
         pool = [s for s in self._situations[c.doc_id]
-                if s.path != own and s.text not in quote and quote not in s.text]
+                if not inside(s.path) and s.text not in quote and quote not in s.text]
+        if not pool:
+            return None
         rng = np.random.default_rng([seed, _stable(job.passage.pid, job.draw, "context")])
         chosen = sorted(rng.choice(len(pool), size=min(self.context, len(pool)),
-                                   replace=False)) if pool else []
+                                   replace=False))
         return " ".join([*(first_person(pool[i].text) for i in chosen), c.question])

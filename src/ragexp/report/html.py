@@ -101,7 +101,7 @@ def deciding_key(data: SweepData, key: str) -> str:
     it, the questions the best run was chosen on; else ``key``, over every question. The
     headline showed every question's values under a best chosen on the hand questions' (0.816
     for the best beside 0.867 for another run)."""
-    source = compare.deciding_source(data.runs)
+    source = compare.deciding_source(data.runs, data.parent_tags)
     every = next(iter((data.every_table or data.tables).values()))
     own = f"{key}.source.{source}"
     if (source != sources.ALL_SOURCES and len(sources.sources_of(every)) > 1
@@ -119,7 +119,7 @@ def source_tag(data: SweepData, key: str, shown_key: str) -> str:
     every = data.every_table or data.tables
     if key not in next(iter(every.values())):
         return ""
-    source = compare.deciding_source(data.runs) if shown_key != key else sources.ALL_SOURCES
+    source = compare.deciding_source(data.runs, data.parent_tags) if shown_key != key else sources.ALL_SOURCES
     return figures.together(figures.figure(every[r], source, key) for r in data.runs["run_id"])
 
 
@@ -137,7 +137,7 @@ def headline_section(data: SweepData, heads, order: list[str]) -> list[str]:
            "worse, by the measure's direction (fewer answerable questions refused is better); "
            "grey: equal at three decimals, or measured on other questions (other data or "
            "split). Retrieval measures are over the answerable questions of the run's split"
-           + (f", of source {esc(compare.deciding_source(data.runs))} (objective_source: the "
+           + (f", of source {esc(compare.deciding_source(data.runs, data.parent_tags))} (objective_source: the "
               f"questions the best is chosen on; refusal and answer figures are over every "
               f"source's)" if any(k != shown for k, shown in shown_keys.items()) else "")
            + ".</p>"]
@@ -211,7 +211,7 @@ def kind_section(data: SweepData, tests, reference: str, ref_label: str,
            f"{esc(stats.correction_note(method, family))}</p>"]
     groups = [ALL, *kinds]
     # with several sources, the tables are of the deciding one's questions (sweep_data)
-    decided = compare.deciding_source(data.runs)
+    decided = compare.deciding_source(data.runs, data.parent_tags)
     several = len(sources.sources_of(next(iter((data.every_table or data.tables).values())))) > 1
     whose = (f"All questions of source {decided}" if several and decided != sources.ALL_SOURCES
              else "All questions")
@@ -331,7 +331,7 @@ def certificate_section(data: SweepData, labels, method: str) -> list[str]:
     doc = sources.recorded(data.parent_id)
     if doc is None:
         cert = sources.certify(data.every_table or data.tables, data.objective,
-                               compare.deciding_source(data.runs), method)
+                               compare.deciding_source(data.runs, data.parent_tags), method)
         if cert is None:
             return []
         doc = sources.to_json(cert, labels)

@@ -249,7 +249,7 @@ def load(parent_id: str) -> SweepData:
     every = {r: compare.per_question(r) for r in runs["run_id"]}
     curves = {r: _curve(r) for r in runs["run_id"]}
     first = runs.iloc[0]
-    source = str(first.get("params.objective_source") or sources.HAND)
+    source = compare.deciding_source(runs, dict(parent.data.tags))
     tables = {r: sources.deciding(t, source) for r, t in every.items()}
     objective = str(first.get("params.objective") or "nDCG@10")
     baseline = first.get("params.baseline")

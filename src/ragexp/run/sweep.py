@@ -488,6 +488,7 @@ class SweepCallback(Callback):
             self.parent_id, sweep_dir, status, reason))
         os.environ["MLFLOW_TRACKING_URI"] = tracking.tracking_uri()
         self.sweep_dir = sweep_dir
+        Session.current().sweep = self
         jobs_under(GlobalHydra.instance().config_loader(), self.parent_id)
         log.info("MLflow parent run %s in experiment %r (%s)", self.parent_id, name,
                  tracking.tracking_uri())
@@ -529,7 +530,9 @@ class SweepCallback(Callback):
             raise SystemExit(f"error: could not end sweep run {self.parent_id}: "
                              f"{tracking.error_summary(exc)}") from None
         finally:
-            Session.current().validated.clear()
+            session = Session.current()
+            session.validated.clear()
+            session.sweep = None
         done = job_outcomes(self.parent_id, sweep_dir)
         summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no job ran"
         say(f"\nsweep {'done' if status is None else status}: {summary} "
