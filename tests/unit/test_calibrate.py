@@ -323,3 +323,14 @@ def test_a_set_of_one_generator_with_other_settings_is_written_under_its_own_sou
     for bad in ("structure", "x=structure:context=2", "=structure"):
         with pytest.raises(ValueError, match="expected NAME=GENERATOR"):
             validity.parse_set(bad)
+
+
+def test_settings_and_a_generator_together_are_refused(tmp_path, capsys):
+    written = tmp_path / "calibrated.yaml"
+    written.write_text("generator: structure\noverrides: [generator.context=1]\n")
+    assert main(["questions", "generate", "--settings", str(written), "--generator",
+                 "known_item", "--out", str(tmp_path / "q.jsonl")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: --settings {written} names its generator: give --settings or --generator "
+        f"known_item, not both")
+    assert not (tmp_path / "q.jsonl").exists()

@@ -452,3 +452,14 @@ Agents encrypt every chunk with a per-tenant key before upload.
     gen.prepare([lone], passages_of([lone]))
     assert gen.write([Job(p, 0, "factual", f"{p.pid}:0") for p in passages_of([lone])], 0) == [
         "no_situation"]
+
+
+def test_an_faq_bold_line_asking_how_is_procedural_as_its_heading_is():
+    """One rule for the kind of a question an author wrote, heading or bold line."""
+    for text in ("## How do I pause copying for a weekend?\n\nSet the window to closed on "
+                 "both days in the schedule file.\n",
+                 "**How do I pause copying for a weekend?**\n\nSet the window to closed on "
+                 "both days in the schedule file.\n"):
+        doc = Document("faq.md", "FAQ", f"# FAQ\n\n{text}")
+        found = [(k, q) for _, k, q in asked(doc) if q.startswith("How do I pause")]
+        assert found == [("procedural", "How do I pause copying for a weekend?")]

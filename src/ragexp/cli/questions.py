@@ -111,8 +111,11 @@ def cmd_generate(args) -> int:
 
     # --kinds takes every word after it; an override (KEY=VALUE) there is one, never a kind
     kinds = [k for k in args.kinds or () if "=" not in k]
+    if args.settings and args.generator:
+        raise InvalidValue(f"--settings {args.settings} names its generator: give --settings "
+                           f"or --generator {args.generator}, not both")
     name, chosen, mix = (settings_overrides(args.settings) if args.settings
-                         else (args.generator, [], []))
+                         else (args.generator or "known_item", [], []))
     kinds = kinds or mix  # --kinds on the command line wins over the file's mix
     cfg = compose(name, [*chosen, *args.overrides, *(k for k in args.kinds or () if "=" in k)],
                   args.config_dir)
@@ -225,11 +228,11 @@ def add_parser(sub):
     g = qsub.add_parser("generate", help="write questions from sampled passages into --out "
                         "(a rerun continues the file)",
                         formatter_class=helptext.Defaults)
-    g.add_argument("--generator", choices=GENERATORS, default="known_item",
+    g.add_argument("--generator", choices=GENERATORS, default=None,
                    help="known_item: simulated known-item queries, offline; structure: "
                         "questions from a markdown corpus's headings, definitions, tables, "
                         "steps and FAQ, offline; llm: an OpenAI-compatible model (llm.* "
-                        "settings)")
+                        "settings); known_item when neither it nor --settings is given")
     g.add_argument("--n", type=int, default=100, help="questions the file should hold")
     g.add_argument("--seed", type=int, default=0, help="seed of the passage sample and draws")
     g.add_argument("--kinds", nargs="+", metavar="KIND",

@@ -243,6 +243,14 @@ def _normalised_question(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def _asked_kind(question: str) -> str:
+    """The kind of a question an author wrote: ``procedural`` when it asks how to do something
+    (``How do I ...``, ``How can we ...``), ``factual`` otherwise; one rule for an FAQ heading
+    and an FAQ bold line."""
+    return PROCEDURAL if re.match(r"how (do|can|should) (i|we|you)\b", question, re.I) \
+        else FACTUAL
+
+
 def heading_question(title: str, kept: frozenset[str] = frozenset()
                      ) -> tuple[str, str, str] | None:
     """``(template, kind, question)`` for a heading's inline ``title``, or None for a generic
@@ -256,9 +264,7 @@ def heading_question(title: str, kept: frozenset[str] = frozenset()
     second = tokens[1].lower() if len(tokens) > 1 else ""
     if text.endswith("?") or (first in WH and second in AUXILIARIES):
         question = _normalised_question(text)
-        kind = PROCEDURAL if re.match(r"how (do|can|should) (i|we|you)\b", question, re.I) \
-            else FACTUAL
-        return _ask("faq", kind, question)
+        return _ask("faq", _asked_kind(question), question)
     if first == "how" and second == "to" and len(tokens) > 2:
         return _ask("how_do_i", PROCEDURAL, " ".join(tokens[2:]))
     if CODE.fullmatch(text) or re.fullmatch(r"`[^`]+`", text):
@@ -482,7 +488,7 @@ class _Reader:
                         return
                     rest, end = after[0].start, after[0].end
                 question = _normalised_question(inline(term))
-                kind = paraphrased(FACTUAL, question, self.doc.text[rest:end])
+                kind = paraphrased(_asked_kind(question), question, self.doc.text[rest:end])
                 self.add(rest, end, ("faq", kind, question))
             elif (bold.group("sep") or term.endswith(":")) and \
                     term.rstrip(":").casefold() not in ADMONITIONS:
