@@ -56,7 +56,7 @@ evidence: ## regenerates the tau tables of docs/questions.md on the public corpo
 	    --calibrate
 	$(BIN)/python -m tools.question_validity --readme docs/questions.md data/corpora/cranfield \
 	    --name cranfield --unit document --generators known_item structure \
-	    --set structure_ctx1=structure:generator.context=1 --configs $(CRANFIELD_CONFIGS)
+	    --configs $(CRANFIELD_CONFIGS)
 
 run: ## one experiment on the defaults
 	$(BIN)/python -m ragexp

@@ -272,3 +272,13 @@ def test_make_tables_says_whose_questions_its_overall_figures_average(sweep):
     [row] = [r for r in rows(md) if r[0] == "bm25" and len(r) == 8]
     assert row[2:4] == [f"{mean(t, 'rr_at_10', 'hand')[0]:.3f}",
                         f"{mean(t, 'ndcg_at_10', 'hand')[0]:.3f}"]
+    # the per-kind table too: each kind's mean over the hand questions of that kind alone
+    section = md.split("**Per question kind** (questions of source `hand`)", 1)[1]
+    head, *body = rows(section.split("\n\n**", 1)[0])
+    [kinds_row] = [r for r in body if r[0] == "bm25"]
+    hand = t[t["source"] == "hand"]
+    for col, name in (("rr_at_10", "RR@10"), ("ndcg_at_10", "nDCG@10")):
+        for kind in ("factual", "semantic"):
+            value = mean(hand[hand["kind"] == kind], col)[0]
+            assert kinds_row[head.index(f"{name} {kind}")] == f"{value:.3f}"
+    assert not any(c.endswith("unanswerable") or "known_item" in c for c in head)

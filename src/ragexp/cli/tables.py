@@ -225,6 +225,9 @@ def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...]
     per_kind = pd.DataFrame({"ablation": df["tags.ragexp.ablation"],
                              **{f"RR@10 {k}": m(f"rr_at_10.{k}") for k in kinds},
                              **{f"nDCG@10 {k}": m(f"ndcg_at_10.{k}") for k in kinds}})
+    kinds_of = "every source's questions"
+    if of("x") != "x":  # a kind's logged metric averages every source: the deciding one's
+        per_kind, kinds_of = _kinds_of_source(df, source), f"questions of source `{source}`"
     cv, one_k = cv_note(df)
     # the runs used different folds (or one logged none): a column says each run's
     folds = {} if one_k is not None else {"CV folds": metric_column(df, "abstain.cv.folds").map(
@@ -257,11 +260,32 @@ def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...]
         parts += ["", f"**Against `{baseline}`** (paired, per question)", "", compare.render(tab),
                   "", significance.note("holm", results, significance.DEFAULT_MEASURES)]
     parts += ["", *decision_tables.build(df, run_confirm=run_confirm)]
-    parts += ["", "**Per question kind**", "", compare.render(per_kind),
+    parts += ["", f"**Per question kind** ({kinds_of})", "", compare.render(per_kind),
               "", f"**Refusal** at the operating point (budget: at most "
               f"{df['params.abstain.budget'].iloc[0]} of answerable questions refused; "
               f"{cv}) and answers", "", compare.render(refusal)]
     return "\n".join(parts)
+
+
+def _kinds_of_source(df: pd.DataFrame, source: str) -> pd.DataFrame:
+    """The per-kind table on ``source``'s questions alone: each kind's mean RR@10 and nDCG@10
+    over the answerable questions of that source and kind (a kind without one, ``unanswerable``,
+    has no column, as it has no logged metric), from each run's per-question table
+    (``report.facts.group_means``, as the sweep's page computes them): a kind's logged metric
+    (``rr_at_10.<kind>``) averages every source's questions, and a generated set asking the
+    hand-written kinds (``structure``) would move it."""
+    # defer heavy import
+    from ragexp.report import facts
+
+    tables = {r: sources.deciding(compare.per_question(r), source) for r in df["run_id"]}
+    kinds = sorted({str(k) for t in tables.values() for k in t["kind"]})
+    means = {(r, col): facts.group_means(t, col, kinds) for r, t in tables.items()
+             for col in ("rr_at_10", "ndcg_at_10")}
+    kinds = [k for k in kinds if any(pd.notna(v[k]) for v in means.values())]  # scored ones
+    shown = lambda v: "n/a" if pd.isna(v) else f"{v:.3f}"  # noqa: E731
+    return pd.DataFrame({"ablation": df["tags.ragexp.ablation"], **{
+        f"{name} {k}": [shown(means[(r, col)][k]) for r in df["run_id"]]
+        for name, col in (("RR@10", "rr_at_10"), ("nDCG@10", "ndcg_at_10")) for k in kinds}})
 
 
 def print_tables(experiment: str, run_confirm: bool = False,
