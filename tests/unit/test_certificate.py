@@ -246,3 +246,24 @@ def test_tied_winners_agree_and_no_signal_checks_nothing():
     assert shown[-2].startswith("no set checked against your questions: they have not enough "
                                 "signal (8 question(s), fewer than 12)")
     assert shown[-1].startswith("warning: the deciding questions (hand) have not enough signal")
+
+
+def test_many_sources_print_only_their_pairs_with_yours():
+    """A calibration grid's sets (here 4 sources: 6 pairs) print the pairs with the hand
+    questions, and say where the rest are."""
+    rng = np.random.default_rng(5)
+    hand = rng.random((4, 20))
+    t = tables(hand)
+    for name in ("g1", "g2", "g3"):
+        extra = rng.random((4, 20))
+        for i, r in enumerate(t):
+            t[r] = pd.concat([t[r], pd.DataFrame(
+                [{"id": f"{name}{j:03d}", "kind": "factual", "source": name,
+                  "ndcg_at_10": v, "rr_at_10": v} for j, v in enumerate(extra[i])])])
+    cert = sources.certify(t, "nDCG@10")
+    assert len(cert.pairs) == 6
+    shown = sources.lines(cert, {})
+    pairs = [line for line in shown if " vs " in line and ": tau " in line]
+    assert [line.split(":")[0] for line in pairs] == ["hand vs g1", "hand vs g2", "hand vs g3"]
+    assert "(the other 3 pairs of sources: the sweep's certificate.json and certificate.* " \
+           "metrics)" in shown

@@ -296,10 +296,15 @@ def _share(part: int | None, whole: int | None, what: str) -> str:
     return f"{part} of {counted(whole, what)} ({part / whole:.0%})"
 
 
+PAIRS_SHOWN = 3  # sources up to which every pair is printed; beyond, the pairs with yours
+
+
 def lines(cert: Certificate, label: Mapping[str, str]) -> list[str]:
     """What the sweep prints at its end, and ``compare``, the page and the gate show: one line
     per source, one per pair, and one per source not used to decide (or used against the
-    certificate's advice), with why."""
+    certificate's advice), with why. With more than ``PAIRS_SHOWN`` sources (a calibration's
+    grid: 11 sets make 66 pairs) only the pairs with the hand-written questions are printed,
+    and one line says where the others are (``certificate.json``, ``certificate.*``)."""
     name = lambda r: label.get(r, r[:8])  # noqa: E731
     obj = cert.objective
     out = [f"question sets ({obj}; split halves: median tau [5th-95th percentile] of "
@@ -322,7 +327,8 @@ def lines(cert: Certificate, label: Mapping[str, str]) -> list[str]:
                    f"{interval(r.split_half)}; {told} of {counted(pairs, 'pair')} told apart; "
                    f"best {name(r.best)}, {len(r.tied)} of {len(s.runs)} tied with it: "
                    f"{s.verdict} ({s.why})")
-    for p in cert.pairs:
+    shown = [p for p in cert.pairs if len(cert.sources) <= PAIRS_SHOWN or HAND in (p.a, p.b)]
+    for p in shown:
         main = p.measures.get(obj)
         if main is None:
             continue
@@ -341,6 +347,9 @@ def lines(cert: Certificate, label: Mapping[str, str]) -> list[str]:
                       f"differs ({p.a} {name(ra.best)}, {p.b} {name(rb.best)})")
                    + "; tied-with-best sets "
                    + ("agree" if main.tied_agree else f"differ ({'; '.join(only)})"))
+    if len(shown) < len(cert.pairs):
+        out.append(f"(the other {len(cert.pairs) - len(shown)} pairs of sources: the sweep's "
+                   f"{ARTIFACT} and certificate.* metrics)")
     return out + flag_lines(cert)
 
 
