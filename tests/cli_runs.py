@@ -151,9 +151,22 @@ def run_app(tmp: Path, *args: str, cwd: Path = ROOT,
         return run_here(lambda _: _as_python_exits(app.entry), argv, cwd=cwd)
 
 
+def _reopened_handlers() -> None:
+    """Point every logging stream handler whose stream an earlier in-process run closed (a
+    library's own default handler, Optuna's, bound to the stderr that run captured) at this
+    run's stderr, as a new process would find it: else its first record prints ``--- Logging
+    error ---`` with a traceback."""
+    loggers = [logging.getLogger(), *(v for v in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(v, logging.Logger))]
+    for handler in (h for lg in loggers for h in lg.handlers):
+        if isinstance(handler, logging.StreamHandler) and getattr(handler.stream, "closed", False):
+            handler.setStream(sys.stderr)
+
+
 def _as_python_exits(main: Callable[[], None]) -> None:
     """``main()``; an exception it raises (not ``SystemExit``) printed as Python prints one
     that ends a process, which then exits 1."""
+    _reopened_handlers()
     try:
         main()
     except Exception:

@@ -104,3 +104,24 @@ def test_a_hydra_job_in_this_process_needs_an_output_folder_of_its_own(tmp_path)
                        r"folder of its own"):
         single.run_job(task_function=None, config=config, job_dir_key="hydra.run.dir",
                        job_subdir_key=None, hydra_context=None)
+
+
+def test_a_handler_left_on_a_closed_stream_by_an_earlier_run_writes_to_this_ones():
+    """A library's default handler bound to the stderr an earlier in-process run captured
+    (Optuna's) logs to the current stderr in the next run, not '--- Logging error ---'."""
+    import io
+    import logging
+    import sys
+
+    import cli_runs
+
+    gone = io.StringIO()
+    handler = logging.StreamHandler(gone)
+    logger = logging.getLogger("ragexp-test-closed-stream")
+    logger.addHandler(handler)
+    gone.close()
+    try:
+        cli_runs._reopened_handlers()
+        assert handler.stream is sys.stderr
+    finally:
+        logger.removeHandler(handler)
