@@ -152,15 +152,16 @@ def run_app(tmp: Path, *args: str, cwd: Path = ROOT,
 
 
 def _reopened_handlers() -> None:
-    """Point every logging stream handler whose stream an earlier in-process run closed (a
+    """Point every plain logging stream handler whose stream an earlier in-process run closed (a
     library's own default handler, Optuna's, bound to the stderr that run captured) at this
     run's stderr, as a new process would find it: else its first record prints ``--- Logging
     error ---`` with a traceback."""
-    loggers = [logging.getLogger(), *(v for v in logging.Logger.manager.loggerDict.values()
-                                      if isinstance(v, logging.Logger))]
+    loggers = [v for v in logging.Logger.manager.loggerDict.values()
+               if isinstance(v, logging.Logger)]
     for handler in (h for lg in loggers for h in lg.handlers):
-        if isinstance(handler, logging.StreamHandler) and getattr(handler.stream, "closed", False):
-            handler.setStream(sys.stderr)
+        # a plain StreamHandler only: pytest's capture handlers (subclasses) are its own
+        if type(handler) is logging.StreamHandler and getattr(handler.stream, "closed", False):
+            handler.stream = sys.stderr  # not setStream: it flushes the closed stream first
 
 
 def _as_python_exits(main: Callable[[], None]) -> None:
