@@ -123,8 +123,10 @@ _OBJECT_AFTER = """to for with from about on at by of into than against without 
     gives given send sends sent tell tells told ask asks asked help helps let lets allow allows
     contact contacts pay pays paid charge charges invite invites offer offers show shows call
     calls email emails write writes protect protects refund refunds fine fines""".split()
-_VOICE = ((re.compile(r"\b[Yy]ou(?:'|’)re\b"), "I'm"), (re.compile(r"\b[Yy]ou(?:'|’)ve\b"), "I've"),
-          (re.compile(r"\b[Yy]ou(?:'|’)ll\b"), "I'll"), (re.compile(r"\b[Yy]ou(?:'|’)d\b"), "I'd"),
+_VOICE = ((re.compile(r"\b[Yy]ou(?:'|’)re\b"), "I'm"),
+          (re.compile(r"\b[Yy]ou(?:'|’)ve\b"), "I've"),
+          (re.compile(r"\b[Yy]ou(?:'|’)ll\b"), "I'll"),
+          (re.compile(r"\b[Yy]ou(?:'|’)d\b"), "I'd"),
           (re.compile(r"\byourself\b"), "myself"), (re.compile(r"\bYourself\b"), "Myself"),
           (re.compile(r"\byours\b"), "mine"), (re.compile(r"\byour\b"), "my"),
           (re.compile(r"\bYour\b"), "My"), (re.compile(r"\b[Yy]ou are\b"), "I am"),

@@ -119,7 +119,8 @@ def source_tag(data: SweepData, key: str, shown_key: str) -> str:
     every = data.every_table or data.tables
     if key not in next(iter(every.values())):
         return ""
-    source = compare.deciding_source(data.runs, data.parent_tags) if shown_key != key else sources.ALL_SOURCES
+    source = (compare.deciding_source(data.runs, data.parent_tags) if shown_key != key
+              else sources.ALL_SOURCES)
     return figures.together(figures.figure(every[r], source, key) for r in data.runs["run_id"])
 
 
@@ -137,7 +138,8 @@ def headline_section(data: SweepData, heads, order: list[str]) -> list[str]:
            "worse, by the measure's direction (fewer answerable questions refused is better); "
            "grey: equal at three decimals, or measured on other questions (other data or "
            "split). Retrieval measures are over the answerable questions of the run's split"
-           + (f", of source {esc(compare.deciding_source(data.runs, data.parent_tags))} (objective_source: the "
+           + (f", of source {esc(compare.deciding_source(data.runs, data.parent_tags))} "
+              f"(objective_source: the "
               f"questions the best is chosen on; refusal and answer figures are over every "
               f"source's)" if any(k != shown for k, shown in shown_keys.items()) else "")
            + ".</p>"]
