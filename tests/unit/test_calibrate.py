@@ -145,6 +145,16 @@ def test_equal_taus_go_to_the_first_point_and_undefined_ones_never_win():
         calibrate.calibrate(small, ["same"], "nDCG@10")
 
 
+def chosen_sweep(monkeypatch, t: dict[str, pd.DataFrame]) -> None:
+    """``calibrate choose --parent ppp`` reading a sweep of the runs ``RUNS`` whose per-question
+    tables are ``t``."""
+    monkeypatch.setattr("ragexp.tracking.store.resolve_run_id", lambda ref: "p" * 32)
+    monkeypatch.setattr("ragexp.tracking.store.experiment_name_of", lambda run: "x")
+    monkeypatch.setattr("ragexp.decide.compare.runs_frame",
+                        lambda experiment, parent=None: pd.DataFrame({"run_id": list(RUNS)}))
+    monkeypatch.setattr("ragexp.decide.compare.per_question", lambda run: t[run])
+
+
 def test_choose_writes_the_settings_that_generate_reads(tmp_path, monkeypatch, capsys):
     grid = tmp_path / "grid.yaml"
     grid.write_text(yaml.safe_dump({"known_item": {"strategy": ["popular", "discriminative"],
@@ -152,11 +162,7 @@ def test_choose_writes_the_settings_that_generate_reads(tmp_path, monkeypatch, c
     names = ["known_item-popular-3", "known_item-discriminative-3"]
     t = tables(frame("hand", HAND, "h"), frame(names[0], REVERSED, "p"),
                frame(names[1], SAME, "d"))
-    monkeypatch.setattr("ragexp.tracking.store.resolve_run_id", lambda ref: "p" * 32)
-    monkeypatch.setattr("ragexp.tracking.store.experiment_name_of", lambda run: "x")
-    monkeypatch.setattr("ragexp.decide.compare.runs_frame",
-                        lambda experiment, parent=None: pd.DataFrame({"run_id": list(RUNS)}))
-    monkeypatch.setattr("ragexp.decide.compare.per_question", lambda run: t[run])
+    chosen_sweep(monkeypatch, t)
     out = tmp_path / "calibrated.yaml"
     assert main(["questions", "calibrate", "choose", "--parent", "ppp", "--grid", str(grid),
                  "--write", str(out)]) == 0
@@ -176,11 +182,7 @@ def test_choose_writes_the_settings_that_generate_reads(tmp_path, monkeypatch, c
 
 def test_choose_names_the_sources_when_the_sweep_scored_no_grid_set(monkeypatch, capsys):
     t = tables(frame("hand", HAND, "h"), frame("same", SAME, "s"))
-    monkeypatch.setattr("ragexp.tracking.store.resolve_run_id", lambda ref: "p" * 32)
-    monkeypatch.setattr("ragexp.tracking.store.experiment_name_of", lambda run: "x")
-    monkeypatch.setattr("ragexp.decide.compare.runs_frame",
-                        lambda experiment, parent=None: pd.DataFrame({"run_id": list(RUNS)}))
-    monkeypatch.setattr("ragexp.decide.compare.per_question", lambda run: t[run])
+    chosen_sweep(monkeypatch, t)
     assert main(["questions", "calibrate", "choose", "--parent", "ppp"]) == 2
     assert "scored none of the grid's sets (its sources: hand, same)" in capsys.readouterr().err
 
@@ -221,11 +223,7 @@ def test_a_kinds_mix_is_a_grid_key_asked_in_turn_and_written_for_generate(
     names = ["structure-all-0", "structure-procedural_identifier-0"]
     t = tables(frame("hand", HAND, "h"), frame(names[0], REVERSED, "a"),
                frame(names[1], SAME, "m"))
-    monkeypatch.setattr("ragexp.tracking.store.resolve_run_id", lambda ref: "p" * 32)
-    monkeypatch.setattr("ragexp.tracking.store.experiment_name_of", lambda run: "x")
-    monkeypatch.setattr("ragexp.decide.compare.runs_frame",
-                        lambda experiment, parent=None: pd.DataFrame({"run_id": list(RUNS)}))
-    monkeypatch.setattr("ragexp.decide.compare.per_question", lambda run: t[run])
+    chosen_sweep(monkeypatch, t)
     written = tmp_path / "calibrated.yaml"
     assert main(["questions", "calibrate", "choose", "--parent", "ppp", "--grid", str(grid),
                  "--write", str(written)]) == 0
@@ -254,10 +252,7 @@ def test_settings_that_are_not_a_calibrated_file_are_refused(tmp_path, capsys):
 def validity_sweep(monkeypatch, t: dict[str, pd.DataFrame], recorded: dict | None = None):
     """``tools.question_validity`` reading a sweep of the runs ``RUNS`` whose per-question
     tables are ``t``, its parent run holding the certificate ``recorded`` (none: computed)."""
-    monkeypatch.setattr("ragexp.tracking.store.experiment_name_of", lambda run: "x")
-    monkeypatch.setattr("ragexp.decide.compare.runs_frame",
-                        lambda experiment, parent=None: pd.DataFrame({"run_id": list(RUNS)}))
-    monkeypatch.setattr("ragexp.decide.compare.per_question", lambda run: t[run])
+    chosen_sweep(monkeypatch, t)
     monkeypatch.setattr("ragexp.decide.compare.run_labels",
                         lambda df: {r: f"cfg_{r}" for r in df["run_id"]})
     monkeypatch.setattr("ragexp.decide.sources.recorded", lambda parent: recorded)
