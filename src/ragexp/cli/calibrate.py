@@ -12,14 +12,11 @@ the other half with a 95 % bootstrap interval, and the settings written to a fil
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 from ragexp.cli.questions import compose, documents
+from ragexp.data.golden import source_problem
 from ragexp.errors import InvalidValue, counted
-
-SOURCE_NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
-
 
 def load_grid(path: str | None):
     """The grid points of ``path`` (default: the shipped ``conf/calibrate.yaml``); raises
@@ -57,7 +54,7 @@ def source_name(point) -> str:
     ``known_item-popular-3-0p1``; a kinds mix ``factual_procedural``); raises ``InvalidValue``
     when it cannot be one."""
     name = "-".join([point.generator, *(_shown(v) for _, v in point.settings)])
-    if not SOURCE_NAME.fullmatch(name):
+    if source_problem(name):
         raise InvalidValue(f"calibration point {point.name}: {name!r} cannot name a question "
                            f"source (1-40 letters, digits, '_' or '-'); use shorter values")
     return name

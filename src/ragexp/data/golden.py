@@ -491,6 +491,20 @@ def label_problems(kind: str, evidence: list, answer: object) -> list[tuple[str,
     return out
 
 
+def source_problem(source: object) -> str | None:
+    """Why ``source`` cannot name a question source, or None when it can: a name of 1-40
+    letters, digits, ``_`` or ``-`` (it becomes part of metric names), not ``all`` (every
+    source together). One rule for ``questions check``, ``questions generate source=`` and
+    ``questions calibrate``'s set names."""
+    if not isinstance(source, str) or not KIND_NAME.fullmatch(source):
+        return (f"source {shown(source)} is not a name of 1-40 letters, digits, '_' or '-' "
+                f"(it becomes part of metric names such as ndcg_at_10.source.<source>)")
+    if source.casefold() == OVERALL:
+        return (f"source {shown(source)} is the name of every source together "
+                f"(objective_source={OVERALL}): name the source otherwise")
+    return None
+
+
 def semantic_shared(question: str, quotes: Sequence[str]) -> set[str]:
     """The content words (``text.analysis.content_words``) ``question`` shares with its
     evidence's ``quotes``: a ``semantic`` question may share at most ``MAX_SEMANTIC_OVERLAP``
@@ -521,13 +535,8 @@ def _check_record(rec: object, where: tuple[str, int], docs: dict[str, Document]
         bad(f"{name}: {wrong}")
         return None
     source = rec.get("source", HAND)
-    if not isinstance(source, str) or not KIND_NAME.fullmatch(source):
-        bad(f"{name}: source {shown(source)} is not a name of 1-40 letters, digits, '_' or '-' "
-            f"(it becomes part of metric names such as ndcg_at_10.source.<source>)")
-        return None
-    if source.casefold() == OVERALL:
-        bad(f"{name}: source {shown(source)} is the name of every source together "
-            f"(objective_source={OVERALL}): name the source otherwise")
+    if wrong := source_problem(source):
+        bad(f"{name}: {wrong}")
         return None
     evidence = rec.get("evidence") or []
     if not isinstance(evidence, list):

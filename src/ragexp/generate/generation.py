@@ -22,7 +22,7 @@ from ragexp.errors import InvalidValue, MissingInput, counted, listed
 from ragexp.generate.filters import Filters
 from ragexp.generate.outfile import QuestionFile
 from ragexp.generate.passages import MIN_WORDS, Job, Passage, jobs, passages_of, repeated
-from ragexp.data.golden import KIND_NAME
+from ragexp.data.golden import source_problem
 from ragexp.records import HAND, OVERALL, Document
 
 SOURCE = "generated"  # the default source of a generated question (``Settings.source``)
@@ -89,8 +89,7 @@ def check_settings(settings: Settings, generator: Generator) -> tuple[str, ...]:
     hand-written questions, nor ``all``, every source together)."""
     if settings.n < 1:
         raise InvalidValue(f"--n {settings.n}: ask for at least one question")
-    if (not KIND_NAME.fullmatch(settings.source)
-            or settings.source.casefold() in (HAND, OVERALL)):
+    if source_problem(settings.source) or settings.source.casefold() == HAND:
         raise InvalidValue(f"source={settings.source!r}: name the generated questions' source "
                            f"with 1-40 letters, digits, '_' or '-', other than {HAND!r} (the "
                            f"hand-written questions) and {OVERALL!r} (every source together)")
