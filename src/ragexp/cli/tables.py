@@ -216,7 +216,8 @@ def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...]
                          "Success@10": m(of("success_at_10")),
                          "R@10": m(of("r_at_10")), "R@100": m(of("r_at_100"))})
     # whose questions, and how many (``decide.figures``): the only source's, or the deciding one's
-    tag = figures.together(figures.figure(compare.per_question(r), sources.ALL_SOURCES
+    every = {r: compare.per_question(r) for r in df["run_id"]}  # read once: tag and kinds
+    tag = figures.together(figures.figure(every[r], sources.ALL_SOURCES
                                           if of("x") == "x" else source, "rr_at_10")
                            for r in df["run_id"])
     overall = f"answerable questions: {tag}" + ("" if of("x") == "x" else
@@ -227,7 +228,7 @@ def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...]
                              **{f"nDCG@10 {k}": m(f"ndcg_at_10.{k}") for k in kinds}})
     kinds_of = "every source's questions"
     if of("x") != "x":  # a kind's logged metric averages every source: the deciding one's
-        per_kind, kinds_of = _kinds_of_source(df, source), f"questions of source `{source}`"
+        per_kind, kinds_of = _kinds_of_source(df, every, source), f"questions of source `{source}`"
     cv, one_k = cv_note(df)
     # the runs used different folds (or one logged none): a column says each run's
     folds = {} if one_k is not None else {"CV folds": metric_column(df, "abstain.cv.folds").map(
@@ -267,17 +268,18 @@ def build(experiment: str, run_confirm: bool = False, overrides: tuple[str, ...]
     return "\n".join(parts)
 
 
-def _kinds_of_source(df: pd.DataFrame, source: str) -> pd.DataFrame:
+def _kinds_of_source(df: pd.DataFrame, every: dict[str, pd.DataFrame], source: str
+                     ) -> pd.DataFrame:
     """The per-kind table on ``source``'s questions alone: each kind's mean RR@10 and nDCG@10
     over the answerable questions of that source and kind (a kind without one, ``unanswerable``,
-    has no column, as it has no logged metric), from each run's per-question table
+    has no column, as it has no logged metric), from ``every`` run's per-question table
     (``report.facts.group_means``, as the sweep's page computes them): a kind's logged metric
     (``rr_at_10.<kind>``) averages every source's questions, and a generated set asking the
     hand-written kinds (``structure``) would move it."""
     # defer heavy import
     from ragexp.report import facts
 
-    tables = {r: sources.deciding(compare.per_question(r), source) for r in df["run_id"]}
+    tables = {r: sources.deciding(every[r], source) for r in df["run_id"]}
     kinds = sorted({str(k) for t in tables.values() for k in t["kind"]})
     means = {(r, col): facts.group_means(t, col, kinds) for r, t in tables.items()
              for col in ("rr_at_10", "ndcg_at_10")}
