@@ -15,7 +15,6 @@ import math
 from pathlib import Path
 
 from ragexp.cli.questions import compose, documents
-from ragexp.data.golden import source_problem
 from ragexp.errors import InvalidValue, counted
 
 def load_grid(path: str | None):
@@ -53,6 +52,9 @@ def source_name(point) -> str:
     """The point's name as a question source (1-40 of ``[A-Za-z0-9_-]``: ``.`` becomes ``p``,
     ``known_item-popular-3-0p1``; a kinds mix ``factual_procedural``); raises ``InvalidValue``
     when it cannot be one."""
+    # defer heavy import
+    from ragexp.data.golden import source_problem
+
     name = "-".join([point.generator, *(_shown(v) for _, v in point.settings)])
     if source_problem(name):
         raise InvalidValue(f"calibration point {point.name}: {name!r} cannot name a question "
